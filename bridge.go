@@ -1,0 +1,132 @@
+package spine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/tetratelabs/wazero/api"
+)
+
+// Tool runs on the Host. args is Go-owned; no borrowed Guest memory escapes.
+// Treat args as read-only; the run also retains them for Future matching.
+type Tool func(ctx context.Context, args json.RawMessage) (any, error)
+
+// ToolSpec binds a Python-visible tool name to its Host implementation.
+// Early-read tools must return a stable snapshot for the run and honor ctx.
+type ToolSpec struct {
+	Call           Tool
+	AllowEarlyRead bool
+
+	// Description is shown by help(tool) and tool.__doc__ in the Guest.
+	// It never changes how a call is dispatched.
+	Description string
+}
+
+// Manifest is copied by New and injected into each Guest execution.
+type Manifest map[string]ToolSpec
+
+type callRequest struct {
+	Tool string          `json:"tool"`
+	Args json.RawMessage `json:"args"`
+}
+
+// maxMessage caps every tool request and response crossing the bridge.
+const maxMessage = 1 << 20
+
+// responseFailed is what call and resolve return to the Guest when no response
+// could be written at out (outside memory, or larger than capacity).
+const responseFailed = 0xFFFFFFFF
+
+func readRequest(m api.Module, ptr, size uint32) (callRequest, error) {
+	var request callRequest
+	data, ok := m.Memory().Read(ptr, size)
+	if !ok || size > maxMessage {
+		return request, errors.New("tool request outside ABI bounds")
+	}
+	err := json.Unmarshal(data, &request)
+	return request, err
+}
+
+func encodeResponse(value any, err error) []byte {
+	response := struct {
+		Value any     `json:"value"`
+		Error *string `json:"error,omitempty"`
+	}{Value: value}
+	if err != nil {
+		response.Value = nil
+		message := err.Error()
+		response.Error = &message
+	}
+	encoded, err := json.Marshal(response)
+	if err != nil {
+		encoded, _ = json.Marshal(map[string]string{"error": "tool result is not JSON: " + err.Error()})
+	}
+	return encoded
+}
+
+func (r *Runner) invoke(ctx context.Context, request callRequest) []byte {
+	if err := spendToolCall(ctx); err != nil {
+		return encodeResponse(nil, err)
+	}
+	spec, ok := r.manifest[request.Tool]
+	if !ok {
+		return encodeResponse(nil, fmt.Errorf("unknown tool: %s", request.Tool))
+	}
+	value, err := callTool(ctx, spec.Call, request.Args)
+	return encodeResponse(value, err)
+}
+
+func (r *Runner) hostCall(ctx context.Context, m api.Module, ptr, size, out, capacity uint32) uint32 {
+	request, err := readRequest(m, ptr, size)
+	var response []byte
+	if err != nil {
+		response = encodeResponse(nil, err)
+	} else {
+		response = r.invoke(ctx, request)
+	}
+	return writeResponse(m, out, capacity, response)
+}
+
+func (r *Runner) hostPrepare(ctx context.Context, m api.Module, ptr, size uint32) uint32 {
+	request, err := readRequest(m, ptr, size)
+	if err != nil {
+		return 0
+	}
+	return ctx.Value(runKey{}).(*runState).prepare(request)
+}
+
+func (r *Runner) hostResolve(ctx context.Context, m api.Module, id, ptr, size, out, capacity uint32) uint32 {
+	request, err := readRequest(m, ptr, size)
+	var response []byte
+	if err != nil {
+		response = encodeResponse(nil, err)
+	} else {
+		response = ctx.Value(runKey{}).(*runState).resolve(id, request)
+	}
+	return writeResponse(m, out, capacity, response)
+}
+
+// writeResponse copies response into the Guest at out. The whole buffer the
+// Guest offered, out to out+capacity, must lie in its memory and the response
+// must fit in it; otherwise nothing is written and the Guest gets responseFailed.
+func writeResponse(m api.Module, out, capacity uint32, response []byte) uint32 {
+	if uint64(out)+uint64(capacity) > uint64(m.Memory().Size()) || uint64(len(response)) > uint64(capacity) {
+		return responseFailed
+	}
+	if !m.Memory().Write(out, response) {
+		return responseFailed
+	}
+	return uint32(len(response))
+}
+
+// callTool runs a tool; a panic becomes the tool's error, so no tool can crash the Host.
+func callTool(ctx context.Context, call Tool, args json.RawMessage) (value any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			value, err = nil, fmt.Errorf("tool panicked: %v", p)
+		}
+	}()
+	return call(ctx, args)
+}

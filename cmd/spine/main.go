@@ -1,0 +1,111 @@
+// Command spine runs Python programs in the Spine sandbox.
+//
+//	spine demo    run the seed's demo: a Go lookup tool called from Python
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spine-run/spine"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage: spine <command>
+
+commands:
+  demo    run the seed's demo: Python multiplies a looked-up price by a quantity
+`
+
+// run is the whole command, testable: it returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "demo":
+		return demo(context.Background(), stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "spine: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}
+
+// demoSource is the seed's program: one tool call, a caught tool error, and a
+// result computed from the tool's value and the run's inputs.
+const demoSource = `price = lookup(key="book")
+print(f"lookup(key='book') -> {price}")
+try:
+    lookup(key="unicorn")
+except RuntimeError as err:
+    print(f"lookup(key='unicorn') -> RuntimeError: {err}")
+result = price * inputs["quantity"]
+`
+
+// prices is the demo's data, read by the lookup tool.
+var prices = map[string]int{"book": 21, "pen": 2}
+
+func lookup(ctx context.Context, args json.RawMessage) (any, error) {
+	var a struct {
+		Key string `json:"key"`
+	}
+	if err := json.Unmarshal(args, &a); err != nil {
+		return nil, fmt.Errorf("lookup: bad arguments: %v", err)
+	}
+	price, ok := prices[a.Key]
+	if !ok {
+		return nil, fmt.Errorf("no such key: %q", a.Key)
+	}
+	return price, nil
+}
+
+func demo(ctx context.Context, stdout, stderr io.Writer) int {
+	runner, err := spine.New(ctx, spine.Manifest{
+		"lookup": {Call: lookup, AllowEarlyRead: true, Description: "Look up the price of an item by key."},
+	}, nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "spine:", err)
+		return 1
+	}
+	defer runner.Close(ctx)
+	inputs := map[string]any{"quantity": 3}
+	out, err := runner.Run(ctx, spine.Request{Source: demoSource, Inputs: inputs})
+	if out != nil {
+		fmt.Fprintf(stdout, "program:\n%s\ninputs: {\"quantity\": 3}\n\ncaptured output:\n%s", indent(demoSource), indent(out.Stdout))
+	}
+	var pyErr *spine.PythonError
+	switch {
+	case errors.As(err, &pyErr):
+		fmt.Fprintf(stderr, "python error:\n%s", pyErr.Traceback)
+		return 1
+	case err != nil:
+		fmt.Fprintln(stderr, "spine:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "\nresult: %s\n", out.Value)
+	return 0
+}
+
+func indent(s string) string {
+	var b []byte
+	start := true
+	for i := 0; i < len(s); i++ {
+		if start {
+			b = append(b, "    "...)
+		}
+		b = append(b, s[i])
+		start = s[i] == '\n'
+	}
+	return string(b)
+}

@@ -1,0 +1,273 @@
+/*
+ * The Spine Guest: CPython 3.11 as a WASI reactor.
+ *
+ * This file is the whole C side of the Guest. It registers the builtin module
+ * _spine, whose call/prepare/resolve reach the Host imports of the same names in
+ * module "spine", and exports the Guest ABI (docs/abi.md): abi_version, init,
+ * alloc, release, execute.
+ *
+ * _spine returns NULL (with a Python exception set) only when its own argument
+ * parsing, its buffer checks or a bytes allocation fail. Everything else, tool
+ * errors included, comes back as a response envelope that bootstrap.decode reads.
+ */
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SPINE_ABI_VERSION 1
+
+/* maxMessage: requests and responses are capped at 1 MiB. */
+#define SPINE_MAX_MESSAGE (1u << 20)
+
+/* What call and resolve return when the Host could not write a response. */
+#define SPINE_FAILED 0xFFFFFFFFu
+
+__attribute__((import_module("spine"), import_name("call"))) uint32_t
+spine_call(uint32_t ptr, uint32_t size, uint32_t out, uint32_t capacity);
+
+__attribute__((import_module("spine"), import_name("prepare"))) uint32_t
+spine_prepare(uint32_t ptr, uint32_t size);
+
+__attribute__((import_module("spine"), import_name("resolve"))) uint32_t
+spine_resolve(uint32_t id, uint32_t ptr, uint32_t size, uint32_t out, uint32_t capacity);
+
+/*
+ * One response buffer for the life of the instance. The Host writes a response
+ * into it and python_call copies it into a bytes object before any Python code
+ * runs again, so calls never overlap. It lives in .bss: pages the Host never
+ * writes stay untouched.
+ */
+static char response_buffer[SPINE_MAX_MESSAGE];
+
+static uint32_t
+guest_offset(const void *p)
+{
+	return (uint32_t)(uintptr_t)p;
+}
+
+static PyObject *
+response_bytes(uint32_t n)
+{
+	if (n == SPINE_FAILED || n > SPINE_MAX_MESSAGE) {
+		PyErr_SetString(PyExc_RuntimeError,
+		                "tool response was not delivered: it is larger than the 1 MiB message limit");
+		return NULL;
+	}
+	return PyBytes_FromStringAndSize(response_buffer, (Py_ssize_t)n);
+}
+
+static int
+request_buffer(Py_buffer *request)
+{
+	if ((size_t)request->len > UINT32_MAX) {
+		PyBuffer_Release(request);
+		PyErr_SetString(PyExc_ValueError, "tool request is too large");
+		return -1;
+	}
+	return 0;
+}
+
+/* _spine.call(request: bytes) -> bytes */
+static PyObject *
+python_call(PyObject *self, PyObject *args)
+{
+	Py_buffer request;
+	if (!PyArg_ParseTuple(args, "y*:call", &request)) {
+		return NULL;
+	}
+	if (request_buffer(&request) < 0) {
+		return NULL;
+	}
+	uint32_t n = spine_call(guest_offset(request.buf), (uint32_t)request.len,
+	                        guest_offset(response_buffer), SPINE_MAX_MESSAGE);
+	PyBuffer_Release(&request);
+	return response_bytes(n);
+}
+
+/* _spine.prepare(request: bytes) -> int; 0 means "not prepared". */
+static PyObject *
+python_prepare(PyObject *self, PyObject *args)
+{
+	Py_buffer request;
+	if (!PyArg_ParseTuple(args, "y*:prepare", &request)) {
+		return NULL;
+	}
+	if (request_buffer(&request) < 0) {
+		return NULL;
+	}
+	uint32_t id = spine_prepare(guest_offset(request.buf), (uint32_t)request.len);
+	PyBuffer_Release(&request);
+	return PyLong_FromUnsignedLong(id);
+}
+
+/* _spine.resolve(id: int, request: bytes) -> bytes; id 0 is a normal call. */
+static PyObject *
+python_resolve(PyObject *self, PyObject *args)
+{
+	unsigned int id;
+	Py_buffer request;
+	if (!PyArg_ParseTuple(args, "Iy*:resolve", &id, &request)) {
+		return NULL;
+	}
+	if (request_buffer(&request) < 0) {
+		return NULL;
+	}
+	uint32_t n = spine_resolve((uint32_t)id, guest_offset(request.buf), (uint32_t)request.len,
+	                           guest_offset(response_buffer), SPINE_MAX_MESSAGE);
+	PyBuffer_Release(&request);
+	return response_bytes(n);
+}
+
+static PyMethodDef spine_methods[] = {
+	{"call", python_call, METH_VARARGS,
+	 "call(request: bytes) -> bytes\n\nSend one JSON tool request to the Host; return the response envelope."},
+	{"prepare", python_prepare, METH_VARARGS,
+	 "prepare(request: bytes) -> int\n\nAsk the Host to start an early read; 0 means not prepared."},
+	{"resolve", python_resolve, METH_VARARGS,
+	 "resolve(id: int, request: bytes) -> bytes\n\nClaim a prepared read (or call normally when it does not match)."},
+	{NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef spine_module = {
+	PyModuleDef_HEAD_INIT, "_spine", "The Guest side of the Spine tool bridge.", -1, spine_methods,
+};
+
+static PyObject *
+PyInit__spine(void)
+{
+	PyObject *m = PyModule_Create(&spine_module);
+	if (m == NULL) {
+		return NULL;
+	}
+	if (PyModule_AddIntConstant(m, "MAX_MESSAGE", SPINE_MAX_MESSAGE) < 0 ||
+	    PyModule_AddIntConstant(m, "ABI_VERSION", SPINE_ABI_VERSION) < 0) {
+		Py_DECREF(m);
+		return NULL;
+	}
+	return m;
+}
+
+/* bootstrap.execute, looked up once by init. */
+static PyObject *execute_entry;
+
+__attribute__((export_name("abi_version"))) int32_t
+spine_abi_version(void)
+{
+	return SPINE_ABI_VERSION;
+}
+
+/*
+ * init starts CPython and imports bootstrap. 0 is success; anything else names
+ * the step that failed (the Python error, if any, went to stderr).
+ */
+__attribute__((export_name("init"))) int32_t
+spine_init(void)
+{
+	if (execute_entry != NULL) {
+		return 0;
+	}
+	PyStatus status;
+	PyPreConfig preconfig;
+	PyPreConfig_InitIsolatedConfig(&preconfig);
+	preconfig.utf8_mode = 1;
+	status = Py_PreInitialize(&preconfig);
+	if (PyStatus_Exception(status)) {
+		return 1;
+	}
+	if (PyImport_AppendInittab("_spine", PyInit__spine) < 0) {
+		return 2;
+	}
+
+	PyConfig config;
+	PyConfig_InitIsolatedConfig(&config);
+	config.site_import = 0;
+	config.write_bytecode = 0;
+	config.buffered_stdio = 0;
+	config.install_signal_handlers = 0;
+	config.pathconfig_warnings = 0;
+	config.user_site_directory = 0;
+	config.parse_argv = 0;
+	config.safe_path = 1;
+	status = PyConfig_SetString(&config, &config.home, L"/usr/local");
+	if (!PyStatus_Exception(status)) {
+		status = PyConfig_SetString(&config, &config.program_name, L"spine");
+	}
+	if (!PyStatus_Exception(status)) {
+		config.module_search_paths_set = 1;
+		status = PyWideStringList_Append(&config.module_search_paths,
+		                                 L"/usr/local/lib/python311.zip");
+	}
+	if (!PyStatus_Exception(status)) {
+		status = Py_InitializeFromConfig(&config);
+	}
+	PyConfig_Clear(&config);
+	if (PyStatus_Exception(status)) {
+		if (status.err_msg != NULL) {
+			fprintf(stderr, "spine: CPython did not start: %s\n", status.err_msg);
+		}
+		return 3;
+	}
+
+	PyObject *bootstrap = PyImport_ImportModule("bootstrap");
+	if (bootstrap == NULL) {
+		PyErr_Print();
+		return 4;
+	}
+	execute_entry = PyObject_GetAttrString(bootstrap, "execute");
+	Py_DECREF(bootstrap);
+	if (execute_entry == NULL) {
+		PyErr_Print();
+		return 5;
+	}
+	return 0;
+}
+
+__attribute__((export_name("alloc"))) uint32_t
+spine_alloc(uint32_t n)
+{
+	return guest_offset(malloc(n ? n : 1));
+}
+
+__attribute__((export_name("release"))) void
+spine_release(uint32_t ptr)
+{
+	free((void *)(uintptr_t)ptr);
+}
+
+/*
+ * execute runs one program: the request JSON at ptr goes to bootstrap.execute,
+ * whose response JSON is copied into a buffer the Host frees with release.
+ * It returns len << 32 | ptr, or 0 when this bridge itself failed.
+ */
+__attribute__((export_name("execute"))) uint64_t
+spine_execute(uint32_t ptr, uint32_t len)
+{
+	if (execute_entry == NULL) {
+		return 0;
+	}
+	PyObject *request = PyBytes_FromStringAndSize((const char *)(uintptr_t)ptr, (Py_ssize_t)len);
+	if (request == NULL) {
+		PyErr_Clear();
+		return 0;
+	}
+	PyObject *response = PyObject_CallOneArg(execute_entry, request);
+	Py_DECREF(request);
+	if (response == NULL || !PyBytes_Check(response)) {
+		/* Not PyErr_Print: it would exit the process on SystemExit. */
+		if (PyErr_Occurred()) {
+			PyErr_WriteUnraisable(execute_entry);
+		}
+		Py_XDECREF(response);
+		return 0;
+	}
+	Py_ssize_t n = PyBytes_GET_SIZE(response);
+	char *copy = malloc(n ? (size_t)n : 1);
+	if (copy == NULL) {
+		Py_DECREF(response);
+		return 0;
+	}
+	memcpy(copy, PyBytes_AS_STRING(response), (size_t)n);
+	Py_DECREF(response);
+	return ((uint64_t)(uint32_t)n << 32) | guest_offset(copy);
+}

@@ -1,0 +1,233 @@
+"""The Guest's Python side of Spine.
+
+The Host calls ``execute`` (through the C export of the same name) with one JSON
+request; ``execute`` sets up ``inputs`` and the tool proxies, runs the program
+and answers with one JSON response. Tool proxies come from ``make_tool``; a call
+goes through ``invoke_tool`` to ``_spine.call`` and back through ``decode``.
+"""
+
+import ast
+import builtins
+import json
+import linecache
+import sys
+import traceback
+
+import _spine
+
+__all__ = ["make_tool", "invoke_tool", "decode", "execute", "Namespace"]
+
+# ensure_ascii=False keeps text readable; a lone surrogate is then written out with
+# "backslashreplace", which inside a JSON string is exactly its JSON escape.
+_encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_loads = json.loads
+_DEFAULT_FILENAME = "<agent>"
+_MAX_ERROR_TEXT = 64 << 10  # an error's message and traceback are cut to this many characters
+
+
+def decode(raw):
+    """Turn a response envelope into the tool's value, or raise its error as RuntimeError."""
+    try:
+        envelope = _loads(raw)
+    except ValueError:
+        raise RuntimeError("malformed tool response") from None
+    if not isinstance(envelope, dict):
+        raise RuntimeError("malformed tool response")
+    error = envelope.get("error")
+    if error is not None:
+        raise RuntimeError(error)
+    return envelope.get("value")
+
+
+def _encode_request(name, args):
+    try:
+        return _encoder.encode({"tool": name, "args": args}).encode("utf-8", "backslashreplace")
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"arguments of {name}() must be JSON-encodable: {exc}") from None
+
+
+def invoke_tool(name, args):
+    """Call the Host tool ``name`` with the keyword arguments ``args`` (a dict)."""
+    return decode(_spine.call(_encode_request(name, args)))
+
+
+def make_tool(*, name, doc=None):
+    """Return the Python callable for the Host tool ``name`` (keyword arguments only)."""
+    short = name.rpartition(".")[2]
+
+    def tool(*args, **kwargs):
+        if args:
+            raise TypeError(
+                f"{name}() takes keyword arguments only ({len(args)} positional given)"
+            )
+        return invoke_tool(name, kwargs)
+
+    tool.__name__ = short
+    tool.__qualname__ = name
+    tool.__module__ = "tools"
+    tool.__doc__ = doc
+    return tool
+
+
+class Namespace:
+    """Holds the tools under a dotted prefix: ``market.get_price``."""
+
+    def __init__(self, name):
+        self.__name = name
+
+    def __repr__(self):
+        return f"<tool namespace {self.__name}>"
+
+
+def _install_tools(namespace, tools):
+    for spec in tools:
+        name = spec["name"]
+        parts = name.split(".")
+        target = namespace
+        prefix = []
+        for part in parts[:-1]:
+            prefix.append(part)
+            current = target.get(part) if isinstance(target, dict) else getattr(target, part, None)
+            if not isinstance(current, Namespace):
+                current = Namespace(".".join(prefix))
+                if isinstance(target, dict):
+                    target[part] = current
+                else:
+                    setattr(target, part, current)
+            target = current
+        proxy = make_tool(name=name, doc=spec.get("doc"))
+        if isinstance(target, dict):
+            target[parts[-1]] = proxy
+        else:
+            setattr(target, parts[-1], proxy)
+
+
+def _encode_value(value):
+    try:
+        return _encoder.encode(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"the result is not JSON-encodable ({type(value).__name__}): {exc}"
+        ) from None
+
+
+def _cut(text):
+    if len(text) <= _MAX_ERROR_TEXT:
+        return text
+    return text[: _MAX_ERROR_TEXT - 20] + "... [truncated]"
+
+
+def _error(kind, message, line=0, trace=""):
+    return {
+        "type": kind,
+        "message": _cut(message),
+        "line": line,
+        "traceback": _cut(trace),
+    }
+
+
+def _exception_error(exc, filename):
+    """Describe an uncaught exception with a traceback into the user's source only."""
+    if isinstance(exc, SyntaxError) and exc.filename == filename:
+        only = "".join(traceback.format_exception_only(type(exc), exc))
+        return _error(type(exc).__name__, exc.msg or str(exc), exc.lineno or 0, only)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
+    lines = ["Traceback (most recent call last):\n"]
+    lines.extend(traceback.format_list(frames))
+    lines.extend(traceback.format_exception_only(type(exc), exc))
+    line = frames[-1].lineno if frames else 0
+    try:
+        message = str(exc)
+    except BaseException:
+        message = "<exception str() failed>"
+    return _error(type(exc).__name__, message, line or 0, "".join(lines))
+
+
+def _help(*args, **kwargs):
+    """help(obj): print the documentation of obj (a tool shows its description)."""
+    import pydoc
+
+    if not args and not kwargs:
+        print("Call help(obj) on a tool or any object to see its documentation.")
+        return
+    pydoc.Helper(output=sys.stdout)(*args, **kwargs)
+
+
+class _Quitter:
+    """exit() and quit(): end the program (code 0 or None is a normal end)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"Use {self.name}() to end the program"
+
+    def __call__(self, code=None):
+        raise SystemExit(code)
+
+
+# What the site module would add to builtins; the Guest starts without site.
+builtins.help = _help
+builtins.exit = _Quitter("exit")
+builtins.quit = _Quitter("quit")
+
+
+def _run(source, filename, namespace):
+    """Run the program; return the value of its last top-level expression (or None)."""
+    tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST)
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    exec(compile(tree, filename, "exec"), namespace)
+    if last is not None:
+        return eval(compile(last, filename, "eval"), namespace)
+    return None
+
+
+def _respond(value_json=None, error=None):
+    if error is not None:
+        text = _encoder.encode({"value": None, "error": error})
+    else:
+        text = '{"value":' + value_json + "}"
+    return text.encode("utf-8", "backslashreplace")
+
+
+def execute(raw):
+    """The execute entry: one JSON request in, one JSON response out (both bytes)."""
+    try:
+        request = _loads(raw)
+        source = request["source"]
+        filename = request.get("filename") or _DEFAULT_FILENAME
+        inputs = request.get("inputs")
+        tools = request.get("tools") or []
+        result_limit = request.get("result_limit") or (1 << 20)
+    except Exception as exc:  # the Host sent something this Guest does not understand
+        return _respond(error=_error("SpineError", f"bad execute request: {exc}"))
+
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    _install_tools(namespace, tools)
+    namespace["inputs"] = {} if inputs is None else inputs
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    try:
+        try:
+            last = _run(source, filename, namespace)
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                raise
+            last = None
+        value = namespace["result"] if "result" in namespace else last
+        value_json = _encode_value(value)
+        if len(value_json) > result_limit:
+            raise ValueError(
+                f"the result is larger than the {result_limit}-byte limit ({len(value_json)} bytes)"
+            )
+        return _respond(value_json=value_json)
+    except BaseException as exc:
+        return _respond(error=_exception_error(exc, filename))
+    finally:
+        linecache.cache.pop(filename, None)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass

@@ -1,0 +1,93 @@
+package spine
+
+import (
+	"time"
+)
+
+// Options holds the Runner-wide settings. The zero value, and a nil *Options,
+// mean the defaults; a zero field means that field's default.
+//
+// Spine takes an options struct rather than functional options: every setting
+// is visible in one place, and New copies it, so changing the struct afterwards
+// has no effect on the Runner.
+type Options struct {
+	// MemoryLimit caps each Guest's linear memory, in bytes (rounded down to
+	// 64 KiB pages). Default 256 MiB; at most 512 MiB, the Guest's own maximum.
+	MemoryLimit uint64
+
+	// MaxToolCalls is how many tool calls one run may make. Default 1024.
+	// Past it a call raises RuntimeError("tool call budget exhausted").
+	MaxToolCalls int
+
+	// MaxSource, MaxInputs and MaxResult cap the program's source, its encoded
+	// inputs and its encoded result, in bytes. Default 1 MiB each.
+	MaxSource int
+	MaxInputs int
+	MaxResult int
+
+	// MaxOutput caps the captured stdout and, separately, stderr of one run,
+	// in bytes. Output past it is dropped and the Output marked truncated.
+	// Default 1 MiB.
+	MaxOutput int
+
+	// MaxPendingEarlyReads caps the early reads a run has started and not yet
+	// claimed; past it, prepare answers 0 and the call is made normally later.
+	// Default 64.
+	MaxPendingEarlyReads int
+
+	// MaxEarlyReads caps the early reads one run may start in all. Early reads
+	// the program never claims do not count against MaxToolCalls; this is their
+	// own budget. Default 1024.
+	MaxEarlyReads int
+
+	// CacheDir is where wazero's compilation cache lives on disk. Default: a
+	// "spine" folder under os.UserCacheDir. Ignored when NoDiskCache is set.
+	CacheDir string
+
+	// NoDiskCache keeps compiled code in memory only.
+	NoDiskCache bool
+
+	// Artifact replaces the embedded Guest (for a custom build). Default nil:
+	// the Guest embedded in package guest.
+	Artifact *Artifact
+
+	// Timeout, when positive, bounds every run on top of its ctx and its
+	// Request.Timeout.
+	Timeout time.Duration
+}
+
+// Artifact is a Guest build: the wasm module and its standard library archive.
+type Artifact struct {
+	Wasm      []byte
+	StdlibZip []byte
+}
+
+const (
+	defaultMemoryLimit = 256 << 20
+	guestMaxMemory     = 512 << 20 // the Guest's --max-memory
+	wasmPageSize       = 64 << 10
+)
+
+// withDefaults returns a copy of o (nil allowed) with every zero field set.
+func (o *Options) withDefaults() Options {
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
+	if opts.MemoryLimit == 0 {
+		opts.MemoryLimit = defaultMemoryLimit
+	}
+	setInt := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	setInt(&opts.MaxToolCalls, 1024)
+	setInt(&opts.MaxSource, 1<<20)
+	setInt(&opts.MaxInputs, 1<<20)
+	setInt(&opts.MaxResult, 1<<20)
+	setInt(&opts.MaxOutput, 1<<20)
+	setInt(&opts.MaxPendingEarlyReads, 64)
+	setInt(&opts.MaxEarlyReads, 1024)
+	return opts
+}

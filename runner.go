@@ -1,0 +1,345 @@
+// Package spine runs untrusted Python programs inside CPython compiled to
+// WebAssembly (WASI), executed in-process by wazero. A program reaches the world
+// only through the Go functions ("tools") of a Manifest, called like Python
+// functions with keyword arguments.
+package spine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/spine-run/spine/guest"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// guestABIVersion is the Guest ABI this Host speaks (docs/abi.md).
+const guestABIVersion = 1
+
+// Request is one program to run.
+type Request struct {
+	// Source is the Python program.
+	Source string
+
+	// Inputs is the program's global inputs: anything that encodes to a JSON
+	// object (json.RawMessage passes through). nil means {}.
+	Inputs any
+
+	// Filename names the source in tracebacks. Default "<agent>".
+	Filename string
+
+	// EarlyReads lets the run start tools marked AllowEarlyRead before the
+	// program reaches them (through _spine.prepare and _spine.resolve).
+	EarlyReads bool
+
+	// Timeout, when positive, bounds this run on top of ctx.
+	Timeout time.Duration
+}
+
+// Output is what a run produced.
+type Output struct {
+	// Value is the JSON encoding of the program's global result, or of its last
+	// top-level expression when it never set result; "null" when neither.
+	Value json.RawMessage
+
+	// Stdout and Stderr are the captured output, each kept up to
+	// Options.MaxOutput bytes; the Truncated flags say whether more was written.
+	Stdout          string
+	Stderr          string
+	StdoutTruncated bool
+	StderrTruncated bool
+
+	// ToolCalls is how many tool calls the program made.
+	ToolCalls int
+}
+
+// Runner runs programs against one Manifest. It is safe for concurrent use;
+// every Run gets its own clean Guest.
+type Runner struct {
+	manifest Manifest
+	opts     Options
+	tools    json.RawMessage // the manifest as the Guest sees it, encoded once
+
+	runtime  wazero.Runtime
+	cache    wazero.CompilationCache
+	compiled wazero.CompiledModule
+	fsConfig wazero.FSConfig
+
+	mu     sync.Mutex
+	closed bool
+	runs   sync.WaitGroup
+}
+
+// New validates and copies manifest, then compiles the Guest once (through
+// wazero's compilation cache, on disk by default). options may be nil.
+func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, error) {
+	m, err := checkManifest(manifest)
+	if err != nil {
+		return nil, err
+	}
+	opts := options.withDefaults()
+	if opts.MemoryLimit > guestMaxMemory {
+		return nil, fmt.Errorf("spine: MemoryLimit %d is over the Guest's maximum of %d bytes", opts.MemoryLimit, guestMaxMemory)
+	}
+	if opts.MemoryLimit < 64<<20 {
+		return nil, fmt.Errorf("spine: MemoryLimit %d is under the 64 MiB CPython needs", opts.MemoryLimit)
+	}
+	artifact := Artifact{Wasm: guest.Wasm, StdlibZip: guest.StdlibZip}
+	if opts.Artifact != nil {
+		artifact = *opts.Artifact
+	}
+
+	r := &Runner{manifest: m, opts: opts, tools: guestTools(m)}
+	if r.cache, err = newCache(opts); err != nil {
+		return nil, err
+	}
+	config := wazero.NewRuntimeConfig().
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(uint32(opts.MemoryLimit / wasmPageSize)).
+		WithCompilationCache(r.cache)
+	r.runtime = wazero.NewRuntimeWithConfig(ctx, config)
+	if err := r.setup(ctx, artifact); err != nil {
+		r.runtime.Close(context.Background())
+		r.cache.Close(context.Background())
+		return nil, err
+	}
+	return r, nil
+}
+
+func newCache(opts Options) (wazero.CompilationCache, error) {
+	if opts.NoDiskCache {
+		return wazero.NewCompilationCache(), nil
+	}
+	dir := opts.CacheDir
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return wazero.NewCompilationCache(), nil // no home: memory only
+		}
+		dir = filepath.Join(base, "spine")
+	}
+	cache, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("spine: compilation cache: %w", err)
+	}
+	return cache, nil
+}
+
+func (r *Runner) setup(ctx context.Context, artifact Artifact) error {
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.runtime); err != nil {
+		return fmt.Errorf("spine: WASI: %w", err)
+	}
+	if err := r.instantiateBridge(ctx); err != nil {
+		return fmt.Errorf("spine: host module: %w", err)
+	}
+	compiled, err := r.runtime.CompileModule(ctx, artifact.Wasm)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrArtifact, err)
+	}
+	exports := compiled.ExportedFunctions()
+	for _, name := range []string{"_initialize", "abi_version", "init", "alloc", "release", "execute"} {
+		if _, ok := exports[name]; !ok {
+			return fmt.Errorf("%w: it does not export %s", ErrArtifact, name)
+		}
+	}
+	r.compiled = compiled
+	r.fsConfig = wazero.NewFSConfig().WithFSMount(guest.StdlibFS(artifact.StdlibZip), guest.StdlibMount)
+	return nil
+}
+
+// instantiateBridge registers the imports of Guest module "spine" without reflection.
+func (r *Runner) instantiateBridge(ctx context.Context) error {
+	i32 := api.ValueTypeI32
+	_, err := r.runtime.NewHostModuleBuilder("spine").
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
+			stack[0] = uint64(r.hostCall(ctx, m, uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])))
+		}), []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}).
+		Export("call").
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
+			stack[0] = uint64(r.hostPrepare(ctx, m, uint32(stack[0]), uint32(stack[1])))
+		}), []api.ValueType{i32, i32}, []api.ValueType{i32}).
+		Export("prepare").
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
+			stack[0] = uint64(r.hostResolve(ctx, m, uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3]), uint32(stack[4])))
+		}), []api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}).
+		Export("resolve").
+		Instantiate(ctx)
+	return err
+}
+
+// Run runs one program. A Python exception ends it with a *PythonError; a
+// stopped ctx with an error matching ctx.Err() (context.DeadlineExceeded for a
+// time limit). Output is non-nil whenever the program started, errors
+// included, so its captured output can be read.
+func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
+	if err := r.begin(); err != nil {
+		return nil, err
+	}
+	defer r.runs.Done()
+	request, err := r.executeRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	for _, limit := range []time.Duration{req.Timeout, r.opts.Timeout} {
+		if limit > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, limit)
+			defer cancel()
+		}
+	}
+
+	st := newRunState(r, ctx, req.EarlyReads)
+	defer st.close()
+	inst, err := r.newInstance(st.ctx)
+	if err != nil {
+		return nil, r.runError(ctx, err)
+	}
+	defer inst.close()
+
+	response, err := inst.execute(st.ctx, request, r.opts.MaxResult+maxErrorResponse)
+	out := &Output{
+		Stdout:          inst.stdout.String(),
+		Stderr:          inst.stderr.String(),
+		StdoutTruncated: inst.stdout.truncated,
+		StderrTruncated: inst.stderr.truncated,
+		ToolCalls:       st.calls,
+	}
+	if err != nil {
+		return out, r.runError(ctx, err)
+	}
+	var decoded struct {
+		Value json.RawMessage `json:"value"`
+		Error *PythonError    `json:"error"`
+	}
+	if err := json.Unmarshal(response, &decoded); err != nil {
+		return out, fmt.Errorf("%w: bad execute response: %v", ErrGuest, err)
+	}
+	if decoded.Error != nil {
+		if ctx.Err() != nil { // e.g. a tool that saw the deadline and failed
+			return out, r.runError(ctx, decoded.Error)
+		}
+		return out, decoded.Error
+	}
+	if len(decoded.Value) == 0 {
+		decoded.Value = json.RawMessage("null")
+	}
+	if len(decoded.Value) > r.opts.MaxResult {
+		return out, fmt.Errorf("%w: result is %d bytes, over the %d-byte limit", ErrTooLarge, len(decoded.Value), r.opts.MaxResult)
+	}
+	out.Value = decoded.Value
+	return out, nil
+}
+
+// maxErrorResponse is room in an execute response for an error's message and
+// traceback, which the Guest cuts to 64 KiB each.
+const maxErrorResponse = 256 << 10
+
+func (r *Runner) begin() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	r.runs.Add(1)
+	return nil
+}
+
+// runError names why a run stopped: its context, the Runner closing, or the Guest.
+func (r *Runner) runError(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("spine: run stopped: %w", ctxErr)
+	}
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if errors.Is(err, ErrGuest) || errors.Is(err, ErrArtifact) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", ErrGuest, err)
+}
+
+type executeRequest struct {
+	Source      string          `json:"source"`
+	Filename    string          `json:"filename,omitempty"`
+	Inputs      json.RawMessage `json:"inputs"`
+	Tools       json.RawMessage `json:"tools"`
+	EarlyReads  bool            `json:"early_reads"`
+	ResultLimit int             `json:"result_limit"`
+}
+
+// executeRequest checks req against the limits and encodes it for the Guest.
+func (r *Runner) executeRequest(req Request) ([]byte, error) {
+	if len(req.Source) > r.opts.MaxSource {
+		return nil, fmt.Errorf("%w: source is %d bytes, over the %d-byte limit", ErrTooLarge, len(req.Source), r.opts.MaxSource)
+	}
+	inputs, err := encodeInputs(req.Inputs)
+	if err != nil {
+		return nil, err
+	}
+	if len(inputs) > r.opts.MaxInputs {
+		return nil, fmt.Errorf("%w: inputs are %d bytes, over the %d-byte limit", ErrTooLarge, len(inputs), r.opts.MaxInputs)
+	}
+	return json.Marshal(executeRequest{
+		Source:      req.Source,
+		Filename:    req.Filename,
+		Inputs:      inputs,
+		Tools:       r.tools,
+		EarlyReads:  req.EarlyReads,
+		ResultLimit: r.opts.MaxResult,
+	})
+}
+
+func encodeInputs(inputs any) (json.RawMessage, error) {
+	var encoded []byte
+	switch v := inputs.(type) {
+	case nil:
+		return json.RawMessage("{}"), nil
+	case json.RawMessage:
+		if !json.Valid(v) {
+			return nil, errors.New("spine: inputs are not valid JSON")
+		}
+		encoded = v
+	default:
+		var err error
+		if encoded, err = json.Marshal(v); err != nil {
+			return nil, fmt.Errorf("spine: inputs are not JSON-encodable: %w", err)
+		}
+	}
+	encoded = bytes.TrimSpace(encoded)
+	if len(encoded) == 0 || encoded[0] != '{' {
+		return nil, errors.New("spine: inputs must encode to a JSON object")
+	}
+	return encoded, nil
+}
+
+// Close stops every run in flight, waits for them, and releases the compiled
+// Guest and everything else the Runner holds. It is safe to call more than once.
+func (r *Runner) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	err := r.runtime.Close(ctx)
+	r.runs.Wait()
+	if cacheErr := r.cache.Close(ctx); err == nil {
+		err = cacheErr
+	}
+	return err
+}

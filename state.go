@@ -1,0 +1,144 @@
+package spine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+)
+
+// runKey is the context key under which a run's *runState travels into the
+// host functions. Run always sets it before the Guest executes.
+type runKey struct{}
+
+// errBudget is the tool error a program sees once it has used its tool calls.
+var errBudget = errors.New("tool call budget exhausted")
+
+// runState is one run's bookkeeping: its tool-call budget and its early-read
+// futures. Tool calls arrive on the Guest's goroutine, one at a time; futures
+// finish on their own goroutines, hence the mutex.
+type runState struct {
+	runner *Runner
+	ctx    context.Context // the run's context, carrying this state; futures derive from it
+	early  bool            // early reads allowed for this run
+
+	calls   int // tool calls the program made (claimed early reads included)
+	started int // early reads started, claimed or not
+
+	mu      sync.Mutex
+	futures map[uint32]*future
+	lastID  uint32
+	wg      sync.WaitGroup
+}
+
+// future is one early read: a tool call started before the program reached it.
+type future struct {
+	request  callRequest
+	cancel   context.CancelFunc
+	done     chan struct{}
+	response []byte // set before done is closed
+}
+
+// newRunState returns the state of a new run; its ctx is ctx with the state attached.
+func newRunState(r *Runner, ctx context.Context, early bool) *runState {
+	st := &runState{runner: r, early: early}
+	st.ctx = context.WithValue(ctx, runKey{}, st)
+	return st
+}
+
+// spendToolCall counts one tool call against the run's budget. Outside a run
+// (the bridge's own tests) there is no budget.
+func spendToolCall(ctx context.Context) error {
+	st, ok := ctx.Value(runKey{}).(*runState)
+	if !ok {
+		return nil
+	}
+	return st.spend()
+}
+
+func (st *runState) spend() error {
+	if st.calls >= st.runner.opts.MaxToolCalls {
+		return errBudget
+	}
+	st.calls++
+	return nil
+}
+
+// prepare starts an early read of request and returns its handle, or 0 when it
+// does not: early reads off, a tool without AllowEarlyRead, too many pending or
+// started, or the run already ending. 0 is never a business result.
+func (st *runState) prepare(request callRequest) uint32 {
+	if !st.early || st.ctx.Err() != nil {
+		return 0
+	}
+	spec, ok := st.runner.manifest[request.Tool]
+	if !ok || !spec.AllowEarlyRead {
+		return 0
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.futures) >= st.runner.opts.MaxPendingEarlyReads || st.started >= st.runner.opts.MaxEarlyReads {
+		return 0
+	}
+	if st.futures == nil {
+		st.futures = make(map[uint32]*future)
+	}
+	st.lastID++
+	st.started++
+	ctx, cancel := context.WithCancel(st.ctx)
+	f := &future{request: request, cancel: cancel, done: make(chan struct{})}
+	st.futures[st.lastID] = f
+	st.wg.Add(1)
+	go func() {
+		defer st.wg.Done()
+		defer close(f.done)
+		value, err := callTool(ctx, spec.Call, request.Args)
+		f.response = encodeResponse(value, err)
+	}()
+	return st.lastID
+}
+
+// resolve answers the program's call of request. A handle is single-use: it is
+// consumed when its tool name and argument bytes equal the request's, and its
+// result (value or error) is delivered as it is, never retried. Otherwise, or
+// for handle 0 or an unknown handle, the call is made normally.
+func (st *runState) resolve(id uint32, request callRequest) []byte {
+	f := st.take(id)
+	if f == nil {
+		return st.runner.invoke(st.ctx, request)
+	}
+	if f.request.Tool != request.Tool || !bytes.Equal(f.request.Args, request.Args) {
+		f.cancel()
+		return st.runner.invoke(st.ctx, request)
+	}
+	if err := st.spend(); err != nil {
+		f.cancel()
+		return encodeResponse(nil, err)
+	}
+	<-f.done
+	f.cancel()
+	return f.response
+}
+
+func (st *runState) take(id uint32) *future {
+	if id == 0 {
+		return nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	f := st.futures[id]
+	delete(st.futures, id)
+	return f
+}
+
+// close cancels every future the program did not claim and waits for all of
+// them: no future outlives its run.
+func (st *runState) close() {
+	st.mu.Lock()
+	for id, f := range st.futures {
+		f.cancel()
+		delete(st.futures, id)
+	}
+	st.mu.Unlock()
+	st.wg.Wait()
+}
