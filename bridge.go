@@ -74,8 +74,7 @@ func (r *Runner) invoke(ctx context.Context, request callRequest) []byte {
 	if !ok {
 		return encodeResponse(nil, fmt.Errorf("unknown tool: %s", request.Tool))
 	}
-	value, err := callTool(ctx, spec.Call, request.Args)
-	return encodeResponse(value, err)
+	return callTool(ctx, spec.Call, request.Args)
 }
 
 func (r *Runner) hostCall(ctx context.Context, m api.Module, ptr, size, out, capacity uint32) uint32 {
@@ -121,12 +120,15 @@ func writeResponse(m api.Module, out, capacity uint32, response []byte) uint32 {
 	return uint32(len(response))
 }
 
-// callTool runs a tool; a panic becomes the tool's error, so no tool can crash the Host.
-func callTool(ctx context.Context, call Tool, args json.RawMessage) (value any, err error) {
+// callTool runs a tool and encodes its outcome. A panic in either (the tool, a
+// MarshalJSON method of its value, the Error method of its error) becomes the
+// tool's error, so no tool can crash the Host.
+func callTool(ctx context.Context, call Tool, args json.RawMessage) (response []byte) {
 	defer func() {
 		if p := recover(); p != nil {
-			value, err = nil, fmt.Errorf("tool panicked: %v", p)
+			response = encodeResponse(nil, fmt.Errorf("tool panicked: %v", p))
 		}
 	}()
-	return call(ctx, args)
+	value, err := call(ctx, args)
+	return encodeResponse(value, err)
 }

@@ -92,8 +92,7 @@ func (st *runState) prepare(request callRequest) uint32 {
 	go func() {
 		defer st.wg.Done()
 		defer close(f.done)
-		value, err := callTool(ctx, spec.Call, request.Args)
-		f.response = encodeResponse(value, err)
+		f.response = callTool(ctx, spec.Call, request.Args)
 	}()
 	return st.lastID
 }

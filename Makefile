@@ -1,0 +1,30 @@
+# The README's two commands are `make demo` and `make test`; .ci/run runs `make ci`.
+
+GO ?= go
+
+.PHONY: demo test ci bench guest guest-check fuzz
+
+demo: ## run the seed's demo
+	$(GO) run ./cmd/spine demo
+
+test: ## vet and run every test (real Guest included)
+	$(GO) vet ./...
+	$(GO) test ./...
+
+ci: test
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
+
+bench: ## the Go benchmarks, medians reported as p50-*
+	$(GO) test -run '^$$' -bench . -benchtime 20x .
+
+fuzz: ## each bridge fuzz target for 30 s
+	for target in FuzzReadRequest FuzzWriteResponse FuzzHostCall; do \
+		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime 30s . || exit 1; \
+	done
+
+guest: ## rebuild the Guest artifact (needs Debian's WASI toolchain; installs it as root)
+	guest/build.sh
+
+guest-check: ## rebuild the Guest in a scratch folder and compare with the committed artifact
+	guest/build.sh --check

@@ -1,0 +1,160 @@
+package spine
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// The benchmarks report medians (p50-*) besides Go's mean ns/op, because the
+// machines that run them are shared and noisy. Run them with
+//
+//	go test -run '^$' -bench . -benchtime 20x .
+//
+// docs/performance.md records the figures and the command that produced them.
+
+func reportMedian(b *testing.B, samples []time.Duration, unit string) {
+	b.Helper()
+	if len(samples) == 0 {
+		return
+	}
+	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+	median := samples[len(samples)/2]
+	switch unit {
+	case "ms":
+		b.ReportMetric(float64(median)/float64(time.Millisecond), "p50-ms")
+	default:
+		b.ReportMetric(float64(median), "p50-ns")
+	}
+}
+
+// BenchmarkCompile measures New: compiling the Guest without a cache, and
+// loading it from a warm on-disk compilation cache.
+func BenchmarkCompile(b *testing.B) {
+	ctx := context.Background()
+	measure := func(b *testing.B, opts func() *Options) {
+		var samples []time.Duration
+		for i := 0; i < b.N; i++ {
+			o := opts()
+			start := time.Now()
+			r, err := New(ctx, nil, o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			samples = append(samples, time.Since(start))
+			r.Close(ctx)
+		}
+		reportMedian(b, samples, "ms")
+	}
+	b.Run("cold", func(b *testing.B) {
+		measure(b, func() *Options { return &Options{NoDiskCache: true} })
+	})
+	b.Run("cached", func(b *testing.B) {
+		dir := b.TempDir()
+		warm, err := New(ctx, nil, &Options{CacheDir: dir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		warm.Close(ctx)
+		b.ResetTimer()
+		measure(b, func() *Options { return &Options{CacheDir: dir} })
+	})
+}
+
+// BenchmarkRunDemo is one fresh run of the seed demo: a new Guest, CPython's
+// start, one tool call.
+func BenchmarkRunDemo(b *testing.B) {
+	r := shared(b)
+	ctx := context.Background()
+	req := Request{Source: "price = lookup(key=\"book\")\nresult = price * inputs[\"quantity\"]\n", Inputs: map[string]any{"quantity": 3}}
+	samples := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		out, err := r.Run(ctx, req)
+		if err != nil || string(out.Value) != "63" {
+			b.Fatal(out, err)
+		}
+		samples = append(samples, time.Since(start))
+	}
+	reportMedian(b, samples, "ms")
+}
+
+// BenchmarkToolCall is the cost of one tool call: inside one run, a loop of
+// 1,000 calls of the lookup tool minus the same loop calling a plain Python
+// function, both timed by the Guest itself.
+func BenchmarkToolCall(b *testing.B) {
+	r := shared(b)
+	ctx := context.Background()
+	src := `import time
+def plain(key):
+    return 21
+n = 1000
+t0 = time.perf_counter_ns()
+for _ in range(n):
+    lookup(key="book")
+t1 = time.perf_counter_ns()
+for _ in range(n):
+    plain(key="book")
+t2 = time.perf_counter_ns()
+result = [(t1 - t0) / n, (t2 - t1) / n]
+`
+	var tool, plain, diff []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out, err := r.Run(ctx, Request{Source: src})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ns [2]float64
+		if err := json.Unmarshal(out.Value, &ns); err != nil {
+			b.Fatal(err)
+		}
+		tool = append(tool, time.Duration(ns[0]))
+		plain = append(plain, time.Duration(ns[1]))
+		diff = append(diff, time.Duration(ns[0]-ns[1]))
+	}
+	reportMedian(b, diff, "ns")
+	sort.Slice(tool, func(i, j int) bool { return tool[i] < tool[j] })
+	sort.Slice(plain, func(i, j int) bool { return plain[i] < plain[j] })
+	b.ReportMetric(float64(tool[len(tool)/2]), "p50-tool-ns")
+	b.ReportMetric(float64(plain[len(plain)/2]), "p50-plain-ns")
+}
+
+// BenchmarkFreshGuest splits a fresh run's fixed cost: instantiating the
+// module (memory, data segments, _initialize) and then starting CPython and
+// importing bootstrap (init).
+func BenchmarkFreshGuest(b *testing.B) {
+	r := shared(b)
+	ctx := context.Background()
+	b.Run("instantiate", func(b *testing.B) {
+		var samples []time.Duration
+		for i := 0; i < b.N; i++ {
+			start := time.Now()
+			mod, err := r.runtime.InstantiateModule(ctx, r.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions("_initialize").WithFSConfig(r.fsConfig))
+			if err != nil {
+				b.Fatal(err)
+			}
+			samples = append(samples, time.Since(start))
+			mod.Close(ctx)
+		}
+		reportMedian(b, samples, "ms")
+	})
+	b.Run("instantiate+init", func(b *testing.B) {
+		var samples []time.Duration
+		for i := 0; i < b.N; i++ {
+			start := time.Now()
+			inst, err := r.newInstance(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			samples = append(samples, time.Since(start))
+			inst.close()
+		}
+		reportMedian(b, samples, "ms")
+	})
+}

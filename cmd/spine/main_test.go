@@ -1,0 +1,34 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestDemo(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"demo"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"lookup(key='book') -> 21",
+		`lookup(key='unicorn') -> RuntimeError: no such key: "unicorn"`,
+		"result: 63",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestUsage(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(nil, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "usage") {
+		t.Fatalf("no arguments: exit %d, %q", code, stderr.String())
+	}
+	if code := run([]string{"frobnicate"}, &stdout, &stderr); code != 2 {
+		t.Fatalf("unknown command: exit %d", code)
+	}
+}
