@@ -6,8 +6,6 @@ import (
 	"sort"
 	"testing"
 	"time"
-
-	"github.com/tetratelabs/wazero"
 )
 
 // The benchmarks report medians (p50-*) besides Go's mean ns/op, because the
@@ -125,36 +123,30 @@ result = [(t1 - t0) / n, (t2 - t1) / n]
 	b.ReportMetric(float64(plain[len(plain)/2]), "p50-plain-ns")
 }
 
-// BenchmarkFreshGuest splits a fresh run's fixed cost: instantiating the
-// module (memory, data segments, _initialize) and then starting CPython and
-// importing bootstrap (init).
-func BenchmarkFreshGuest(b *testing.B) {
-	r := shared(b)
+// BenchmarkInstance is the cost of a Guest ready for a run, by start mode:
+// from scratch (instantiate, data segments, CPython's start, import
+// bootstrap), from the image by copy, and from the image copy-on-write.
+func BenchmarkInstance(b *testing.B) {
 	ctx := context.Background()
-	b.Run("instantiate", func(b *testing.B) {
-		var samples []time.Duration
-		for i := 0; i < b.N; i++ {
-			start := time.Now()
-			mod, err := r.runtime.InstantiateModule(ctx, r.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions("_initialize").WithFSConfig(r.fsConfig))
-			if err != nil {
-				b.Fatal(err)
+	modes := []StartMode{StartFresh, StartCopy}
+	if cowSupported {
+		modes = append(modes, StartCOW)
+	}
+	for _, mode := range modes {
+		b.Run(mode.String(), func(b *testing.B) {
+			r := newRunner(b, nil, &Options{Start: mode, PoolSize: -1})
+			var samples []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				inst, err := r.newInstance(ctx, r.image)
+				if err != nil {
+					b.Fatal(err)
+				}
+				samples = append(samples, time.Since(start))
+				inst.close()
 			}
-			samples = append(samples, time.Since(start))
-			mod.Close(ctx)
-		}
-		reportMedian(b, samples, "ms")
-	})
-	b.Run("instantiate+init", func(b *testing.B) {
-		var samples []time.Duration
-		for i := 0; i < b.N; i++ {
-			start := time.Now()
-			inst, err := r.newInstance(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			samples = append(samples, time.Since(start))
-			inst.close()
-		}
-		reportMedian(b, samples, "ms")
-	})
+			reportMedian(b, samples, "ms")
+		})
+	}
 }

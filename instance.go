@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
+	"io/fs"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
+	"github.com/spine-run/spine/guest"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/sys"
+	"github.com/tetratelabs/wazero/experimental"
 )
 
 // instance is one Guest: a module instance with CPython started in it.
@@ -18,49 +22,130 @@ type instance struct {
 	mod                        api.Module
 	allocFn, releaseFn, execFn api.Function
 	stdout, stderr             *capture
+	files                      *countingFS
+	cow                        *cowMemory // nil unless started copy-on-write
+	pages                      uint32     // memory size, in pages, when ready for a run
+	openFiles                  int64      // files the Guest holds open when ready for a run
+	runCtx                     context.Context
 }
 
-// newInstance instantiates the Guest and starts CPython in it. Its sleeps end
-// early when ctx is done, so time.sleep cannot outlive the run.
-func (r *Runner) newInstance(ctx context.Context) (*instance, error) {
-	inst := &instance{stdout: newCapture(r.opts.MaxOutput), stderr: newCapture(r.opts.MaxOutput)}
+// newInstance makes a Guest ready to run a program. With img nil it starts
+// CPython from scratch (data segments, _initialize, init); otherwise its memory
+// is the image, mapped copy-on-write or copied.
+func (r *Runner) newInstance(ctx context.Context, img *image) (*instance, error) {
+	inst := &instance{
+		stdout: newCapture(r.opts.MaxOutput),
+		stderr: newCapture(r.opts.MaxOutput),
+		files:  &countingFS{FS: guest.StdlibFS(r.stdlib)},
+		runCtx: ctx,
+	}
 	config := wazero.NewModuleConfig().
 		WithName("").
-		WithStartFunctions("_initialize").
-		WithFSConfig(r.fsConfig).
+		WithStartFunctions(). // _initialize runs below, after the data segments
+		WithFSConfig(wazero.NewFSConfig().WithFSMount(inst.files, guest.StdlibMount)).
 		WithSysWalltime().
 		WithSysNanotime().
 		WithRandSource(rand.Reader).
 		WithStdout(inst.stdout).
 		WithStderr(inst.stderr).
-		WithNanosleep(sleeper(ctx))
-	mod, err := r.runtime.InstantiateModule(ctx, r.compiled, config)
+		WithNanosleep(func(ns int64) { sleep(inst.runCtx, ns) })
+	instantiateCtx := ctx
+	if img != nil && img.memfd != nil {
+		cow, err := img.memfd.newMemory(r.opts.MemoryLimit)
+		if err != nil {
+			return nil, err
+		}
+		inst.cow = cow
+		instantiateCtx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(
+			func(cap, max uint64) experimental.LinearMemory { return cow }))
+	}
+	mod, err := r.runtime.InstantiateModule(instantiateCtx, r.compiled, config)
 	if err != nil {
+		if inst.cow != nil {
+			inst.cow.Free()
+		}
 		return nil, err
 	}
 	inst.mod = mod
 	inst.allocFn = mod.ExportedFunction("alloc")
 	inst.releaseFn = mod.ExportedFunction("release")
 	inst.execFn = mod.ExportedFunction("execute")
-	results, err := mod.ExportedFunction("abi_version").Call(ctx)
+	if img == nil {
+		err = inst.start(ctx, r.segments)
+	} else {
+		err = inst.restore(img)
+	}
 	if err != nil {
 		inst.close()
 		return nil, err
+	}
+	inst.pages = mod.Memory().Size() / wasmPageSize
+	inst.openFiles = inst.files.open.Load()
+	return inst, nil
+}
+
+// start does what instantiating the original module would have done, then
+// starts CPython.
+func (inst *instance) start(ctx context.Context, segments []dataSegment) error {
+	mem := inst.mod.Memory()
+	for _, seg := range segments {
+		if !mem.Write(seg.offset, seg.data) {
+			return fmt.Errorf("%w: data segment at %d does not fit in memory", ErrArtifact, seg.offset)
+		}
+	}
+	if _, err := inst.mod.ExportedFunction("_initialize").Call(ctx); err != nil {
+		return err
+	}
+	results, err := inst.mod.ExportedFunction("abi_version").Call(ctx)
+	if err != nil {
+		return err
 	}
 	if v := uint32(results[0]); v != guestABIVersion {
-		inst.close()
-		return nil, fmt.Errorf("%w: Guest ABI version %d, this Host speaks %d", ErrArtifact, v, guestABIVersion)
+		return fmt.Errorf("%w: Guest ABI version %d, this Host speaks %d", ErrArtifact, v, guestABIVersion)
 	}
-	results, err = mod.ExportedFunction("init").Call(ctx)
+	results, err = inst.mod.ExportedFunction("init").Call(ctx)
 	if err != nil {
-		inst.close()
-		return nil, err
+		return err
 	}
 	if code := uint32(results[0]); code != 0 {
-		inst.close()
-		return nil, fmt.Errorf("%w: CPython did not start (init step %d): %s", ErrGuest, code, inst.stderr.String())
+		return fmt.Errorf("%w: CPython did not start (init step %d): %s", ErrGuest, code, inst.stderr.String())
 	}
-	return inst, nil
+	return nil
+}
+
+// restore gives the instance the image's memory.
+func (inst *instance) restore(img *image) error {
+	mem := inst.mod.Memory()
+	if have := mem.Size() / wasmPageSize; have < img.pages() {
+		if _, ok := mem.Grow(img.pages() - have); !ok {
+			return fmt.Errorf("spine: cannot grow memory to the image's %d bytes", img.size)
+		}
+	}
+	if inst.cow == nil && !mem.Write(0, img.data) {
+		return fmt.Errorf("spine: cannot copy the image into memory")
+	}
+	return nil
+}
+
+// begin prepares the instance for one run under ctx.
+func (inst *instance) begin(ctx context.Context) {
+	inst.runCtx = ctx
+	inst.stdout.reset()
+	inst.stderr.reset()
+}
+
+// reusable reports whether, after a run that ended without a trap or a stop,
+// the instance can be reset and run again: its memory did not grow past the
+// image and the program left no file open.
+func (inst *instance) reusable() bool {
+	return inst.cow != nil && !inst.mod.IsClosed() &&
+		inst.mod.Memory().Size()/wasmPageSize == inst.pages && inst.files.open.Load() == inst.openFiles
+}
+
+// reset drops everything the last run wrote to memory, back to the image.
+func (inst *instance) reset() error {
+	inst.runCtx = nil
+	return inst.cow.reset()
 }
 
 // execute runs one execute request and returns the Guest's response bytes,
@@ -99,23 +184,67 @@ func (inst *instance) free(ctx context.Context, ptr uint32) {
 	_, _ = inst.releaseFn.Call(ctx, uint64(ptr))
 }
 
+// close closes the module; wazero then frees its memory (the cowMemory
+// mapping included).
 func (inst *instance) close() {
 	_ = inst.mod.Close(context.Background())
 }
 
-// sleeper is the Guest's nanosleep: a real sleep that ends when ctx is done.
-func sleeper(ctx context.Context) sys.Nanosleep {
-	return func(ns int64) {
-		if ns <= 0 {
-			return
-		}
-		timer := time.NewTimer(time.Duration(ns))
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-		}
+// sleep is the Guest's nanosleep: a real sleep that ends when ctx is done.
+func sleep(ctx context.Context, ns int64) {
+	if ns <= 0 {
+		return
 	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	timer := time.NewTimer(time.Duration(ns))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+}
+
+// countingFS is the Guest's file system with a count of the files it holds
+// open, so an instance whose program left a file open is not reused.
+type countingFS struct {
+	fs.FS
+	open atomic.Int64
+}
+
+// Open counts regular files only: the Guest's one file (the archive) is a
+// *guest file with Seek and ReadAt, which countedFile passes on.
+func (c *countingFS) Open(name string) (fs.File, error) {
+	f, err := c.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	file, ok := f.(seekerFile)
+	if !ok {
+		return f, nil // a directory
+	}
+	c.open.Add(1)
+	return &countedFile{seekerFile: file, fs: c}, nil
+}
+
+type seekerFile interface {
+	fs.File
+	io.Seeker
+	io.ReaderAt
+}
+
+type countedFile struct {
+	seekerFile
+	fs     *countingFS
+	closed atomic.Bool
+}
+
+func (f *countedFile) Close() error {
+	if f.closed.CompareAndSwap(false, true) {
+		f.fs.open.Add(-1)
+	}
+	return f.seekerFile.Close()
 }
 
 // capture is a bounded writer for the Guest's stdout or stderr. It keeps up to
@@ -148,6 +277,11 @@ func (c *capture) Write(p []byte) (int, error) {
 		c.buf = append(c.buf, keep...)
 	}
 	return len(p), nil
+}
+
+func (c *capture) reset() {
+	c.buf = c.buf[:0]
+	c.truncated = false
 }
 
 func (c *capture) String() string { return string(c.buf) }

@@ -1,6 +1,7 @@
 package spine
 
 import (
+	"runtime"
 	"time"
 )
 
@@ -54,6 +55,15 @@ type Options struct {
 	// Timeout, when positive, bounds every run on top of its ctx and its
 	// Request.Timeout.
 	Timeout time.Duration
+
+	// Start says how each run's Guest starts. Default StartAuto: from the
+	// prepared image, copy-on-write on Linux, copied elsewhere.
+	Start StartMode
+
+	// PoolSize is how many Guests the Runner keeps started and waiting for
+	// runs. Default runtime.GOMAXPROCS(0); negative means no pool (each run
+	// makes its own instance from the image). Ignored with StartFresh.
+	PoolSize int
 }
 
 // Artifact is a Guest build: the wasm module and its standard library archive.
@@ -89,5 +99,8 @@ func (o *Options) withDefaults() Options {
 	setInt(&opts.MaxOutput, 1<<20)
 	setInt(&opts.MaxPendingEarlyReads, 64)
 	setInt(&opts.MaxEarlyReads, 1024)
+	if opts.PoolSize == 0 {
+		opts.PoolSize = runtime.GOMAXPROCS(0)
+	}
 	return opts
 }

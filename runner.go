@@ -70,12 +70,19 @@ type Runner struct {
 
 	runtime  wazero.Runtime
 	cache    wazero.CompilationCache
-	compiled wazero.CompiledModule
-	fsConfig wazero.FSConfig
+	cacheDir string                // "" when compiled code is cached in memory only
+	compiled wazero.CompiledModule // the Guest without its data segments
+	segments []dataSegment         // the Guest's data segments, for a start from scratch
+	stdlib   []byte                // the standard library archive
+	mode     StartMode             // resolved: never StartAuto
+	image    *image                // nil with StartFresh
+	pool     *pool                 // nil without an image or with PoolSize < 0
 
-	mu     sync.Mutex
-	closed bool
-	runs   sync.WaitGroup
+	closing context.Context // done once Close begins: runs in flight stop
+	stop    context.CancelFunc
+	mu      sync.Mutex
+	closed  bool
+	runs    sync.WaitGroup
 }
 
 // New validates and copies manifest, then compiles the Guest once (through
@@ -97,8 +104,9 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 		artifact = *opts.Artifact
 	}
 
-	r := &Runner{manifest: m, opts: opts, tools: guestTools(m)}
-	if r.cache, err = newCache(opts); err != nil {
+	r := &Runner{manifest: m, opts: opts, tools: guestTools(m), stdlib: artifact.StdlibZip}
+	r.closing, r.stop = context.WithCancel(context.Background())
+	if r.cache, r.cacheDir, err = newCache(opts); err != nil {
 		return nil, err
 	}
 	config := wazero.NewRuntimeConfig().
@@ -107,30 +115,31 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 		WithCompilationCache(r.cache)
 	r.runtime = wazero.NewRuntimeWithConfig(ctx, config)
 	if err := r.setup(ctx, artifact); err != nil {
-		r.runtime.Close(context.Background())
-		r.cache.Close(context.Background())
+		r.Close(context.Background())
 		return nil, err
 	}
 	return r, nil
 }
 
-func newCache(opts Options) (wazero.CompilationCache, error) {
+// newCache returns wazero's compilation cache and the folder it lives in
+// ("" when in memory only); prepared images are cached beside it.
+func newCache(opts Options) (wazero.CompilationCache, string, error) {
 	if opts.NoDiskCache {
-		return wazero.NewCompilationCache(), nil
+		return wazero.NewCompilationCache(), "", nil
 	}
 	dir := opts.CacheDir
 	if dir == "" {
 		base, err := os.UserCacheDir()
 		if err != nil {
-			return wazero.NewCompilationCache(), nil // no home: memory only
+			return wazero.NewCompilationCache(), "", nil // no home: memory only
 		}
 		dir = filepath.Join(base, "spine")
 	}
 	cache, err := wazero.NewCompilationCacheWithDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("spine: compilation cache: %w", err)
+		return nil, "", fmt.Errorf("spine: compilation cache: %w", err)
 	}
-	return cache, nil
+	return cache, dir, nil
 }
 
 func (r *Runner) setup(ctx context.Context, artifact Artifact) error {
@@ -140,7 +149,11 @@ func (r *Runner) setup(ctx context.Context, artifact Artifact) error {
 	if err := r.instantiateBridge(ctx); err != nil {
 		return fmt.Errorf("spine: host module: %w", err)
 	}
-	compiled, err := r.runtime.CompileModule(ctx, artifact.Wasm)
+	stripped, segments, err := splitData(artifact.Wasm)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrArtifact, err)
+	}
+	compiled, err := r.runtime.CompileModule(ctx, stripped)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrArtifact, err)
 	}
@@ -150,9 +163,53 @@ func (r *Runner) setup(ctx context.Context, artifact Artifact) error {
 			return fmt.Errorf("%w: it does not export %s", ErrArtifact, name)
 		}
 	}
-	r.compiled = compiled
-	r.fsConfig = wazero.NewFSConfig().WithFSMount(guest.StdlibFS(artifact.StdlibZip), guest.StdlibMount)
+	r.compiled, r.segments = compiled, segments
+
+	switch r.mode = r.opts.Start; r.mode {
+	case StartAuto:
+		r.mode = StartCopy
+		if cowSupported {
+			r.mode = StartCOW
+		}
+	case StartCOW:
+		if !cowSupported {
+			return fmt.Errorf("spine: %w", errNoCOWHere)
+		}
+	case StartFresh, StartCopy:
+	default:
+		return fmt.Errorf("spine: unknown start mode %d", r.opts.Start)
+	}
+	if r.mode == StartFresh {
+		return nil
+	}
+	if r.image, err = r.prepareImage(ctx, r.mode, imageKey(artifact.Wasm, artifact.StdlibZip)); err != nil {
+		return err
+	}
+	if r.opts.PoolSize > 0 {
+		r.pool = newPool(r, r.image, r.opts.PoolSize)
+	}
 	return nil
+}
+
+var errNoCOWHere = errors.New("copy-on-write images need Linux")
+
+// acquire returns a Guest ready for a run: from the pool, from the image, or
+// started from scratch.
+func (r *Runner) acquire(ctx context.Context) (*instance, error) {
+	if r.pool != nil {
+		return r.pool.get(ctx)
+	}
+	return r.newInstance(ctx, r.image)
+}
+
+// giveBack returns a Guest after a run; clean says the run ended without a
+// trap or a stop.
+func (r *Runner) giveBack(inst *instance, clean bool) {
+	if r.pool != nil {
+		r.pool.put(inst, clean)
+		return
+	}
+	inst.close()
 }
 
 // instantiateBridge registers the imports of Guest module "spine" without reflection.
@@ -198,16 +255,19 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 			defer cancel()
 		}
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(r.closing, cancel)() // Close stops runs in flight
 
 	st := newRunState(r, ctx, req.EarlyReads)
 	defer st.close()
-	inst, err := r.newInstance(st.ctx)
+	inst, err := r.acquire(st.ctx)
 	if err != nil {
 		return nil, r.runError(ctx, err)
 	}
-	defer inst.close()
-
+	inst.begin(st.ctx)
 	response, err := inst.execute(st.ctx, request, r.opts.MaxResult+maxErrorResponse)
+	defer func() { r.giveBack(inst, err == nil && ctx.Err() == nil) }()
 	out := &Output{
 		Stdout:          inst.stdout.String(),
 		Stderr:          inst.stderr.String(),
@@ -222,7 +282,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 		Value json.RawMessage `json:"value"`
 		Error *PythonError    `json:"error"`
 	}
-	if err := json.Unmarshal(response, &decoded); err != nil {
+	if err = json.Unmarshal(response, &decoded); err != nil {
 		return out, fmt.Errorf("%w: bad execute response: %v", ErrGuest, err)
 	}
 	if decoded.Error != nil {
@@ -255,16 +315,13 @@ func (r *Runner) begin() error {
 	return nil
 }
 
-// runError names why a run stopped: its context, the Runner closing, or the Guest.
+// runError names why a run stopped: the Runner closing, its context, or the Guest.
 func (r *Runner) runError(ctx context.Context, err error) error {
+	if r.closing.Err() != nil {
+		return ErrClosed
+	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("spine: run stopped: %w", ctxErr)
-	}
-	r.mu.Lock()
-	closed := r.closed
-	r.mu.Unlock()
-	if closed {
-		return ErrClosed
 	}
 	if errors.Is(err, ErrGuest) || errors.Is(err, ErrArtifact) {
 		return err
@@ -327,7 +384,8 @@ func encodeInputs(inputs any) (json.RawMessage, error) {
 }
 
 // Close stops every run in flight, waits for them, and releases the compiled
-// Guest and everything else the Runner holds. It is safe to call more than once.
+// Guest, the pool, the image and everything else the Runner holds. It is safe
+// to call more than once.
 func (r *Runner) Close(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed {
@@ -336,10 +394,17 @@ func (r *Runner) Close(ctx context.Context) error {
 	}
 	r.closed = true
 	r.mu.Unlock()
+	r.stop()
+	r.runs.Wait() // a run's Guest stops at once: its context is done
+	if r.pool != nil {
+		r.pool.close()
+	}
 	err := r.runtime.Close(ctx)
-	r.runs.Wait()
-	if cacheErr := r.cache.Close(ctx); err == nil {
-		err = cacheErr
+	r.image.close()
+	if r.cache != nil {
+		if cacheErr := r.cache.Close(ctx); err == nil {
+			err = cacheErr
+		}
 	}
 	return err
 }

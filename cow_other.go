@@ -1,0 +1,17 @@
+//go:build !linux
+
+package spine
+
+const cowSupported = false
+
+type memfdImage struct{}
+
+func newMemfdImage([]byte) (*memfdImage, error)          { return nil, errNoCOWHere }
+func (*memfdImage) close() error                         { return nil }
+func (*memfdImage) newMemory(uint64) (*cowMemory, error) { return nil, errNoCOWHere }
+
+type cowMemory struct{}
+
+func (*cowMemory) Reallocate(uint64) []byte { return nil }
+func (*cowMemory) Free()                    {}
+func (*cowMemory) reset() error             { return errNoCOWHere }

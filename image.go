@@ -1,0 +1,166 @@
+package spine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// StartMode says how each run's Guest starts.
+type StartMode int
+
+const (
+	// StartAuto starts from the prepared image, copy-on-write where the
+	// platform allows it (Linux), by copying elsewhere.
+	StartAuto StartMode = iota
+	// StartFresh starts CPython from scratch for every run: slow (about
+	// 140 ms a run), kept for comparison and debugging. No pool.
+	StartFresh
+	// StartCopy copies the prepared image into each new instance.
+	StartCopy
+	// StartCOW maps the prepared image copy-on-write (Linux only).
+	StartCOW
+)
+
+func (m StartMode) String() string {
+	switch m {
+	case StartAuto:
+		return "auto"
+	case StartFresh:
+		return "fresh"
+	case StartCopy:
+		return "copy"
+	case StartCOW:
+		return "cow"
+	}
+	return fmt.Sprintf("StartMode(%d)", int(m))
+}
+
+// warmSource runs once in the instance the image is taken from: it imports the
+// modules programs use most, then freezes everything alive so the collector
+// of a run never walks (and so never dirties) the image's objects.
+const warmSource = `import json, re, math, datetime, collections, itertools, functools, ast
+import gc
+gc.collect()
+gc.freeze()
+`
+
+// imageFormat changes whenever what an image holds changes meaning.
+const imageFormat = "spine-image-1"
+
+// image is linear memory captured after CPython started and warmed up.
+type image struct {
+	size  int         // bytes, a whole number of wasm pages
+	data  []byte      // the bytes, for StartCopy
+	memfd *memfdImage // the bytes in a sealed memfd, for StartCOW
+}
+
+func (img *image) pages() uint32 { return uint32(img.size / wasmPageSize) }
+
+func (img *image) close() {
+	if img != nil && img.memfd != nil {
+		img.memfd.close()
+	}
+}
+
+// imageKey names an image by everything that decides its bytes.
+func imageKey(wasm, stdlib []byte) string {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(imageFormat), wasm, stdlib, []byte(warmSource)} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// prepareImage loads the image from the disk cache or captures it, and makes
+// it ready for mode (StartCopy or StartCOW).
+func (r *Runner) prepareImage(ctx context.Context, mode StartMode, key string) (*image, error) {
+	var path string
+	if !r.opts.NoDiskCache && r.cacheDir != "" {
+		path = filepath.Join(r.cacheDir, "images", key+".img")
+	}
+	data, err := readImage(path, r.opts.MemoryLimit)
+	if err != nil {
+		if data, err = r.captureImage(ctx); err != nil {
+			return nil, err
+		}
+		if path != "" {
+			_ = writeImage(path, data) // a cache: failing to write it costs only time
+		}
+	}
+	img := &image{size: len(data)}
+	if mode == StartCOW {
+		if img.memfd, err = newMemfdImage(data); err != nil {
+			return nil, fmt.Errorf("spine: copy-on-write image: %w", err)
+		}
+	} else {
+		img.data = data
+	}
+	return img, nil
+}
+
+// captureImage starts CPython from scratch, warms it up, and copies its memory.
+func (r *Runner) captureImage(ctx context.Context) ([]byte, error) {
+	inst, err := r.newInstance(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer inst.close()
+	st := newRunState(r, ctx, false)
+	defer st.close()
+	request, err := r.executeRequest(Request{Source: warmSource})
+	if err != nil {
+		return nil, err
+	}
+	response, err := inst.execute(st.ctx, request, maxErrorResponse)
+	if err != nil {
+		return nil, fmt.Errorf("spine: preparing the image: %w", err)
+	}
+	if string(response) != `{"value":null}` {
+		return nil, fmt.Errorf("%w: preparing the image: %s", ErrGuest, response)
+	}
+	mem := inst.mod.Memory()
+	data, ok := mem.Read(0, mem.Size())
+	if !ok {
+		return nil, fmt.Errorf("%w: cannot read memory", ErrGuest)
+	}
+	return append([]byte(nil), data...), nil
+}
+
+func readImage(path string, limit uint64) ([]byte, error) {
+	if path == "" {
+		return nil, errors.New("no image cache")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) == 0 || len(data)%wasmPageSize != 0 || uint64(len(data)) > limit {
+		return nil, errors.New("unusable cached image")
+	}
+	return data, nil
+}
+
+func writeImage(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".image-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
