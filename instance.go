@@ -27,6 +27,8 @@ type instance struct {
 	pages                      uint32     // memory size, in pages, when ready for a run
 	openFiles                  int64      // files the Guest holds open when ready for a run
 	runCtx                     context.Context
+	stopFlag                   api.MutableGlobal // spine_stop, nil when the Guest has none
+	stopWatch                  func() bool       // stops the run's watch on its context
 }
 
 // newInstance makes a Guest ready to run a program. With img nil it starts
@@ -67,6 +69,9 @@ func (r *Runner) newInstance(ctx context.Context, img *image) (*instance, error)
 		return nil, err
 	}
 	inst.mod = mod
+	if r.stoppable {
+		inst.stopFlag, _ = mod.ExportedGlobal(stopGlobal).(api.MutableGlobal)
+	}
 	inst.allocFn = mod.ExportedFunction("alloc")
 	inst.releaseFn = mod.ExportedFunction("release")
 	inst.execFn = mod.ExportedFunction("execute")
@@ -127,11 +132,27 @@ func (inst *instance) restore(img *image) error {
 	return nil
 }
 
-// begin prepares the instance for one run under ctx.
+// begin prepares the instance for one run under ctx: when ctx ends, the
+// Guest's stop flag is raised and it traps at its next loop iteration.
 func (inst *instance) begin(ctx context.Context) {
 	inst.runCtx = ctx
 	inst.stdout.reset()
 	inst.stderr.reset()
+	if inst.stopFlag != nil {
+		flag := inst.stopFlag
+		inst.stopWatch = context.AfterFunc(ctx, func() { flag.Set(1) })
+	}
+}
+
+// end ends the run begun by begin; it reports whether the stop flag was (or is
+// being) raised, after which the instance must not run again.
+func (inst *instance) end() (interrupted bool) {
+	if inst.stopWatch == nil {
+		return false
+	}
+	interrupted = !inst.stopWatch()
+	inst.stopWatch = nil
+	return interrupted
 }
 
 // reusable reports whether, after a run that ended without a trap or a stop,

@@ -68,15 +68,16 @@ type Runner struct {
 	opts     Options
 	tools    json.RawMessage // the manifest as the Guest sees it, encoded once
 
-	runtime  wazero.Runtime
-	cache    wazero.CompilationCache
-	cacheDir string                // "" when compiled code is cached in memory only
-	compiled wazero.CompiledModule // the Guest without its data segments
-	segments []dataSegment         // the Guest's data segments, for a start from scratch
-	stdlib   []byte                // the standard library archive
-	mode     StartMode             // resolved: never StartAuto
-	image    *image                // nil with StartFresh
-	pool     *pool                 // nil without an image or with PoolSize < 0
+	runtime   wazero.Runtime
+	cache     wazero.CompilationCache
+	cacheDir  string                // "" when compiled code is cached in memory only
+	compiled  wazero.CompiledModule // the Guest without its data segments
+	segments  []dataSegment         // the Guest's data segments, for a start from scratch
+	stdlib    []byte                // the standard library archive
+	stoppable bool                  // the Guest has the spine_stop flag (stopcheck.go)
+	mode      StartMode             // resolved: never StartAuto
+	image     *image                // nil with StartFresh
+	pool      *pool                 // nil without an image or with PoolSize < 0
 
 	closing context.Context // done once Close begins: runs in flight stop
 	stop    context.CancelFunc
@@ -106,14 +107,6 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 
 	r := &Runner{manifest: m, opts: opts, tools: guestTools(m), stdlib: artifact.StdlibZip}
 	r.closing, r.stop = context.WithCancel(context.Background())
-	if r.cache, r.cacheDir, err = newCache(opts); err != nil {
-		return nil, err
-	}
-	config := wazero.NewRuntimeConfig().
-		WithCloseOnContextDone(true).
-		WithMemoryLimitPages(uint32(opts.MemoryLimit / wasmPageSize)).
-		WithCompilationCache(r.cache)
-	r.runtime = wazero.NewRuntimeWithConfig(ctx, config)
 	if err := r.setup(ctx, artifact); err != nil {
 		r.Close(context.Background())
 		return nil, err
@@ -142,18 +135,31 @@ func newCache(opts Options) (wazero.CompilationCache, string, error) {
 	return cache, dir, nil
 }
 
-func (r *Runner) setup(ctx context.Context, artifact Artifact) error {
+func (r *Runner) setup(ctx context.Context, artifact Artifact) (err error) {
+	stripped, segments, err := splitData(artifact.Wasm)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrArtifact, err)
+	}
+	module, err := addStopChecks(stripped)
+	r.stoppable = err == nil
+	if !r.stoppable {
+		module = stripped // wazero's own, slower, way to stop it
+	}
+	if r.cache, r.cacheDir, err = newCache(r.opts); err != nil {
+		return err
+	}
+	config := wazero.NewRuntimeConfig().
+		WithCloseOnContextDone(!r.stoppable).
+		WithMemoryLimitPages(uint32(r.opts.MemoryLimit / wasmPageSize)).
+		WithCompilationCache(r.cache)
+	r.runtime = wazero.NewRuntimeWithConfig(ctx, config)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.runtime); err != nil {
 		return fmt.Errorf("spine: WASI: %w", err)
 	}
 	if err := r.instantiateBridge(ctx); err != nil {
 		return fmt.Errorf("spine: host module: %w", err)
 	}
-	stripped, segments, err := splitData(artifact.Wasm)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrArtifact, err)
-	}
-	compiled, err := r.runtime.CompileModule(ctx, stripped)
+	compiled, err := r.runtime.CompileModule(ctx, module)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrArtifact, err)
 	}
@@ -267,7 +273,8 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 	}
 	inst.begin(st.ctx)
 	response, err := inst.execute(st.ctx, request, r.opts.MaxResult+maxErrorResponse)
-	defer func() { r.giveBack(inst, err == nil && ctx.Err() == nil) }()
+	interrupted := inst.end()
+	defer func() { r.giveBack(inst, err == nil && !interrupted && ctx.Err() == nil) }()
 	out := &Output{
 		Stdout:          inst.stdout.String(),
 		Stderr:          inst.stderr.String(),
@@ -399,7 +406,10 @@ func (r *Runner) Close(ctx context.Context) error {
 	if r.pool != nil {
 		r.pool.close()
 	}
-	err := r.runtime.Close(ctx)
+	var err error
+	if r.runtime != nil {
+		err = r.runtime.Close(ctx)
+	}
 	r.image.close()
 	if r.cache != nil {
 		if cacheErr := r.cache.Close(ctx); err == nil {
