@@ -27,14 +27,13 @@ type instance struct {
 	pages                      uint32     // memory size, in pages, when ready for a run
 	openFiles                  int64      // files the Guest holds open when ready for a run
 	runCtx                     context.Context
-	stopFlag                   api.MutableGlobal // spine_stop, nil when the Guest has none
-	stopWatch                  func() bool       // stops the run's watch on its context
 }
 
 // newInstance makes a Guest ready to run a program. With img nil it starts
 // CPython from scratch (data segments, _initialize, init); otherwise its memory
 // is the image, mapped copy-on-write or copied.
 func (r *Runner) newInstance(ctx context.Context, img *image) (*instance, error) {
+	r.instancesMade.Add(1)
 	inst := &instance{
 		stdout: newCapture(r.opts.MaxOutput),
 		stderr: newCapture(r.opts.MaxOutput),
@@ -69,9 +68,6 @@ func (r *Runner) newInstance(ctx context.Context, img *image) (*instance, error)
 		return nil, err
 	}
 	inst.mod = mod
-	if r.stoppable {
-		inst.stopFlag, _ = mod.ExportedGlobal(stopGlobal).(api.MutableGlobal)
-	}
 	inst.allocFn = mod.ExportedFunction("alloc")
 	inst.releaseFn = mod.ExportedFunction("release")
 	inst.execFn = mod.ExportedFunction("execute")
@@ -132,27 +128,11 @@ func (inst *instance) restore(img *image) error {
 	return nil
 }
 
-// begin prepares the instance for one run under ctx: when ctx ends, the
-// Guest's stop flag is raised and it traps at its next loop iteration.
+// begin prepares the instance for one run under ctx.
 func (inst *instance) begin(ctx context.Context) {
 	inst.runCtx = ctx
 	inst.stdout.reset()
 	inst.stderr.reset()
-	if inst.stopFlag != nil {
-		flag := inst.stopFlag
-		inst.stopWatch = context.AfterFunc(ctx, func() { flag.Set(1) })
-	}
-}
-
-// end ends the run begun by begin; it reports whether the stop flag was (or is
-// being) raised, after which the instance must not run again.
-func (inst *instance) end() (interrupted bool) {
-	if inst.stopWatch == nil {
-		return false
-	}
-	interrupted = !inst.stopWatch()
-	inst.stopWatch = nil
-	return interrupted
 }
 
 // reusable reports whether, after a run that ended without a trap or a stop,

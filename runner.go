@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spine-run/spine/guest"
@@ -68,16 +69,18 @@ type Runner struct {
 	opts     Options
 	tools    json.RawMessage // the manifest as the Guest sees it, encoded once
 
-	runtime   wazero.Runtime
-	cache     wazero.CompilationCache
-	cacheDir  string                // "" when compiled code is cached in memory only
-	compiled  wazero.CompiledModule // the Guest without its data segments
-	segments  []dataSegment         // the Guest's data segments, for a start from scratch
-	stdlib    []byte                // the standard library archive
-	stoppable bool                  // the Guest has the spine_stop flag (stopcheck.go)
-	mode      StartMode             // resolved: never StartAuto
-	image     *image                // nil with StartFresh
-	pool      *pool                 // nil without an image or with PoolSize < 0
+	runtime  wazero.Runtime
+	cache    wazero.CompilationCache
+	cacheDir string                // "" when compiled code is cached in memory only
+	compiled wazero.CompiledModule // the Guest without its data segments
+	segments []dataSegment         // the Guest's data segments, for a start from scratch
+	stdlib   []byte                // the standard library archive
+	ticks    bool                  // the Guest calls spine.tick from its loops (ticks.go)
+	mode     StartMode             // resolved: never StartAuto
+	image    *image                // nil with StartFresh
+	pool     *pool                 // nil without an image or with PoolSize < 0
+
+	instancesMade atomic.Int64 // Guests instantiated, for tests and statistics
 
 	closing context.Context // done once Close begins: runs in flight stop
 	stop    context.CancelFunc
@@ -140,16 +143,16 @@ func (r *Runner) setup(ctx context.Context, artifact Artifact) (err error) {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrArtifact, err)
 	}
-	module, err := addStopChecks(stripped)
-	r.stoppable = err == nil
-	if !r.stoppable {
+	module, err := addTicks(stripped)
+	r.ticks = err == nil
+	if !r.ticks {
 		module = stripped // wazero's own, slower, way to stop it
 	}
 	if r.cache, r.cacheDir, err = newCache(r.opts); err != nil {
 		return err
 	}
 	config := wazero.NewRuntimeConfig().
-		WithCloseOnContextDone(!r.stoppable).
+		WithCloseOnContextDone(!r.ticks).
 		WithMemoryLimitPages(uint32(r.opts.MemoryLimit / wasmPageSize)).
 		WithCompilationCache(r.cache)
 	r.runtime = wazero.NewRuntimeWithConfig(ctx, config)
@@ -237,8 +240,23 @@ func (r *Runner) instantiateBridge(ctx context.Context) error {
 			stack[0] = uint64(r.hostResolve(ctx, m, uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3]), uint32(stack[4])))
 		}), []api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}).
 		Export("resolve").
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
+			stack[0] = tick(ctx)
+		}), nil, []api.ValueType{i32}).
+		Export(tickImport).
 		Instantiate(ctx)
 	return err
+}
+
+// tick answers an instrumented Guest's spine.tick (ticks.go): 0 when the
+// run's context has ended, so the Guest traps, or the fuel for its next loop
+// iterations. Being a call into Go, it also lets the scheduler run others.
+func tick(ctx context.Context) uint64 {
+	if ctx.Err() != nil {
+		return 0
+	}
+	return fuelPerTick
 }
 
 // Run runs one program. A Python exception ends it with a *PythonError; a
@@ -273,8 +291,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 	}
 	inst.begin(st.ctx)
 	response, err := inst.execute(st.ctx, request, r.opts.MaxResult+maxErrorResponse)
-	interrupted := inst.end()
-	defer func() { r.giveBack(inst, err == nil && !interrupted && ctx.Err() == nil) }()
+	defer func() { r.giveBack(inst, err == nil && ctx.Err() == nil) }()
 	out := &Output{
 		Stdout:          inst.stdout.String(),
 		Stderr:          inst.stderr.String(),
@@ -282,7 +299,9 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 		StderrTruncated: inst.stderr.truncated,
 		ToolCalls:       st.calls,
 	}
-	if err != nil {
+	if err != nil || ctx.Err() != nil {
+		// A context that ended during the run cut it short (a sleep, a tool),
+		// whatever the Guest answered.
 		return out, r.runError(ctx, err)
 	}
 	var decoded struct {
@@ -293,9 +312,6 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 		return out, fmt.Errorf("%w: bad execute response: %v", ErrGuest, err)
 	}
 	if decoded.Error != nil {
-		if ctx.Err() != nil { // e.g. a tool that saw the deadline and failed
-			return out, r.runError(ctx, decoded.Error)
-		}
 		return out, decoded.Error
 	}
 	if len(decoded.Value) == 0 {

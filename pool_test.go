@@ -1,0 +1,244 @@
+package spine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// poolRunner has one pooled instance, so consecutive runs reuse the same Guest.
+func poolRunner(t testing.TB) *Runner {
+	t.Helper()
+	if !cowSupported {
+		t.Skip("instances are reused only with copy-on-write images")
+	}
+	return newRunner(t, testManifest(), &Options{PoolSize: 1})
+}
+
+func TestPoolReusesInstances(t *testing.T) {
+	r := poolRunner(t)
+	for i := 0; i < 5; i++ {
+		mustRun(t, r, "1", nil)
+	}
+	// One instance for the image, one for the pool; every run reused the pooled one.
+	if made := r.instancesMade.Load(); made > 3 {
+		t.Fatalf("%d instances made for 5 runs: the pool does not reuse them", made)
+	}
+}
+
+func TestPoolIsolation(t *testing.T) {
+	r := poolRunner(t)
+	probe := `import builtins, json, sys, os, random
+result = {
+    "globals": "secret" in globals(),
+    "builtins": hasattr(builtins, "leaked"),
+    "module": hasattr(json, "leaked"),
+    "modules": "planted" in sys.modules,
+    "recursion": sys.getrecursionlimit(),
+    "stdout": sys.stdout.__class__.__name__,
+}`
+	clean := mustRun(t, r, probe, nil)
+	dirty := mustRun(t, r, `import builtins, json, sys
+secret = "TOP-SECRET-" + str(12345 * 2)
+kept = [secret] * 1000
+builtins.leaked = secret
+json.leaked = secret
+sys.modules["planted"] = json
+sys.setrecursionlimit(50)
+class Noisy:
+    def write(self, s): pass
+sys.stdout = Noisy()
+`, nil)
+	_ = dirty
+	// The heap the run left behind is gone: nowhere in the Guest's memory.
+	inst := <-r.pool.ready
+	mem := inst.mod.Memory()
+	data, _ := mem.Read(0, mem.Size())
+	if bytes.Contains(data, []byte("TOP-SECRET-24690")) {
+		t.Fatal("a string of the previous run is still in the pooled Guest's memory")
+	}
+	r.pool.ready <- inst
+	after := mustRun(t, r, probe, nil)
+	if string(after.Value) != string(clean.Value) {
+		t.Fatalf("state leaked through the pool:\nclean %s\nafter %s", clean.Value, after.Value)
+	}
+	if made := r.instancesMade.Load(); made > 3 {
+		t.Fatalf("%d instances made: the isolation test did not exercise reuse", made)
+	}
+}
+
+func TestPoolRandomState(t *testing.T) {
+	r := poolRunner(t)
+	src := `import random, os
+result = [random.random(), os.urandom(8).hex()]`
+	a := mustRun(t, r, src, nil)
+	b := mustRun(t, r, src, nil)
+	if string(a.Value) == string(b.Value) {
+		t.Fatalf("two runs drew the same random numbers: %s", a.Value)
+	}
+}
+
+func TestPoolOpenFilesAreNotInherited(t *testing.T) {
+	r := poolRunner(t)
+	mustRun(t, r, `f = open("/usr/local/lib/python311.zip", "rb")
+result = f.fileno()`, nil)
+	out := mustRun(t, r, `import os
+try:
+    os.fstat(4)
+    result = "fd 4 is open"
+except OSError:
+    result = "closed"`, nil)
+	if string(out.Value) != `"closed"` {
+		t.Fatalf("a file left open by the previous run is visible: %s", out.Value)
+	}
+}
+
+func TestPoolRecovers(t *testing.T) {
+	r := poolRunner(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		src  string
+		ok   func(error) bool
+	}{
+		{"timeout", "while True: pass", func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }},
+		{"trap", "import os\nos._exit(3)", func(err error) bool { return errors.Is(err, ErrGuest) }},
+		{"stack overflow", "import sys, json\nsys.setrecursionlimit(10**7)\nx = []\nfor _ in range(5 * 10**5):\n    x = [x]\njson.dumps(x)", func(err error) bool { return errors.Is(err, ErrGuest) }},
+		{"memory growth", "x = bytearray(64 << 20)\nresult = len(x)", func(err error) bool { return err == nil }},
+		{"python error", "1/0", func(err error) bool { var pe *PythonError; return errors.As(err, &pe) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			limit := 300 * time.Millisecond
+			if tc.name == "stack overflow" {
+				limit = 20 * time.Second
+			}
+			rctx, cancel := context.WithTimeout(ctx, limit)
+			defer cancel()
+			_, err := r.Run(rctx, Request{Source: tc.src})
+			if !tc.ok(err) {
+				t.Fatalf("err = %v", err)
+			}
+			for i := 0; i < 3; i++ {
+				out := mustRun(t, r, `lookup(key="book") * 2`, nil)
+				if string(out.Value) != "42" {
+					t.Fatalf("after %s: value %s", tc.name, out.Value)
+				}
+			}
+		})
+	}
+}
+
+func TestPoolHammer(t *testing.T) {
+	r := newRunner(t, testManifest(), &Options{PoolSize: 2})
+	programs := []struct {
+		src  string
+		want string
+	}{
+		{`lookup(key="book") * inputs["n"]`, "n21"},
+		{`print("x" * inputs["n"])` + "\n" + `result = inputs["n"]`, "n"},
+		{"1/0", "ZeroDivisionError"},
+		{"while True: pass", "deadline"},
+		{`import json; json.dumps({"n": inputs["n"]})`, "json"},
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 1000)
+	for g := 0; g < 6; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 40; i++ {
+				p := programs[(g+i)%len(programs)]
+				n := g*100 + i
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				if p.want == "deadline" {
+					ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
+				}
+				out, err := r.Run(ctx, Request{Source: p.src, Inputs: map[string]int{"n": n}})
+				cancel()
+				switch p.want {
+				case "n21":
+					if err != nil || string(out.Value) != fmt.Sprint(21*n) {
+						errs <- fmt.Errorf("%q n=%d: %v %v", p.src, n, out, err)
+					}
+				case "n":
+					if err != nil || string(out.Value) != fmt.Sprint(n) || out.Stdout != strings.Repeat("x", n)+"\n" {
+						errs <- fmt.Errorf("%q n=%d: %v", p.src, n, err)
+					}
+				case "json":
+					if err != nil || string(out.Value) != fmt.Sprintf(`"{\"n\": %d}"`, n) {
+						errs <- fmt.Errorf("%q n=%d: %v %v", p.src, n, out, err)
+					}
+				case "ZeroDivisionError":
+					var pe *PythonError
+					if !errors.As(err, &pe) || pe.Type != "ZeroDivisionError" {
+						errs <- fmt.Errorf("%q: %v", p.src, err)
+					}
+				case "deadline":
+					if !errors.Is(err, context.DeadlineExceeded) {
+						errs <- fmt.Errorf("%q: %v", p.src, err)
+					}
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestNoLeaks runs 10,000 programs and checks that goroutines, file
+// descriptors and memory mappings come back to where they were.
+func TestNoLeaks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 runs; skipped with -short")
+	}
+	count := func() (goroutines, fds, maps int) {
+		runtime.GC()
+		entries, _ := os.ReadDir("/proc/self/fd")
+		data, _ := os.ReadFile("/proc/self/maps")
+		return runtime.NumGoroutine(), len(entries), bytes.Count(data, []byte("\n"))
+	}
+	time.Sleep(100 * time.Millisecond)
+	g0, f0, m0 := count()
+	r, err := New(context.Background(), testManifest(), &Options{PoolSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	programs := []string{`lookup(key="book")`, "1/0", `print("hello")`}
+	start := time.Now()
+	for i := 0; i < 10000; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		src := programs[i%len(programs)]
+		switch {
+		case i%500 == 0: // a time-out: the instance is replaced
+			src = "while True: pass"
+			cancel()
+			ctx, cancel = context.WithTimeout(context.Background(), 5*time.Millisecond)
+		case i%100 == 1: // a file left open: the instance is replaced
+			src = `open("/usr/local/lib/python311.zip", "rb")`
+		case i%100 == 2: // memory growth: the instance is replaced
+			src = "x = bytearray(40 << 20)"
+		}
+		r.Run(ctx, Request{Source: src})
+		cancel()
+	}
+	t.Logf("10,000 runs in %v", time.Since(start))
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	g1, f1, m1 := count()
+	t.Logf("goroutines %d -> %d, fds %d -> %d, mappings %d -> %d", g0, g1, f0, f1, m0, m1)
+	if g1 > g0 || f1 > f0 || m1 > m0+8 {
+		t.Fatalf("leak: goroutines %d -> %d, fds %d -> %d, mappings %d -> %d", g0, g1, f0, f1, m0, m1)
+	}
+}

@@ -1,0 +1,483 @@
+package spine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// tickImport is the Host function an instrumented Guest calls every
+// fuelPerTick loop iterations (module "spine", name "tick", () -> i32).
+const tickImport = "tick"
+
+// fuelPerTick is how many loop iterations a Guest runs between two ticks: a
+// few hundred microseconds of CPython's interpreter.
+const fuelPerTick = 10000
+
+// addTicks returns the module with a cheap, reliable way to stop it and to let
+// Go schedule other goroutines: a new global, fuel, counted down at the start of
+// every loop body of every function; when it reaches zero the Guest calls the
+// Host's spine.tick, which answers 0 when the run's context has ended (the
+// Guest then traps: unreachable) or else the next fuel. Infinite work needs a
+// loop or unbounded recursion (which overflows the stack and traps on its own),
+// so every Guest stops within one tick of its context ending.
+//
+// The call into Go matters as much as the stop: goroutines running wasm code
+// cannot be preempted, so without it two Guests spinning on two Ps would starve
+// every other goroutine of the process — timers included.
+//
+// wazero's own way, WithCloseOnContextDone, calls a trampoline at every loop
+// header and function entry; in CPython's interpreter loop that costs about 2.5
+// times the run time. The fuel costs a load, a store and a branch.
+//
+// The import is added last among the imports, so every function index from
+// there on moves up by one: calls, ref.func, exports, element segments and the
+// start function are renumbered; custom sections (names) are dropped. Only the
+// instructions of WebAssembly 1.0 with sign extension, saturating truncation
+// and bulk memory are understood; anything else is an error, and the Host
+// falls back to WithCloseOnContextDone.
+func addTicks(wasm []byte) ([]byte, error) {
+	if len(wasm) < 8 {
+		return nil, errors.New("not a WebAssembly binary")
+	}
+	type section struct {
+		id      byte
+		payload []byte
+	}
+	var sections []section
+	var imports importCounts
+	var types, definedGlobals uint64
+	seen := map[byte]bool{}
+	for i := 8; i < len(wasm); {
+		id := wasm[i]
+		size, n, err := uleb(wasm, i+1)
+		if err != nil {
+			return nil, err
+		}
+		start := i + 1 + n
+		end := start + int(size)
+		if end > len(wasm) || end < start {
+			return nil, fmt.Errorf("section %d runs past the end", id)
+		}
+		payload := wasm[start:end]
+		seen[id] = true
+		switch id {
+		case 0:
+			i = end
+			continue // custom sections name functions by index: drop them
+		case 1:
+			types, _, err = uleb(payload, 0)
+		case 2:
+			imports, err = countImports(payload)
+		case 6:
+			definedGlobals, _, err = uleb(payload, 0)
+		}
+		if err != nil {
+			return nil, err
+		}
+		sections = append(sections, section{id, payload})
+		i = end
+	}
+	for _, id := range []byte{1, 2, 6, 10} {
+		if !seen[id] {
+			return nil, fmt.Errorf("the module has no section %d", id)
+		}
+	}
+	tick := uint32(imports.funcs) // the new import's function index
+	fuel := appendULEB(nil, imports.globals+definedGlobals)
+	var check []byte
+	emit := func(b ...byte) { check = append(check, b...) }
+	emit(0x23)
+	emit(fuel...)
+	emit(0x45, 0x04, 0x40) // if fuel == 0 {
+	emit(0x10)
+	emit(appendULEB(nil, uint64(tick))...) //   call tick
+	emit(0x24)
+	emit(fuel...) //   fuel = that
+	emit(0x23)
+	emit(fuel...)
+	emit(0x45, 0x04, 0x40, 0x00, 0x0b) //   if fuel == 0 { unreachable }
+	emit(0x0b)                         // }
+	emit(0x23)
+	emit(fuel...)
+	emit(0x41, 0x01, 0x6b) // fuel - 1
+	emit(0x24)
+	emit(fuel...) // fuel = that
+
+	shift := func(idx uint64) uint64 { // a function index after the new import
+		if idx >= imports.funcs {
+			return idx + 1
+		}
+		return idx
+	}
+	out := append([]byte(nil), wasm[:8]...)
+	for _, s := range sections {
+		payload := s.payload
+		var err error
+		switch s.id {
+		case 1: // a new type: () -> i32
+			payload, err = appendToVector(payload, []byte{0x60, 0x00, 0x01, 0x7f})
+		case 2: // import spine.tick
+			entry := appendULEB(nil, 5)
+			entry = append(entry, "spine"...)
+			entry = appendULEB(entry, uint64(len(tickImport)))
+			entry = append(entry, tickImport...)
+			entry = append(entry, 0x00)
+			entry = appendULEB(entry, types)
+			payload, err = appendToVector(payload, entry)
+		case 6: // the fuel: (mut i32) = 0, so the first loop ticks at once
+			payload, err = appendToVector(payload, []byte{0x7f, 0x01, 0x41, 0x00, 0x0b})
+		case 7:
+			payload, err = renumberExports(payload, shift)
+		case 8: // start function
+			var idx uint64
+			if idx, _, err = uleb(payload, 0); err == nil {
+				payload = appendULEB(nil, shift(idx))
+			}
+		case 9:
+			payload, err = renumberElements(payload, shift)
+		case 10:
+			payload, err = instrumentCode(payload, check, shift)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s.id)
+		out = appendULEB(out, uint64(len(payload)))
+		out = append(out, payload...)
+	}
+	return out, nil
+}
+
+type importCounts struct{ funcs, globals uint64 }
+
+func renumberExports(payload []byte, shift func(uint64) uint64) ([]byte, error) {
+	count, i, err := uleb(payload, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := appendULEB(nil, count)
+	for k := uint64(0); k < count; k++ {
+		n, m, err := uleb(payload, i)
+		if err != nil || i+m+int(n)+1 > len(payload) {
+			return nil, errors.New("truncated export")
+		}
+		nameEnd := i + m + int(n)
+		kind := payload[nameEnd]
+		idx, m2, err := uleb(payload, nameEnd+1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, payload[i:nameEnd+1]...)
+		if kind == 0 {
+			idx = shift(idx)
+		}
+		out = appendULEB(out, idx)
+		i = nameEnd + 1 + m2
+	}
+	return out, nil
+}
+
+// renumberElements handles the element segments LLVM writes: active, table 0,
+// a constant offset, a vector of function indices (flags 0).
+func renumberElements(payload []byte, shift func(uint64) uint64) ([]byte, error) {
+	count, i, err := uleb(payload, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := appendULEB(nil, count)
+	for k := uint64(0); k < count; k++ {
+		flags, m, err := uleb(payload, i)
+		if err != nil {
+			return nil, err
+		}
+		if flags != 0 {
+			return nil, fmt.Errorf("element segment %d: flags %d not supported", k, flags)
+		}
+		exprEnd := i + m
+		for exprEnd < len(payload) && payload[exprEnd] != 0x0b {
+			exprEnd++
+		}
+		if exprEnd >= len(payload) {
+			return nil, errors.New("truncated element offset")
+		}
+		out = append(out, payload[i:exprEnd+1]...)
+		i = exprEnd + 1
+		n, m, err := uleb(payload, i)
+		if err != nil {
+			return nil, err
+		}
+		i += m
+		out = appendULEB(out, n)
+		for e := uint64(0); e < n; e++ {
+			idx, m, err := uleb(payload, i)
+			if err != nil {
+				return nil, err
+			}
+			i += m
+			out = appendULEB(out, shift(idx))
+		}
+	}
+	return out, nil
+}
+
+func countImports(payload []byte) (importCounts, error) {
+	var c importCounts
+	count, i, err := uleb(payload, 0)
+	if err != nil {
+		return c, err
+	}
+	for k := uint64(0); k < count; k++ {
+		for name := 0; name < 2; name++ { // module and field names
+			n, m, err := uleb(payload, i)
+			if err != nil {
+				return c, err
+			}
+			i += m + int(n)
+		}
+		if i >= len(payload) {
+			return c, errors.New("truncated import")
+		}
+		kind := payload[i]
+		i++
+		switch kind {
+		case 0: // func: type index
+			c.funcs++
+			_, m, err := uleb(payload, i)
+			if err != nil {
+				return c, err
+			}
+			i += m
+		case 1: // table: reftype, limits
+			i++
+			if i, err = skipLimits(payload, i); err != nil {
+				return c, err
+			}
+		case 2: // memory: limits
+			if i, err = skipLimits(payload, i); err != nil {
+				return c, err
+			}
+		case 3: // global: valtype, mutability
+			c.globals++
+			i += 2
+		default:
+			return c, fmt.Errorf("unknown import kind %d", kind)
+		}
+	}
+	return c, nil
+}
+
+func skipLimits(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return 0, errors.New("truncated limits")
+	}
+	flags := b[i]
+	i++
+	_, m, err := uleb(b, i)
+	if err != nil {
+		return 0, err
+	}
+	i += m
+	if flags&1 != 0 {
+		if _, m, err = uleb(b, i); err != nil {
+			return 0, err
+		}
+		i += m
+	}
+	return i, nil
+}
+
+// appendToVector adds one encoded entry to a section that is a vector.
+func appendToVector(payload, entry []byte) ([]byte, error) {
+	count, n, err := uleb(payload, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := appendULEB(nil, count+1)
+	out = append(out, payload[n:]...)
+	return append(out, entry...), nil
+}
+
+// instrumentCode inserts check at the start of every loop body of every
+// function, and renumbers the functions that calls and ref.func name.
+func instrumentCode(payload, check []byte, shift func(uint64) uint64) ([]byte, error) {
+	count, i, err := uleb(payload, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := appendULEB(make([]byte, 0, len(payload)+len(payload)/20), count)
+	var body []byte
+	for k := uint64(0); k < count; k++ {
+		size, n, err := uleb(payload, i)
+		if err != nil {
+			return nil, err
+		}
+		i += n
+		if i+int(size) > len(payload) {
+			return nil, fmt.Errorf("function %d runs past the code section", k)
+		}
+		if body, err = instrumentBody(body[:0], payload[i:i+int(size)], check, shift); err != nil {
+			return nil, fmt.Errorf("function %d: %w", k, err)
+		}
+		i += int(size)
+		out = appendULEB(out, uint64(len(body)))
+		out = append(out, body...)
+	}
+	return out, nil
+}
+
+func instrumentBody(out, fn, check []byte, shift func(uint64) uint64) ([]byte, error) {
+	// Locals: a vector of (count, valtype).
+	groups, i, err := uleb(fn, 0)
+	if err != nil {
+		return nil, err
+	}
+	for g := uint64(0); g < groups; g++ {
+		_, n, err := uleb(fn, i)
+		if err != nil {
+			return nil, err
+		}
+		i += n + 1
+	}
+	if i > len(fn) {
+		return nil, errors.New("truncated locals")
+	}
+	out = append(out, fn[:i]...)
+	for i < len(fn) {
+		start := i
+		op := fn[i]
+		i++
+		skip := func() error { // one LEB128 immediate
+			_, n, err := uleb(fn, i)
+			i += n
+			return err
+		}
+		switch {
+		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if: blocktype
+			if i >= len(fn) {
+				return nil, errors.New("truncated blocktype")
+			}
+			if b := fn[i]; b == 0x40 || (b >= 0x6f && b <= 0x7f) {
+				i++
+			} else if _, n, err := sleb64(fn, i); err != nil {
+				return nil, err
+			} else {
+				i += n
+			}
+			out = append(out, fn[start:i]...)
+			if op == 0x03 {
+				out = append(out, check...)
+			}
+			continue
+		case op == 0x00, op == 0x01, op == 0x05, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b,
+			op >= 0x45 && op <= 0xc4, op == 0xd1:
+			// no immediates
+		case op == 0x10, op == 0xd2: // call, ref.func: a function index
+			var idx uint64
+			var n int
+			if idx, n, err = uleb(fn, i); err != nil {
+				break
+			}
+			out = append(out, op)
+			out = appendULEB(out, shift(idx))
+			i += n
+			continue
+		case op == 0x0c, op == 0x0d, op >= 0x20 && op <= 0x26:
+			err = skip()
+		case op == 0x0e: // br_table: vector of labels, then the default
+			var targets uint64
+			var n int
+			if targets, n, err = uleb(fn, i); err == nil {
+				i += n
+				for t := uint64(0); t <= targets && err == nil; t++ {
+					err = skip()
+				}
+			}
+		case op == 0x11: // call_indirect: type, table
+			if err = skip(); err == nil {
+				err = skip()
+			}
+		case op == 0x1c: // select with types
+			var types uint64
+			var n int
+			if types, n, err = uleb(fn, i); err == nil {
+				i += n + int(types)
+			}
+		case op >= 0x28 && op <= 0x3e: // memarg: align, offset
+			if err = skip(); err == nil {
+				err = skip()
+			}
+		case op == 0x3f, op == 0x40: // memory index
+			err = skip()
+		case op == 0x41:
+			_, n, e := sleb64(fn, i)
+			i, err = i+n, e
+		case op == 0x42:
+			_, n, e := sleb64(fn, i)
+			i, err = i+n, e
+		case op == 0x43:
+			i += 4
+		case op == 0x44:
+			i += 8
+		case op == 0xd0: // ref.null reftype
+			i++
+		case op == 0xfc:
+			var sub uint64
+			var n int
+			if sub, n, err = uleb(fn, i); err != nil {
+				break
+			}
+			i += n
+			switch {
+			case sub <= 7: // saturating truncation
+			case sub == 8: // memory.init data, memory
+				if err = skip(); err == nil {
+					err = skip()
+				}
+			case sub == 9, sub == 11, sub == 13, sub >= 15 && sub <= 17: // data.drop, memory.fill, elem.drop, table.grow/size/fill
+				err = skip()
+			case sub == 10, sub == 12, sub == 14: // memory.copy, table.init, table.copy
+				if err = skip(); err == nil {
+					err = skip()
+				}
+			default:
+				return nil, fmt.Errorf("unknown instruction 0xfc %d", sub)
+			}
+		default:
+			return nil, fmt.Errorf("unknown instruction 0x%02x", op)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if i > len(fn) {
+			return nil, errors.New("truncated instruction")
+		}
+		out = append(out, fn[start:i]...)
+	}
+	return out, nil
+}
+
+func appendULEB(b []byte, v uint64) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v == 0 {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
+func sleb64(b []byte, i int) (int64, int, error) {
+	var v int64
+	for n, shift := 0, uint(0); i+n < len(b) && shift < 70; n, shift = n+1, shift+7 {
+		c := b[i+n]
+		v |= int64(c&0x7f) << shift
+		if c < 0x80 {
+			if shift+7 < 64 && c&0x40 != 0 {
+				v |= -1 << (shift + 7)
+			}
+			return v, n + 1, nil
+		}
+	}
+	return 0, 0, errors.New("bad LEB128 number")
+}

@@ -1,0 +1,108 @@
+package spine
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spine-run/spine/guest"
+	"github.com/tetratelabs/wazero"
+)
+
+// spinModule is a hand-assembled module that imports env.nop, defines
+// spin() { loop { call env.nop; call helper; br 0 } } and helper() {}, and
+// exports spin. After addTicks, spine.tick is function 1, so spin and helper
+// move up by one: a wrong renumbering makes spin call itself (a stack overflow)
+// instead of helper.
+var spinModule = []byte{
+	0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+	0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // types: () -> ()
+	0x02, 0x0b, 0x01, 0x03, 'e', 'n', 'v', 0x03, 'n', 'o', 'p', 0x00, 0x00, // import env.nop
+	0x03, 0x03, 0x02, 0x00, 0x00, // functions: spin, helper
+	0x05, 0x03, 0x01, 0x00, 0x01, // memory, min 1 page
+	0x06, 0x06, 0x01, 0x7f, 0x01, 0x41, 0x00, 0x0b, // a global: (mut i32) 0
+	0x07, 0x08, 0x01, 0x04, 's', 'p', 'i', 'n', 0x00, 0x01, // export spin (function 1)
+	0x0a, 0x10, 0x02, // code: two bodies
+	0x0b, 0x00, 0x03, 0x40, 0x10, 0x00, 0x10, 0x02, 0x0c, 0x00, 0x0b, 0x0b, // spin
+	0x02, 0x00, 0x0b, // helper
+	0x00, 0x04, 0x01, 'n', 0x00, 0x00, // a custom section, dropped
+}
+
+func TestTicksStopALoop(t *testing.T) {
+	ctx := context.Background()
+	instrumented, err := addTicks(spinModule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := wazero.NewRuntime(ctx) // no WithCloseOnContextDone: only a tick can stop it
+	defer rt.Close(ctx)
+	var nops, ticks atomic.Int64
+	var stop atomic.Bool
+	_, err = rt.NewHostModuleBuilder("env").NewFunctionBuilder().
+		WithFunc(func() { nops.Add(1) }).Export("nop").Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.NewHostModuleBuilder("spine").NewFunctionBuilder().
+		WithFunc(func() uint32 {
+			ticks.Add(1)
+			if stop.Load() {
+				return 0
+			}
+			return 5
+		}).Export(tickImport).Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := rt.Instantiate(ctx, instrumented)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := mod.ExportedFunction("spin").Call(ctx)
+		done <- err
+	}()
+	for nops.Load() < 100 {
+		select {
+		case err := <-done:
+			t.Fatalf("spin returned before it was stopped: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	stop.Store(true)
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("spin after the stop: %v", err)
+	}
+	// One tick per 5 iterations, plus the first.
+	if n, k := nops.Load(), ticks.Load(); k < n/5 || k > n/5+2 {
+		t.Fatalf("%d iterations, %d ticks", n, k)
+	}
+}
+
+func TestTicksRefuseWhatTheyDoNotKnow(t *testing.T) {
+	simd := append([]byte(nil), spinModule...)
+	simd[bytes.Index(simd, []byte{0x0c, 0x00, 0x0b, 0x0b})] = 0xfd // a SIMD prefix where br was
+	if _, err := addTicks(simd); err == nil {
+		t.Fatal("accepted an instruction it cannot decode")
+	}
+	if _, err := addTicks([]byte("\x00asm")); err == nil {
+		t.Fatal("accepted a truncated module")
+	}
+}
+
+func TestSplitData(t *testing.T) {
+	stripped, segments, err := splitData(guest.Wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(segments) == 0 || len(stripped) >= len(guest.Wasm) {
+		t.Fatalf("%d segments, %d -> %d bytes", len(segments), len(guest.Wasm), len(stripped))
+	}
+	if _, _, err := splitData([]byte("not wasm")); err == nil {
+		t.Fatal("accepted a non-wasm binary")
+	}
+}
