@@ -4,7 +4,7 @@
  * This file is the whole C side of the Guest. It registers the builtin module
  * _spine, whose call/prepare/resolve reach the Host imports of the same names in
  * module "spine", and exports the Guest ABI (docs/abi.md): abi_version, init,
- * alloc, release, execute.
+ * alloc, release, execute, prefix_begin, prefix_feed.
  *
  * _spine returns NULL (with a Python exception set) only when its own argument
  * parsing, its buffer checks or a bytes allocation fail. Everything else, tool
@@ -148,8 +148,10 @@ PyInit__spine(void)
 	return m;
 }
 
-/* bootstrap.execute, looked up once by init. */
+/* bootstrap.execute, prefix_begin and prefix_feed, looked up once by init. */
 static PyObject *execute_entry;
+static PyObject *prefix_begin_entry;
+static PyObject *prefix_feed_entry;
 
 __attribute__((export_name("abi_version"))) int32_t
 spine_abi_version(void)
@@ -214,12 +216,22 @@ spine_init(void)
 		PyErr_Print();
 		return 4;
 	}
-	execute_entry = PyObject_GetAttrString(bootstrap, "execute");
-	Py_DECREF(bootstrap);
-	if (execute_entry == NULL) {
+	PyObject *execute = PyObject_GetAttrString(bootstrap, "execute");
+	if (execute == NULL) {
+		Py_DECREF(bootstrap);
 		PyErr_Print();
 		return 5;
 	}
+	prefix_begin_entry = PyObject_GetAttrString(bootstrap, "prefix_begin");
+	prefix_feed_entry = prefix_begin_entry == NULL ? NULL : PyObject_GetAttrString(bootstrap, "prefix_feed");
+	Py_DECREF(bootstrap);
+	if (prefix_feed_entry == NULL) {
+		Py_CLEAR(prefix_begin_entry);
+		Py_DECREF(execute);
+		PyErr_Print();
+		return 6;
+	}
+	execute_entry = execute; /* last: it marks init as done */
 	return 0;
 }
 
@@ -270,4 +282,61 @@ spine_execute(uint32_t ptr, uint32_t len)
 	memcpy(copy, PyBytes_AS_STRING(response), (size_t)n);
 	Py_DECREF(response);
 	return ((uint64_t)(uint32_t)n << 32) | guest_offset(copy);
+}
+
+/*
+ * call_int calls a bootstrap entry that takes bytes and answers an int. The
+ * entries never raise; should one fail anyway, the error is dropped without a
+ * word on stderr (which belongs to the program's output) and -1 returned.
+ */
+static int32_t
+call_int(PyObject *entry, uint32_t ptr, uint32_t len)
+{
+	if (entry == NULL) {
+		return -1;
+	}
+	PyObject *arg = PyBytes_FromStringAndSize((const char *)(uintptr_t)ptr, (Py_ssize_t)len);
+	if (arg == NULL) {
+		PyErr_Clear();
+		return -1;
+	}
+	PyObject *answer = PyObject_CallOneArg(entry, arg);
+	Py_DECREF(arg);
+	if (answer == NULL) {
+		PyErr_Clear();
+		return -1;
+	}
+	long long n = PyLong_Check(answer) ? PyLong_AsLongLong(answer) : -1;
+	Py_DECREF(answer);
+	if (n == -1 && PyErr_Occurred()) {
+		PyErr_Clear();
+	}
+	if (n > INT32_MAX) {
+		n = INT32_MAX;
+	} else if (n < INT32_MIN) {
+		n = -1;
+	}
+	return (int32_t)n;
+}
+
+/*
+ * prefix_begin starts prefix mode: the JSON at ptr is {"inputs", "tools",
+ * "early_reads"}. 0 is success, negative an internal failure.
+ */
+__attribute__((export_name("prefix_begin"))) int32_t
+spine_prefix_begin(uint32_t ptr, uint32_t len)
+{
+	return call_int(prefix_begin_entry, ptr, len);
+}
+
+/*
+ * prefix_feed hands the Guest the next chunk of the program's bytes (a UTF-8
+ * character may be split across chunks). It answers how many early reads
+ * prefix mode has prepared so far, or a negative number on an internal failure.
+ * The Host owns the chunk's memory; the Guest copies it before it returns.
+ */
+__attribute__((export_name("prefix_feed"))) int32_t
+spine_prefix_feed(uint32_t ptr, uint32_t len)
+{
+	return call_int(prefix_feed_entry, ptr, len);
 }

@@ -3,7 +3,12 @@
 The Host calls ``execute`` (through the C export of the same name) with one JSON
 request; ``execute`` sets up ``inputs`` and the tool proxies, runs the program
 and answers with one JSON response. Tool proxies come from ``make_tool``; a call
-goes through ``invoke_tool`` to ``_spine.call`` and back through ``decode``.
+goes through ``invoke_tool`` to ``plm.send`` (which claims a prepared early read of
+exactly the same request, or calls ``_spine.call``) and back through ``decode``.
+
+With early reads on, ``plm.transform`` inserts the prepares of the PLM pass before
+the program runs; ``prefix_begin`` / ``prefix_feed`` (C exports of the same names)
+read a program while it streams in (prefix mode, in ``plm``).
 """
 
 import ast
@@ -14,8 +19,9 @@ import sys
 import traceback
 
 import _spine
+import plm
 
-__all__ = ["make_tool", "invoke_tool", "decode", "execute", "Namespace"]
+__all__ = ["make_tool", "invoke_tool", "decode", "execute", "prefix_begin", "prefix_feed", "Namespace"]
 
 # ensure_ascii=False keeps text readable; a lone surrogate is then written out with
 # "backslashreplace", which inside a JSON string is exactly its JSON escape.
@@ -47,8 +53,10 @@ def _encode_request(name, args):
 
 
 def invoke_tool(name, args):
-    """Call the Host tool ``name`` with the keyword arguments ``args`` (a dict)."""
-    return decode(_spine.call(_encode_request(name, args)))
+    """Call the Host tool ``name`` with the keyword arguments ``args`` (a dict).
+
+    The call claims an early read prepared for exactly these request bytes, if any."""
+    return decode(plm.send(_encode_request(name, args)))
 
 
 def make_tool(*, name, doc=None):
@@ -170,11 +178,24 @@ class _Quitter:
 builtins.help = _help
 builtins.exit = _Quitter("exit")
 builtins.quit = _Quitter("quit")
+# The helper the PLM pass's prepare statements call. It is there in every run, early
+# reads on or off, so a program sees the same builtins either way.
+setattr(builtins, plm.HELPER, plm.run_plans)
 
 
-def _run(source, filename, namespace):
-    """Run the program; return the value of its last top-level expression (or None)."""
+def _run(source, filename, namespace, early, rendered):
+    """Run the program; return the value of its last top-level expression (or None).
+
+    early: the early-read tools when early reads are on (the PLM pass runs), else empty.
+    rendered: a dict that gets "transformed", the source that runs, or None."""
     tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST)
+    if early:
+        tree = plm.transform(tree, source, filename, early, namespace)
+    if rendered is not None:
+        try:
+            rendered["transformed"] = ast.unparse(tree)
+        except Exception:
+            pass
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
@@ -184,9 +205,14 @@ def _run(source, filename, namespace):
     return None
 
 
-def _respond(value_json=None, error=None):
+def _respond(value_json=None, error=None, extra=None):
     if error is not None:
-        text = _encoder.encode({"value": None, "error": error})
+        response = {"value": None, "error": error}
+        if extra:
+            response.update(extra)
+        text = _encoder.encode(response)
+    elif extra:
+        text = '{"value":' + value_json + "," + _encoder.encode(extra)[1:]
     else:
         text = '{"value":' + value_json + "}"
     return text.encode("utf-8", "backslashreplace")
@@ -201,16 +227,23 @@ def execute(raw):
         inputs = request.get("inputs")
         tools = request.get("tools") or []
         result_limit = request.get("result_limit") or (1 << 20)
+        early = request.get("early_reads") is True
+        rendered = {} if request.get("transformed") is True else None
+        prefix = request.get("prefix") is True
     except Exception as exc:  # the Host sent something this Guest does not understand
+        plm.reset()
         return _respond(error=_error("SpineError", f"bad execute request: {exc}"))
 
+    if not prefix:
+        plm.reset()  # prefix mode's prepared reads stay, for this run to claim
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     _install_tools(namespace, tools)
     namespace["inputs"] = {} if inputs is None else inputs
+    early_tools = {spec["name"] for spec in tools if spec.get("early")} if early else None
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     try:
         try:
-            last = _run(source, filename, namespace)
+            last = _run(source, filename, namespace, early_tools, rendered)
         except SystemExit as exc:
             if exc.code not in (None, 0):
                 raise
@@ -221,13 +254,32 @@ def execute(raw):
             raise ValueError(
                 f"the result is larger than the {result_limit}-byte limit ({len(value_json)} bytes)"
             )
-        return _respond(value_json=value_json)
+        return _respond(value_json=value_json, extra=rendered)
     except BaseException as exc:
-        return _respond(error=_exception_error(exc, filename))
+        return _respond(error=_exception_error(exc, filename), extra=rendered)
     finally:
+        plm.reset()
         linecache.cache.pop(filename, None)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except BaseException:
                 pass
+
+
+def prefix_begin(raw):
+    """The prefix_begin entry: start reading a streamed program. Never raises: 0 is
+    success, a negative number an internal failure."""
+    try:
+        return plm.prefix_begin(raw)
+    except BaseException:
+        return -1
+
+
+def prefix_feed(chunk):
+    """The prefix_feed entry: the next chunk of the program's bytes. Never raises: the
+    number of reads prepared so far, or a negative number on an internal failure."""
+    try:
+        return plm.prefix_feed(chunk)
+    except BaseException:
+        return -1
