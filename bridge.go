@@ -22,6 +22,11 @@ type ToolSpec struct {
 	// Description is shown by help(tool) and tool.__doc__ in the Guest.
 	// It never changes how a call is dispatched.
 	Description string
+
+	// InputSchema is the JSON Schema of the tool's arguments (an object
+	// schema), used for the tool's Python stub. It never changes how a call is
+	// dispatched, and the Host does not validate arguments against it.
+	InputSchema json.RawMessage
 }
 
 // Manifest is copied by New and injected into each Guest execution.

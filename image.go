@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -41,9 +42,13 @@ func (m StartMode) String() string {
 }
 
 // warmSource runs once in the instance the image is taken from: it imports the
-// modules programs use most, then freezes everything alive so the collector
-// of a run never walks (and so never dirties) the image's objects.
+// modules programs use most, runs the early-read pass once so CPython's
+// specialized bytecode for it is in the image, then freezes everything alive
+// so the collector of a run never walks (and so never dirties) the image's
+// objects.
 const warmSource = `import json, re, math, datetime, collections, itertools, functools, ast
+import plm
+plm.warm()
 import gc
 gc.collect()
 gc.freeze()
@@ -113,7 +118,7 @@ func (r *Runner) captureImage(ctx context.Context) ([]byte, error) {
 	defer inst.close()
 	st := newRunState(r, ctx, false)
 	defer st.close()
-	request, err := r.executeRequest(Request{Source: warmSource})
+	request, err := r.encodeExecute(Request{}, warmSource, json.RawMessage("{}"), false)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -37,9 +38,23 @@ type Request struct {
 	// Filename names the source in tracebacks. Default "<agent>".
 	Filename string
 
+	// Stream, when set, is the program as it streams in (prefix mode, for a
+	// program an LLM is still writing); Source must then be empty. The Guest
+	// reads each complete top-level statement as it arrives and starts the
+	// early reads it can already prove, then runs the whole program with
+	// EarlyReads on when the stream ends. If ctx ends first, Run returns and,
+	// when Stream is an io.Closer, closes it to unblock a pending Read.
+	Stream io.Reader
+
 	// EarlyReads lets the run start tools marked AllowEarlyRead before the
-	// program reaches them (through _spine.prepare and _spine.resolve).
+	// program reaches them: the Guest's PLM pass prepares each call whose
+	// arguments it can prove, at the earliest point they are known. A run's
+	// outcome is the same with early reads on or off (docs/early-reads.md).
 	EarlyReads bool
+
+	// Transformed asks for the program as the PLM pass rewrote it, in
+	// Output.Transformed. Rendering it costs time: leave it off in production.
+	Transformed bool
 
 	// Timeout, when positive, bounds this run on top of ctx.
 	Timeout time.Duration
@@ -60,6 +75,10 @@ type Output struct {
 
 	// ToolCalls is how many tool calls the program made.
 	ToolCalls int
+
+	// Transformed is the program as it ran, rewritten by the PLM pass, when
+	// Request.Transformed asked for it.
+	Transformed string
 }
 
 // Runner runs programs against one Manifest. It is safe for concurrent use;
@@ -81,6 +100,7 @@ type Runner struct {
 	pool     *pool                 // nil without an image or with PoolSize < 0
 
 	instancesMade atomic.Int64 // Guests instantiated, for tests and statistics
+	runsStarted   atomic.Int64
 
 	closing context.Context // done once Close begins: runs in flight stop
 	stop    context.CancelFunc
@@ -167,7 +187,7 @@ func (r *Runner) setup(ctx context.Context, artifact Artifact) (err error) {
 		return fmt.Errorf("%w: %v", ErrArtifact, err)
 	}
 	exports := compiled.ExportedFunctions()
-	for _, name := range []string{"_initialize", "abi_version", "init", "alloc", "release", "execute"} {
+	for _, name := range []string{"_initialize", "abi_version", "init", "alloc", "release", "execute", "prefix_begin", "prefix_feed"} {
 		if _, ok := exports[name]; !ok {
 			return fmt.Errorf("%w: it does not export %s", ErrArtifact, name)
 		}
@@ -268,7 +288,14 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 		return nil, err
 	}
 	defer r.runs.Done()
-	request, err := r.executeRequest(req)
+	if req.Stream != nil && req.Source != "" {
+		return nil, errors.New("spine: a Request has a Source or a Stream, not both")
+	}
+	inputs, err := r.checkInputs(req)
+	if err != nil {
+		return nil, err
+	}
+	request, err := r.encodeExecute(req, req.Source, inputs, false)
 	if err != nil {
 		return nil, err
 	}
@@ -283,14 +310,23 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 	defer cancel()
 	defer context.AfterFunc(r.closing, cancel)() // Close stops runs in flight
 
-	st := newRunState(r, ctx, req.EarlyReads)
+	st := newRunState(r, ctx, req.EarlyReads || req.Stream != nil)
 	defer st.close()
 	inst, err := r.acquire(st.ctx)
 	if err != nil {
 		return nil, r.runError(ctx, err)
 	}
 	inst.begin(st.ctx)
-	response, err := inst.execute(st.ctx, request, r.opts.MaxResult+maxErrorResponse)
+	if req.Stream != nil {
+		var source string
+		if source, err = r.readStream(st.ctx, inst, req.Stream, inputs); err == nil {
+			request, err = r.encodeExecute(req, source, inputs, true)
+		}
+	}
+	var response []byte
+	if err == nil {
+		response, err = inst.execute(st.ctx, request, r.maxResponse(req))
+	}
 	defer func() { r.giveBack(inst, err == nil && ctx.Err() == nil) }()
 	out := &Output{
 		Stdout:          inst.stdout.String(),
@@ -305,12 +341,14 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 		return out, r.runError(ctx, err)
 	}
 	var decoded struct {
-		Value json.RawMessage `json:"value"`
-		Error *PythonError    `json:"error"`
+		Value       json.RawMessage `json:"value"`
+		Error       *PythonError    `json:"error"`
+		Transformed string          `json:"transformed"`
 	}
 	if err = json.Unmarshal(response, &decoded); err != nil {
 		return out, fmt.Errorf("%w: bad execute response: %v", ErrGuest, err)
 	}
+	out.Transformed = decoded.Transformed
 	if decoded.Error != nil {
 		return out, decoded.Error
 	}
@@ -335,6 +373,7 @@ func (r *Runner) begin() error {
 		return ErrClosed
 	}
 	r.runs.Add(1)
+	r.runsStarted.Add(1)
 	return nil
 }
 
@@ -358,11 +397,14 @@ type executeRequest struct {
 	Inputs      json.RawMessage `json:"inputs"`
 	Tools       json.RawMessage `json:"tools"`
 	EarlyReads  bool            `json:"early_reads"`
+	Transformed bool            `json:"transformed,omitempty"`
+	Prefix      bool            `json:"prefix,omitempty"`
 	ResultLimit int             `json:"result_limit"`
 }
 
-// executeRequest checks req against the limits and encodes it for the Guest.
-func (r *Runner) executeRequest(req Request) ([]byte, error) {
+// checkInputs checks req's source and inputs against the limits and returns
+// the encoded inputs.
+func (r *Runner) checkInputs(req Request) (json.RawMessage, error) {
 	if len(req.Source) > r.opts.MaxSource {
 		return nil, fmt.Errorf("%w: source is %d bytes, over the %d-byte limit", ErrTooLarge, len(req.Source), r.opts.MaxSource)
 	}
@@ -373,14 +415,31 @@ func (r *Runner) executeRequest(req Request) ([]byte, error) {
 	if len(inputs) > r.opts.MaxInputs {
 		return nil, fmt.Errorf("%w: inputs are %d bytes, over the %d-byte limit", ErrTooLarge, len(inputs), r.opts.MaxInputs)
 	}
+	return inputs, nil
+}
+
+// encodeExecute encodes the Guest's execute request; prefix says the program
+// was streamed in and its prepared reads are waiting.
+func (r *Runner) encodeExecute(req Request, source string, inputs json.RawMessage, prefix bool) ([]byte, error) {
 	return json.Marshal(executeRequest{
-		Source:      req.Source,
+		Source:      source,
 		Filename:    req.Filename,
 		Inputs:      inputs,
 		Tools:       r.tools,
-		EarlyReads:  req.EarlyReads,
+		EarlyReads:  req.EarlyReads || prefix,
+		Transformed: req.Transformed,
+		Prefix:      prefix,
 		ResultLimit: r.opts.MaxResult,
 	})
+}
+
+// maxResponse is the largest execute response the Host accepts for req.
+func (r *Runner) maxResponse(req Request) int {
+	n := r.opts.MaxResult + maxErrorResponse
+	if req.Transformed {
+		n += 2 * r.opts.MaxSource // the rewritten source, JSON-escaped
+	}
+	return n
 }
 
 func encodeInputs(inputs any) (json.RawMessage, error) {
@@ -404,6 +463,24 @@ func encodeInputs(inputs any) (json.RawMessage, error) {
 		return nil, errors.New("spine: inputs must encode to a JSON object")
 	}
 	return encoded, nil
+}
+
+// Stats is a snapshot of a Runner's counters, for metrics.
+type Stats struct {
+	Runs          int64     // runs started
+	InstancesMade int64     // Guests instantiated (the image's and the pool's included)
+	PoolSize      int       // the pool's target size; 0 without a pool
+	PoolReady     int       // Guests waiting in the pool now
+	Start         StartMode // how runs start (never StartAuto)
+}
+
+// Stats returns the Runner's counters.
+func (r *Runner) Stats() Stats {
+	s := Stats{Runs: r.runsStarted.Load(), InstancesMade: r.instancesMade.Load(), Start: r.mode}
+	if r.pool != nil {
+		s.PoolSize, s.PoolReady = cap(r.pool.ready), len(r.pool.ready)
+	}
+	return s
 }
 
 // Close stops every run in flight, waits for them, and releases the compiled

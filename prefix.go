@@ -1,0 +1,100 @@
+package spine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// streamChunk is the most a single Read of Request.Stream delivers to the Guest.
+const streamChunk = 32 << 10
+
+// readStream runs prefix mode on inst: it hands the Guest each chunk of the
+// program as it arrives (prefix_begin, prefix_feed), so early reads start while
+// the program is still being written, and returns the whole source at the end
+// of the stream. ctx ending stops it (and closes stream if it can be closed).
+func (r *Runner) readStream(ctx context.Context, inst *instance, stream io.Reader, inputs json.RawMessage) (string, error) {
+	begin, err := json.Marshal(struct {
+		Inputs     json.RawMessage `json:"inputs"`
+		Tools      json.RawMessage `json:"tools"`
+		EarlyReads bool            `json:"early_reads"`
+	}{inputs, r.tools, true})
+	if err != nil {
+		return "", err
+	}
+	if _, err := inst.callWithBytes(ctx, "prefix_begin", begin); err != nil {
+		return "", err
+	}
+
+	type chunk struct {
+		data []byte
+		err  error
+	}
+	chunks := make(chan chunk)
+	done := make(chan struct{})
+	defer close(done)
+	go func() { // the reader: only it calls stream.Read
+		for {
+			buf := make([]byte, streamChunk)
+			n, err := stream.Read(buf)
+			select {
+			case chunks <- chunk{buf[:n], err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	var source []byte
+	for {
+		var c chunk
+		select {
+		case c = <-chunks:
+		case <-ctx.Done():
+			if closer, ok := stream.(io.Closer); ok {
+				closer.Close()
+			}
+			return "", ctx.Err()
+		}
+		if len(c.data) > 0 {
+			if len(source)+len(c.data) > r.opts.MaxSource {
+				return "", fmt.Errorf("%w: the streamed source is over the %d-byte limit", ErrTooLarge, r.opts.MaxSource)
+			}
+			source = append(source, c.data...)
+			if _, err := inst.callWithBytes(ctx, "prefix_feed", c.data); err != nil {
+				return "", err
+			}
+		}
+		if errors.Is(c.err, io.EOF) {
+			return string(source), nil
+		}
+		if c.err != nil {
+			return "", fmt.Errorf("spine: reading the program: %w", c.err)
+		}
+	}
+}
+
+// callWithBytes copies data into the Guest and calls the export name(ptr, len),
+// returning its i32 answer. A negative answer is the Guest's own failure,
+// which prefix mode survives: it only means fewer early reads.
+func (inst *instance) callWithBytes(ctx context.Context, name string, data []byte) (int32, error) {
+	results, err := inst.allocFn.Call(ctx, uint64(len(data)))
+	if err != nil {
+		return 0, err
+	}
+	ptr := uint32(results[0])
+	if ptr == 0 || !inst.mod.Memory().Write(ptr, data) {
+		return 0, fmt.Errorf("%w: could not place %d bytes in Guest memory", ErrGuest, len(data))
+	}
+	defer inst.free(ctx, ptr)
+	results, err = inst.mod.ExportedFunction(name).Call(ctx, uint64(ptr), uint64(len(data)))
+	if err != nil {
+		return 0, err
+	}
+	return int32(uint32(results[0])), nil
+}
