@@ -423,10 +423,16 @@ func (o differentialOutcome) String() string {
 }
 
 func differentialRun(r *Runner, p differentialProgram, early bool) differentialOutcome {
+	return differentialRunRequest(r, Request{Source: p.Source, Inputs: p.Inputs, EarlyReads: early})
+}
+
+// differentialRunRequest runs req (a program of differentialPrograms, sent any
+// way) and collects its outcome.
+func differentialRunRequest(r *Runner, req Request) differentialOutcome {
 	rec := &differentialRecorder{}
 	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), differentialKey{}, rec), 30*time.Second)
 	defer cancel()
-	out, err := r.Run(ctx, Request{Source: p.Source, Inputs: p.Inputs, EarlyReads: early})
+	out, err := r.Run(ctx, req)
 	var o differentialOutcome
 	if out != nil {
 		o.Value, o.Stdout, o.Stderr, o.ToolCalls = string(out.Value), out.Stdout, out.Stderr, out.ToolCalls

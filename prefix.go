@@ -74,7 +74,7 @@ func (r *Runner) readStream(ctx context.Context, inst *instance, stream io.Reade
 			return string(source), nil
 		}
 		if c.err != nil {
-			return "", fmt.Errorf("spine: reading the program: %w", c.err)
+			return "", &streamReadError{c.err}
 		}
 	}
 }
@@ -98,3 +98,9 @@ func (inst *instance) callWithBytes(ctx context.Context, name string, data []byt
 	}
 	return int32(uint32(results[0])), nil
 }
+
+// streamReadError is a failure of Request.Stream itself, not of the Guest.
+type streamReadError struct{ err error }
+
+func (e *streamReadError) Error() string { return "spine: reading the program: " + e.err.Error() }
+func (e *streamReadError) Unwrap() error { return e.err }

@@ -385,7 +385,8 @@ func (r *Runner) runError(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("spine: run stopped: %w", ctxErr)
 	}
-	if errors.Is(err, ErrGuest) || errors.Is(err, ErrArtifact) {
+	var readErr *streamReadError
+	if errors.Is(err, ErrGuest) || errors.Is(err, ErrArtifact) || errors.Is(err, ErrTooLarge) || errors.As(err, &readErr) {
 		return err
 	}
 	return fmt.Errorf("%w: %v", ErrGuest, err)
