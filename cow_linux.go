@@ -4,6 +4,7 @@ package spine
 
 import (
 	"fmt"
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -14,8 +15,10 @@ const cowSupported = true
 // memfdImage is a prepared image in a sealed memfd: nobody can change or
 // shrink it while instances map it.
 type memfdImage struct {
-	fd   int
-	size int
+	fd      int
+	size    int
+	view    []byte   // the memfd mapped read-only: the image's bytes, to restore pages from
+	pagemap *os.File // /proc/self/pagemap, to find the pages a run made private; nil if unreadable
 }
 
 // newMemfdImage copies data into a new sealed memfd, skipping zero pages (the
@@ -54,7 +57,15 @@ func newMemfdImage(data []byte) (*memfdImage, error) {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
 		return fail("seal", err)
 	}
-	return &memfdImage{fd: fd, size: len(data)}, nil
+	view, err := unix.Mmap(fd, 0, len(data), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return fail("mmap", err)
+	}
+	img := &memfdImage{fd: fd, size: len(data), view: view}
+	if f, err := os.Open("/proc/self/pagemap"); err == nil {
+		img.pagemap = f
+	}
+	return img, nil
 }
 
 func isZero(b []byte) bool {
@@ -66,7 +77,13 @@ func isZero(b []byte) bool {
 	return true
 }
 
-func (m *memfdImage) close() error { return unix.Close(m.fd) }
+func (m *memfdImage) close() error {
+	if m.pagemap != nil {
+		m.pagemap.Close()
+	}
+	unix.Munmap(m.view)
+	return unix.Close(m.fd)
+}
 
 // cowMemory is one instance's linear memory: max bytes of address space,
 // anonymous and reserved lazily, with the image mapped privately over its
@@ -74,6 +91,8 @@ func (m *memfdImage) close() error { return unix.Close(m.fd) }
 type cowMemory struct {
 	buf       []byte // the whole mapping; wazero sees buf[:size]
 	imageSize int
+	image     *memfdImage
+	entries   []byte // pagemap entries, reused by reset
 }
 
 func (m *memfdImage) newMemory(max uint64) (*cowMemory, error) {
@@ -89,7 +108,7 @@ func (m *memfdImage) newMemory(max uint64) (*cowMemory, error) {
 		unix.Munmap(buf)
 		return nil, fmt.Errorf("mmap image: %w", err)
 	}
-	return &cowMemory{buf: buf, imageSize: m.size}, nil
+	return &cowMemory{buf: buf, imageSize: m.size, image: m}, nil
 }
 
 // Reallocate implements experimental.LinearMemory: growth never moves memory.
@@ -109,8 +128,52 @@ func (c *cowMemory) Free() {
 	}
 }
 
-// reset drops every page the last run touched: the image's pages read the
-// memfd again, the rest read zero.
+// maxRestorePages bounds the pages reset restores by copying; past it, it
+// drops them all instead.
+const maxRestorePages = 4096
+
+const pageSize = 4096
+
+// reset brings the memory back to the image. The pages a run wrote are the
+// private (copied-on-write) ones; /proc/self/pagemap tells which they are, and
+// reset copies the image's bytes back over them. They stay mapped and private,
+// so the next run writes them without a page fault — a fault costs more than
+// copying a page. Without pagemap, or when too many pages are private, it drops
+// every page instead (MADV_DONTNEED): the image's pages then read the memfd
+// again, on a fault each.
 func (c *cowMemory) reset() error {
+	pages := c.imageSize / pageSize
+	if c.image.pagemap != nil {
+		if cap(c.entries) < pages*8 {
+			c.entries = make([]byte, pages*8)
+		}
+		entries := c.entries[:pages*8]
+		base := uintptr(unsafe.Pointer(&c.buf[0]))
+		if n, err := c.image.pagemap.ReadAt(entries, int64(base/pageSize*8)); err == nil && n == len(entries) {
+			private := 0
+			for p := 0; p < pages; p++ {
+				if pagePrivate(entries[p*8:]) {
+					private++
+				}
+			}
+			if private <= maxRestorePages {
+				for p := 0; p < pages; p++ {
+					if pagePrivate(entries[p*8:]) {
+						copy(c.buf[p*pageSize:(p+1)*pageSize], c.image.view[p*pageSize:(p+1)*pageSize])
+					}
+				}
+				return nil
+			}
+		}
+	}
 	return unix.Madvise(c.buf[:c.imageSize], unix.MADV_DONTNEED)
+}
+
+// pagePrivate reads a pagemap entry: present and not file-backed (bit 63 set,
+// bit 61 clear), or swapped out (bit 62) — either way a page of this instance
+// alone, which may differ from the image.
+func pagePrivate(entry []byte) bool {
+	e := uint64(entry[0]) | uint64(entry[1])<<8 | uint64(entry[2])<<16 | uint64(entry[3])<<24 |
+		uint64(entry[4])<<32 | uint64(entry[5])<<40 | uint64(entry[6])<<48 | uint64(entry[7])<<56
+	return e&(1<<62) != 0 || (e&(1<<63) != 0 && e&(1<<61) == 0)
 }

@@ -4,7 +4,7 @@ package spine
 
 const cowSupported = false
 
-type memfdImage struct{}
+type memfdImage struct{ view []byte }
 
 func newMemfdImage([]byte) (*memfdImage, error)          { return nil, errNoCOWHere }
 func (*memfdImage) close() error                         { return nil }

@@ -3,6 +3,7 @@ package spine
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -45,7 +46,20 @@ result = {
     "stdout": sys.stdout.__class__.__name__,
 }`
 	clean := mustRun(t, r, probe, nil)
-	dirty := mustRun(t, r, `import builtins, json, sys
+	for i := 0; i < 3; i++ {
+		mustRun(t, r, dirtyProgram, nil)
+		after := mustRun(t, r, probe, nil)
+		if string(after.Value) != string(clean.Value) {
+			t.Fatalf("state leaked through the pool:\nclean %s\nafter %s", clean.Value, after.Value)
+		}
+	}
+	if made, runs := r.instancesMade.Load(), r.runsStarted.Load(); made > runs/2+2 {
+		t.Fatalf("%d instances made for %d runs: the test did not exercise reuse", made, runs)
+	}
+}
+
+// dirtyProgram changes everything a later run could see if the reset missed it.
+const dirtyProgram = `import builtins, json, sys
 secret = "TOP-SECRET-" + str(12345 * 2)
 kept = [secret] * 1000
 builtins.leaked = secret
@@ -55,22 +69,42 @@ sys.setrecursionlimit(50)
 class Noisy:
     def write(self, s): pass
 sys.stdout = Noisy()
-`, nil)
-	_ = dirty
-	// The heap the run left behind is gone: nowhere in the Guest's memory.
-	inst := <-r.pool.ready
+`
+
+// TestResetRestoresTheImage: after reset, an instance's memory holds nothing
+// of the run before, byte for byte where that run wrote.
+func TestResetRestoresTheImage(t *testing.T) {
+	r := poolRunner(t)
+	ctx := context.Background()
+	inst, err := r.newInstance(ctx, r.image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.close()
+	request, err := r.encodeExecute(Request{}, dirtyProgram, json.RawMessage("{}"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newRunState(r, ctx, false)
+	defer st.close()
+	inst.begin(st.ctx)
+	if _, err := inst.execute(st.ctx, request, 1<<20); err != nil {
+		t.Fatal(err)
+	}
 	mem := inst.mod.Memory()
 	data, _ := mem.Read(0, mem.Size())
+	if !bytes.Contains(data, []byte("TOP-SECRET-24690")) {
+		t.Fatal("the secret is not in memory after the run: the test proves nothing")
+	}
+	if err := inst.reset(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = mem.Read(0, mem.Size())
 	if bytes.Contains(data, []byte("TOP-SECRET-24690")) {
-		t.Fatal("a string of the previous run is still in the pooled Guest's memory")
+		t.Fatal("a string of the previous run is still in memory after reset")
 	}
-	r.pool.ready <- inst
-	after := mustRun(t, r, probe, nil)
-	if string(after.Value) != string(clean.Value) {
-		t.Fatalf("state leaked through the pool:\nclean %s\nafter %s", clean.Value, after.Value)
-	}
-	if made := r.instancesMade.Load(); made > 3 {
-		t.Fatalf("%d instances made: the isolation test did not exercise reuse", made)
+	if !bytes.Equal(data[:r.image.size], r.image.memfd.view) {
+		t.Fatal("memory after reset differs from the image")
 	}
 }
 
