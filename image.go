@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // StartMode says how each run's Guest starts.
@@ -148,7 +149,30 @@ func readImage(path string, limit uint64) ([]byte, error) {
 	if len(data) == 0 || len(data)%wasmPageSize != 0 || uint64(len(data)) > limit {
 		return nil, errors.New("unusable cached image")
 	}
+	now := time.Now()
+	_ = os.Chtimes(path, now, now) // in use: see pruneImages
 	return data, nil
+}
+
+// imageMaxAge is how long an image nobody loaded stays in the cache.
+const imageMaxAge = 14 * 24 * time.Hour
+
+// pruneImages removes the images in dir other than keep that no Runner has
+// loaded for imageMaxAge: each artifact and warm-up makes a new 32 MiB image.
+func pruneImages(dir, keep string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		if path == keep || filepath.Ext(path) != ".img" {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > imageMaxAge {
+			os.Remove(path)
+		}
+	}
 }
 
 func writeImage(path string, data []byte) error {
@@ -167,5 +191,9 @@ func writeImage(path string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	pruneImages(filepath.Dir(path), path)
+	return nil
 }
