@@ -56,7 +56,7 @@ gc.freeze()
 `
 
 // imageFormat changes whenever what an image holds changes meaning.
-const imageFormat = "spine-image-1"
+const imageFormat = "spine-image-2"
 
 // image is linear memory captured after CPython started and warmed up.
 type image struct {
@@ -73,10 +73,11 @@ func (img *image) close() {
 	}
 }
 
-// imageKey names an image by everything that decides its bytes.
-func imageKey(wasm, stdlib []byte) string {
+// imageKey names an image by everything that decides its bytes: the Guest,
+// the warm-up and the Runner's tools, which the image has installed.
+func imageKey(wasm, stdlib, tools []byte) string {
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte(imageFormat), wasm, stdlib, []byte(warmSource)} {
+	for _, part := range [][]byte{[]byte(imageFormat), wasm, stdlib, []byte(warmSource), tools} {
 		fmt.Fprintf(h, "%d:", len(part))
 		h.Write(part)
 	}
@@ -110,7 +111,8 @@ func (r *Runner) prepareImage(ctx context.Context, mode StartMode, key string) (
 	return img, nil
 }
 
-// captureImage starts CPython from scratch, warms it up, and copies its memory.
+// captureImage starts CPython from scratch, installs the Runner's tools, warms
+// it up, and copies its memory.
 func (r *Runner) captureImage(ctx context.Context) ([]byte, error) {
 	inst, err := r.newInstance(ctx, nil)
 	if err != nil {
@@ -119,7 +121,7 @@ func (r *Runner) captureImage(ctx context.Context) ([]byte, error) {
 	defer inst.close()
 	st := newRunState(r, ctx, false)
 	defer st.close()
-	request, err := r.encodeExecute(Request{}, warmSource, json.RawMessage("{}"), false)
+	request, err := json.Marshal(executeRequest{Source: warmSource, Inputs: json.RawMessage("{}"), Tools: r.tools})
 	if err != nil {
 		return nil, err
 	}

@@ -18,9 +18,9 @@ const streamChunk = 32 << 10
 func (r *Runner) readStream(ctx context.Context, inst *instance, stream io.Reader, inputs json.RawMessage) (string, error) {
 	begin, err := json.Marshal(struct {
 		Inputs     json.RawMessage `json:"inputs"`
-		Tools      json.RawMessage `json:"tools"`
+		Tools      json.RawMessage `json:"tools,omitempty"`
 		EarlyReads bool            `json:"early_reads"`
-	}{inputs, r.tools, true})
+	}{inputs, r.guestTools(), true})
 	if err != nil {
 		return "", err
 	}

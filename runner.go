@@ -211,7 +211,7 @@ func (r *Runner) setup(ctx context.Context, artifact Artifact) (err error) {
 	if r.mode == StartFresh {
 		return nil
 	}
-	if r.image, err = r.prepareImage(ctx, r.mode, imageKey(artifact.Wasm, artifact.StdlibZip)); err != nil {
+	if r.image, err = r.prepareImage(ctx, r.mode, imageKey(artifact.Wasm, artifact.StdlibZip, r.tools)); err != nil {
 		return err
 	}
 	if r.opts.PoolSize > 0 {
@@ -396,7 +396,7 @@ type executeRequest struct {
 	Source      string          `json:"source"`
 	Filename    string          `json:"filename,omitempty"`
 	Inputs      json.RawMessage `json:"inputs"`
-	Tools       json.RawMessage `json:"tools"`
+	Tools       json.RawMessage `json:"tools,omitempty"` // omitted: the Guest's image has them installed
 	EarlyReads  bool            `json:"early_reads"`
 	Transformed bool            `json:"transformed,omitempty"`
 	Prefix      bool            `json:"prefix,omitempty"`
@@ -426,12 +426,21 @@ func (r *Runner) encodeExecute(req Request, source string, inputs json.RawMessag
 		Source:      source,
 		Filename:    req.Filename,
 		Inputs:      inputs,
-		Tools:       r.tools,
+		Tools:       r.guestTools(),
 		EarlyReads:  req.EarlyReads || prefix,
 		Transformed: req.Transformed,
 		Prefix:      prefix,
 		ResultLimit: r.opts.MaxResult,
 	})
+}
+
+// guestTools is the tool list to send the Guest with a request: none when runs
+// start from the image, whose Guest has the Runner's tools installed already.
+func (r *Runner) guestTools() json.RawMessage {
+	if r.image != nil {
+		return nil
+	}
+	return r.tools
 }
 
 // maxResponse is the largest execute response the Host accepts for req.

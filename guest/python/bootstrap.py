@@ -110,6 +110,23 @@ def _install_tools(namespace, tools):
             setattr(target, parts[-1], proxy)
 
 
+# The tools last installed: the proxies by global name, the tool list and the
+# early-read names. The Host installs its tools once, in the run its image is
+# taken from; every later run copies the proxies from here.
+_tools_installed = ({}, [], frozenset())
+
+
+def _tools(spec_list):
+    """The proxies for spec_list (None: those installed last), and the tool list."""
+    global _tools_installed
+    if spec_list is not None:
+        proxies = {}
+        _install_tools(proxies, spec_list)
+        early = frozenset(spec["name"] for spec in spec_list if spec.get("early"))
+        _tools_installed = (proxies, spec_list, early)
+    return _tools_installed
+
+
 def _encode_value(value):
     try:
         return _encoder.encode(value)
@@ -225,7 +242,7 @@ def execute(raw):
         source = request["source"]
         filename = request.get("filename") or _DEFAULT_FILENAME
         inputs = request.get("inputs")
-        tools = request.get("tools") or []
+        proxies, _, early_names = _tools(request.get("tools"))
         result_limit = request.get("result_limit") or (1 << 20)
         early = request.get("early_reads") is True
         rendered = {} if request.get("transformed") is True else None
@@ -237,9 +254,9 @@ def execute(raw):
     if not prefix:
         plm.reset()  # prefix mode's prepared reads stay, for this run to claim
     namespace = {"__name__": "__main__", "__builtins__": builtins}
-    _install_tools(namespace, tools)
+    namespace.update(proxies)
     namespace["inputs"] = {} if inputs is None else inputs
-    early_tools = {spec["name"] for spec in tools if spec.get("early")} if early else None
+    early_tools = set(early_names) if early else None
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     try:
         try:

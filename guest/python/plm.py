@@ -2032,7 +2032,10 @@ def prefix_begin(raw):
     if not request.get("early_reads"):
         return 0
     inputs = request.get("inputs")
-    _prefix = _Prefix({} if inputs is None else inputs, request.get("tools") or [])
+    tools = request.get("tools")
+    if tools is None:  # the tools installed last (bootstrap._tools)
+        tools = bootstrap._tools(None)[1]
+    _prefix = _Prefix({} if inputs is None else inputs, tools)
     return 0
 
 
