@@ -27,6 +27,23 @@ __all__ = ["make_tool", "invoke_tool", "decode", "execute", "prefix_begin", "pre
 # "backslashreplace", which inside a JSON string is exactly its JSON escape.
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _loads = json.loads
+# A tool call's own fast path: json's C scanner and encoder called directly,
+# without the Python layers of json.loads and JSONEncoder.encode around them.
+_scan_once = json.JSONDecoder().scan_once
+_make_encoder = json.encoder.c_make_encoder
+_encode_str = json.encoder.encode_basestring
+
+
+def _not_json(o):
+    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+
+def _encode_fast(obj):
+    """_encoder.encode(obj), the same bytes, about twice as fast."""
+    if _make_encoder is None:
+        return _encoder.encode(obj)
+    encode = _make_encoder({}, _not_json, _encode_str, None, ":", ",", False, False, False)
+    return "".join(encode(obj, 0))
 _DEFAULT_FILENAME = "<agent>"
 _MAX_ERROR_TEXT = 64 << 10  # an error's message and traceback are cut to this many characters
 
@@ -34,10 +51,11 @@ _MAX_ERROR_TEXT = 64 << 10  # an error's message and traceback are cut to this m
 def decode(raw):
     """Turn a response envelope into the tool's value, or raise its error as RuntimeError."""
     try:
-        envelope = _loads(raw)
-    except ValueError:
+        text = raw.decode("utf-8")
+        envelope, end = _scan_once(text, 0)
+    except (ValueError, StopIteration):
         raise RuntimeError("malformed tool response") from None
-    if not isinstance(envelope, dict):
+    if end != len(text) or not isinstance(envelope, dict):
         raise RuntimeError("malformed tool response")
     error = envelope.get("error")
     if error is not None:
@@ -47,7 +65,7 @@ def decode(raw):
 
 def _encode_request(name, args):
     try:
-        return _encoder.encode({"tool": name, "args": args}).encode("utf-8", "backslashreplace")
+        return _encode_fast({"tool": name, "args": args}).encode("utf-8", "backslashreplace")
     except (TypeError, ValueError) as exc:
         raise TypeError(f"arguments of {name}() must be JSON-encodable: {exc}") from None
 
