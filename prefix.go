@@ -57,7 +57,9 @@ func (r *Runner) readStream(ctx context.Context, inst *instance, stream io.Reade
 		case c = <-chunks:
 		case <-ctx.Done():
 			if closer, ok := stream.(io.Closer); ok {
-				closer.Close()
+				// In the background: closing some readers (an HTTP request
+				// body) waits for a Read in progress.
+				go closer.Close()
 			}
 			return "", ctx.Err()
 		}
