@@ -98,11 +98,15 @@ type guestTool struct {
 	Doc   string `json:"doc,omitempty"`
 }
 
-// guestTools encodes the manifest for the Guest once, in a stable order.
+// guestTools encodes the manifest for the Guest once, in a stable order. A
+// tool's doc is its stub (Stub), so help(tool) in the Guest shows what
+// `spine tools` prints. The doc starts with a newline: pydoc's cleandoc then
+// keeps the stub's indentation (it strips the common indent of the lines
+// after the first, and the def line would be the only one without).
 func guestTools(m Manifest) json.RawMessage {
 	tools := make([]guestTool, 0, len(m))
 	for name, spec := range m {
-		tools = append(tools, guestTool{Name: name, Early: spec.AllowEarlyRead, Doc: spec.Description})
+		tools = append(tools, guestTool{Name: name, Early: spec.AllowEarlyRead, Doc: "\n" + Stub(name, spec)})
 	}
 	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
 	encoded, _ := json.Marshal(tools)

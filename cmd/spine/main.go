@@ -1,11 +1,12 @@
 // Command spine runs Python programs in the Spine sandbox.
 //
 //	spine demo    run the seed's demo: a Go lookup tool called from Python
+//	spine run     run a Python program with the demo tools and MCP servers' tools
+//	spine tools   print the Python stubs of those tools
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,13 @@ const usage = `usage: spine <command>
 
 commands:
   demo    run the seed's demo: Python multiplies a looked-up price by a quantity
+  run     run a Python program with the demo tools and MCP servers' tools (spine run -h)
+  tools   print the Python stubs of the tools a program can call (spine tools -h)
+  bench   measure runs in every start mode against native python3 (spine bench -h)
+  serve   serve the HTTP API: POST /v1/run, /v1/run/stream, /healthz, /metrics (spine serve -h)
+  mcp     serve MCP (stdio or streamable HTTP) with one tool, run_python (spine mcp -h)
+
+exit codes: 0 ok, 1 Python error, 2 usage error, 3 time-out, 4 other failure
 `
 
 // run is the whole command, testable: it returns the exit code.
@@ -33,6 +41,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "demo":
 		return demo(context.Background(), stdout, stderr)
+	case "run":
+		return runCommand(args[1:], os.Stdin, stdout, stderr)
+	case "tools":
+		return toolsCommand(args[1:], stdout, stderr)
+	case "bench":
+		return bench(args[1:], stdout, stderr)
+	case "serve":
+		return serveCommand(args[1:], stdout, stderr)
+	case "mcp":
+		return mcpCommand(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -53,27 +71,8 @@ except RuntimeError as err:
 result = price * inputs["quantity"]
 `
 
-// prices is the demo's data, read by the lookup tool.
-var prices = map[string]int{"book": 21, "pen": 2}
-
-func lookup(ctx context.Context, args json.RawMessage) (any, error) {
-	var a struct {
-		Key string `json:"key"`
-	}
-	if err := json.Unmarshal(args, &a); err != nil {
-		return nil, fmt.Errorf("lookup: bad arguments: %v", err)
-	}
-	price, ok := prices[a.Key]
-	if !ok {
-		return nil, fmt.Errorf("no such key: %q", a.Key)
-	}
-	return price, nil
-}
-
 func demo(ctx context.Context, stdout, stderr io.Writer) int {
-	runner, err := spine.New(ctx, spine.Manifest{
-		"lookup": {Call: lookup, AllowEarlyRead: true, Description: "Look up the price of an item by key."},
-	}, nil)
+	runner, err := spine.New(ctx, demoTools(), nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine:", err)
 		return 1

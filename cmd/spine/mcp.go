@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/mcpserver"
+)
+
+const mcpUsage = `usage: spine mcp [flags]
+
+Serves the Model Context Protocol with one tool, run_python(source, inputs),
+whose description lists the Python stubs of the tools a program can call: the
+built-in demo tools and those of the MCP servers in the config file. Over
+standard input and output by default; with --http, over streamable HTTP at
+http://ADDR/mcp (README, "spine mcp").
+
+flags:
+  --http ADDR            serve streamable HTTP on ADDR, e.g. 127.0.0.1:8081
+  --config FILE          MCP servers to use as tools (default $SPINE_CONFIG)
+  --timeout DURATION     time limit of every run (default 30s)
+  --early-reads          start allow-listed read-only tools early
+  --grace DURATION       with --http, how long shutdown waits for calls in flight (default 30s)
+  --verbose              log the MCP traffic's events to standard error
+`
+
+// mcpCommand is spine mcp.
+func mcpCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("spine mcp", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	addr := fs.String("http", "", "")
+	config := fs.String("config", os.Getenv("SPINE_CONFIG"), "")
+	timeout := fs.Duration("timeout", mcpserver.DefaultTimeout, "")
+	earlyReads := fs.Bool("early-reads", false, "")
+	grace := fs.Duration("grace", 30*time.Second, "")
+	verbose := fs.Bool("verbose", false, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, mcpUsage)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "spine mcp: %v\n\n%s", err, mcpUsage)
+		return exitUsage
+	}
+	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "spine mcp: unexpected argument %q\n\n%s", fs.Arg(0), mcpUsage)
+		return exitUsage
+	case *timeout <= 0 || *grace < 0:
+		fmt.Fprintf(stderr, "spine mcp: --timeout must be positive and --grace not negative\n\n%s", mcpUsage)
+		return exitUsage
+	}
+	var logger *slog.Logger // stdout is the protocol's: logs go to stderr only
+	if *verbose {
+		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	manifest, closeTools, err := loadManifest(ctx, *config)
+	if err != nil {
+		fmt.Fprintln(stderr, "spine mcp:", err)
+		if errors.Is(err, errConfig) {
+			return exitUsage
+		}
+		return exitFailure
+	}
+	defer closeTools()
+	runner, err := spine.New(ctx, manifest, nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "spine mcp:", err)
+		return exitFailure
+	}
+	defer runner.Close(context.Background())
+	server := mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: *timeout, EarlyReads: *earlyReads, Logger: logger})
+
+	if *addr == "" {
+		err := server.Run(ctx, &mcp.IOTransport{Reader: os.Stdin, Writer: nopWriteCloser{stdout}})
+		if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+			fmt.Fprintln(stderr, "spine mcp:", err)
+			return exitFailure
+		}
+		return exitOK
+	}
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "spine mcp:", err)
+		return exitFailure
+	}
+	return serveMCP(ctx, stop, ln, server, logger, *grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
+}
+
+// serveMCP serves server with streamable HTTP at /mcp on ln until ctx ends,
+// then shuts down gracefully (serveHTTP): the calls in flight get their answers.
+func serveMCP(ctx context.Context, stop func(), ln net.Listener, server *mcp.Server, logger *slog.Logger, grace time.Duration, what string, stderr io.Writer) int {
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: logger})
+	posts := newInFlight()
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", posts.count(handler))
+	return serveHTTP(ctx, stop, ln, mux, grace, "spine mcp", what, stderr,
+		func() {
+			// A session's open event stream (GET) would keep Shutdown
+			// waiting: once the calls in flight (POSTs) have answered, close
+			// every session, which ends its stream.
+			posts.wait()
+			var wg sync.WaitGroup
+			for ss := range server.Sessions() {
+				wg.Go(func() { ss.Close() })
+			}
+			wg.Wait()
+		})
+}
+
+// inFlight counts the POST requests being served.
+type inFlight struct {
+	mu   sync.Mutex
+	idle *sync.Cond // signalled when n drops to 0
+	n    int
+}
+
+func newInFlight() *inFlight {
+	f := &inFlight{}
+	f.idle = sync.NewCond(&f.mu)
+	return f
+}
+
+func (f *inFlight) count(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			h.ServeHTTP(w, r)
+			return
+		}
+		f.mu.Lock()
+		f.n++
+		f.mu.Unlock()
+		defer func() {
+			f.mu.Lock()
+			if f.n--; f.n == 0 {
+				f.idle.Broadcast()
+			}
+			f.mu.Unlock()
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// wait returns when no POST is being served.
+func (f *inFlight) wait() {
+	f.mu.Lock()
+	for f.n > 0 {
+		f.idle.Wait()
+	}
+	f.mu.Unlock()
+}
+
+// nopWriteCloser is stdout for the stdio transport, which closes its writer
+// at the end: the process's stdout stays open.
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

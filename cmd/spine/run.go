@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/spine-run/spine"
+)
+
+// Exit codes of spine run (and the other commands where they apply).
+const (
+	exitOK      = 0 // the program ended normally
+	exitPython  = 1 // the program raised an uncaught Python exception
+	exitUsage   = 2 // bad command line: flags, arguments, inputs, config file
+	exitTimeout = 3 // the run went over --timeout
+	exitFailure = 4 // anything else: an MCP server, the Guest, a limit, an interrupt
+)
+
+const runUsage = `usage: spine run [flags] [FILE|-]
+
+Runs the Python program in FILE ("-" or nothing: standard input) in the
+sandbox, with the built-in demo tools and those of the MCP servers in the
+config file. Prints the program's output, then its value as JSON (nothing when
+it is None); a Python error prints the traceback to standard error.
+
+flags:
+  --inputs JSON|@FILE   the program's inputs, a JSON object (default {})
+  --early-reads         start allow-listed read-only tools early
+  --timeout DURATION    time limit for the run, e.g. 5s (default none)
+  --json                print one JSON object: value, stdout, stderr, error, timing
+  --config FILE         MCP servers to use as tools (default $SPINE_CONFIG)
+
+exit codes: 0 ok, 1 Python error, 2 usage error, 3 time-out, 4 other failure
+`
+
+// runOptions are the parsed flags of spine run.
+type runOptions struct {
+	file       string // "-" for standard input
+	inputs     json.RawMessage
+	earlyReads bool
+	timeout    time.Duration
+	json       bool
+	config     string
+}
+
+// parseRunArgs parses spine run's arguments; flags may come before or after FILE.
+func parseRunArgs(args []string) (*runOptions, error) {
+	fs := flag.NewFlagSet("spine run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var o runOptions
+	var inputs string
+	fs.StringVar(&inputs, "inputs", "", "")
+	fs.BoolVar(&o.earlyReads, "early-reads", false, "")
+	fs.DurationVar(&o.timeout, "timeout", 0, "")
+	fs.BoolVar(&o.json, "json", false, "")
+	fs.StringVar(&o.config, "config", os.Getenv("SPINE_CONFIG"), "")
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("spine run: %v", err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
+	}
+	switch len(positional) {
+	case 0:
+		o.file = "-"
+	case 1:
+		o.file = positional[0]
+	default:
+		return nil, fmt.Errorf("spine run: one program at a time, got %d: %s", len(positional), strings.Join(positional, " "))
+	}
+	if o.timeout < 0 {
+		return nil, fmt.Errorf("spine run: --timeout must not be negative")
+	}
+	var err error
+	if o.inputs, err = readInputs(inputs); err != nil {
+		return nil, fmt.Errorf("spine run: --inputs: %v", err)
+	}
+	return &o, nil
+}
+
+// readInputs reads --inputs: JSON text, or @FILE for the JSON in FILE. The
+// value must be a JSON object.
+func readInputs(arg string) (json.RawMessage, error) {
+	if arg == "" {
+		return json.RawMessage("{}"), nil
+	}
+	data := []byte(arg)
+	if name, ok := strings.CutPrefix(arg, "@"); ok {
+		var err error
+		if data, err = os.ReadFile(name); err != nil {
+			return nil, err
+		}
+	}
+	data = bytes.TrimSpace(data)
+	if !json.Valid(data) {
+		return nil, errors.New("not valid JSON")
+	}
+	if len(data) == 0 || data[0] != '{' {
+		return nil, errors.New("must be a JSON object, like {\"quantity\": 3}")
+	}
+	return data, nil
+}
+
+// maxSourceRead bounds how much of a program is read (the Runner's MaxSource
+// default, plus one byte so that a longer one is reported as too large).
+const maxSourceRead = 1<<20 + 1
+
+func readSource(file string, stdin io.Reader) (source, filename string, err error) {
+	var r io.Reader = stdin
+	filename = "<stdin>"
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return "", "", err
+		}
+		defer f.Close()
+		r, filename = f, file
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxSourceRead))
+	if err != nil {
+		return "", "", err
+	}
+	return string(data), filename, nil
+}
+
+// runResult is the object --json prints.
+type runResult struct {
+	Value           json.RawMessage `json:"value"`
+	Stdout          string          `json:"stdout"`
+	Stderr          string          `json:"stderr"`
+	StdoutTruncated bool            `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool            `json:"stderr_truncated,omitempty"`
+	Error           *runError       `json:"error"`
+	ToolCalls       int             `json:"tool_calls"`
+	Timing          runTiming       `json:"timing"`
+	ExitCode        int             `json:"exit_code"`
+}
+
+// runError is a failed run: kind "python" (type, message, line and traceback
+// from the exception), "timeout" or "failure".
+type runError struct {
+	Kind      string `json:"kind"`
+	Type      string `json:"type,omitempty"`
+	Message   string `json:"message"`
+	Line      int    `json:"line,omitempty"`
+	Traceback string `json:"traceback,omitempty"`
+}
+
+// runTiming is in milliseconds: setup is loading the tools and starting the
+// sandbox, run is the program itself.
+type runTiming struct {
+	SetupMS float64 `json:"setup_ms"`
+	RunMS   float64 `json:"run_ms"`
+	TotalMS float64 `json:"total_ms"`
+}
+
+func runMillis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// runCommand is spine run.
+func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	o, err := parseRunArgs(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, runUsage)
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%v\n\n%s", err, runUsage)
+		return exitUsage
+	}
+	source, filename, err := readSource(o.file, stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "spine run: %v\n", err)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	start := time.Now()
+	res := runResult{Value: json.RawMessage("null")}
+	finish := func(code int, e *runError) int {
+		res.Error, res.ExitCode = e, code
+		res.Timing.TotalMS = runMillis(time.Since(start))
+		if o.json {
+			enc := json.NewEncoder(stdout)
+			enc.SetEscapeHTML(false)
+			enc.SetIndent("", "  ")
+			enc.Encode(res)
+			return code
+		}
+		io.WriteString(stdout, res.Stdout)
+		io.WriteString(stderr, res.Stderr)
+		if res.StdoutTruncated || res.StderrTruncated {
+			fmt.Fprintln(stderr, "spine run: the program wrote more than the output limit; the rest was dropped")
+		}
+		switch {
+		case e == nil:
+			if string(res.Value) != "null" {
+				if res.Stdout != "" && !strings.HasSuffix(res.Stdout, "\n") {
+					io.WriteString(stdout, "\n") // the value on its own line
+				}
+				var b bytes.Buffer
+				if json.Indent(&b, res.Value, "", "  ") != nil {
+					b.Reset()
+					b.Write(res.Value)
+				}
+				b.WriteByte('\n')
+				stdout.Write(b.Bytes())
+			}
+		case e.Kind == "python" && e.Traceback != "":
+			io.WriteString(stderr, e.Traceback)
+			if !strings.HasSuffix(e.Traceback, "\n") {
+				io.WriteString(stderr, "\n")
+			}
+		case e.Kind == "python":
+			fmt.Fprintf(stderr, "%s: %s\n", e.Type, e.Message)
+		default:
+			fmt.Fprintf(stderr, "spine run: %s\n", e.Message)
+		}
+		return code
+	}
+
+	manifest, closeTools, err := loadManifest(ctx, o.config)
+	if err != nil {
+		code := exitFailure // an MCP server failed
+		if errors.Is(err, errConfig) {
+			code = exitUsage
+		}
+		return finish(code, &runError{Kind: "failure", Message: err.Error()})
+	}
+	defer closeTools()
+	runner, err := spine.New(ctx, manifest, &spine.Options{PoolSize: -1})
+	if err != nil {
+		return finish(exitFailure, &runError{Kind: "failure", Message: err.Error()})
+	}
+	defer runner.Close(context.Background())
+	res.Timing.SetupMS = runMillis(time.Since(start))
+
+	began := time.Now()
+	out, err := runner.Run(ctx, spine.Request{
+		Source:     source,
+		Filename:   filename,
+		Inputs:     o.inputs,
+		EarlyReads: o.earlyReads,
+		Timeout:    o.timeout,
+	})
+	res.Timing.RunMS = runMillis(time.Since(began))
+	if out != nil {
+		res.Stdout, res.Stderr = out.Stdout, out.Stderr
+		res.StdoutTruncated, res.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
+		res.ToolCalls = out.ToolCalls
+	}
+	var pyErr *spine.PythonError
+	switch {
+	case err == nil:
+		res.Value = out.Value
+		return finish(exitOK, nil)
+	case errors.As(err, &pyErr):
+		return finish(exitPython, &runError{Kind: "python", Type: pyErr.Type, Message: pyErr.Message, Line: pyErr.Line, Traceback: pyErr.Traceback})
+	case errors.Is(err, context.DeadlineExceeded):
+		return finish(exitTimeout, &runError{Kind: "timeout", Message: fmt.Sprintf("the program ran over its time limit of %v", o.timeout)})
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return finish(exitFailure, &runError{Kind: "failure", Message: "interrupted"})
+	default:
+		return finish(exitFailure, &runError{Kind: "failure", Message: err.Error()})
+	}
+}

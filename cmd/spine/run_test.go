@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cliEnv makes the test binary be the spine command (see init): the tests
+// below run it as a real subprocess, with its own stdin, stdout, stderr and
+// exit code.
+const cliEnv = "SPINE_TEST_CLI"
+
+func init() {
+	// The MCP test server first: started from a config file by a spine
+	// subprocess, it inherits cliEnv too.
+	if os.Getenv(mcpServerEnv) == "1" {
+		os.Exit(serveTestMCP())
+	}
+	if os.Getenv(cliEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+}
+
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// spineCLI runs spine with args and stdin as a subprocess.
+func spineCLI(t *testing.T, stdin string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), cliEnv+"=1", "SPINE_CONFIG=")
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if exit, ok := err.(*exec.ExitError); ok {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return cliResult{stdout.String(), stderr.String(), code}
+}
+
+func (r cliResult) check(t *testing.T, code int, stdout string, stderrHas ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+	}
+	if stdout != "*" && r.stdout != stdout {
+		t.Errorf("stdout\n%q\nwant\n%q\nstderr:\n%s", r.stdout, stdout, r.stderr)
+	}
+	for _, s := range stderrHas {
+		if !strings.Contains(r.stderr, s) {
+			t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
+		}
+	}
+}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestRunFile(t *testing.T) {
+	prog := writeFile(t, "prog.py", `print("price:", lookup(key="book"))
+import sys
+print("careful", file=sys.stderr)
+{"total": lookup(key="book") * inputs["quantity"], "items": prices.list(limit=1)}
+`)
+	r := spineCLI(t, "", "run", "--inputs", `{"quantity": 3}`, prog)
+	r.check(t, 0, "price: 21\n{\n  \"total\": 63,\n  \"items\": [\n    {\n      \"key\": \"pen\",\n      \"price\": 2\n    }\n  ]\n}\n")
+	if r.stderr != "careful\n" {
+		t.Errorf("stderr %q", r.stderr)
+	}
+}
+
+func TestRunStdin(t *testing.T) {
+	spineCLI(t, `result = lookup(key="pen") * 2`, "run", "-").check(t, 0, "4\n")
+	// No FILE is standard input too; flags may follow FILE.
+	spineCLI(t, `inputs["a"] + 1`, "run", "--inputs", `{"a": 1}`).check(t, 0, "2\n")
+	spineCLI(t, `inputs["a"]`, "run", "-", "--inputs", `{"a": "x"}`).check(t, 0, "\"x\"\n")
+}
+
+func TestRunNoValue(t *testing.T) {
+	// A program whose value is None prints only its output.
+	spineCLI(t, "print('hi')\nx = 1\n", "run", "-").check(t, 0, "hi\n")
+	// A value after output without a final newline is on its own line.
+	spineCLI(t, "print('hi', end='')\n7\n", "run", "-").check(t, 0, "hi\n7\n")
+}
+
+func TestRunInputsFile(t *testing.T) {
+	inputs := writeFile(t, "inputs.json", `{"keys": ["book", "pen"]}`)
+	spineCLI(t, `sum(lookup(key=k) for k in inputs["keys"])`, "run", "--inputs", "@"+inputs, "-").check(t, 0, "23\n")
+}
+
+func TestRunPythonError(t *testing.T) {
+	prog := writeFile(t, "boom.py", "print('before')\ndef f():\n    return lookup(key='unicorn')\nf()\n")
+	r := spineCLI(t, "", "run", prog)
+	r.check(t, 1, "before\n", "Traceback (most recent call last):", `boom.py", line 4, in <module>`,
+		`boom.py", line 3, in f`, `RuntimeError: no such key: "unicorn"`)
+	if strings.Contains(r.stderr, "bootstrap") {
+		t.Errorf("the traceback shows Guest internals:\n%s", r.stderr)
+	}
+	// A syntax error is a Python error too.
+	spineCLI(t, "x = (\n", "run", "-").check(t, 1, "", "SyntaxError")
+}
+
+func TestRunTimeout(t *testing.T) {
+	start := time.Now()
+	r := spineCLI(t, "print('started')\nwhile True:\n    pass\n", "run", "--timeout", "300ms", "-")
+	r.check(t, 3, "started\n", "time limit of 300ms")
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
+func TestRunUsage(t *testing.T) {
+	prog := writeFile(t, "p.py", "1")
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"run", "--nope", prog}, "flag provided but not defined"},
+		{"two programs", []string{"run", prog, prog}, "one program at a time"},
+		{"inputs not JSON", []string{"run", "--inputs", "{nope", prog}, "--inputs: not valid JSON"},
+		{"inputs not an object", []string{"run", "--inputs", "[1]", prog}, "must be a JSON object"},
+		{"inputs file missing", []string{"run", "--inputs", "@/no/such/file", prog}, "no such file"},
+		{"bad timeout", []string{"run", "--timeout", "soon", prog}, "invalid value"},
+		{"negative timeout", []string{"run", "--timeout", "-1s", prog}, "must not be negative"},
+		{"no such program", []string{"run", "/no/such/prog.py"}, "no such file"},
+		{"no such config", []string{"run", "--config", "/no/such/config.json", prog}, "config"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spineCLI(t, "", c.args...).check(t, 2, "", c.want)
+		})
+	}
+	r := spineCLI(t, "", "run", "-h")
+	r.check(t, 0, "*")
+	for _, s := range []string{"usage: spine run", "--inputs", "--early-reads", "--timeout", "--json", "--config", "3 time-out"} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("help lacks %q", s)
+		}
+	}
+}
+
+// jsonResult decodes --json output.
+type jsonResult struct {
+	Value     json.RawMessage `json:"value"`
+	Stdout    string          `json:"stdout"`
+	Stderr    string          `json:"stderr"`
+	ToolCalls int             `json:"tool_calls"`
+	ExitCode  int             `json:"exit_code"`
+	Error     *struct {
+		Kind, Type, Message, Traceback string
+		Line                           int
+	} `json:"error"`
+	Timing struct {
+		SetupMS float64 `json:"setup_ms"`
+		RunMS   float64 `json:"run_ms"`
+		TotalMS float64 `json:"total_ms"`
+	} `json:"timing"`
+}
+
+func decodeJSON(t *testing.T, r cliResult) jsonResult {
+	t.Helper()
+	var res jsonResult
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&res); err != nil {
+		t.Fatalf("--json printed %q: %v", r.stdout, err)
+	}
+	if dec.More() {
+		t.Fatalf("--json printed more than one object: %q", r.stdout)
+	}
+	if res.ExitCode != r.code {
+		t.Errorf("exit_code %d, process exit %d", res.ExitCode, r.code)
+	}
+	return res
+}
+
+func TestRunJSON(t *testing.T) {
+	r := spineCLI(t, "print('out')\nresult = [lookup(key='book'), None]\n", "run", "--json", "--early-reads", "-")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
+	}
+	res := decodeJSON(t, r)
+	if compact(t, res.Value) != "[21,null]" {
+		t.Errorf("value %s", res.Value)
+	}
+	if res.Stdout != "out\n" || res.Error != nil || res.ToolCalls != 1 {
+		t.Errorf("result %+v", res)
+	}
+	if res.Timing.RunMS <= 0 || res.Timing.SetupMS <= 0 || res.Timing.TotalMS < res.Timing.RunMS+res.Timing.SetupMS-1 {
+		t.Errorf("timing %+v", res.Timing)
+	}
+
+	r = spineCLI(t, "print('x')\n1/0\n", "run", "--json", "-")
+	res = decodeJSON(t, r)
+	if r.code != 1 || res.Error == nil || res.Error.Kind != "python" || res.Error.Type != "ZeroDivisionError" ||
+		res.Error.Line != 2 || !strings.Contains(res.Error.Traceback, `File "<stdin>", line 2`) || res.Stdout != "x\n" || string(res.Value) != "null" {
+		t.Errorf("python error: exit %d %+v %+v", r.code, res, res.Error)
+	}
+
+	r = spineCLI(t, "while True: pass", "run", "--json", "--timeout", "200ms", "-")
+	res = decodeJSON(t, r)
+	if r.code != 3 || res.Error == nil || res.Error.Kind != "timeout" {
+		t.Errorf("timeout: exit %d %+v", r.code, res.Error)
+	}
+}
+
+func compact(t *testing.T, raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func TestRunTooLarge(t *testing.T) {
+	// Past the source limit: not a usage error, not Python's: exit 4.
+	big := "x = 1\n" + strings.Repeat("#", 1<<20)
+	spineCLI(t, big, "run", "-").check(t, 4, "", "too large")
+}

@@ -1,0 +1,308 @@
+package spine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The early-read benchmark of issue 3: a tool that takes 20 ms (and honours
+// ctx), programs with independent, looped and dependent reads run with early
+// reads off and on, and prefix mode on a program streamed at about 50 tokens
+// per second. Run it with
+//
+//	go test -run '^$' -bench Early -benchtime 10x .
+//
+// Every iteration runs both ways (alternating which goes first); the metrics
+// are the medians over the iterations: p50-off-ms, p50-on-ms, their ratio
+// (off/on) and their difference (on-off-ms). ns/op means nothing here and is
+// reported as 0.
+
+// earlyReadDelay is how long the benchmark's read tool takes.
+const earlyReadDelay = 20 * time.Millisecond
+
+// earlyReader is the benchmark's tool. It records when each call started.
+type earlyReader struct {
+	mu     sync.Mutex
+	starts []time.Time
+}
+
+// call answers read(key=k): len(k) for a string, k+1 for a number, after
+// earlyReadDelay, or ctx's error if the run ends first.
+func (e *earlyReader) call(ctx context.Context, args json.RawMessage) (any, error) {
+	e.mu.Lock()
+	e.starts = append(e.starts, time.Now())
+	e.mu.Unlock()
+	var a struct {
+		Key any `json:"key"`
+	}
+	if err := json.Unmarshal(args, &a); err != nil {
+		return nil, err
+	}
+	timer := time.NewTimer(earlyReadDelay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	switch k := a.Key.(type) {
+	case string:
+		return len(k), nil
+	case float64:
+		return k + 1, nil
+	}
+	return nil, fmt.Errorf("read: key %v is neither a string nor a number", a.Key)
+}
+
+// startsSince counts the calls that started at or after t, and of those the
+// ones that started before end.
+func (e *earlyReader) startsSince(t, end time.Time) (all, before int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range e.starts {
+		if !s.Before(t) {
+			all++
+			if s.Before(end) {
+				before++
+			}
+		}
+	}
+	return all, before
+}
+
+func earlyBenchRunner(b *testing.B) (*Runner, *earlyReader) {
+	reader := &earlyReader{}
+	r := newRunner(b, Manifest{"read": {Call: reader.call, AllowEarlyRead: true}}, nil)
+	return r, reader
+}
+
+func earlyMedian(samples []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), samples...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func earlyMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// earlyTimedRun runs req and checks its value.
+func earlyTimedRun(b *testing.B, r *Runner, req Request, want string) time.Duration {
+	b.Helper()
+	start := time.Now()
+	out, err := r.Run(context.Background(), req)
+	elapsed := time.Since(start)
+	if err != nil {
+		var pe *PythonError
+		if errors.As(err, &pe) {
+			b.Fatalf("%v\n%s", err, pe.Traceback)
+		}
+		b.Fatal(err)
+	}
+	if string(out.Value) != want {
+		b.Fatalf("result %s, want %s", out.Value, want)
+	}
+	return elapsed
+}
+
+func BenchmarkEarlyReads(b *testing.B) {
+	keys := make([]string, 16)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%02d", i) // len 3 each
+	}
+	var eight strings.Builder
+	for i := 0; i < 8; i++ {
+		fmt.Fprintf(&eight, "v%d = read(key=\"key%d\")\n", i, i) // len 4 each
+	}
+	eight.WriteString("result = v0 + v1 + v2 + v3 + v4 + v5 + v6 + v7\n")
+	scenarios := []struct {
+		name   string
+		source string
+		inputs any
+		want   string
+	}{
+		{"a-one", "result = read(key=\"alpha\")\n", nil, "5"},
+		{"b-two", "x = read(key=\"alpha\")\ny = read(key=\"beta\")\nresult = x + y\n", nil, "9"},
+		{"c-eight", eight.String(), nil, "32"},
+		{"d-loop16", "total = 0\nfor k in inputs[\"keys\"]:\n    total += read(key=k)\nresult = total\n", map[string]any{"keys": keys}, "48"},
+		{"e-chain3", "a = read(key=\"x\")\nb = read(key=a)\nc = read(key=b)\nresult = c\n", nil, "3"},
+	}
+	r, _ := earlyBenchRunner(b)
+	for _, sc := range scenarios {
+		b.Run(sc.name, func(b *testing.B) {
+			off := Request{Source: sc.source, Inputs: sc.inputs}
+			on := off
+			on.EarlyReads = true
+			earlyTimedRun(b, r, off, sc.want) // warm-up
+			earlyTimedRun(b, r, on, sc.want)
+			var offs, ons []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if i%2 == 0 {
+					offs = append(offs, earlyTimedRun(b, r, off, sc.want))
+					ons = append(ons, earlyTimedRun(b, r, on, sc.want))
+				} else {
+					ons = append(ons, earlyTimedRun(b, r, on, sc.want))
+					offs = append(offs, earlyTimedRun(b, r, off, sc.want))
+				}
+			}
+			b.StopTimer()
+			mOff, mOn := earlyMedian(offs), earlyMedian(ons)
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(earlyMs(mOff), "p50-off-ms")
+			b.ReportMetric(earlyMs(mOn), "p50-on-ms")
+			b.ReportMetric(float64(mOff)/float64(mOn), "off/on")
+			b.ReportMetric(earlyMs(mOn-mOff), "on-off-ms")
+		})
+	}
+}
+
+// BenchmarkEarlyOverhead is what early reads cost when they cannot help: the
+// programs of BenchmarkEarlyReads with a tool that answers at once, so the
+// difference on−off is the PLM pass, the prepares and the futures alone.
+// Each iteration runs every program 20 times each way.
+func BenchmarkEarlyOverhead(b *testing.B) {
+	instant := func(ctx context.Context, args json.RawMessage) (any, error) {
+		var a struct {
+			Key any `json:"key"`
+		}
+		if err := json.Unmarshal(args, &a); err != nil {
+			return nil, err
+		}
+		if k, ok := a.Key.(float64); ok {
+			return k + 1, nil
+		}
+		return 1, nil
+	}
+	r := newRunner(b, Manifest{"read": {Call: instant, AllowEarlyRead: true}}, nil)
+	scenarios := []struct{ name, source, want string }{
+		{"a-one", "result = read(key=\"alpha\")\n", "1"},
+		{"e-chain3", "a = read(key=\"x\")\nb = read(key=a)\nc = read(key=b)\nresult = c\n", "3"},
+	}
+	for _, sc := range scenarios {
+		b.Run(sc.name, func(b *testing.B) {
+			off := Request{Source: sc.source}
+			on := Request{Source: sc.source, EarlyReads: true}
+			for i := 0; i < 20; i++ { // warm-up
+				earlyTimedRun(b, r, off, sc.want)
+				earlyTimedRun(b, r, on, sc.want)
+			}
+			var offs, ons []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for j := 0; j < 20; j++ {
+					offs = append(offs, earlyTimedRun(b, r, off, sc.want))
+					ons = append(ons, earlyTimedRun(b, r, on, sc.want))
+				}
+			}
+			b.StopTimer()
+			mOff, mOn := earlyMedian(offs), earlyMedian(ons)
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(earlyMs(mOff), "p50-off-ms")
+			b.ReportMetric(earlyMs(mOn), "p50-on-ms")
+			b.ReportMetric(earlyMs(mOn-mOff), "on-off-ms")
+		})
+	}
+}
+
+// earlyPrefixSource has four reads; the last read's statement is complete
+// when the "result" line starts, well over 20 ms before the stream ends.
+const earlyPrefixSource = `a = read(key="alpha")
+b = read(key="beta")
+c = read(key="gamma")
+d = read(key="delta")
+result = a + b + c + d
+`
+
+const (
+	earlyChunkBytes = 4                     // about one token
+	earlyChunkEvery = 20 * time.Millisecond // 50 tokens per second
+)
+
+// BenchmarkEarlyPrefix streams earlyPrefixSource through Request.Stream in
+// 4-byte chunks 20 ms apart and measures how long after the last chunk the
+// result arrives (p50-prefix-ms). For comparison, the same program sent as
+// Source once the stream has ended: early reads off (p50-off-ms), and with
+// the PLM pass on (p50-plm-ms). reads-early is the median number of reads
+// that started before the last chunk was written.
+func BenchmarkEarlyPrefix(b *testing.B) {
+	r, reader := earlyBenchRunner(b)
+	const want = "19"
+	src := []byte(earlyPrefixSource)
+	var chunks [][]byte
+	for len(src) > 0 {
+		n := min(earlyChunkBytes, len(src))
+		chunks = append(chunks, src[:n])
+		src = src[n:]
+	}
+	// The last read's statement is complete once "result" starts its line.
+	complete := strings.Index(earlyPrefixSource, "result") / earlyChunkBytes
+	if margin := time.Duration(len(chunks)-1-complete) * earlyChunkEvery; margin < 20*time.Millisecond {
+		b.Fatalf("the last read's statement is complete only %v before the stream ends", margin)
+	}
+
+	// stream runs one program in prefix mode and returns the time from the
+	// last chunk's write to the result, and the reads started before it.
+	stream := func() (time.Duration, int) {
+		pr, pw := io.Pipe()
+		lastChunk := make(chan time.Time, 1)
+		begin := time.Now()
+		go func() {
+			for i, c := range chunks {
+				time.Sleep(time.Until(begin.Add(time.Duration(i) * earlyChunkEvery)))
+				if i == len(chunks)-1 {
+					lastChunk <- time.Now()
+				}
+				if _, err := pw.Write(c); err != nil {
+					return
+				}
+			}
+			pw.Close()
+		}()
+		out, err := r.Run(context.Background(), Request{Stream: pr})
+		done := time.Now()
+		pr.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if string(out.Value) != want {
+			b.Fatalf("prefix mode: result %s, want %s", out.Value, want)
+		}
+		last := <-lastChunk
+		all, early := reader.startsSince(begin, last)
+		if all != 4 {
+			b.Fatalf("prefix mode: %d reads, want 4", all)
+		}
+		return done.Sub(last), early
+	}
+
+	off := Request{Source: earlyPrefixSource}
+	plm := Request{Source: earlyPrefixSource, EarlyReads: true}
+	stream() // warm-up
+	earlyTimedRun(b, r, off, want)
+	var prefix, offs, plms []time.Duration
+	var early []int
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		d, n := stream()
+		prefix = append(prefix, d)
+		early = append(early, n)
+		offs = append(offs, earlyTimedRun(b, r, off, want))
+		plms = append(plms, earlyTimedRun(b, r, plm, want))
+	}
+	b.StopTimer()
+	sort.Ints(early)
+	mPrefix, mOff := earlyMedian(prefix), earlyMedian(offs)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(earlyMs(mPrefix), "p50-prefix-ms")
+	b.ReportMetric(earlyMs(mOff), "p50-off-ms")
+	b.ReportMetric(earlyMs(earlyMedian(plms)), "p50-plm-ms")
+	b.ReportMetric(float64(mOff)/float64(mPrefix), "off/prefix")
+	b.ReportMetric(float64(early[len(early)/2]), "reads-early")
+}

@@ -1,0 +1,269 @@
+// Package mcpclient makes the tools of an MCP server into Spine tools.
+//
+// Each tool the server lists becomes one spine.Manifest entry named
+// "namespace.tool_name", with the tool's description and input schema, so that
+// a Python program calls it as namespace.tool_name(arg=...). A call sends
+// tools/call over the session; the result becomes the Python value:
+//
+//   - structuredContent, when the server sent it, as is (a dict, a list, ...);
+//   - otherwise the text content: the text parts joined with "\n", as a Python
+//     str (never parsed as JSON: a tool that means structure sends
+//     structuredContent); no content at all is None; content with non-text
+//     parts (images, audio, resources) is a list of the MCP content objects as
+//     dicts ({"type": "image", "mimeType": ..., "data": ...}).
+//
+// A result with isError set becomes a Go error carrying its text, which the
+// program sees as RuntimeError; so does a protocol failure (an unknown tool, a
+// lost connection, a cancelled call).
+//
+// Early reads are allowed only for the tools named in Options.EarlyReads: the
+// Host vouches for them. MCP annotations such as readOnlyHint come from the
+// server and are never trusted for this.
+package mcpclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spine-run/spine"
+)
+
+// Options are the Host's choices about one server's tools. A nil *Options
+// means none.
+type Options struct {
+	// EarlyReads lists the tools, by their MCP names as the server lists them,
+	// that may be started before the program reaches them (AllowEarlyRead).
+	// List only tools that read, honour cancellation and give the same answer
+	// within a run. Naming a tool the server does not have is an error.
+	EarlyReads []string
+}
+
+// Tools lists every tool of the server behind session (following pagination)
+// and returns them as manifest entries under namespace. namespace must be a
+// Python identifier, or "" to put the tools at the top level. The entries call
+// the server through session, which must stay open while they are in use.
+//
+// Tool names that are not Python identifiers are rewritten by PythonName; two
+// tools that end up with the same name are an error naming both.
+func Tools(ctx context.Context, session *mcp.ClientSession, namespace string, opts *Options) (spine.Manifest, error) {
+	if session == nil {
+		return nil, errors.New("mcpclient: nil session")
+	}
+	if namespace != "" && !isIdentifier(namespace) {
+		return nil, fmt.Errorf("mcpclient: namespace %q is not a Python identifier", namespace)
+	}
+	var tools []*mcp.Tool
+	for tool, err := range session.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("mcpclient: %s: listing tools: %w", label(namespace), err)
+		}
+		tools = append(tools, tool)
+	}
+	return manifest(session, namespace, tools, opts)
+}
+
+// Connect connects to an MCP server over transport (an *mcp.CommandTransport
+// for a local process over stdio, an *mcp.StreamableClientTransport for a URL)
+// and returns its tools as Tools does, and the session. Close the session when
+// the tools are no longer used; for a command, that ends the process.
+func Connect(ctx context.Context, transport mcp.Transport, namespace string, opts *Options) (spine.Manifest, *mcp.ClientSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "spine", Version: "v1"}, nil)
+	session, err := client.Connect(ctx, transport, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mcpclient: %s: connecting: %w", label(namespace), err)
+	}
+	m, err := Tools(ctx, session, namespace, opts)
+	if err != nil {
+		session.Close()
+		return nil, nil, err
+	}
+	return m, session, nil
+}
+
+func label(namespace string) string {
+	if namespace == "" {
+		return "server"
+	}
+	return "server " + namespace
+}
+
+func manifest(session *mcp.ClientSession, namespace string, tools []*mcp.Tool, opts *Options) (spine.Manifest, error) {
+	early := make(map[string]bool)
+	if opts != nil {
+		for _, name := range opts.EarlyReads {
+			early[name] = true
+		}
+	}
+	m := make(spine.Manifest, len(tools))
+	origin := make(map[string]string) // Python name -> MCP name
+	for _, tool := range tools {
+		py := PythonName(tool.Name)
+		if py == "" {
+			return nil, fmt.Errorf("mcpclient: %s: tool %q has no usable Python name", label(namespace), tool.Name)
+		}
+		if namespace != "" {
+			py = namespace + "." + py
+		}
+		if other, clash := origin[py]; clash {
+			first, second := other, tool.Name
+			if second < first {
+				first, second = second, first
+			}
+			return nil, fmt.Errorf("mcpclient: %s: tools %q and %q would both be %s in Python; rename one on the server", label(namespace), first, second, py)
+		}
+		origin[py] = tool.Name
+		var schema json.RawMessage
+		if tool.InputSchema != nil {
+			encoded, err := json.Marshal(tool.InputSchema)
+			if err != nil {
+				return nil, fmt.Errorf("mcpclient: %s: tool %q: input schema: %w", label(namespace), tool.Name, err)
+			}
+			schema = encoded
+		}
+		description := tool.Description
+		if description == "" {
+			description = tool.Title
+		}
+		m[py] = spine.ToolSpec{
+			Call:           caller(session, tool.Name),
+			AllowEarlyRead: early[tool.Name],
+			Description:    description,
+			InputSchema:    schema,
+		}
+		delete(early, tool.Name)
+	}
+	if len(early) > 0 {
+		missing := make([]string, 0, len(early))
+		for name := range early {
+			missing = append(missing, name)
+		}
+		sort.Strings(missing)
+		return nil, fmt.Errorf("mcpclient: %s: early reads allowed for tools it does not have: %s", label(namespace), strings.Join(missing, ", "))
+	}
+	return m, nil
+}
+
+// caller returns the spine.Tool that calls the MCP tool name.
+func caller(session *mcp.ClientSession, name string) spine.Tool {
+	return func(ctx context.Context, args json.RawMessage) (any, error) {
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		result, err := session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return Value(result)
+	}
+}
+
+// Value is the Python value of a tools/call result, as the package comment
+// describes, or the error of a result with isError set.
+func Value(result *mcp.CallToolResult) (any, error) {
+	if result == nil {
+		return nil, errors.New("empty tool result")
+	}
+	if result.NeedsInput() {
+		return nil, errors.New("the server asked for more input, which Spine cannot give")
+	}
+	if result.IsError {
+		text := joinText(result.Content)
+		if text == "" {
+			text = "the tool reported an error"
+		}
+		return nil, errors.New(text)
+	}
+	if result.StructuredContent != nil {
+		return result.StructuredContent, nil
+	}
+	if len(result.Content) == 0 {
+		return nil, nil
+	}
+	allText := true
+	for _, c := range result.Content {
+		if _, ok := c.(*mcp.TextContent); !ok {
+			allText = false
+		}
+	}
+	if allText {
+		return joinText(result.Content), nil
+	}
+	parts := make([]json.RawMessage, 0, len(result.Content))
+	for _, c := range result.Content {
+		encoded, err := json.Marshal(c)
+		if err != nil {
+			return nil, fmt.Errorf("tool result content: %w", err)
+		}
+		parts = append(parts, encoded)
+	}
+	return parts, nil
+}
+
+func joinText(content []mcp.Content) string {
+	var texts []string
+	for _, c := range content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			texts = append(texts, t.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// PythonName turns an MCP tool name into a Python identifier: every character
+// other than an ASCII letter, digit or "_" becomes "_" (so "get-issue" and
+// "repo.search" become get_issue and repo_search); a name starting with a
+// digit gets a leading "_"; leading underscores are cut to one (names starting
+// with "__" belong to the Guest); a Python keyword gets a trailing "_"
+// (import_). It returns "" only for a name with nothing usable in it.
+func PythonName(name string) string {
+	var b strings.Builder
+	for _, c := range name { // an invalid byte is one RuneError: one "_"
+		if c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			b.WriteRune(c)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	s := b.String()
+	if strings.Trim(s, "_") == "" {
+		return ""
+	}
+	if s[0] >= '0' && s[0] <= '9' {
+		s = "_" + s
+	}
+	if strings.HasPrefix(s, "__") {
+		s = "_" + strings.TrimLeft(s, "_")
+	}
+	if pythonKeywords[s] {
+		s += "_"
+	}
+	return s
+}
+
+var pythonKeywords = func() map[string]bool {
+	set := make(map[string]bool)
+	for _, w := range strings.Fields("False None True and as assert async await break class continue def del elif else except finally for from global if import in is lambda nonlocal not or pass raise return try while with yield") {
+		set[w] = true
+	}
+	return set
+}()
+
+func isIdentifier(s string) bool {
+	if s == "" || pythonKeywords[s] {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c == '_', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,362 @@
+package mcpclient_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/mcpclient"
+	"github.com/spine-run/spine/mcpclient/internal/testtools"
+)
+
+// serverEnv switches the test binary into the test MCP server over stdio: the
+// stdio tests start it as a real subprocess.
+const serverEnv = "SPINE_MCPCLIENT_TEST_SERVER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(serverEnv) == "1" {
+		if err := testtools.NewServer(2).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// stdioTools starts the test server as a subprocess and returns its tools
+// under namespace "srv".
+func stdioTools(t *testing.T, opts *mcpclient.Options) spine.Manifest {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), serverEnv+"=1", "SPINE_TEST_GREETING=hello from the server")
+	cmd.Stderr = os.Stderr
+	return connect(t, &mcp.CommandTransport{Command: cmd}, opts)
+}
+
+// httpTools serves the test server with streamable HTTP on a loopback port.
+func httpTools(t *testing.T, opts *mcpclient.Options) spine.Manifest {
+	t.Helper()
+	server := testtools.NewServer(3)
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	t.Cleanup(ts.Close)
+	return connect(t, &mcp.StreamableClientTransport{Endpoint: ts.URL, DisableStandaloneSSE: true}, opts)
+}
+
+func connect(t *testing.T, transport mcp.Transport, opts *mcpclient.Options) spine.Manifest {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, session, err := mcpclient.Connect(ctx, transport, "srv", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { session.Close() })
+	return m
+}
+
+var transports = []struct {
+	name  string
+	tools func(*testing.T, *mcpclient.Options) spine.Manifest
+}{
+	{"stdio", stdioTools},
+	{"http", httpTools},
+}
+
+func names(m spine.Manifest) []string {
+	var out []string
+	for name := range m {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func call(t *testing.T, m spine.Manifest, name, args string) (any, error) {
+	t.Helper()
+	spec, ok := m[name]
+	if !ok {
+		t.Fatalf("no tool %s in %v", name, names(m))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return spec.Call(ctx, json.RawMessage(args))
+}
+
+// asJSON is v as the bridge would send it to Python.
+func asJSON(t *testing.T, v any) string {
+	t.Helper()
+	encoded, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(encoded)
+}
+
+func TestTools(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			m := tr.tools(t, &mcpclient.Options{EarlyReads: []string{"add", "get-issue"}})
+
+			// Every tool, across pages of 2 or 3.
+			want := []string{"srv.add", "srv.echo", "srv.fail", "srv.get_issue", "srv.getenv", "srv.lines", "srv.picture", "srv.slow"}
+			if got := names(m); !reflect.DeepEqual(got, want) {
+				t.Fatalf("tools %v, want %v", got, want)
+			}
+			for name, spec := range m {
+				early := name == "srv.add" || name == "srv.get_issue"
+				if spec.AllowEarlyRead != early {
+					t.Errorf("%s: AllowEarlyRead %v, want %v", name, spec.AllowEarlyRead, early)
+				}
+				if !json.Valid(spec.InputSchema) {
+					t.Errorf("%s: input schema %q", name, spec.InputSchema)
+				}
+			}
+			if d := m["srv.get_issue"].Description; !strings.HasPrefix(d, "Return an issue by number") {
+				t.Errorf("description %q", d)
+			}
+			if s := string(m["srv.echo"].InputSchema); !strings.Contains(s, `"what to say"`) {
+				t.Errorf("echo schema %s", s)
+			}
+
+			for _, c := range []struct {
+				tool, args, want, err string
+			}{
+				{"srv.add", `{"a": 2, "b": 3}`, `{"sum":5}`, ""},                                                // structuredContent wins over its JSON text
+				{"srv.echo", `{"text": "ab", "times": 2}`, `"abab"`, ""},                                        // text content is a str
+				{"srv.lines", `{}`, `"first\n{\"n\": 1}"`, ""},                                                  // text parts joined, JSON text stays text
+				{"srv.get_issue", `{"number": 7}`, `{"labels":["bug"],"number":7,"title":"Spine crashes"}`, ""}, // called by its MCP name
+				{"srv.picture", `{}`, `[{"type":"text","text":"a dot"},{"type":"image","mimeType":"image/png","data":"iVBORw=="}]`, ""},
+				{"srv.fail", `{"reason": "test"}`, "", "failed on purpose: test"}, // isError
+			} {
+				value, err := call(t, m, c.tool, c.args)
+				switch {
+				case c.err != "":
+					if err == nil || err.Error() != c.err {
+						t.Errorf("%s: value %v, err %v; want error %q", c.tool, value, err, c.err)
+					}
+				case err != nil:
+					t.Errorf("%s: %v", c.tool, err)
+				default:
+					if got := asJSON(t, value); got != c.want {
+						t.Errorf("%s: value %s, want %s", c.tool, got, c.want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestCallCancelled(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			m := tr.tools(t, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := m["srv.slow"].Call(ctx, json.RawMessage(`{"ms": 20000}`))
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err = %v, want DeadlineExceeded", err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("the cancelled call took %v", d)
+			}
+			// The session still works.
+			if v, err := call(t, m, "srv.echo", `{"text": "ok"}`); err != nil || v != "ok" {
+				t.Fatalf("after a cancelled call: %v, %v", v, err)
+			}
+		})
+	}
+}
+
+func TestProtocolError(t *testing.T) {
+	m := stdioTools(t, nil)
+	spec := m["srv.echo"]
+	// The echo tool's handler fails to decode an array: the server answers
+	// with a JSON-RPC error, which is a Go error too.
+	if _, err := spec.Call(context.Background(), json.RawMessage(`[1]`)); err == nil {
+		t.Fatal("no error for arguments that are not an object")
+	}
+}
+
+func TestServerGone(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), serverEnv+"=1")
+	ctx := context.Background()
+	m, session, err := mcpclient.Connect(ctx, &mcp.CommandTransport{Command: cmd}, "srv", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := m["srv.echo"].Call(ctx, json.RawMessage(`{"text": "x"}`)); err == nil {
+		t.Fatal("a call over a closed session succeeded")
+	}
+}
+
+func TestEarlyReadsUnknownTool(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), serverEnv+"=1")
+	_, _, err := mcpclient.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, "srv", &mcpclient.Options{EarlyReads: []string{"add", "delete_everything"}})
+	if err == nil || !strings.Contains(err.Error(), "delete_everything") {
+		t.Fatalf("err = %v, want one naming delete_everything", err)
+	}
+}
+
+// inMemory connects to a server with the given tools over in-memory transports.
+func inMemory(t *testing.T, namespace string, tools ...string) (spine.Manifest, error) {
+	t.Helper()
+	server := mcp.NewServer(&mcp.Implementation{Name: "names", Version: "v0"}, nil)
+	for _, name := range tools {
+		server.AddTool(&mcp.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name}}}, nil
+			})
+	}
+	clientT, serverT := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := server.Connect(ctx, serverT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	m, cs, err := mcpclient.Connect(ctx, clientT, namespace, nil)
+	if cs != nil {
+		t.Cleanup(func() { cs.Close() })
+	}
+	return m, err
+}
+
+func TestNameCollision(t *testing.T) {
+	_, err := inMemory(t, "srv", "get-issue", "get_issue", "other")
+	if err == nil || !strings.Contains(err.Error(), `"get-issue" and "get_issue"`) || !strings.Contains(err.Error(), "srv.get_issue") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestNamespace(t *testing.T) {
+	if _, err := inMemory(t, "not-python", "a"); err == nil {
+		t.Fatal("a namespace that is not an identifier was accepted")
+	}
+	m, err := inMemory(t, "", "a.b", "class")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(m); !reflect.DeepEqual(got, []string{"a_b", "class_"}) {
+		t.Fatalf("tools %v", got)
+	}
+	if v, err := call(t, m, "class_", `{}`); err != nil || v != "class" {
+		t.Fatalf("class_: %v %v", v, err)
+	}
+}
+
+func TestPythonName(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"search_issues", "search_issues"},
+		{"get-issue", "get_issue"},
+		{"repo.search", "repo_search"},
+		{"a/b c", "a_b_c"},
+		{"2fa", "_2fa"},
+		{"__init__", "_init__"},
+		{"_private", "_private"},
+		{"import", "import_"},
+		{"None", "None_"},
+		{"café", "caf_"},
+		{"---", ""},
+		{"", ""},
+	} {
+		if got := mcpclient.PythonName(c.in); got != c.want {
+			t.Errorf("PythonName(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestValue(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		result *mcp.CallToolResult
+		want   string
+		err    string
+	}{
+		{"empty", &mcp.CallToolResult{}, "null", ""},
+		{"structured array", &mcp.CallToolResult{StructuredContent: []any{1.0, "x"}, Content: []mcp.Content{&mcp.TextContent{Text: "ignored"}}}, `[1,"x"]`, ""},
+		{"structured scalar", &mcp.CallToolResult{StructuredContent: 3.5}, `3.5`, ""},
+		{"error without text", &mcp.CallToolResult{IsError: true}, "", "the tool reported an error"},
+		{"error wins over structure", &mcp.CallToolResult{IsError: true, StructuredContent: map[string]any{}, Content: []mcp.Content{&mcp.TextContent{Text: "a"}, &mcp.TextContent{Text: "b"}}}, "", "a\nb"},
+		{"nil", nil, "", "empty tool result"},
+	} {
+		v, err := mcpclient.Value(c.result)
+		if c.err != "" {
+			if err == nil || err.Error() != c.err {
+				t.Errorf("%s: err %v, want %q", c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if got := asJSON(t, v); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+// TestThroughPython: a Go program runs Python in the real Guest, which calls
+// tools of an MCP server subprocess and gets their values and errors back.
+func TestThroughPython(t *testing.T) {
+	m := stdioTools(t, &mcpclient.Options{EarlyReads: []string{"add"}})
+	ctx := context.Background()
+	r, err := spine.New(ctx, m, &spine.Options{PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	const source = `
+total = srv.add(a=2, b=3)["sum"] + srv.add(a=inputs["n"], b=1)["sum"]
+text = srv.echo(text="ab", times=2)
+try:
+    srv.fail(reason="from Python")
+except RuntimeError as err:
+    failure = str(err)
+issue = srv.get_issue(number=7, state="open")
+greeting = srv.getenv(name="SPINE_TEST_GREETING")
+help(srv.get_issue)
+result = {"total": total, "text": text, "failure": failure, "title": issue["title"], "greeting": greeting}
+`
+	for _, early := range []bool{false, true} {
+		out, err := r.Run(ctx, spine.Request{Source: source, Inputs: map[string]any{"n": 10}, EarlyReads: early, Timeout: 30 * time.Second})
+		if err != nil {
+			t.Fatalf("early reads %v: %v", early, err)
+		}
+		want := `{"total":16,"text":"abab","failure":"failed on purpose: from Python","title":"Spine crashes","greeting":"hello from the server"}`
+		if string(out.Value) != want {
+			t.Errorf("early reads %v: value %s\nwant %s", early, out.Value, want)
+		}
+		stub := spine.Stub("srv.get_issue", m["srv.get_issue"])
+		if !strings.Contains(out.Stdout, indent(stub)) {
+			t.Errorf("help(srv.get_issue) printed\n%s\nwithout the stub\n%s", out.Stdout, stub)
+		}
+	}
+}
+
+// indent is text as pydoc prints a docstring: each line indented by four.
+func indent(text string) string {
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	for i, line := range lines {
+		lines[i] = "    " + line
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,241 @@
+// Package mcpserver offers a spine.Runner to LLM clients as a Model Context
+// Protocol server with one tool, run_python(source, inputs): code mode for any
+// MCP client. The tool's description carries the Python stubs of the Runner's
+// tools (spine.Stubs), so the model knows what it can call from its program.
+//
+// The Server New returns is the official Go SDK's; serve it over any of its
+// transports:
+//
+//	server := mcpserver.New(runner, manifest, nil)
+//	err := server.Run(ctx, &mcp.StdioTransport{})                    // stdio
+//	handler := mcp.NewStreamableHTTPHandler(                          // streamable HTTP
+//		func(*http.Request) *mcp.Server { return server }, nil)
+//
+// A successful run answers with structuredContent {"value", "stdout",
+// "stderr"} and the same JSON as text. A program that fails — a Python
+// exception, its time limit, a limit on its size — answers with a tool result
+// whose IsError is set and whose text is the traceback (or the reason) and the
+// program's output, so the model can read it and try again; only a client that
+// went away or a closed Runner make a protocol error.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spine-run/spine"
+)
+
+// ToolName is the name of the server's one tool.
+const ToolName = "run_python"
+
+// Options are the server's settings. The zero value, and a nil *Options, mean
+// the defaults; a zero field means that field's default.
+type Options struct {
+	// Name and Version identify the server to clients. Defaults "spine" and "dev".
+	Name    string
+	Version string
+
+	// Timeout bounds each run. Default 30 s.
+	Timeout time.Duration
+
+	// EarlyReads runs every program with early reads on (Request.EarlyReads):
+	// tools marked AllowEarlyRead start before the program reaches them.
+	EarlyReads bool
+
+	// Logger is given to the SDK's server. nil means no logging.
+	Logger *slog.Logger
+}
+
+// DefaultTimeout is the default of Options.Timeout.
+const DefaultTimeout = 30 * time.Second
+
+// New returns an MCP server whose tool run_python runs programs with runner.
+// manifest is the Runner's manifest: only its descriptions and schemas are
+// used, for the stubs in the tool's description. runner stays the caller's:
+// close it when the server is done. opts may be nil.
+func New(runner *spine.Runner, manifest spine.Manifest, opts *Options) *mcp.Server {
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Name == "" {
+		o.Name = "spine"
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: o.Name, Title: "Spine: sandboxed Python with tools", Version: o.Version}, &mcp.ServerOptions{
+		Instructions: "Call " + ToolName + " with a Python program that uses the tools listed in its description; " +
+			"one program can make many tool calls and combine their results.",
+		Logger: o.Logger,
+	})
+	h := &handler{runner: runner, opts: o}
+	server.AddTool(&mcp.Tool{
+		Name:         ToolName,
+		Title:        "Run Python",
+		Description:  Description(manifest, o.Timeout),
+		InputSchema:  inputSchema,
+		OutputSchema: outputSchema,
+		Annotations: &mcp.ToolAnnotations{
+			Title:           "Run Python",
+			DestructiveHint: boolPtr(true), // the program may call any of the tools
+			OpenWorldHint:   boolPtr(true),
+		},
+	}, h.call)
+	return server
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+var inputSchema = json.RawMessage(`{
+	"type": "object",
+	"properties": {
+		"source": {"type": "string", "description": "The Python 3.11 program."},
+		"inputs": {"type": "object", "description": "Values for the program's global dict inputs (default {})."}
+	},
+	"required": ["source"],
+	"additionalProperties": false
+}`)
+
+var outputSchema = json.RawMessage(`{
+	"type": "object",
+	"properties": {
+		"value": {"description": "The program's result: the global result, else its last expression's value."},
+		"stdout": {"type": "string", "description": "What the program printed."},
+		"stderr": {"type": "string", "description": "What the program wrote to sys.stderr."}
+	},
+	"required": ["value", "stdout"]
+}`)
+
+// Description returns run_python's description for manifest: how programs
+// run, and the stubs of the tools they can call.
+func Description(manifest spine.Manifest, timeout time.Duration) string {
+	var b strings.Builder
+	b.WriteString(`Run a Python 3.11 program in a sandbox and return its result.
+
+The program calls the tools listed below as ordinary Python functions, with keyword arguments only (a class in the list is a namespace: call its tools as namespace.tool(...)); a tool's error is raised at the call as RuntimeError, which the program may catch. Prefer one program that makes several tool calls, loops and computations over many separate run_python calls. The global dict ` + "`inputs`" + ` holds the "inputs" argument. The run's value is the global ` + "`result`" + ` if the program sets it, else the value of its last expression; it must be JSON-encodable. print() output comes back as stdout. The standard library is available; files, network, environment, subprocesses and threads are not, and nothing persists from one call to the next.`)
+	fmt.Fprintf(&b, " A run is stopped after %v.\n\n", timeout)
+	if len(manifest) == 0 {
+		b.WriteString("No tools are available to the program.\n")
+		return b.String()
+	}
+	b.WriteString("Tools available to the program:\n\n```python\n")
+	b.WriteString(strings.TrimRight(spine.Stubs(manifest), "\n"))
+	b.WriteString("\n```\n")
+	return b.String()
+}
+
+type handler struct {
+	runner *spine.Runner
+	opts   Options
+}
+
+// Result is run_python's structuredContent.
+type Result struct {
+	Value           json.RawMessage `json:"value"`
+	Stdout          string          `json:"stdout"`
+	Stderr          string          `json:"stderr,omitempty"`
+	StdoutTruncated bool            `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool            `json:"stderr_truncated,omitempty"`
+}
+
+func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args struct {
+		Source string          `json:"source"`
+		Inputs json.RawMessage `json:"inputs"`
+	}
+	raw := req.Params.Arguments
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&args); err != nil {
+		return failed("bad arguments: " + err.Error()), nil
+	}
+	if args.Source == "" {
+		return failed(`bad arguments: "source" is missing or empty`), nil
+	}
+	var inputs any
+	switch trimmed := strings.TrimSpace(string(args.Inputs)); {
+	case trimmed == "" || trimmed == "null":
+	case trimmed[0] == '{':
+		inputs = json.RawMessage(trimmed)
+	default:
+		return failed(`bad arguments: "inputs" must be an object`), nil
+	}
+
+	runCtx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
+	defer cancel()
+	out, err := h.runner.Run(runCtx, spine.Request{Source: args.Source, Inputs: inputs, EarlyReads: h.opts.EarlyReads})
+	var result Result
+	if out != nil {
+		result = Result{Stdout: out.Stdout, Stderr: out.Stderr, StdoutTruncated: out.StdoutTruncated, StderrTruncated: out.StderrTruncated}
+	}
+	var pyErr *spine.PythonError
+	switch {
+	case err == nil:
+		result.Value = out.Value
+		text, err := json.Marshal(result)
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.CallToolResult{
+			Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
+			StructuredContent: result,
+		}, nil
+	case errors.As(err, &pyErr):
+		text := strings.TrimRight(pyErr.Traceback, "\n")
+		if text == "" {
+			text = pyErr.Type + ": " + pyErr.Message
+		}
+		return failed(text + output(result)), nil
+	case errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		return failed(fmt.Sprintf("TimeoutError: the program did not finish within its time limit of %v", h.opts.Timeout) + output(result)), nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err() // the client went away or cancelled the call
+	case errors.Is(err, spine.ErrClosed):
+		return nil, err
+	case errors.Is(err, spine.ErrTooLarge):
+		return failed(err.Error() + output(result)), nil
+	default: // the Guest failed (a trap, memory): the program may try again
+		return failed("the sandbox failed: " + err.Error() + output(result)), nil
+	}
+}
+
+// failed is a tool result the model reads as an error.
+func failed(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: true}
+}
+
+// output renders a failed run's captured output after its error text.
+func output(r Result) string {
+	var b strings.Builder
+	for _, stream := range []struct {
+		name, text string
+		truncated  bool
+	}{{"stdout", r.Stdout, r.StdoutTruncated}, {"stderr", r.Stderr, r.StderrTruncated}} {
+		if stream.text == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "\n\n%s:\n%s", stream.name, strings.TrimRight(stream.text, "\n"))
+		if stream.truncated {
+			b.WriteString("\n[truncated]")
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	b.WriteString("\n")
+	return b.String()
+}

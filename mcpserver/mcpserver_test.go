@@ -1,0 +1,218 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/mcpserver"
+)
+
+var (
+	manifest = spine.Manifest{
+		"lookup": {
+			Call: func(ctx context.Context, args json.RawMessage) (any, error) {
+				var a struct{ Key string }
+				if err := json.Unmarshal(args, &a); err != nil {
+					return nil, err
+				}
+				if a.Key == "book" {
+					return 21, nil
+				}
+				return nil, fmt.Errorf("no such key: %q", a.Key)
+			},
+			AllowEarlyRead: true,
+			Description:    "Look up the price of an item by key.",
+			InputSchema:    json.RawMessage(`{"type":"object","properties":{"key":{"type":"string"}},"required":["key"]}`),
+		},
+	}
+	runner *spine.Runner
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if runner, err = spine.New(context.Background(), manifest, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "spine.New:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	runner.Close(context.Background())
+	os.Exit(code)
+}
+
+// connect returns a client session with server over in-memory transports.
+func connect(t *testing.T, server *mcp.Server) *mcp.ClientSession {
+	t.Helper()
+	serverEnd, clientEnd := mcp.NewInMemoryTransports()
+	ss, err := server.Connect(t.Context(), serverEnd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "v0"}, nil)
+	cs, err := client.Connect(t.Context(), clientEnd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// Check exercises a session the way every transport's test does: the tool
+// list and description, a run, a Python error, bad arguments.
+func check(t *testing.T, cs *mcp.ClientSession) {
+	t.Helper()
+	tools, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.Tools) != 1 || tools.Tools[0].Name != mcpserver.ToolName {
+		t.Fatalf("tools %+v", tools.Tools)
+	}
+	desc := tools.Tools[0].Description
+	for _, want := range []string{"def lookup(*, key: str)", "Look up the price of an item by key.", "```python", "RuntimeError", "inputs"} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("description lacks %q:\n%s", want, desc)
+		}
+	}
+	schema, _ := json.Marshal(tools.Tools[0].InputSchema)
+	if !strings.Contains(string(schema), `"required":["source"]`) {
+		t.Errorf("input schema %s", schema)
+	}
+
+	res := call(t, cs, map[string]any{
+		"source": "print('hello')\nresult = lookup(key='book') * inputs['quantity']",
+		"inputs": map[string]any{"quantity": 3},
+	})
+	if res.IsError {
+		t.Fatalf("run failed: %s", text(res))
+	}
+	structured, _ := json.Marshal(res.StructuredContent)
+	var sc mcpserver.Result
+	if err := json.Unmarshal(structured, &sc); err != nil || string(sc.Value) != "63" || sc.Stdout != "hello\n" || sc.Stderr != "" {
+		t.Errorf("structuredContent %s", structured)
+	}
+	if text(res) != `{"value":63,"stdout":"hello\n"}` {
+		t.Errorf("text %q", text(res))
+	}
+
+	res = call(t, cs, map[string]any{"source": "print('partial')\nlookup(key='unicorn')\n"})
+	got := text(res)
+	if !res.IsError || !strings.Contains(got, "Traceback (most recent call last):") || !strings.Contains(got, `File "<agent>", line 2`) ||
+		!strings.Contains(got, `RuntimeError: no such key: "unicorn"`) || !strings.HasSuffix(got, "\n\nstdout:\npartial\n") {
+		t.Errorf("Python error: IsError %v, text:\n%s", res.IsError, got)
+	}
+	if res.StructuredContent != nil {
+		t.Errorf("structuredContent on an error: %v", res.StructuredContent)
+	}
+
+	for _, args := range []map[string]any{{}, {"source": ""}, {"source": "1", "inputs": []int{1}}, {"source": "1", "extra": 1}, {"source": 5}} {
+		res := call(t, cs, args)
+		if !res.IsError || !strings.HasPrefix(text(res), "bad arguments: ") {
+			t.Errorf("%v: IsError %v, %q", args, res.IsError, text(res))
+		}
+	}
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: args})
+	if err != nil {
+		t.Fatalf("CallTool %v: %v", args, err)
+	}
+	return res
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestInMemory(t *testing.T) {
+	check(t, connect(t, mcpserver.New(runner, manifest, nil)))
+}
+
+func TestStreamableHTTP(t *testing.T) {
+	server := mcpserver.New(runner, manifest, &mcpserver.Options{EarlyReads: true})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	defer ts.Close()
+	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "v0"}, nil)
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: ts.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	check(t, cs)
+
+	// Clients run programs at once, each in its own Guest.
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: map[string]any{
+				"source": "inputs['i'] * lookup(key='book')", "inputs": map[string]any{"i": i},
+			}})
+			if err != nil || res.IsError || text(res) != fmt.Sprintf(`{"value":%d,"stdout":""}`, 21*i) {
+				t.Errorf("call %d: %v %+v", i, err, res)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestTimeout(t *testing.T) {
+	cs := connect(t, mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: 50 * time.Millisecond}))
+	res := call(t, cs, map[string]any{"source": "print('spinning')\nwhile True:\n    pass"})
+	if !res.IsError || !strings.HasPrefix(text(res), "TimeoutError: the program did not finish within its time limit of 50ms") ||
+		!strings.Contains(text(res), "stdout:\nspinning") {
+		t.Errorf("IsError %v, %q", res.IsError, text(res))
+	}
+}
+
+func TestDescription(t *testing.T) {
+	empty := mcpserver.Description(nil, time.Minute)
+	if !strings.Contains(empty, "No tools are available") || strings.Contains(empty, "```") || !strings.Contains(empty, "stopped after 1m0s") {
+		t.Errorf("no tools:\n%s", empty)
+	}
+	full := mcpserver.Description(manifest, time.Minute)
+	if !strings.Contains(full, strings.TrimRight(spine.Stubs(manifest), "\n")) {
+		t.Errorf("the description lacks the stubs:\n%s", full)
+	}
+}
+
+func TestClientCancel(t *testing.T) {
+	cs := connect(t, mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: time.Hour}))
+	ctx, cancel := context.WithCancel(t.Context())
+	before := runner.Stats().Runs
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: map[string]any{"source": "import time\ntime.sleep(3600)"}})
+		done <- err
+	}()
+	// Wait for the run to start, then cancel the call: the SDK tells the
+	// server, whose handler context ends the run.
+	for runner.Stats().Runs == before {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a cancelled call succeeded")
+	}
+	// The session goes on.
+	if res := call(t, cs, map[string]any{"source": "6 * 7"}); res.IsError || text(res) != `{"value":42,"stdout":""}` {
+		t.Fatalf("after the cancel: %+v", res)
+	}
+}

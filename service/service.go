@@ -1,0 +1,576 @@
+// Package service is Spine's HTTP API: it runs Python programs sent over HTTP
+// with a spine.Runner, admits only as many runs at once as it has slots, and
+// exports Prometheus metrics.
+//
+//	POST /v1/run         {"source", "inputs", "timeout_ms", "early_reads"} → run result
+//	POST /v1/run/stream  the program as the (chunked) request body: prefix mode
+//	GET  /healthz        liveness and slot use
+//	GET  /metrics        Prometheus text format, from the Server's own registry
+//
+// Every run answers with the same JSON object:
+//
+//	{"value": 63, "stdout": "", "stderr": "", "tool_calls": 1,
+//	 "error": null, "timing": {"total_ms": 1.2, "run_ms": 0.9}}
+//
+// and, when it fails, "value" is null and "error" is
+// {"kind", "type", "message", "line", "traceback"}. The status codes: 200 ok,
+// 400 bad request, 408 time-out, 413 too large, 422 Python error, 429 every
+// slot busy, 499 client went away, 500 Guest failure, 503 Runner closed.
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spine-run/spine"
+)
+
+// Options are the Server's settings. The zero value, and a nil *Options, mean
+// the defaults; a zero field means that field's default.
+type Options struct {
+	// Slots is how many runs the Server admits at once. A request that finds
+	// every slot busy is refused at once with 429 (and Retry-After); there is
+	// no queue. Default: the Runner's pool size, else runtime.GOMAXPROCS(0).
+	Slots int
+
+	// MaxTimeout bounds every run, including the time its program takes to
+	// stream in. A request's timeout_ms larger than it is cut to it; a request
+	// without one gets it. Default 30 s.
+	MaxTimeout time.Duration
+
+	// MaxBody caps a request body in bytes; past it the answer is 413.
+	// Default 1 MiB.
+	MaxBody int64
+
+	// Logger receives a line for each failed run the Server cannot blame on
+	// the request (Guest failures) and, at debug level, one for every run.
+	// nil means no logging.
+	Logger *slog.Logger
+}
+
+// DefaultMaxTimeout and DefaultMaxBody are the defaults of Options.MaxTimeout
+// and Options.MaxBody.
+const (
+	DefaultMaxTimeout       = 30 * time.Second
+	DefaultMaxBody    int64 = 1 << 20
+)
+
+// Server is the HTTP API over one spine.Runner. It is an http.Handler.
+type Server struct {
+	runner   *spine.Runner
+	opts     Options
+	slots    chan struct{} // a token per admitted run
+	mux      *http.ServeMux
+	registry *prometheus.Registry
+	metrics  *metrics
+}
+
+// New returns a Server running programs with runner, which stays the
+// caller's: close it after the Server has stopped serving. opts may be nil.
+func New(runner *spine.Runner, opts *Options) *Server {
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Slots <= 0 {
+		o.Slots = runner.Stats().PoolSize
+		if o.Slots <= 0 {
+			o.Slots = runtime.GOMAXPROCS(0)
+		}
+	}
+	if o.MaxTimeout <= 0 {
+		o.MaxTimeout = DefaultMaxTimeout
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = DefaultMaxBody
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		runner:   runner,
+		opts:     o,
+		slots:    make(chan struct{}, o.Slots),
+		mux:      http.NewServeMux(),
+		registry: prometheus.NewRegistry(),
+	}
+	s.metrics = newMetrics(s)
+	s.mux.HandleFunc("POST /v1/run", s.handleRun)
+	s.mux.HandleFunc("POST /v1/run/stream", s.handleStream)
+	s.mux.HandleFunc("GET /healthz", s.handleHealth)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+// Registry returns the Prometheus registry behind GET /metrics, so that an
+// embedding program can add collectors of its own.
+func (s *Server) Registry() *prometheus.Registry {
+	return s.registry
+}
+
+// runRequest is the body of POST /v1/run.
+type runRequest struct {
+	Source     string          `json:"source"`
+	Inputs     json.RawMessage `json:"inputs"`
+	TimeoutMS  int64           `json:"timeout_ms"`
+	EarlyReads bool            `json:"early_reads"`
+}
+
+// Response is the body of every answer of /v1/run and /v1/run/stream.
+type Response struct {
+	Value           json.RawMessage `json:"value"` // null when the run failed
+	Stdout          string          `json:"stdout"`
+	Stderr          string          `json:"stderr"`
+	StdoutTruncated bool            `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool            `json:"stderr_truncated,omitempty"`
+	ToolCalls       int             `json:"tool_calls"`
+	Error           *Error          `json:"error"` // null on success
+	Timing          Timing          `json:"timing"`
+}
+
+// Error says why a run failed or was refused.
+type Error struct {
+	// Kind is one of python, timeout, too_large, bad_request, overloaded,
+	// canceled, guest, closed, internal.
+	Kind string `json:"kind"`
+	// Type, Line and Traceback are set for a Python error: the exception's
+	// class, the line of the program it points to (0 when unknown) and the
+	// formatted traceback.
+	Type      string `json:"type"`
+	Message   string `json:"message"`
+	Line      int    `json:"line"`
+	Traceback string `json:"traceback"`
+}
+
+// Timing is where the time of a request went, in milliseconds.
+type Timing struct {
+	TotalMS float64 `json:"total_ms"` // from the handler's start to the answer
+	RunMS   float64 `json:"run_ms"`   // inside Runner.Run (for a stream, reading it included)
+}
+
+// The error kinds, also the label values of spine_errors_total.
+const (
+	kindPython     = "python"
+	kindTimeout    = "timeout"
+	kindTooLarge   = "too_large"
+	kindBadRequest = "bad_request"
+	kindOverloaded = "overloaded"
+	kindCanceled   = "canceled"
+	kindGuest      = "guest"
+	kindClosed     = "closed"
+	kindInternal   = "internal"
+)
+
+// statusClientClosed is the answer (nobody reads it) when the client went
+// away before its run ended: nginx's 499.
+const statusClientClosed = 499
+
+func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var req runRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&req)
+	if err == nil {
+		// Read to the end: a second value is an error, and a body read to
+		// its end lets net/http notice a client that goes away.
+		if extra := dec.Decode(&struct{}{}); extra != io.EOF {
+			err = extra
+			if err == nil {
+				err = errors.New("more than one JSON value in the body")
+			}
+		}
+	}
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			s.refuse(w, start, http.StatusRequestEntityTooLarge, kindTooLarge, fmt.Sprintf("the request body is over the %d-byte limit", tooBig.Limit))
+			return
+		}
+		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, "bad JSON body: "+err.Error())
+		return
+	}
+	if req.Source == "" {
+		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, `"source" is missing or empty`)
+		return
+	}
+	inputs, msg := checkInputs(req.Inputs)
+	if msg != "" {
+		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, msg)
+		return
+	}
+	if req.TimeoutMS < 0 {
+		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, `"timeout_ms" must not be negative`)
+		return
+	}
+	s.run(w, r, start, spine.Request{
+		Source:     req.Source,
+		Inputs:     inputs,
+		EarlyReads: req.EarlyReads,
+		Timeout:    s.timeout(req.TimeoutMS),
+	}, nil)
+}
+
+// checkInputs returns inputs as Run takes them, or why they are bad.
+func checkInputs(raw json.RawMessage) (any, string) {
+	trimmed := strings.TrimSpace(string(raw))
+	if trimmed == "" || trimmed == "null" {
+		return nil, ""
+	}
+	if trimmed[0] != '{' || !json.Valid([]byte(trimmed)) {
+		return nil, `"inputs" must be a JSON object`
+	}
+	return json.RawMessage(trimmed), ""
+}
+
+// timeout returns the run's time limit for a request's timeout_ms (0 = none).
+func (s *Server) timeout(ms int64) time.Duration {
+	if ms <= 0 || ms > s.opts.MaxTimeout.Milliseconds() {
+		return s.opts.MaxTimeout
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// handleStream runs prefix mode: the request body is the program, read as it
+// arrives. Its settings come from the query string or, when absent there,
+// from headers: inputs (Spine-Inputs), timeout_ms (Spine-Timeout-Ms),
+// early_reads (Spine-Early-Reads; accepted, but prefix mode always reads early).
+func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	query := r.URL.Query()
+	param := func(name, header string) string {
+		if query.Has(name) {
+			return query.Get(name)
+		}
+		return r.Header.Get(header)
+	}
+	inputs, msg := checkInputs(json.RawMessage(param("inputs", "Spine-Inputs")))
+	if msg != "" {
+		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, msg)
+		return
+	}
+	var timeoutMS int64
+	if v := param("timeout_ms", "Spine-Timeout-Ms"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			s.refuse(w, start, http.StatusBadRequest, kindBadRequest, fmt.Sprintf("timeout_ms %q is not a non-negative integer", v))
+			return
+		}
+		timeoutMS = n
+	}
+	if v := param("early_reads", "Spine-Early-Reads"); v != "" {
+		if _, err := strconv.ParseBool(v); err != nil {
+			s.refuse(w, start, http.StatusBadRequest, kindBadRequest, fmt.Sprintf("early_reads %q is not a boolean", v))
+			return
+		}
+	}
+	body := &streamBody{
+		body:       http.MaxBytesReader(w, r.Body, s.opts.MaxBody),
+		controller: http.NewResponseController(w),
+	}
+	s.run(w, r, start, spine.Request{
+		Stream:     body,
+		Inputs:     inputs,
+		EarlyReads: true,
+		Timeout:    s.timeout(timeoutMS),
+	}, body)
+}
+
+// run admits req if a slot is free, runs it and answers. body is the
+// streamed program, nil for /v1/run.
+func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, body *streamBody) {
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		w.Header().Set("Retry-After", "1")
+		s.refuse(w, start, http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d run slots are busy; try again later", cap(s.slots)))
+		return
+	}
+	var (
+		out     *spine.Output
+		status  int
+		e       *Error
+		runTime time.Duration
+	)
+	func() {
+		// Free the slot before answering (and even if Run panicked): a
+		// client that has its answer can be sure its next request finds the
+		// slot free.
+		s.metrics.inFlight.Inc()
+		defer func() {
+			<-s.slots
+			s.metrics.inFlight.Dec()
+		}()
+		// The time limit is this context's, not Request.Timeout: its Err
+		// tells a time-out from a client that went away, whichever came second.
+		limit := req.Timeout
+		req.Timeout = 0
+		ctx, cancel := context.WithTimeout(r.Context(), limit)
+		defer cancel()
+		if body != nil {
+			defer body.finish() // a Read still pending in the Runner's reader returns
+		}
+		runStart := time.Now()
+		var err error
+		out, err = s.runner.Run(ctx, req)
+		runTime = time.Since(runStart)
+		status, e = classify(ctx, limit, err, body)
+	}()
+
+	outcome := "ok"
+	if e != nil {
+		outcome = e.Kind
+		s.metrics.errors.WithLabelValues(e.Kind).Inc()
+	}
+	s.metrics.runs.WithLabelValues(outcome).Inc()
+	s.metrics.duration.WithLabelValues(outcome).Observe(runTime.Seconds())
+	resp := Response{Error: e, Timing: Timing{RunMS: ms(runTime)}}
+	if out != nil {
+		s.metrics.toolCalls.Add(float64(out.ToolCalls))
+		resp.Stdout, resp.Stderr = out.Stdout, out.Stderr
+		resp.StdoutTruncated, resp.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
+		resp.ToolCalls = out.ToolCalls
+		if e == nil {
+			resp.Value = out.Value
+		}
+	}
+	switch {
+	case e == nil:
+		s.opts.Logger.Debug("run", "status", status, "run_ms", resp.Timing.RunMS)
+	case e.Kind == kindGuest || e.Kind == kindInternal:
+		s.opts.Logger.Error("run failed", "status", status, "kind", e.Kind, "error", e.Message)
+	default:
+		s.opts.Logger.Debug("run", "status", status, "kind", e.Kind, "error", e.Message)
+	}
+	resp.Timing.TotalMS = ms(time.Since(start))
+	writeJSON(w, status, resp)
+}
+
+// classify maps Run's error to a status and an Error (nil for success). ctx
+// is the run's context, limit its time limit.
+func classify(ctx context.Context, limit time.Duration, err error, body *streamBody) (int, *Error) {
+	if err == nil {
+		return http.StatusOK, nil
+	}
+	var pyErr *spine.PythonError
+	if errors.As(err, &pyErr) {
+		return http.StatusUnprocessableEntity, &Error{
+			Kind: kindPython, Type: pyErr.Type, Message: pyErr.Message, Line: pyErr.Line, Traceback: pyErr.Traceback,
+		}
+	}
+	// The Runner keeps only the text of a failed read: ask the body.
+	var readErr error
+	if body != nil {
+		readErr = body.failure()
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(readErr, &tooBig):
+		return http.StatusRequestEntityTooLarge, &Error{Kind: kindTooLarge, Message: fmt.Sprintf("the streamed program is over the %d-byte limit", tooBig.Limit)}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return http.StatusRequestTimeout, &Error{Kind: kindTimeout, Message: fmt.Sprintf("the run did not finish within its time limit of %v", limit)}
+	case ctx.Err() != nil:
+		return statusClientClosed, &Error{Kind: kindCanceled, Message: "the client went away; the run was stopped"}
+	case readErr != nil:
+		return statusClientClosed, &Error{Kind: kindCanceled, Message: "reading the program failed: " + readErr.Error()}
+	case errors.Is(err, spine.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, &Error{Kind: kindTooLarge, Message: err.Error()}
+	case errors.Is(err, spine.ErrClosed):
+		return http.StatusServiceUnavailable, &Error{Kind: kindClosed, Message: "the server is shutting down"}
+	case errors.Is(err, context.DeadlineExceeded): // the Runner's own Options.Timeout
+		return http.StatusRequestTimeout, &Error{Kind: kindTimeout, Message: err.Error()}
+	case errors.Is(err, spine.ErrGuest):
+		return http.StatusInternalServerError, &Error{Kind: kindGuest, Message: err.Error()}
+	default:
+		return http.StatusInternalServerError, &Error{Kind: kindInternal, Message: err.Error()}
+	}
+}
+
+// refuse answers a request that never ran.
+func (s *Server) refuse(w http.ResponseWriter, start time.Time, status int, kind, message string) {
+	s.metrics.errors.WithLabelValues(kind).Inc()
+	s.opts.Logger.Debug("refused", "status", status, "kind", kind, "error", message)
+	writeJSON(w, status, Response{
+		Value:  json.RawMessage("null"),
+		Error:  &Error{Kind: kind, Message: message},
+		Timing: Timing{TotalMS: ms(time.Since(start))},
+	})
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, struct {
+		Status    string `json:"status"`
+		Slots     int    `json:"slots"`
+		SlotsBusy int    `json:"slots_busy"`
+	}{"ok", cap(s.slots), len(s.slots)})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)            // one line, ending in a newline
+	enc.SetEscapeHTML(false)              // tracebacks show <agent>, not \u003cagent\u003e
+	if err := enc.Encode(v); err != nil { // Output.Value is valid JSON: never
+		status = http.StatusInternalServerError
+		b.Reset()
+		b.WriteString(`{"value":null,"error":{"kind":"internal","message":"encoding the answer failed"}}` + "\n")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
+}
+
+func ms(d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000
+}
+
+// streamBody is the request body of /v1/run/stream as the Runner reads it. It
+// remembers how reading failed (the Runner keeps only the text), and its Close
+// — which the Runner calls to unblock a pending Read when the run's context
+// ends — sets a read deadline instead of closing the body: net/http's body
+// Close waits for a pending Read, which would wait for the client.
+type streamBody struct {
+	body       io.ReadCloser
+	controller *http.ResponseController
+
+	mu   sync.Mutex
+	err  error // the first error other than io.EOF
+	done bool  // the body ended (io.EOF or an error)
+}
+
+func (b *streamBody) Read(p []byte) (int, error) {
+	n, err := b.body.Read(p)
+	if err != nil {
+		b.mu.Lock()
+		if !b.done && err != io.EOF {
+			b.err = err
+		}
+		b.done = true
+		b.mu.Unlock()
+	}
+	return n, err
+}
+
+// Close unblocks a pending Read.
+func (b *streamBody) Close() error {
+	b.controller.SetReadDeadline(time.Now())
+	return nil
+}
+
+// finish unblocks a Read still pending after the run ended.
+func (b *streamBody) finish() {
+	b.mu.Lock()
+	done := b.done
+	b.mu.Unlock()
+	if !done {
+		b.Close()
+	}
+}
+
+// failure returns how reading the body failed, or nil.
+func (b *streamBody) failure() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// metrics are the Server's Prometheus metrics.
+type metrics struct {
+	runs      *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	toolCalls prometheus.Counter
+	errors    *prometheus.CounterVec
+	inFlight  prometheus.Gauge
+}
+
+// Outcomes of an admitted run (labels of spine_runs_total and
+// spine_run_duration_seconds), and every error kind (spine_errors_total).
+var (
+	runOutcomes = []string{"ok", kindPython, kindTimeout, kindTooLarge, kindCanceled, kindGuest, kindClosed, kindInternal}
+	errorKinds  = []string{kindPython, kindTimeout, kindTooLarge, kindGuest, kindBadRequest, kindOverloaded, kindCanceled, kindClosed, kindInternal}
+)
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spine_runs_total",
+			Help: "Runs admitted and finished, by outcome (ok or an error kind).",
+		}, []string{"outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "spine_run_duration_seconds",
+			Help:    "Time spent in Runner.Run per admitted run (a streamed program's reading included), by outcome.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"outcome"}),
+		toolCalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spine_tool_calls_total",
+			Help: "Tool calls made by programs.",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spine_errors_total",
+			Help: "Requests that failed or were refused, by kind: python, timeout, too_large, guest, bad_request, overloaded, canceled, closed, internal.",
+		}, []string{"kind"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spine_runs_in_flight",
+			Help: "Runs holding a slot now.",
+		}),
+	}
+	for _, o := range runOutcomes {
+		m.runs.WithLabelValues(o)
+	}
+	for _, k := range errorKinds {
+		m.errors.WithLabelValues(k)
+	}
+	slots := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "spine_slots",
+		Help: "Runs the server admits at once; past it requests get 429.",
+	}, func() float64 { return float64(cap(s.slots)) })
+	s.registry.MustRegister(m.runs, m.duration, m.toolCalls, m.errors, m.inFlight, slots,
+		runnerCollector{s.runner},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// runnerCollector exports the Runner's Stats, read once per scrape.
+type runnerCollector struct{ runner *spine.Runner }
+
+var (
+	descPoolReady     = prometheus.NewDesc("spine_pool_ready", "Guest instances started and waiting in the pool.", nil, nil)
+	descPoolSize      = prometheus.NewDesc("spine_pool_size", "The pool's target size (0 without a pool).", nil, nil)
+	descInstancesMade = prometheus.NewDesc("spine_instances_made_total", "Guest instances instantiated by the Runner.", nil, nil)
+	descRunsStarted   = prometheus.NewDesc("spine_runner_runs_started_total", "Runs started by the Runner, whoever asked.", nil, nil)
+)
+
+func (c runnerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descPoolReady
+	ch <- descPoolSize
+	ch <- descInstancesMade
+	ch <- descRunsStarted
+}
+
+func (c runnerCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.runner.Stats()
+	ch <- prometheus.MustNewConstMetric(descPoolReady, prometheus.GaugeValue, float64(st.PoolReady))
+	ch <- prometheus.MustNewConstMetric(descPoolSize, prometheus.GaugeValue, float64(st.PoolSize))
+	ch <- prometheus.MustNewConstMetric(descInstancesMade, prometheus.CounterValue, float64(st.InstancesMade))
+	ch <- prometheus.MustNewConstMetric(descRunsStarted, prometheus.CounterValue, float64(st.Runs))
+}

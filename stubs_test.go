@@ -1,0 +1,220 @@
+package spine
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestStub(t *testing.T) {
+	for _, c := range []struct {
+		name, description, schema, want string
+	}{
+		{"no schema", "Do it.", ``,
+			"def f(**kwargs) -> Any:\n    \"\"\"Do it.\"\"\"\n"},
+		{"no description", "", `{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}`,
+			"def f(*, x: int) -> Any:\n    ...\n"},
+		{"no parameters", "Now.", `{"type":"object"}`,
+			"def f() -> Any:\n    \"\"\"Now.\"\"\"\n"},
+		{"scalars, required first, schema order kept", "", `{"type":"object","properties":{
+			"z":{"type":"string"},"n":{"type":"number"},"b":{"type":"boolean"},"i":{"type":"integer"},"nul":{"type":"null"}},
+			"required":["i","b"]}`,
+			"def f(*, b: bool, i: int, z: str | None = None, n: float | None = None, nul: None = None) -> Any:\n    ...\n"},
+		{"defaults", "", `{"type":"object","properties":{
+			"s":{"type":"string","default":"a \"b\"\n"},"t":{"type":"boolean","default":true},"u":{"type":["integer","null"],"default":null},
+			"l":{"type":"array","default":[1,"x",false]},"o":{"type":"object","default":{"k":null}},"f":{"type":"number","default":1.5e3}}}`,
+			`def f(*, s: str = "a \"b\"\n", t: bool = True, u: int | None = None, l: list[Any] = [1, "x", False], o: dict[str, Any] = {"k": None}, f: float = 1.5e3) -> Any:` + "\n    ...\n"},
+		{"containers", "", `{"type":"object","properties":{
+			"tags":{"type":"array","items":{"type":"string"}},
+			"grid":{"type":"array","items":{"type":"array","items":{"type":"number"}}},
+			"meta":{"type":"object","additionalProperties":{"type":"integer"}},
+			"point":{"type":"object","properties":{"x":{"type":"number"}}}},
+			"required":["tags","grid","meta","point"]}`,
+			"def f(*, tags: list[str], grid: list[list[float]], meta: dict[str, int], point: dict[str, Any]) -> Any:\n    ...\n"},
+		{"enums and const", "", `{"type":"object","properties":{
+			"state":{"type":"string","enum":["open","closed"]},
+			"level":{"enum":[1,2,null]},
+			"kind":{"const":"issue"}},
+			"required":["state","level","kind"]}`,
+			`def f(*, state: Literal["open", "closed"], level: Literal[1, 2] | None, kind: Literal["issue"]) -> Any:` + "\n    ...\n"},
+		{"unions", "", `{"type":"object","properties":{
+			"a":{"type":["string","integer"]},
+			"b":{"anyOf":[{"type":"string"},{"type":"null"}]},
+			"c":{"oneOf":[{"type":"integer"},{"type":"array","items":{"type":"integer"}}]},
+			"d":{"type":"string","nullable":true},
+			"e":{"anyOf":[{"type":"string"},{}]},
+			"g":{"anyOf":[{"type":["string","null"]},{"type":"null"},{"type":"string"}]}},
+			"required":["a","b","c","d","e","g"]}`,
+			"def f(*, a: str | int, b: str | None, c: int | list[int], d: str | None, e: Any, g: str | None) -> Any:\n    ...\n"},
+		{"untyped and unknown", "", `{"type":"object","properties":{"x":{},"y":{"$ref":"#/$defs/Y"},"z":{"type":"thing"}},"required":["x","y","z"]}`,
+			"def f(*, x: Any, y: Any, z: Any) -> Any:\n    ...\n"},
+		{"parameter docs", "Search issues.\n\nReturns at most limit issues.", `{"type":"object","properties":{
+			"query":{"type":"string","description":"GitHub search syntax,\n  e.g. is:open"},
+			"limit":{"type":"integer","default":10,"description":"how many"}},
+			"required":["query"]}`,
+			`def f(*, query: str, limit: int = 10) -> Any:
+    """Search issues.
+
+    Returns at most limit issues.
+
+    Args:
+        query: GitHub search syntax, e.g. is:open
+        limit: how many
+    """
+`},
+		{"names that are not identifiers", "Odd.", `{"type":"object","properties":{"per-page":{"type":"integer","description":"page size"},"from":{"type":"string"},"ok":{"type":"string"}},"required":["from"]}`,
+			`def f(*, ok: str | None = None, **kwargs: Any) -> Any:
+    """Odd.
+
+    Args:
+        "per-page" (int, optional): pass it as **{"per-page": ...}; page size
+        "from" (str): pass it as **{"from": ...}
+    """
+`},
+		{"open object", "", `{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":{"type":"string"}}`,
+			"def f(*, a: str | None = None, **kwargs: str) -> Any:\n    ...\n"},
+		{"docstring quotes and backslashes", `Say """hi""" \o/ "now"`, ``,
+			`def f(**kwargs) -> Any:` + "\n    \"\"\"Say \\\"\\\"\\\"hi\\\"\\\"\\\" \\\\o/ \"now\\\"\"\"\"\n"},
+		{"empty schema", "", `{}`, "def f(**kwargs) -> Any:\n    ...\n"},
+		{"not an object", "", `{"type":"string"}`, "def f(**kwargs) -> Any:\n    ...\n"},
+		{"properties without a type", "", `{"properties":{"a":{"type":"string"}}}`, "def f(*, a: str | None = None) -> Any:\n    ...\n"},
+		{"bad schema", "x", `not json`,
+			"def f(**kwargs) -> Any:\n    \"\"\"x\"\"\"\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := Stub("f", ToolSpec{Description: c.description, InputSchema: json.RawMessage(c.schema)})
+			if got != c.want {
+				t.Errorf("got\n%s\nwant\n%s", got, c.want)
+			}
+		})
+	}
+}
+
+func TestStubNamespace(t *testing.T) {
+	got := Stub("a.b.get", ToolSpec{Description: "Get."})
+	want := "class a:\n    class b:\n        @staticmethod\n        def get(**kwargs) -> Any:\n            \"\"\"Get.\"\"\"\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func stubManifest() Manifest {
+	call := func(ctx context.Context, args json.RawMessage) (any, error) { return string(args), nil }
+	return Manifest{
+		"lookup": {Call: call, Description: "Look up the price of an item by key.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"key":{"type":"string","description":"the item"}},"required":["key"]}`)},
+		"market.get_price": {Call: call, Description: "Return the last price of symbol.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"symbol":{"type":"string"},"currency":{"enum":["USD","EUR"],"default":"USD"}},"required":["symbol"]}`)},
+		"market.history": {Call: call, Description: "Daily closing prices,\noldest first.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"symbol":{"type":"string"},"days":{"type":"integer","default":30}},"required":["symbol"]}`)},
+		"market.fx.rate": {Call: call},
+		"zeta":           {Call: call, Description: "Last."},
+	}
+}
+
+func TestStubs(t *testing.T) {
+	want := `from __future__ import annotations
+from typing import Any, Literal
+
+def lookup(*, key: str) -> Any:
+    """Look up the price of an item by key.
+
+    Args:
+        key: the item
+    """
+
+class market:
+    class fx:
+        @staticmethod
+        def rate(**kwargs) -> Any:
+            ...
+
+    @staticmethod
+    def get_price(*, symbol: str, currency: Literal["USD", "EUR"] = "USD") -> Any:
+        """Return the last price of symbol."""
+
+    @staticmethod
+    def history(*, symbol: str, days: int = 30) -> Any:
+        """Daily closing prices,
+        oldest first.
+        """
+
+def zeta(**kwargs) -> Any:
+    """Last."""
+`
+	if got := Stubs(stubManifest()); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if got := Stubs(nil); got != "from __future__ import annotations\nfrom typing import Any, Literal\n" {
+		t.Errorf("empty manifest: %q", got)
+	}
+}
+
+func stubRunner(t *testing.T, m Manifest) *Runner {
+	t.Helper()
+	r, err := New(context.Background(), m, &Options{PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(context.Background()) })
+	return r
+}
+
+// TestStubsArePython runs the stubs in the real Guest: they are valid Python,
+// and each signature accepts the calls the schema allows.
+func TestStubsArePython(t *testing.T) {
+	m := stubManifest()
+	m["odd"] = ToolSpec{Call: m["zeta"].Call, Description: `quotes """ and \ and "`,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"per-page":{"type":"integer"},"list":{"type":"array","items":{"type":"string"}},"opt":{"type":["string","null"]}}}`)}
+	r := stubRunner(t, m)
+	const source = `
+import inspect
+ns = {}
+exec(compile(inputs["stubs"], "stubs", "exec"), ns)
+result = {
+    "lookup": str(inspect.signature(ns["lookup"])),
+    "get_price": str(inspect.signature(ns["market"].get_price)),
+    "rate": str(inspect.signature(ns["market"].fx.rate)),
+    "odd": str(inspect.signature(ns["odd"])),
+    "odd_doc": ns["odd"].__doc__,
+}
+`
+	out, err := r.Run(context.Background(), Request{Source: source, Inputs: map[string]any{"stubs": Stubs(m)}})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, Stubs(m))
+	}
+	want := `{"lookup":"(*, key: 'str') -> 'Any'","get_price":"(*, symbol: 'str', currency: \"Literal['USD', 'EUR']\" = 'USD') -> 'Any'","rate":"(**kwargs) -> 'Any'","odd":"(*, list: 'list[str] | None' = None, opt: 'str | None' = None, **kwargs: 'Any') -> 'Any'","odd_doc":"quotes \"\"\" and \\ and \"\n\n    Args:\n        \"per-page\" (int, optional): pass it as **{\"per-page\": ...}\n    "}`
+	if string(out.Value) != want {
+		t.Errorf("value\n%s\nwant\n%s", out.Value, want)
+	}
+}
+
+// TestGuestHelpShowsStub: help(tool) and tool.__doc__ in the Guest show the
+// tool's stub, as spine tools prints it.
+func TestGuestHelpShowsStub(t *testing.T) {
+	m := stubManifest()
+	r := stubRunner(t, m)
+	out, err := r.Run(context.Background(), Request{Source: "help(market.get_price)\nhelp(lookup)\nresult = lookup.__doc__"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"market.get_price", "lookup"} {
+		var indented []string
+		for _, line := range strings.Split(strings.TrimSuffix(Stub(name, m[name]), "\n"), "\n") {
+			indented = append(indented, strings.TrimRight("    "+line, " "))
+		}
+		// pydoc indents blank lines too: compare without trailing blanks.
+		var printed []string
+		for _, line := range strings.Split(out.Stdout, "\n") {
+			printed = append(printed, strings.TrimRight(line, " "))
+		}
+		if !strings.Contains(strings.Join(printed, "\n"), strings.Join(indented, "\n")) {
+			t.Errorf("help(%s) printed\n%s\nwithout the stub\n%s", name, out.Stdout, Stub(name, m[name]))
+		}
+	}
+	var doc string
+	if err := json.Unmarshal(out.Value, &doc); err != nil || strings.TrimPrefix(doc, "\n") != Stub("lookup", m["lookup"]) {
+		t.Errorf("lookup.__doc__ = %q, want the stub", doc)
+	}
+}
