@@ -73,11 +73,12 @@ func (img *image) close() {
 	}
 }
 
-// imageKey names an image by everything that decides its bytes: the Guest,
-// the warm-up and the Runner's tools, which the image has installed.
-func imageKey(wasm, stdlib, tools []byte) string {
+// imageKey names an image by everything that decides its bytes: the Guest
+// (artifact identifies it), the warm-up and the Runner's tools, which the
+// image has installed.
+func imageKey(artifact, tools []byte) string {
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte(imageFormat), wasm, stdlib, []byte(warmSource), tools} {
+	for _, part := range [][]byte{[]byte(imageFormat), artifact, []byte(warmSource), tools} {
 		fmt.Fprintf(h, "%d:", len(part))
 		h.Write(part)
 	}

@@ -341,11 +341,22 @@ func instrumentBody(out, fn, check []byte, shift func(uint64) uint64) ([]byte, e
 	if i > len(fn) {
 		return nil, errors.New("truncated locals")
 	}
-	out = append(out, fn[:i]...)
+	copied := 0 // fn[:copied] is in out already; unchanged runs are copied in one go
 	for i < len(fn) {
-		start := i
 		op := fn[i]
 		i++
+		if n := immediateLEBs[op]; n >= 0 { // the common instructions, quickly
+			for ; n > 0; n-- {
+				for i < len(fn) && fn[i]&0x80 != 0 {
+					i++
+				}
+				i++
+			}
+			if i > len(fn) {
+				return nil, errors.New("truncated instruction")
+			}
+			continue
+		}
 		skip := func() error { // one LEB128 immediate
 			_, n, err := uleb(fn, i)
 			i += n
@@ -363,9 +374,10 @@ func instrumentBody(out, fn, check []byte, shift func(uint64) uint64) ([]byte, e
 			} else {
 				i += n
 			}
-			out = append(out, fn[start:i]...)
 			if op == 0x03 {
+				out = append(out, fn[copied:i]...)
 				out = append(out, check...)
+				copied = i
 			}
 			continue
 		case op == 0x00, op == 0x01, op == 0x05, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b,
@@ -377,8 +389,11 @@ func instrumentBody(out, fn, check []byte, shift func(uint64) uint64) ([]byte, e
 			if idx, n, err = uleb(fn, i); err != nil {
 				break
 			}
-			out = append(out, op)
-			out = appendULEB(out, shift(idx))
+			if moved := shift(idx); moved != idx {
+				out = append(out, fn[copied:i]...)
+				out = appendULEB(out, moved)
+				copied = i + n
+			}
 			i += n
 			continue
 		case op == 0x0c, op == 0x0d, op >= 0x20 && op <= 0x26:
@@ -451,10 +466,29 @@ func instrumentBody(out, fn, check []byte, shift func(uint64) uint64) ([]byte, e
 		if i > len(fn) {
 			return nil, errors.New("truncated instruction")
 		}
-		out = append(out, fn[start:i]...)
 	}
-	return out, nil
+	return append(out, fn[copied:]...), nil
 }
+
+// immediateLEBs gives, for each opcode whose immediates are only LEB128
+// numbers, how many it has; -1 for every other opcode (instrumentBody's switch
+// decodes those, or refuses them).
+var immediateLEBs = func() (t [256]int8) {
+	for op := range t {
+		switch {
+		case op == 0x00, op == 0x01, op == 0x05, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b,
+			op >= 0x45 && op <= 0xc4, op == 0xd1:
+			t[op] = 0
+		case op == 0x0c, op == 0x0d, op >= 0x20 && op <= 0x26, op == 0x3f, op == 0x40, op == 0x41, op == 0x42:
+			t[op] = 1
+		case op == 0x11, op >= 0x28 && op <= 0x3e:
+			t[op] = 2
+		default:
+			t[op] = -1
+		}
+	}
+	return t
+}()
 
 func appendULEB(b []byte, v uint64) []byte {
 	for {
