@@ -25,8 +25,12 @@ func setOf(words string) map[string]bool {
 	return set
 }
 
-// checkToolName reports why name cannot be a Python-visible tool name, or nil.
-func checkToolName(name string) error {
+// ValidName reports why name cannot be the Python-visible name of a tool in a
+// Manifest, or nil: each dot-separated segment an ASCII identifier, not a
+// Python keyword, not starting with "__"; the first segment not a Python
+// builtin nor one of the program's globals (inputs, result). New refuses a
+// Manifest with such a name.
+func ValidName(name string) error {
 	if name == "" {
 		return fmt.Errorf("empty tool name")
 	}
@@ -71,7 +75,7 @@ func isIdentifier(s string) bool {
 func checkManifest(m Manifest) (Manifest, error) {
 	copied := make(Manifest, len(m))
 	for name, spec := range m {
-		if err := checkToolName(name); err != nil {
+		if err := ValidName(name); err != nil {
 			return nil, fmt.Errorf("spine: %w", err)
 		}
 		if spec.Call == nil {

@@ -72,9 +72,9 @@ func parseData(section []byte) ([]dataSegment, error) {
 		if i >= len(section) || section[i] != 0x41 {
 			return nil, fmt.Errorf("data segment %d: offset is not i32.const", k)
 		}
-		offset, n, err := sleb32(section, i+1)
-		if err != nil {
-			return nil, err
+		offset, n, err := sleb64(section, i+1)
+		if err != nil || offset < -1<<31 || offset >= 1<<31 {
+			return nil, fmt.Errorf("data segment %d: bad offset", k)
 		}
 		i += 1 + n
 		if i >= len(section) || section[i] != 0x0b {
@@ -107,17 +107,28 @@ func uleb(b []byte, i int) (uint64, int, error) {
 	return 0, 0, errors.New("bad LEB128 number")
 }
 
-func sleb32(b []byte, i int) (int32, int, error) {
+func sleb64(b []byte, i int) (int64, int, error) {
 	var v int64
-	for n, shift := 0, uint(0); i+n < len(b) && shift < 35; n, shift = n+1, shift+7 {
+	for n, shift := 0, uint(0); i+n < len(b) && shift < 70; n, shift = n+1, shift+7 {
 		c := b[i+n]
 		v |= int64(c&0x7f) << shift
 		if c < 0x80 {
 			if shift+7 < 64 && c&0x40 != 0 {
 				v |= -1 << (shift + 7)
 			}
-			return int32(v), n + 1, nil
+			return v, n + 1, nil
 		}
 	}
 	return 0, 0, errors.New("bad LEB128 number")
+}
+
+func appendULEB(b []byte, v uint64) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v == 0 {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
 }

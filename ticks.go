@@ -489,29 +489,3 @@ var immediateLEBs = func() (t [256]int8) {
 	}
 	return t
 }()
-
-func appendULEB(b []byte, v uint64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v == 0 {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
-
-func sleb64(b []byte, i int) (int64, int, error) {
-	var v int64
-	for n, shift := 0, uint(0); i+n < len(b) && shift < 70; n, shift = n+1, shift+7 {
-		c := b[i+n]
-		v |= int64(c&0x7f) << shift
-		if c < 0x80 {
-			if shift+7 < 64 && c&0x40 != 0 {
-				v |= -1 << (shift + 7)
-			}
-			return v, n + 1, nil
-		}
-	}
-	return 0, 0, errors.New("bad LEB128 number")
-}

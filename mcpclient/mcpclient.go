@@ -54,8 +54,10 @@ func Tools(ctx context.Context, session *mcp.ClientSession, namespace string, op
 	if session == nil {
 		return nil, errors.New("mcpclient: nil session")
 	}
-	if namespace != "" && !isIdentifier(namespace) {
-		return nil, fmt.Errorf("mcpclient: namespace %q is not a Python identifier", namespace)
+	if namespace != "" {
+		if err := spine.ValidName(namespace); err != nil {
+			return nil, fmt.Errorf("mcpclient: namespace: %w", err)
+		}
 	}
 	var tools []*mcp.Tool
 	for tool, err := range session.Tools(ctx, nil) {
@@ -239,31 +241,8 @@ func PythonName(name string) string {
 	if strings.HasPrefix(s, "__") {
 		s = "_" + strings.TrimLeft(s, "_")
 	}
-	if pythonKeywords[s] {
+	if spine.ValidName("x."+s) != nil { // a keyword: the only way s can fail as a second segment now
 		s += "_"
 	}
 	return s
-}
-
-var pythonKeywords = func() map[string]bool {
-	set := make(map[string]bool)
-	for _, w := range strings.Fields("False None True and as assert async await break class continue def del elif else except finally for from global if import in is lambda nonlocal not or pass raise return try while with yield") {
-		set[w] = true
-	}
-	return set
-}()
-
-func isIdentifier(s string) bool {
-	if s == "" || pythonKeywords[s] {
-		return false
-	}
-	for i, c := range s {
-		switch {
-		case c == '_', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
-		case '0' <= c && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

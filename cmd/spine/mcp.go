@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/mcpserver"
 )
 
@@ -70,21 +69,11 @@ func mcpCommand(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	manifest, closeTools, err := loadManifest(ctx, *config)
-	if err != nil {
-		fmt.Fprintln(stderr, "spine mcp:", err)
-		if errors.Is(err, errConfig) {
-			return exitUsage
-		}
-		return exitFailure
+	runner, manifest, closeRunner, code := openRunner(ctx, "spine mcp", *config, stderr)
+	if runner == nil {
+		return code
 	}
-	defer closeTools()
-	runner, err := spine.New(ctx, manifest, nil)
-	if err != nil {
-		fmt.Fprintln(stderr, "spine mcp:", err)
-		return exitFailure
-	}
-	defer runner.Close(context.Background())
+	defer closeRunner()
 	server := mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: *timeout, EarlyReads: *earlyReads, Logger: logger})
 
 	if *addr == "" {

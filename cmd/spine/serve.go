@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/service"
 )
 
@@ -68,21 +67,11 @@ func serveCommand(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	manifest, closeTools, err := loadManifest(ctx, *config)
-	if err != nil {
-		fmt.Fprintln(stderr, "spine serve:", err)
-		if errors.Is(err, errConfig) {
-			return exitUsage
-		}
-		return exitFailure
+	runner, manifest, closeRunner, code := openRunner(ctx, "spine serve", *config, stderr)
+	if runner == nil {
+		return code
 	}
-	defer closeTools()
-	runner, err := spine.New(ctx, manifest, nil)
-	if err != nil {
-		fmt.Fprintln(stderr, "spine serve:", err)
-		return exitFailure
-	}
-	defer runner.Close(context.Background())
+	defer closeRunner()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine serve:", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -307,4 +308,29 @@ func listPrices(ctx context.Context, args json.RawMessage) (any, error) {
 		}
 	}
 	return items, nil
+}
+
+// openRunner loads the tools of the config file at path and starts a Runner
+// on them, for a long-running command (serve, mcp). On failure it reports on
+// stderr as cmd and returns the exit code; otherwise close releases the Runner,
+// then the MCP sessions.
+func openRunner(ctx context.Context, cmd, path string, stderr io.Writer) (runner *spine.Runner, manifest spine.Manifest, close func(), code int) {
+	manifest, closeTools, err := loadManifest(ctx, path)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		if errors.Is(err, errConfig) {
+			return nil, nil, nil, exitUsage
+		}
+		return nil, nil, nil, exitFailure
+	}
+	runner, err = spine.New(ctx, manifest, nil)
+	if err != nil {
+		closeTools()
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return nil, nil, nil, exitFailure
+	}
+	return runner, manifest, func() {
+		runner.Close(context.Background())
+		closeTools()
+	}, 0
 }
