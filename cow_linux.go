@@ -68,15 +68,6 @@ func newMemfdImage(data []byte) (*memfdImage, error) {
 	return img, nil
 }
 
-func isZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
 func (m *memfdImage) close() error {
 	if m.pagemap != nil {
 		m.pagemap.Close()

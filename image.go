@@ -9,8 +9,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 )
+
+// isZero reports whether b holds only zero bytes.
+func isZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // StartMode says how each run's Guest starts.
 type StartMode int
@@ -157,23 +168,39 @@ func readImage(path string, limit uint64) ([]byte, error) {
 	return data, nil
 }
 
-// imageMaxAge is how long an image nobody loaded stays in the cache.
-const imageMaxAge = 14 * 24 * time.Hour
+// imageMaxAge is how long an image nobody loaded stays in the cache, and
+// maxCachedImages how many images it keeps at most (the ones loaded last).
+// Every artifact, warm-up and tool list has an image of its own.
+const (
+	imageMaxAge     = 14 * 24 * time.Hour
+	maxCachedImages = 8
+)
 
-// pruneImages removes the images in dir other than keep that no Runner has
-// loaded for imageMaxAge: each artifact and warm-up makes a new 32 MiB image.
+// pruneImages removes from dir the images other than keep that no Runner has
+// loaded for imageMaxAge, and all but the maxCachedImages loaded last.
 func pruneImages(dir, keep string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
+	type cached struct {
+		path string
+		used time.Time
+	}
+	var images []cached
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
 		if path == keep || filepath.Ext(path) != ".img" {
 			continue
 		}
-		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > imageMaxAge {
-			os.Remove(path)
+		if info, err := e.Info(); err == nil {
+			images = append(images, cached{path, info.ModTime()})
+		}
+	}
+	sort.Slice(images, func(i, j int) bool { return images[i].used.After(images[j].used) })
+	for i, img := range images {
+		if i >= maxCachedImages-1 || time.Since(img.used) > imageMaxAge {
+			os.Remove(img.path)
 		}
 	}
 }
@@ -187,9 +214,20 @@ func writeImage(path string, data []byte) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
+	// Sparse: zero pages (most of the image's free heap) are holes.
+	if err := tmp.Truncate(int64(len(data))); err != nil {
 		tmp.Close()
 		return err
+	}
+	for off := 0; off < len(data); off += wasmPageSize {
+		page := data[off:min(off+wasmPageSize, len(data))]
+		if isZero(page) {
+			continue
+		}
+		if _, err := tmp.WriteAt(page, int64(off)); err != nil {
+			tmp.Close()
+			return err
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return err
