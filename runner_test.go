@@ -528,6 +528,15 @@ result = lookup.__doc__`, nil)
 	if string(out.Value) != `"\ndef lookup(**kwargs) -> Any:\n    \"\"\"Look up a price by key.\"\"\"\n"` || !strings.Contains(out.Stdout, "Look up a price by key.") {
 		t.Fatalf("value %s stdout %q", out.Value, out.Stdout)
 	}
+	// help's header shows the stub's signature, not the proxy's (*args, **kwargs).
+	if !strings.Contains(out.Stdout, "lookup(**kwargs) -> Any\n") || strings.Contains(out.Stdout, "*args") {
+		t.Fatalf("help header: %q", out.Stdout)
+	}
+	out = mustRun(t, shared(t), `import inspect
+result = str(inspect.signature(market.get_price))`, nil)
+	if string(out.Value) != `"(**kwargs) -> Any"` {
+		t.Fatalf("signature %s", out.Value)
+	}
 }
 
 func TestRunnerClose(t *testing.T) {

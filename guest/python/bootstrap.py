@@ -92,7 +92,48 @@ def make_tool(*, name, doc=None):
     tool.__qualname__ = name
     tool.__module__ = "tools"
     tool.__doc__ = doc
+    signature = _stub_signature(doc)
+    if signature is not None:
+        tool.__signature__ = signature  # what help(tool) and inspect show
     return tool
+
+
+class _Annotation:
+    """An annotation shown as written in the stub (not as a quoted string)."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __repr__(self):
+        return self.text
+
+
+def _stub_signature(doc):
+    """The signature of the first def in a tool's stub text (its doc), or None."""
+    if not doc or "def " not in doc:
+        return None
+    try:
+        import inspect
+
+        tree = ast.parse(doc)
+        fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))
+        empty = inspect.Parameter.empty
+
+        def annotation(node):
+            return empty if node is None else _Annotation(ast.unparse(node))
+
+        params = []
+        kw_defaults = fn.args.kw_defaults
+        for arg, default in zip(fn.args.kwonlyargs, kw_defaults):
+            value = empty if default is None else _Annotation(ast.unparse(default))
+            params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY,
+                                            default=value, annotation=annotation(arg.annotation)))
+        if fn.args.kwarg is not None:
+            params.append(inspect.Parameter(fn.args.kwarg.arg, inspect.Parameter.VAR_KEYWORD,
+                                            annotation=annotation(fn.args.kwarg.annotation)))
+        return inspect.Signature(params, return_annotation=annotation(fn.returns))
+    except Exception:  # a doc that is not a stub: no signature
+        return None
 
 
 class Namespace:

@@ -87,6 +87,7 @@ HELPER = "__spine_prepare"
 
 pending = {}  # request bytes -> [handle, ...], oldest first
 _spare = {}  # request bytes -> how many of pending[request] prefix mode made and no plan adopted yet
+_spare_calls = set()  # (tool, keyword names) of every read prefix mode made in this run
 _plans = {}  # plan key -> plan, for run_plans
 _ns = None  # the running program's namespace
 _prefix = None  # the prefix reader of the run, between prefix_begin and execute
@@ -100,6 +101,7 @@ def reset():
     global _ns, _prefix
     pending.clear()
     _spare.clear()
+    _spare_calls.clear()
     _plans.clear()
     _key_cache.clear()
     _ns = _prefix = None
@@ -152,6 +154,7 @@ def _offer(tool, args, spare=False):
         handles.append(handle)
     if spare:
         _spare[request] = _spare.get(request, 0) + 1
+        _spare_calls.add((tool, tuple(args)))
     return True
 
 
@@ -1388,13 +1391,21 @@ def _usable_tools(early, bound, attrs):
 class _Cand:
     """One thing to prepare: a single call or a batch over a loop or comprehension."""
 
-    __slots__ = ("plan", "free", "text", "single")
+    __slots__ = ("plan", "free", "text", "single", "calls", "node", "lead", "home")
 
-    def __init__(self, plan, free, text, single=None):
+    def __init__(self, plan, free, text, single=None, calls=(), node=None):
         self.plan = plan  # plan(env, spare) -> True / False / None
         self.free = free  # names the arguments read
         self.text = text  # () -> the plan's key: its source text
         self.single = single  # (tool, names, fns) for one call, else None
+        self.calls = calls  # (tool, keyword names) of each call it prepares
+        self.node = node  # the call, for one call
+        self.home = 0  # the number (_Pass.count) of the statement that makes the call(s)
+        # True when its prepare would land right before the statement that makes the call,
+        # with nothing but quiet evaluation (_first_event) between the two: the prepare
+        # cannot win time, and _Pass.finish leaves it out unless a read of the same request
+        # may be pending then.
+        self.lead = False
 
 
 class _Scanner:
@@ -1440,7 +1451,7 @@ class _Scanner:
             return None
         names = tuple(names)
         plan = _single_plan(tool, names, fns)
-        return _Cand(plan, compiler.free, lambda: self.segment(node), (tool, names, fns))
+        return _Cand(plan, compiler.free, lambda: self.segment(node), (tool, names, fns), ((tool, names),), node)
 
     def scan(self, node, out):
         """Append to out the candidates for the calls node makes whenever it is evaluated,
@@ -1513,7 +1524,7 @@ class _Scanner:
         for c in calls:
             free |= c.free - targets
         plan = _batch_plan(gens, [c.single for c in calls])
-        return _Cand(plan, free, lambda: self.segment(node))
+        return _Cand(plan, free, lambda: self.segment(node), None, [c.calls[0] for c in calls])
 
     def loop(self, stmt, cands):
         """A batch candidate for the body calls of a for statement that can be computed
@@ -1533,7 +1544,7 @@ class _Scanner:
             return f"for {self.segment(stmt.target)} in {self.segment(stmt.iter)}: {calls}"
 
         plan = _batch_plan([(bind, iterable, [])], [c.single for c in cands])
-        return _Cand(plan, free, text)
+        return _Cand(plan, free, text, None, [c.calls[0] for c in cands])
 
 
 def _header(stmt):
@@ -1567,6 +1578,82 @@ def _header(stmt):
     return []
 
 
+# What evaluating an expression may do before a call in it is made. Quiet: loading names,
+# constants and attributes, building lists and tuples, keyword arguments, slices, making a
+# lambda. Anything else (another call, a subscript, an operator, a comparison, a truth
+# test, formatting, a dict or set display, a starred, ** or comprehension iteration) is work.
+_QUIET_LEAVES = frozenset((ast.Name, ast.Constant, ast.Lambda))
+_QUIET_OPS = frozenset((ast.Attribute, ast.List, ast.Tuple, ast.keyword, ast.Slice))
+_MAX_DISPLAY = 16  # dict displays up to this many pairs are built after all their parts
+
+
+def _first_event(node, calls):
+    """What evaluating node does first: the candidate of calls (call node id -> candidate)
+    whose call is made before any work (its own callee and arguments aside), True when
+    some work comes first, None when node does nothing but quiet evaluation."""
+    cand = calls.get(id(node))
+    if cand is not None:
+        return cand
+    t = type(node)
+    if t in _QUIET_LEAVES:
+        return None
+    if t is ast.Dict:
+        keys = node.keys
+        if len(keys) > _MAX_DISPLAY:
+            return True  # built in chunks: earlier keys are hashed first
+        children = []
+        for k, v in zip(keys, node.values):
+            if k is None:  # **mapping is merged in before what follows
+                found = _first_event(v, calls)
+                return True if found is None else found
+            children.append(k)
+            children.append(v)
+    elif t is ast.BoolOp:
+        children = node.values[:1]  # the rest only after a truth test
+    elif t is ast.IfExp:
+        children = [node.test]
+    elif t is ast.Compare:
+        children = [node.left, node.comparators[0]]
+    elif t in _COMPS:
+        children = [node.generators[0].iter]
+    else:
+        children = []
+        _children(node, children)
+    for child in children:
+        found = _first_event(child, calls)
+        if found is not None:
+            return found
+    if t in _QUIET_OPS and (t is not ast.keyword or node.arg is not None):
+        return None
+    return True  # including f(**mapping), which merges the mapping in
+
+
+def _first_candidate(stmt, cands):
+    """The candidate among cands (the candidates of stmt's own expressions, in the order
+    it evaluates them) whose call stmt makes before doing any work, or None."""
+    header = _header(stmt)
+    first = cands[0]
+    if first.node is header[0]:  # x = tool(...), tool(...): the statement starts with it
+        return first
+    calls = {}
+    for c in cands:
+        if c.single is not None:
+            calls[id(c.node)] = c
+    if not calls:
+        return None
+    entering = type(stmt) is ast.With
+    try:
+        for expr in header:
+            found = _first_event(expr, calls)
+            if found is not None:
+                return None if found is True else found
+            if entering:
+                return None  # the context manager's __enter__ runs before the next item
+    except RecursionError:
+        pass
+    return None
+
+
 # ---------------------------------------------------------------------------
 # The PLM pass.
 
@@ -1579,7 +1666,14 @@ class _Pass:
     earliest point of the block after the last statement that may rebind or change a name
     they read; those that can go to the start of the block are returned to the caller.
     if/elif/else branches, loop bodies, except/else/finally clauses and match cases are
-    blocks of their own: what they return is prepared when they are entered."""
+    blocks of their own: what they return is prepared when they are entered.
+
+    Prepares are recorded (place) and inserted at the end (finish), once it is known which
+    are worth it: a single call whose prepare would land right before the statement that
+    makes it, with nothing but quiet evaluation between the two (cand.lead), is not
+    prepared — its read would start when the call starts it anyway — unless a read of the
+    same tool with the same keyword names may be pending then (see finish). Statements
+    are numbered in source order (count, seq) to tell when a read may be pending."""
 
     def __init__(self, scanner, facts, declared, helper, insert=True):
         self.scanner = scanner
@@ -1588,15 +1682,23 @@ class _Pass:
         self.helper = helper
         self.insert = insert
         self.plans = {}
+        self.places = []  # (block, index, candidates to prepare just before block[index])
+        self.count = 0  # statements numbered so far, in source order (nested ones included)
+        self.seq = {}  # id(statement) -> its number
 
     def block(self, stmts, start=0):
         last = {}  # name -> index of the last statement that may rebind or change it
         last_all = start - 1  # index of the last statement that may rebind anything
         placed = {}  # index -> candidates to prepare just before stmts[index]
         lifted = []
+        insert = self.insert
         for i in range(start, len(stmts)):
             stmt = stmts[i]
-            for cand in self.candidates(stmt):
+            seq = self.seq[id(stmt)] = self.count
+            self.count += 1
+            cands = self.candidates(stmt)
+            first = None  # the candidate stmt's evaluation starts with, once needed
+            for cand in cands:
                 if cand.free & self.declared:
                     continue
                 at = last_all
@@ -1605,6 +1707,14 @@ class _Pass:
                     if j > at:
                         at = j
                 at += 1
+                if max(at, start) < i:
+                    cand.lead = False  # hoisted above at least one statement
+                elif insert and cand.home == seq and cand.single is not None:
+                    # One of stmt's own calls, prepared right before stmt: a lead if the
+                    # statement makes it first (lifted calls of a try body come marked).
+                    if first is None:
+                        first = _first_candidate(stmt, [c for c in cands if c.home == seq]) or False
+                    cand.lead = cand is first
                 if at <= start:
                     lifted.append(cand)
                 else:
@@ -1615,23 +1725,86 @@ class _Pass:
             else:
                 for name in changed:
                     last[name] = i
-        if self.insert:
-            for at in sorted(placed, reverse=True):
-                stmts.insert(at, self.prepare_stmt(placed[at], stmts[at]))
+        for at, cands in placed.items():
+            self.place(stmts, at, cands)
         return lifted
+
+    def place(self, stmts, at, cands):
+        """Prepare cands just before stmts[at] (recorded; finish inserts)."""
+        if cands and self.insert:
+            self.places.append((stmts, at, cands, self.seq[id(stmts[at])]))
 
     def entry(self, stmts):
         """A block entered as a whole: its candidates are prepared at its start."""
-        lifted = self.block(stmts)
-        if lifted and self.insert:
-            stmts.insert(0, self.prepare_stmt(lifted, stmts[0]))
+        self.place(stmts, 0, self.block(stmts))
+
+    def finish(self, pending_calls=frozenset()):
+        """Insert the recorded prepares that are worth it.
+
+        A lead candidate is dropped unless a read of the same tool with the same keyword
+        names may be pending when its call is made: the call would claim that read (calls
+        claim by request bytes), leaving the call it was prepared for without one. Such a
+        read is one the pass prepares for another call, from its prepare's statement to the
+        statement that makes that call (a loop's batch: to the end of the loop's body), or
+        one already pending (pending_calls: the (tool, keyword names) of prefix mode's
+        reads, pending for the whole program as far as the pass knows)."""
+        places = self.places
+        self.places = []
+        leads = None
+        for _, _, cands, _ in places:
+            for c in cands:
+                if c.lead:
+                    if leads is None:
+                        leads = []
+                    leads.append(c)
+        if leads is not None:
+            keep = self.at_risk(places, leads, pending_calls)
+        if len(places) > 1:
+            # Each block's prepares from its end to its start, so indices stay valid.
+            places.sort(key=lambda p: p[1], reverse=True)
+        for stmts, at, cands, _ in places:
+            if leads is not None:
+                cands = [c for c in cands if not c.lead or id(c) in keep]
+                if not cands:
+                    continue
+            stmts.insert(at, self.prepare_stmt(cands, stmts[at]))
+
+    @staticmethod
+    def at_risk(places, leads, always):
+        """The ids of the lead candidates whose call may find a read of its signature
+        pending (see finish); always: signatures pending for the whole program."""
+        wanted = {c.calls[0] for c in leads}
+        spans = {}  # (tool, keyword names) -> [(first, last) statement numbers]
+        for _, _, cands, first in places:
+            for c in cands:
+                if not c.lead:
+                    for sig in c.calls:
+                        if sig in wanted:
+                            spans.setdefault(sig, []).append((first, c.home))
+        keep = set()
+        for c in leads:
+            sig = c.calls[0]
+            if sig in always:
+                keep.add(id(c))
+                continue
+            at = c.home
+            for first, last in spans.get(sig, ()):
+                if first <= at <= last:
+                    keep.add(id(c))
+                    break
+        return keep
 
     def candidates(self, stmt):
         t = type(stmt)
         out = []
         if id(stmt) in self.facts.calls:
-            for expr in _header(stmt):
+            header = _header(stmt)
+            for expr in header:
                 self.scanner.scan(expr, out)
+            if out and self.insert:
+                home = self.count - 1
+                for c in out:
+                    c.home = home
         if t is ast.If or t is ast.While:
             self.entry(stmt.body)
             if stmt.orelse:
@@ -1654,9 +1827,12 @@ class _Pass:
                             targets.add(node.id)
             inner = []
             for cand in self.block(stmt.body):
-                (inner if cand.free & targets else out).append(cand)
-            if inner and self.insert:
-                stmt.body.insert(0, self.prepare_stmt(inner, stmt.body[0]))
+                if cand.free & targets:
+                    inner.append(cand)
+                else:
+                    cand.lead = False  # the context expressions and __enter__ run first
+                    out.append(cand)
+            self.place(stmt.body, 0, inner)
         elif t is ast.Match:
             for case in stmt.cases:
                 self.entry(case.body)
@@ -1682,9 +1858,9 @@ class _Pass:
         if whole is None:
             rest = lifted
         else:
+            whole.home = self.count - 1  # its reads may be pending until the body's end
             out.append(whole)
-        if rest and self.insert:
-            stmt.body.insert(0, self.prepare_stmt(rest, stmt.body[0]))
+        self.place(stmt.body, 0, rest)
         if stmt.orelse:
             self.entry(stmt.orelse)
 
@@ -1718,6 +1894,59 @@ def _module_start(body):
     return start
 
 
+_BLOCKS = frozenset((ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.TryStar, ast.Match))
+# Expressions that run code of their own or make a call of their own.
+_NOT_PLAIN = frozenset((ast.Call, ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)) | frozenset(_COMPS)
+
+
+def _nothing_to_prepare(body, start, facts):
+    """A quick look that spares the pass for a common kind of program: True when body is
+    straight-line code in which every statement calling a tool makes exactly one call,
+    first, and that statement is the first of the module (start) or reads a name the one
+    before it may change. Then every prepare would land right before its own statement
+    (a lead, not worth it, and no read of any kind is pending then): the pass would insert
+    nothing. False when unsure (the pass decides)."""
+    calls = facts.calls
+    for i in range(start, len(body)):
+        if type(body[i]) in _BLOCKS:
+            return False
+    found = []
+    for i in range(start, len(body)):
+        stmt = body[i]
+        t = type(stmt)
+        if id(stmt) not in calls:
+            continue
+        if t is ast.Expr or t is ast.Assign:
+            call = stmt.value
+        elif (t is ast.AugAssign or t is ast.AnnAssign) and type(stmt.target) is ast.Name:
+            call = stmt.value
+        else:
+            return False
+        if type(call) is not ast.Call:
+            return False
+        if i > start:
+            changed = facts.changes(body[i - 1])
+            if changed is not None:
+                nodes = [k.value for k in call.keywords]
+                while nodes:
+                    node = nodes.pop()
+                    if type(node) is ast.Name and node.id in changed:
+                        break
+                    _children(node, nodes)
+                else:
+                    return False  # the call's arguments could be computed a statement earlier
+        found.append((stmt, call))
+    # The call must be the statement's only one (nor may it hold a comprehension or lambda).
+    for stmt, call in found:
+        nodes = [stmt]
+        while nodes:
+            node = nodes.pop()
+            if type(node) in _NOT_PLAIN and node is not call:
+                return False
+            _children(node, nodes)
+    return True
+
+
 def transform(tree, source, filename, early, namespace):
     """Insert prepares for calls of the early tools (a set of names) into tree, a Module
     parsed from source, and keep the plans they run. Returns the tree to run: tree, or
@@ -1729,19 +1958,20 @@ def transform(tree, source, filename, early, namespace):
         return tree
     try:
         facts = _Facts(tree.body, frozenset(t.rpartition(".")[2] for t in tools))
+        if not facts.calls:
+            return tree  # no statement the pass looks at calls a tool
+        body = tree.body
+        start = _module_start(body)
+        if start >= len(body) or (not pending and _nothing_to_prepare(body, start, facts)):
+            return tree
         bound = facts.bound
         tools = _usable_tools(tools, bound, facts.attrs)
         if not tools:
             return tree
         scanner = _Scanner(tools, bound, source)
         plm = _Pass(scanner, facts, facts.declared, HELPER)
-        body = tree.body
-        start = _module_start(body)
-        if start >= len(body):
-            return tree
-        lifted = plm.block(body, start)
-        if lifted:
-            body.insert(start, plm.prepare_stmt(lifted, body[start]))
+        plm.place(body, start, plm.block(body, start))
+        plm.finish(_spare_calls)
     except Exception:
         return compile(source, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     if plm.plans:
@@ -2072,6 +2302,9 @@ result = [a, b, c, d]
 '''
 
 
+_WARM_CHAIN = 'a = lookup(key=inputs["k"])\nb = lookup(key=a)\nc = market.get_price(symbol=b)\nresult = c\n'
+
+
 class _NoHost:
     """Stands in for _spine while warming up: every prepare is accepted, nothing is sent."""
 
@@ -2093,16 +2326,24 @@ def warm(rounds=8):
     _spine = _NoHost
     inputs = {"k": "pen", "n": 3, "symbols": ["A", "B", "C"], "other": "y"}
     tools = [{"name": "lookup", "early": True}, {"name": "market.get_price", "early": True}]
+    early = {"lookup", "market.get_price"}
     try:
         for _ in range(rounds):
             tree = compile(_WARM_SOURCE, "<warm>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-            transform(tree, _WARM_SOURCE, "<warm>", {"lookup", "market.get_price"}, {"inputs": inputs})
+            transform(tree, _WARM_SOURCE, "<warm>", early, {"inputs": inputs})
             run_plans(*list(_plans))
             reset()
+            tree = compile(_WARM_CHAIN, "<warm>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+            transform(tree, _WARM_CHAIN, "<warm>", early, {"inputs": inputs})  # the quick look
+            reset()
+            # Prefix mode, then the pass over the whole program with its reads pending.
             prefix = _Prefix(inputs, tools)
             data = _WARM_SOURCE.encode()
             for at in range(0, len(data), 40):
                 prefix.feed(data[at : at + 40])
+            tree = compile(_WARM_SOURCE, "<warm>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+            transform(tree, _WARM_SOURCE, "<warm>", early, {"inputs": inputs})
+            run_plans(*list(_plans))
             reset()
     finally:
         _spine = real

@@ -85,14 +85,14 @@ def test_straight_line_reads_are_prepared_together():
 
 def test_dependent_read_waits_for_its_input():
     text = rewrite('a = lookup(key="book")\nlog(msg=a)\nb = lookup(key=["pen", "ink"][a % 2])\n')
+    # The first read is not prepared: nothing would run between its prepare and its call.
     assert prepares(text) == [
-        (['lookup(key="book")'], "a = lookup(key='book')"),
         (['lookup(key=["pen", "ink"][a % 2])'], "log(msg=a)"),
     ], text
 
 
 def test_docstring_and_future_imports_stay_first():
-    text = rewrite('"""doc"""\nfrom __future__ import annotations\nx = lookup(key="pen")\nresult = __doc__\n')
+    text = rewrite('"""doc"""\nfrom __future__ import annotations\nlog(msg=1)\nx = lookup(key="pen")\nresult = __doc__\n')
     lines = text.splitlines()
     assert lines[0] == "\"\"\"doc\"\"\"" and lines[1].startswith("from __future__"), text
     assert lines[2].startswith("__spine_prepare("), text
@@ -101,10 +101,13 @@ def test_docstring_and_future_imports_stay_first():
 def test_if_branches_are_prepared_on_entry():
     src = """x = 1
 if lookup(key="pen") > x:
+    log(msg=1)
     a = lookup(key="book")
 elif x:
+    log(msg=2)
     a = lookup(key="ink")
 else:
+    log(msg=3)
     a = market.get_price(symbol="ACME")
 result = a
 """
@@ -120,12 +123,14 @@ try:
     b = lookup(key="pen")
     c = lookup(key="nope")
 except RuntimeError as e:
-    c = lookup(key="ink")
     msg = str(e)
+    c = lookup(key="ink")
 result = [a, b, c, msg]
 """
     text = rewrite(src)
     keys = [k for k, _ in prepares(text)]
+    # lookup(key="book") is prepared although its statement comes first: the reads of the
+    # try body (same tool, same keyword) are pending when it is called.
     assert keys == [['lookup(key="book")', 'lookup(key="pen")', 'lookup(key="nope")'], ['lookup(key="ink")']], text
 
 
@@ -176,13 +181,14 @@ def test_for_loop_body_that_changes_the_name_is_prepared_per_iteration():
     src = """k = "pen"
 out = []
 for i in range(3):
+    log(msg=i)
     out.append(lookup(key=k))
     k = ["book", "ink", "pen"][i]
 result = out
 """
     text = rewrite(src)
     keys = [(k, after) for k, after in prepares(text)]
-    assert keys == [(["lookup(key=k)"], "out.append(lookup(key=k))")], text
+    assert keys == [(["lookup(key=k)"], "log(msg=i)")], text
     _, _, fake = same(src)
     assert len(fake.kinds("claim")) == 3, fake.log
 
@@ -216,8 +222,9 @@ while n < 3:
 result = out
 """
     text = rewrite(src)
-    # n changes after the read, so each iteration can prepare it when it starts.
-    assert prepares(text) == [(['lookup(key=["pen", "ink", "book"][n])'], "out.append(lookup(key=['pen', 'ink', 'book'][n]))")], text
+    # n changes after the read, so each iteration could prepare it when it starts; but the
+    # read is the first thing the body does, so its prepare could not win anything.
+    assert prepares(text) == [], text
     src2 = """n = 0
 while n < 2:
     log(msg=n)
@@ -286,14 +293,18 @@ result = lookup(key=k)
 def test_star_import_and_exec_stop_hoisting():
     src = """k = "pen"
 exec("k = 'ink'")
-result = lookup(key=k)
+result = [lookup(key="ink"), lookup(key=k)]
 """
-    assert prepares(rewrite(src)) == [(["lookup(key=k)"], "result = lookup(key=k)")]
+    # exec may bind any name, even the ones constant arguments do not read. The first
+    # read is prepared too: the second one's read is pending when it is called.
+    assert prepares(rewrite(src)) == [
+        (['lookup(key="ink")', "lookup(key=k)"], "result = [lookup(key='ink'), lookup(key=k)]"),
+    ]
 
 
 def test_positions_of_original_nodes_are_kept():
-    tree = ast.parse('a = 1\nif a:\n    b = lookup(key="pen")\n')
-    tree = plm.transform(tree, 'a = 1\nif a:\n    b = lookup(key="pen")\n', "<test>", {"lookup"}, {})
+    src = 'a = 1\nif a:\n    log(msg=a)\n    b = lookup(key="pen")\n'
+    tree = plm.transform(ast.parse(src), src, "<test>", {"lookup"}, {})
     inserted = tree.body[1].body[0]
     assert inserted.lineno == 3 and inserted.col_offset == 4, ast.dump(inserted, include_attributes=True)
     assert tree.body[1].body[1].lineno == 3
@@ -301,14 +312,243 @@ def test_positions_of_original_nodes_are_kept():
     plm.reset()
 
 
+# --- prepares that cannot win time are not inserted ----------------------------
+
+
+def lead(stmt_src):
+    """The text of the call a statement makes before doing any work, if it is a candidate."""
+    tree = ast.parse(stmt_src)
+    stmt = tree.body[0]
+    scanner = plm._Scanner({"lookup", "market.get_price", "echo"}, set(), stmt_src)
+    found = []
+    for expr in plm._header(stmt):
+        scanner.scan(expr, found)
+    first = plm._first_candidate(stmt, found) if found else None
+    return [] if first is None else [first.text()]
+
+
+def test_a_dependent_chain_is_not_prepared():
+    src = 'a = lookup(key="book")\nb = lookup(key=["pen", "ink"][a % 2])\nc = lookup(key=["pen", "ink"][b % 2])\nresult = c\n'
+    assert prepares(rewrite(src)) == [], rewrite(src)
+    _, _, fake = same(src)
+    assert [e[0] for e in fake.log] == ["call"] * 3, fake.log
+    src = 'result = lookup(key="pen")\n'
+    assert prepares(rewrite(src)) == []
+
+
+def test_reads_first_in_a_block_are_not_prepared():
+    src = """import contextlib
+if inputs["flag"]:
+    a = lookup(key="book")
+else:
+    a = lookup(key="pen")
+v = ["pen", "ink"][a % 2]
+try:
+    b = lookup(key=v)
+except RuntimeError:
+    b = lookup(key="pen")
+with contextlib.nullcontext("pen") as k:
+    c = lookup(key=k)
+n = 0
+while n < 2:
+    d = lookup(key=["pen", "ink"][n])
+    n += 1
+for s in inputs["symbols"]:
+    e = lookup(key=["pen", "ink"][n])
+    n = len(s)
+result = [a, b, c, d, e]
+"""
+    inputs = {"flag": True, "symbols": ["A", "BB"]}
+    assert prepares(rewrite(src, inputs)) == [], rewrite(src, inputs)
+    _, _, fake = same(src, inputs)
+    assert not fake.kinds("prepare"), fake.log
+
+
+def test_prepares_hoisted_across_a_statement_are_kept():
+    src = """a = echo(k="x")
+b = echo(k="y")
+c = echo(k=a["k"] + b["k"])
+log(msg=c)
+d = echo(k=c["k"])
+e = echo(k=d["k"])
+result = e
+"""
+    # echo(k="x") stays: echo(k="y")'s read is pending when it is called, and a call takes
+    # any read of its exact request. echo(k=c["k"]) is hoisted across log(...); the calls
+    # making c and e run right after their prepare could, with no read pending then.
+    assert prepares(rewrite(src)) == [
+        (['echo(k="x")', 'echo(k="y")'], "a = echo(k='x')"),
+        (['echo(k=c["k"])'], "log(msg=c)"),
+    ], rewrite(src)
+    _, _, fake = same(src)
+    assert [e[0] for e in fake.log] == ["prepare", "prepare", "claim", "claim", "call", "prepare", "call", "claim", "call"], fake.log
+
+
+def test_a_statement_with_several_reads_keeps_them_overlapping():
+    # The second read's prepare wins; the first call could take that read (same tool, same
+    # keywords: it claims by request bytes), so the first keeps its own prepare too.
+    text = rewrite('x = [lookup(key="pen"), lookup(key="ink")]\nresult = x\n')
+    assert prepares(text) == [(['lookup(key="pen")', 'lookup(key="ink")'], "x = [lookup(key='pen'), lookup(key='ink')]")], text
+    # Another tool: the first call cannot take the second's read, and is called as is.
+    text = rewrite('x = [lookup(key="pen"), market.get_price(symbol="A")]\nresult = x\n')
+    assert prepares(text) == [(['market.get_price(symbol="A")'], "x = [lookup(key='pen'), market.get_price(symbol='A')]")], text
+    _, _, fake = same('x = [lookup(key="pen"), market.get_price(symbol="A")]\nresult = x\n')
+    assert [e[0] for e in fake.log] == ["prepare", "call", "claim"], fake.log
+    # Other keyword names make other requests.
+    text = rewrite('x = [echo(a="pen"), echo(b="ink")]\nresult = x\n')
+    assert prepares(text) == [(['echo(b="ink")'], "x = [echo(a='pen'), echo(b='ink')]")], text
+
+
+def test_work_before_the_call_keeps_the_prepare():
+    for src in [
+        'x = log(msg=1) + lookup(key="pen")\n',
+        'x = inputs["n"] + lookup(key="pen")\n',
+        'print(log(msg=1), lookup(key="pen"))\n',
+        'x = {**inputs, "a": lookup(key="pen")}\n',
+        'x = [*inputs["symbols"], lookup(key="pen")]\n',
+        'print(**inputs["kw"], end=str(lookup(key="pen")))\n',
+    ]:
+        assert lead(src) == [], src
+        inputs = {"n": 1, "symbols": ["A"], "kw": {"sep": "-"}}
+        assert prepares(rewrite(src + "result = 1\n", inputs)) != [], src
+    for src, call in [
+        ('print(lookup(key="pen"))\n', 'lookup(key="pen")'),
+        ('out.append(lookup(key="pen"))\n', 'lookup(key="pen")'),
+        ('x = lookup(key="pen")["price"] * 2\n', 'lookup(key="pen")'),
+        ('total += lookup(key="pen")\n', 'lookup(key="pen")'),
+        ('x = -lookup(key="pen")\n', 'lookup(key="pen")'),
+        ('x = (1, "a", y.z, [inputs], lookup(key="pen"))\n', 'lookup(key="pen")'),
+        ('x = {"a": 1, "b": lookup(key="pen")}\n', 'lookup(key="pen")'),
+        ('x = a if lookup(key="pen") else b\n', 'lookup(key="pen")'),
+        ('if lookup(key="pen") > 1:\n    pass\n', 'lookup(key="pen")'),
+        ('for x in lookup(key="pen"):\n    pass\n', 'lookup(key="pen")'),
+        ('with contextlib.nullcontext(lookup(key="pen")):\n    pass\n', 'lookup(key="pen")'),
+        ('x = [lookup(key="pen"), market.get_price(symbol="A")]\n', 'lookup(key="pen")'),
+    ]:
+        assert lead(src) == [call], (src, lead(src))
+    # The second context manager's expression runs after the first one's __enter__.
+    assert lead('with a, contextlib.nullcontext(lookup(key="pen")):\n    pass\n') == []
+    # The body of a with statement runs after the header: its reads above it are kept.
+    text = rewrite('import contextlib\nwith contextlib.nullcontext():\n    a = lookup(key="pen")\nresult = a\n')
+    assert prepares(text) == [(['lookup(key="pen")'], "import contextlib")], text
+
+
+def test_loops_and_comprehensions_keep_their_batches():
+    src = """out = [lookup(key=k) for k in inputs["keys"]]
+for k in inputs["keys"]:
+    out.append(lookup(key=k))
+result = out
+"""
+    inputs = {"keys": ["pen", "ink"]}
+    keys = [k for k, _ in prepares(rewrite(src, inputs))]
+    assert keys == [['[lookup(key=k) for k in inputs["keys"]]', 'for k in inputs["keys"]: lookup(key=k)']], keys
+    _, _, fake = same(src, inputs)
+    assert [e[0] for e in fake.log] == ["prepare"] * 4 + ["claim"] * 4, fake.log
+
+
+def test_a_read_pending_in_a_loop_keeps_a_first_call_in_its_body():
+    # The batch's reads are pending until the loop ends: d could take a later iteration's.
+    src = """out = []
+for k in inputs["keys"]:
+    x = lookup(key=k)
+    d = echo(k=x)
+    out.append(echo(k=k))
+result = out
+"""
+    inputs = {"keys": ["pen", "ink"]}
+    keys = [k for k, _ in prepares(rewrite(src, inputs))]
+    assert keys == [['for k in inputs["keys"]: lookup(key=k); echo(k=k)'], ["echo(k=x)"]], keys
+    # Without a read of the same request pending, it is not prepared.
+    src = src.replace("echo(k=k)", "log(k=k)")
+    keys = [k for k, _ in prepares(rewrite(src, inputs))]
+    assert keys == [['for k in inputs["keys"]: lookup(key=k)']], keys
+
+
+def test_reads_prefix_mode_started_keep_first_calls_prepared():
+    fake = harness.use(harness.FakeSpine(TOOLS, EARLY))
+    src = 'a = lookup(key="pen")\nb = market.get_price(symbol="A")\n'
+
+    def keys():
+        tree = plm.transform(ast.parse(src), src, "<test>", {"lookup", "market.get_price"}, {})
+        assert [type(s).__name__ for s in tree.body] == ["Expr", "Assign", "Assign"], ast.dump(tree)
+        return [a.value for a in tree.body[0].value.args]
+
+    assert keys() == ['market.get_price(symbol="A")']
+    plm.reset()
+    # A read prefix mode started may be pending anywhere: the first call could take it.
+    assert plm._offer("lookup", {"key": "x"}, spare=True) is True  # as prefix mode does
+    assert keys() == ['lookup(key="pen")', 'market.get_price(symbol="A")']
+    plm.reset()
+
+
+def test_the_quick_look_agrees_with_the_pass():
+    """plm._nothing_to_prepare spares the pass only where the pass would insert nothing."""
+    import random
+
+    tools = {"lookup", "echo", "market.get_price"}
+
+    def full_pass(src):
+        tree = ast.parse(src)
+        facts = plm._Facts(tree.body, frozenset({"lookup", "echo", "get_price"}))
+        usable = plm._usable_tools(tools, facts.bound, facts.attrs)
+        p = plm._Pass(plm._Scanner(usable, facts.bound, src), facts, facts.declared, plm.HELPER)
+        start = plm._module_start(tree.body)
+        if start < len(tree.body):
+            p.place(tree.body, start, p.block(tree.body, start))
+            p.finish()
+        return plm.HELPER in ast.unparse(tree)
+
+    def quick(src):
+        tree = ast.parse(src)
+        facts = plm._Facts(tree.body, frozenset({"lookup", "echo", "get_price"}))
+        return plm._nothing_to_prepare(tree.body, plm._module_start(tree.body), facts)
+
+    rng = random.Random(3)
+    names = ["a", "b", "c", "d"]
+
+    def arg():
+        return rng.choice(['"x"', "1", rng.choice(names), 'inputs["k"]', rng.choice(names) + '["k"]', "len(a)", "a + b", "f(a)", "a.x"])
+
+    def call():
+        tool = rng.choice(["lookup", "echo", "market.get_price"])
+        kw = rng.choice(["key", "k", "symbol"])
+        return f"{tool}({kw}={arg()})" if rng.random() < 0.9 else f'{tool}("x")'
+
+    def statement():
+        v = rng.choice(names)
+        return rng.choice([
+            f"{v} = {call()}", f"{v} = {call()}", f"{v} = {call()}", f"{call()}", f"{v} += {call()}",
+            f"{v}: int = {call()}", f"{v} = 1", f"{v} = {rng.choice(names)}", f"log(msg={v})",
+            f"{v}.append(1)", f"{v}[0] = 2", f"print({call()})", f"{v} = [{call()}, {call()}]",
+            f"{v} = {call()}[0]", f"{v} = [echo(k=x) for x in {rng.choice(names)}]", 'exec("")',
+            f"for x in {v}:\n    {call()}", f"if {v}:\n    {v} = {call()}", f"d[{call()}] = {call()}",
+            f"{v} = f({call()})", f"{v} = {call()} + {call()}", "def f(y):\n    return lookup(key=y)",
+            f"import {v}", f"del {v}", f"{v} = (lambda: {call()})", f"{v}.x = {call()}",
+        ])
+
+    accepted = 0
+    for _ in range(1500):
+        lines = [statement() for _ in range(rng.randint(1, 6))]
+        if rng.random() < 0.2:
+            lines.insert(0, '"""doc"""')
+        src = "\n".join(lines) + "\n"
+        if quick(src):
+            accepted += 1
+            assert not full_pass(src), src
+    assert accepted > 200, accepted
+    assert quick('a = lookup(key="x")\nb = lookup(key=a)\nc = lookup(key=b)\nresult = c\n')
+    assert quick('"""doc"""\nresult = market.get_price(symbol=inputs["s"])\n')
+    assert not quick('a = lookup(key="x")\nb = lookup(key="y")\n')
+
+
 # --- what runs ---------------------------------------------------------------
 
 
 def test_reads_are_claimed_and_values_unchanged():
-    src = 'a = lookup(key="book")\nb = market.get_price(symbol=inputs["s"])\nresult = [a, b]\n'
+    src = 'log(msg=1)\na = lookup(key="book")\nb = market.get_price(symbol=inputs["s"])\nresult = [a, b]\n'
     response, _, fake = same(src, {"s": "ACME"})
     assert response == {"value": [21, {"symbol": "ACME", "price": 104}]}, response
-    assert [e[0] for e in fake.log] == ["prepare", "prepare", "claim", "claim"], fake.log
+    assert [e[0] for e in fake.log] == ["prepare", "prepare", "call", "claim", "claim"], fake.log
 
 
 def test_last_expression_value():
@@ -431,6 +671,7 @@ class It:
         return iter(["ink"])
 out = [lookup(key=k) for k in gen()]
 for k in It():
+    log(msg=k)
     out.append(lookup(key=k))
 result = out
 """
@@ -507,7 +748,7 @@ result = [sorted(globals()), "__spine_prepare" in dir(builtins)]
 def test_transformed_only_when_asked():
     response, _, _ = harness.execute('lookup(key="pen")', TOOLS, EARLY)
     assert "transformed" not in response, response
-    response, _, _ = harness.execute('lookup(key="pen")', TOOLS, EARLY, transformed=True)
+    response, _, _ = harness.execute('log(msg=1)\nlookup(key="pen")', TOOLS, EARLY, transformed=True)
     assert response["transformed"].startswith("__spine_prepare('lookup(key=\"pen\")')\n"), response
     response, _, _ = harness.execute('1 +', TOOLS, EARLY, transformed=True)
     assert "transformed" not in response and response["error"]["type"] == "SyntaxError", response
