@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -107,4 +108,24 @@ func indent(s string) string {
 		start = s[i] == '\n'
 	}
 	return string(b)
+}
+
+// parseFlags parses args, which must hold flags only, for a command whose
+// usage text is usage. done says the command ends now, with code: exitOK after
+// printing usage for -h, exitUsage after a bad flag or an argument.
+func parseFlags(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, done bool) {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return exitOK, true
+		}
+		fmt.Fprintf(stderr, "%s: %v\n\n%s", fs.Name(), err, usage)
+		return exitUsage, true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n\n%s", fs.Name(), fs.Arg(0), usage)
+		return exitUsage, true
+	}
+	return 0, false
 }

@@ -39,26 +39,16 @@ flags:
 // mcpCommand is spine mcp.
 func mcpCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("spine mcp", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	addr := fs.String("http", "", "")
 	config := fs.String("config", os.Getenv("SPINE_CONFIG"), "")
 	timeout := fs.Duration("timeout", mcpserver.DefaultTimeout, "")
 	earlyReads := fs.Bool("early-reads", false, "")
 	grace := fs.Duration("grace", 30*time.Second, "")
 	verbose := fs.Bool("verbose", false, "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, mcpUsage)
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "spine mcp: %v\n\n%s", err, mcpUsage)
-		return exitUsage
+	if code, done := parseFlags(fs, args, mcpUsage, stdout, stderr); done {
+		return code
 	}
-	switch {
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "spine mcp: unexpected argument %q\n\n%s", fs.Arg(0), mcpUsage)
-		return exitUsage
-	case *timeout <= 0 || *grace < 0:
+	if *timeout <= 0 || *grace < 0 {
 		fmt.Fprintf(stderr, "spine mcp: --timeout must be positive and --grace not negative\n\n%s", mcpUsage)
 		return exitUsage
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -36,26 +35,16 @@ flags:
 // serveCommand is spine serve.
 func serveCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("spine serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	listen := fs.String("listen", "127.0.0.1:8080", "")
 	config := fs.String("config", os.Getenv("SPINE_CONFIG"), "")
 	slots := fs.Int("slots", 0, "")
 	maxTimeout := fs.Duration("max-timeout", service.DefaultMaxTimeout, "")
 	grace := fs.Duration("grace", 30*time.Second, "")
 	verbose := fs.Bool("verbose", false, "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, serveUsage)
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "spine serve: %v\n\n%s", err, serveUsage)
-		return exitUsage
+	if code, done := parseFlags(fs, args, serveUsage, stdout, stderr); done {
+		return code
 	}
-	switch {
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "spine serve: unexpected argument %q\n\n%s", fs.Arg(0), serveUsage)
-		return exitUsage
-	case *slots < 0 || *maxTimeout <= 0 || *grace < 0:
+	if *slots < 0 || *maxTimeout <= 0 || *grace < 0 {
 		fmt.Fprintf(stderr, "spine serve: --slots, --max-timeout and --grace must not be negative (nor --max-timeout 0)\n\n%s", serveUsage)
 		return exitUsage
 	}

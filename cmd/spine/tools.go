@@ -21,19 +21,9 @@ Paste them into a model's prompt; help(tool) inside a program shows the same.
 // toolsCommand is spine tools.
 func toolsCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("spine tools", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	config := fs.String("config", os.Getenv("SPINE_CONFIG"), "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, toolsUsage)
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "spine tools: %v\n\n%s", err, toolsUsage)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "spine tools: unexpected argument %q\n\n%s", fs.Arg(0), toolsUsage)
-		return exitUsage
+	if code, done := parseFlags(fs, args, toolsUsage, stdout, stderr); done {
+		return code
 	}
 	manifest, closeTools, err := loadManifest(context.Background(), *config)
 	if err != nil {
