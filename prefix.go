@@ -36,11 +36,11 @@ func (r *Runner) readStream(ctx context.Context, inst *instance, stream io.Reade
 	done := make(chan struct{})
 	defer close(done)
 	go func() { // the reader: only it calls stream.Read
+		buf := make([]byte, streamChunk)
 		for {
-			buf := make([]byte, streamChunk)
 			n, err := stream.Read(buf)
 			select {
-			case chunks <- chunk{buf[:n], err}:
+			case chunks <- chunk{append([]byte(nil), buf[:n]...), err}: // tokens are small: copy what came
 			case <-done:
 				return
 			}

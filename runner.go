@@ -308,9 +308,11 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	request, err := r.encodeExecute(req, req.Source, inputs, false)
-	if err != nil {
-		return nil, err
+	var request []byte
+	if req.Stream == nil { // a streamed program is encoded once it has arrived
+		if request, err = r.encodeExecute(req, req.Source, inputs, false); err != nil {
+			return nil, err
+		}
 	}
 	for _, limit := range []time.Duration{req.Timeout, r.opts.Timeout} {
 		if limit > 0 {
