@@ -430,8 +430,7 @@ func differentialRun(r *Runner, p differentialProgram, early bool) differentialO
 // way) and collects its outcome.
 func differentialRunRequest(r *Runner, req Request) differentialOutcome {
 	rec := &differentialRecorder{}
-	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), differentialKey{}, rec), 30*time.Second)
-	defer cancel()
+	ctx := context.WithValue(context.Background(), differentialKey{}, rec)
 	out, err := r.Run(ctx, req)
 	var o differentialOutcome
 	if out != nil {

@@ -41,7 +41,6 @@ func TestPLMGuestUnitTests(t *testing.T) {
 				Source:   string(src),
 				Filename: filepath.Base(file),
 				Inputs:   map[string]any{"harness": string(harness)},
-				Timeout:  2 * time.Minute,
 			})
 			if err != nil {
 				var pe *PythonError

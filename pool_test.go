@@ -149,11 +149,12 @@ func TestPoolRecovers(t *testing.T) {
 		{"python error", "1/0", func(err error) bool { var pe *PythonError; return errors.As(err, &pe) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			limit := 300 * time.Millisecond
-			if tc.name == "stack overflow" {
-				limit = 20 * time.Second
+			// Only the time-out case has a deadline: the others must fail
+			// (or succeed) for their own reason, however busy the machine.
+			rctx, cancel := context.WithCancel(ctx)
+			if tc.name == "timeout" {
+				rctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
 			}
-			rctx, cancel := context.WithTimeout(ctx, limit)
 			defer cancel()
 			_, err := r.Run(rctx, Request{Source: tc.src})
 			if !tc.ok(err) {
@@ -190,7 +191,7 @@ func TestPoolHammer(t *testing.T) {
 			for i := 0; i < 40; i++ {
 				p := programs[(g+i)%len(programs)]
 				n := g*100 + i
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				ctx, cancel := context.WithCancel(context.Background())
 				if p.want == "deadline" {
 					ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
 				}
@@ -250,7 +251,7 @@ func TestNoLeaks(t *testing.T) {
 	programs := []string{`lookup(key="book")`, "1/0", `print("hello")`}
 	start := time.Now()
 	for i := 0; i < 10000; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithCancel(context.Background())
 		src := programs[i%len(programs)]
 		switch {
 		case i%500 == 0: // a time-out: the instance is replaced

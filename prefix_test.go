@@ -114,8 +114,6 @@ func TestPrefixStartsReadsWhileStreaming(t *testing.T) {
 		case <-started:
 		case res := <-done:
 			t.Fatalf("the run ended before the stream did: %v", res.err)
-		case <-time.After(20 * time.Second): // liveness only: prefix mode never started it
-			t.Fatal("no read started while the program was streaming")
 		}
 	}
 	io.WriteString(pw, "result = [a, b, x]\n")

@@ -56,9 +56,7 @@ func httpTools(t *testing.T, opts *mcpclient.Options) spine.Manifest {
 
 func connect(t *testing.T, transport mcp.Transport, opts *mcpclient.Options) spine.Manifest {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	m, session, err := mcpclient.Connect(ctx, transport, "srv", opts)
+	m, session, err := mcpclient.Connect(t.Context(), transport, "srv", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,9 +87,7 @@ func call(t *testing.T, m spine.Manifest, name, args string) (any, error) {
 	if !ok {
 		t.Fatalf("no tool %s in %v", name, names(m))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return spec.Call(ctx, json.RawMessage(args))
+	return spec.Call(t.Context(), json.RawMessage(args))
 }
 
 // asJSON is v as the bridge would send it to Python.
@@ -164,13 +160,10 @@ func TestCallCancelled(t *testing.T) {
 			m := tr.tools(t, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()
-			start := time.Now()
-			_, err := m["srv.slow"].Call(ctx, json.RawMessage(`{"ms": 20000}`))
+			// The tool would sleep for an hour: only the cancellation ends the call.
+			_, err := m["srv.slow"].Call(ctx, json.RawMessage(`{"ms": 3600000}`))
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("err = %v, want DeadlineExceeded", err)
-			}
-			if d := time.Since(start); d > 5*time.Second {
-				t.Fatalf("the cancelled call took %v", d)
 			}
 			// The session still works.
 			if v, err := call(t, m, "srv.echo", `{"text": "ok"}`); err != nil || v != "ok" {
@@ -199,8 +192,6 @@ func TestServerGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	session.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	if _, err := m["srv.echo"].Call(ctx, json.RawMessage(`{"text": "x"}`)); err == nil {
 		t.Fatal("a call over a closed session succeeded")
 	}
@@ -337,7 +328,7 @@ help(srv.get_issue)
 result = {"total": total, "text": text, "failure": failure, "title": issue["title"], "greeting": greeting}
 `
 	for _, early := range []bool{false, true} {
-		out, err := r.Run(ctx, spine.Request{Source: source, Inputs: map[string]any{"n": 10}, EarlyReads: early, Timeout: 30 * time.Second})
+		out, err := r.Run(ctx, spine.Request{Source: source, Inputs: map[string]any{"n": 10}, EarlyReads: early})
 		if err != nil {
 			t.Fatalf("early reads %v: %v", early, err)
 		}

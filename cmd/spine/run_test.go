@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // cliEnv makes the test binary be the spine command (see init): the tests
@@ -119,12 +118,8 @@ func TestRunPythonError(t *testing.T) {
 }
 
 func TestRunTimeout(t *testing.T) {
-	start := time.Now()
 	r := spineCLI(t, "print('started')\nwhile True:\n    pass\n", "run", "--timeout", "300ms", "-")
 	r.check(t, 3, "started\n", "time limit of 300ms")
-	if d := time.Since(start); d > 20*time.Second {
-		t.Errorf("took %v", d)
-	}
 }
 
 func TestRunUsage(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
@@ -150,8 +149,6 @@ func TestLoadManifestMCP(t *testing.T) {
 		}
 	}
 	call := func(name, args string) (any, error) {
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
 		return m[name].Call(ctx, json.RawMessage(args))
 	}
 	if v, err := call("calc.getenv", `{"name": "GREETING"}`); err != nil || v != "hello from calc" {
