@@ -3,13 +3,17 @@ package spine
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -152,19 +156,99 @@ func (r *Runner) captureImage(ctx context.Context) ([]byte, error) {
 	return append([]byte(nil), data...), nil
 }
 
+// An image file is a header of imageHeaderSize bytes, then the image:
+//
+//	offset  0  imageMagic, 12 bytes
+//	offset 12  imageFileVersion, uint32 little-endian
+//	offset 16  the image's length in bytes, uint64 little-endian
+//	offset 24  CRC-32C of the whole file, these four bytes counted as zero, uint32 little-endian
+//	offset 28  zeros up to imageHeaderSize
+//
+// The header fills one file-system block, so the image's pages stay aligned and
+// its zero pages can be holes. The checksum catches a torn write, a truncated
+// file or flipped bits; it is no defence against someone who can write the
+// cache folder, and need not be: such a person could rewrite the checksum too.
+// CRC-32C because the CPU computes it at about 10 GB/s: summed as it is read,
+// it adds about 1.5 ms to loading a 32 MiB image, where SHA-256 would add
+// 25-29 ms, a fifth of a cached New.
+const (
+	imageMagic       = "spine image\x00"
+	imageFileVersion = 1
+	imageHeaderSize  = 4096
+)
+
+// castagnoli selects CRC-32C, which amd64 and arm64 compute in hardware.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// imageHeader returns the header of an image file holding data.
+func imageHeader(data []byte) []byte {
+	h := make([]byte, imageHeaderSize)
+	copy(h, imageMagic)
+	binary.LittleEndian.PutUint32(h[12:], imageFileVersion)
+	binary.LittleEndian.PutUint64(h[16:], uint64(len(data)))
+	binary.LittleEndian.PutUint32(h[24:], crc32.Update(crc32.Checksum(h, castagnoli), castagnoli, data))
+	return h
+}
+
+// readImage returns the image cached at path. A file that is not a whole,
+// intact image of this format, or one larger than limit, is removed and
+// reported as an error, so that the caller captures the image anew.
 func readImage(path string, limit uint64) ([]byte, error) {
 	if path == "" {
 		return nil, errors.New("no image cache")
 	}
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	if len(data) == 0 || len(data)%wasmPageSize != 0 || uint64(len(data)) > limit {
-		return nil, errors.New("unusable cached image")
+	defer f.Close()
+	data, err := readImageFile(f, limit)
+	if err != nil {
+		// Only if path still names the file read: another process may have
+		// just replaced it with a good one.
+		if opened, err := f.Stat(); err == nil {
+			if now, err := os.Lstat(path); err == nil && os.SameFile(opened, now) {
+				os.Remove(path)
+			}
+		}
+		return nil, fmt.Errorf("cached image %s: %w", path, err)
 	}
 	now := time.Now()
 	_ = os.Chtimes(path, now, now) // in use: see pruneImages
+	return data, nil
+}
+
+func readImageFile(f *os.File, limit uint64) ([]byte, error) {
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	h := make([]byte, imageHeaderSize)
+	if _, err := io.ReadFull(f, h); err != nil {
+		return nil, errors.New("no header")
+	}
+	if string(h[:len(imageMagic)]) != imageMagic || binary.LittleEndian.Uint32(h[12:]) != imageFileVersion {
+		return nil, errors.New("not an image of this format")
+	}
+	n := binary.LittleEndian.Uint64(h[16:])
+	if n == 0 || n%wasmPageSize != 0 || n > limit || uint64(info.Size()) != imageHeaderSize+n {
+		return nil, fmt.Errorf("%d bytes for an image of %d", info.Size(), n)
+	}
+	want := binary.LittleEndian.Uint32(h[24:])
+	clear(h[24:28])
+	sum := crc32.Checksum(h, castagnoli)
+	data := make([]byte, n)
+	// A chunk at a time, summed while it is still in the CPU's cache.
+	for off := 0; off < len(data); off += 1 << 20 {
+		chunk := data[off:min(off+1<<20, len(data))]
+		if _, err := io.ReadFull(f, chunk); err != nil {
+			return nil, err
+		}
+		sum = crc32.Update(sum, castagnoli, chunk)
+	}
+	if sum != want {
+		return nil, errors.New("checksum mismatch")
+	}
 	return data, nil
 }
 
@@ -176,8 +260,16 @@ const (
 	maxCachedImages = 8
 )
 
+// imageTempPrefix begins the name of an image file being written, and
+// tempMaxAge is how long such a file may stay: longer means its writer died.
+const (
+	imageTempPrefix = ".image-"
+	tempMaxAge      = time.Hour
+)
+
 // pruneImages removes from dir the images other than keep that no Runner has
-// loaded for imageMaxAge, and all but the maxCachedImages loaded last.
+// loaded for imageMaxAge, all but the maxCachedImages loaded last, and the
+// temporary files of writers that died.
 func pruneImages(dir, keep string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -190,6 +282,12 @@ func pruneImages(dir, keep string) {
 	var images []cached
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
+		if strings.HasPrefix(e.Name(), imageTempPrefix) {
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > tempMaxAge {
+				os.Remove(path)
+			}
+			continue
+		}
 		if path == keep || filepath.Ext(path) != ".img" {
 			continue
 		}
@@ -205,17 +303,24 @@ func pruneImages(dir, keep string) {
 	}
 }
 
+// writeImage stores data at path: whole or not at all, since it is written
+// to a temporary file renamed into place. Nothing is synced: after a crash the
+// file may hold anything, and readImage's checksum rejects it.
 func writeImage(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".image-*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), imageTempPrefix+"*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
 	// Sparse: zero pages (most of the image's free heap) are holes.
-	if err := tmp.Truncate(int64(len(data))); err != nil {
+	if err := tmp.Truncate(imageHeaderSize + int64(len(data))); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.WriteAt(imageHeader(data), 0); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -224,7 +329,7 @@ func writeImage(path string, data []byte) error {
 		if isZero(page) {
 			continue
 		}
-		if _, err := tmp.WriteAt(page, int64(off)); err != nil {
+		if _, err := tmp.WriteAt(page, imageHeaderSize+int64(off)); err != nil {
 			tmp.Close()
 			return err
 		}
