@@ -16,6 +16,10 @@
 // program sees as RuntimeError; so does a protocol failure (an unknown tool, a
 // lost connection, a cancelled call).
 //
+// Tools and Connect use a session the caller keeps. Dial returns a Server that
+// keeps itself connected: when its session ends, it connects again with
+// backoff, and its tools fail with a clear error (a *DownError) meanwhile.
+//
 // Early reads are allowed only for the tools named in Options.EarlyReads: the
 // Host vouches for them. MCP annotations such as readOnlyHint come from the
 // server and are never trusted for this.
@@ -26,8 +30,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
@@ -41,6 +47,13 @@ type Options struct {
 	// List only tools that read, honour cancellation and give the same answer
 	// within a run. Naming a tool the server does not have is an error.
 	EarlyReads []string
+
+	// ConnectTimeout bounds each reconnection of a Server (the transport's
+	// connection and the MCP handshake); 0 means 30s.
+	ConnectTimeout time.Duration
+
+	// Logger, if not nil, hears of a Server's sessions lost and regained.
+	Logger *slog.Logger
 }
 
 // Tools lists every tool of the server behind session (following pagination)
@@ -59,6 +72,15 @@ func Tools(ctx context.Context, session *mcp.ClientSession, namespace string, op
 			return nil, fmt.Errorf("mcpclient: namespace: %w", err)
 		}
 	}
+	tools, err := list(ctx, session, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return manifest(func(name string) spine.Tool { return caller(session, name) }, namespace, tools, opts)
+}
+
+// list lists every tool of the server behind session, following pagination.
+func list(ctx context.Context, session *mcp.ClientSession, namespace string) ([]*mcp.Tool, error) {
 	var tools []*mcp.Tool
 	for tool, err := range session.Tools(ctx, nil) {
 		if err != nil {
@@ -66,7 +88,7 @@ func Tools(ctx context.Context, session *mcp.ClientSession, namespace string, op
 		}
 		tools = append(tools, tool)
 	}
-	return manifest(session, namespace, tools, opts)
+	return tools, nil
 }
 
 // Connect connects to an MCP server over transport (an *mcp.CommandTransport
@@ -74,8 +96,7 @@ func Tools(ctx context.Context, session *mcp.ClientSession, namespace string, op
 // and returns its tools as Tools does, and the session. Close the session when
 // the tools are no longer used; for a command, that ends the process.
 func Connect(ctx context.Context, transport mcp.Transport, namespace string, opts *Options) (spine.Manifest, *mcp.ClientSession, error) {
-	client := mcp.NewClient(&mcp.Implementation{Name: "spine", Version: "v1"}, nil)
-	session, err := client.Connect(ctx, transport, nil)
+	session, err := newClient().Connect(ctx, transport, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mcpclient: %s: connecting: %w", label(namespace), err)
 	}
@@ -87,6 +108,10 @@ func Connect(ctx context.Context, transport mcp.Transport, namespace string, opt
 	return m, session, nil
 }
 
+func newClient() *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "spine", Version: "v1"}, nil)
+}
+
 func label(namespace string) string {
 	if namespace == "" {
 		return "server"
@@ -94,7 +119,9 @@ func label(namespace string) string {
 	return "server " + namespace
 }
 
-func manifest(session *mcp.ClientSession, namespace string, tools []*mcp.Tool, opts *Options) (spine.Manifest, error) {
+// manifest makes tools into manifest entries; call returns the spine.Tool
+// that calls the MCP tool of a name.
+func manifest(call func(name string) spine.Tool, namespace string, tools []*mcp.Tool, opts *Options) (spine.Manifest, error) {
 	early := make(map[string]bool)
 	if opts != nil {
 		for _, name := range opts.EarlyReads {
@@ -132,7 +159,7 @@ func manifest(session *mcp.ClientSession, namespace string, tools []*mcp.Tool, o
 			description = tool.Title
 		}
 		m[py] = spine.ToolSpec{
-			Call:           caller(session, tool.Name),
+			Call:           call(tool.Name),
 			AllowEarlyRead: early[tool.Name],
 			Description:    description,
 			InputSchema:    schema,

@@ -1,9 +1,11 @@
 package mcpclient_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,19 +23,61 @@ import (
 )
 
 // serverEnv switches the test binary into the test MCP server over stdio: the
-// stdio tests start it as a real subprocess.
+// stdio tests start it as a real subprocess. "1" is testtools' server,
+// "misbehave" the same with the tool respond (see misbehave).
 const serverEnv = "SPINE_MCPCLIENT_TEST_SERVER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(serverEnv) == "1" {
-		if err := testtools.NewServer(2).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
-			os.Stderr.WriteString(err.Error() + "\n")
-			os.Exit(1)
-		}
-		os.Exit(0)
+	switch os.Getenv(serverEnv) {
+	case "1":
+		serve(testtools.NewServer(2), &mcp.StdioTransport{})
+	case "misbehave":
+		server := testtools.NewServer(2)
+		server.AddTool(&mcp.Tool{Name: "respond", Description: "Answer with a response the client cannot decode.", InputSchema: json.RawMessage(`{"type":"object","properties":{"mode":{"type":"string"}},"required":["mode"]}`)},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				var args struct{ Mode string }
+				json.Unmarshal(req.Params.Arguments, &args)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "@@" + args.Mode + "@@"}}}, nil
+			})
+		serve(server, &mcp.IOTransport{Reader: os.Stdin, Writer: misbehave{os.Stdout}})
 	}
 	os.Exit(m.Run())
 }
+
+func serve(server *mcp.Server, transport mcp.Transport) {
+	if err := server.Run(context.Background(), transport); err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// misbehave is the misbehaving server's standard output: it rewrites the
+// answer of respond(mode=...) as the mode says, after the SDK encoded it (the
+// SDK writes one message per Write).
+type misbehave struct{ w io.WriteCloser }
+
+var rewrites = map[string][]byte{
+	"nan":      []byte("NaN"),                                                   // not JSON
+	"deep":     []byte(strings.Repeat("[", 20000) + strings.Repeat("]", 20000)), // deeper than a decoder goes
+	"badshape": []byte("5"),                                                     // JSON, but text content must be a string
+}
+
+func (m misbehave) Write(p []byte) (int, error) {
+	out := p
+	if bytes.Contains(p, []byte(`"@@garbage@@"`)) {
+		out = []byte("this is not JSON\n")
+	}
+	for mode, with := range rewrites {
+		out = bytes.ReplaceAll(out, []byte(`"@@`+mode+`@@"`), with)
+	}
+	if _, err := m.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (m misbehave) Close() error { return m.w.Close() }
 
 // stdioTools starts the test server as a subprocess and returns its tools
 // under namespace "srv".

@@ -1,0 +1,352 @@
+package mcpclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spine-run/spine"
+)
+
+// Reconnection: the first attempt waits minBackoff after a session is lost,
+// each failure doubles the wait up to maxBackoff, and a session that stayed up
+// for healthyAfter starts the next round from minBackoff again (a server that
+// dies right after its handshake keeps backing off).
+const (
+	minBackoff   = 100 * time.Millisecond
+	maxBackoff   = 30 * time.Second
+	healthyAfter = time.Minute
+
+	defaultConnectTimeout = 30 * time.Second
+)
+
+// ErrClosed is the cause of a call's error after Server.Close.
+var ErrClosed = errors.New("closed")
+
+// DownError is the error of a call to a tool of a Server that has no session:
+// the last one ended (the process exited, the connection failed, the server
+// sent what the client could not decode) and the next is not up yet.
+type DownError struct {
+	Server string // the namespace the server's tools are under
+	Cause  error  // why the session ended, or why the last reconnection failed
+}
+
+func (e *DownError) Error() string {
+	name := e.Server
+	if name != "" {
+		name = " " + name
+	}
+	return fmt.Sprintf("mcp server%s is down: %v; reconnecting", name, e.Cause)
+}
+
+func (e *DownError) Unwrap() error { return e.Cause }
+
+// A Server is an MCP server whose tools stay callable while its sessions come
+// and go. When a session ends, Server connects again in the background,
+// waiting 100ms before the first attempt and twice as long after each failure,
+// up to 30s (back to 100ms once a session has lasted a minute). While there is
+// no session, calls of its tools fail at once with a *DownError naming the
+// server and the cause, and Err reports the same.
+//
+// A response the client cannot decode, or a transport that fails, ends the
+// session in the SDK: the call waiting for it fails with a *DownError and the
+// server is reconnected. A call that fails while its session stays up (an
+// error result, a JSON-RPC error, a cancelled context) fails alone.
+//
+// Reconnecting repeats the MCP handshake only: the tools are those listed by
+// Dial, called by their MCP names on whatever session is current.
+type Server struct {
+	namespace string
+	transport func() mcp.Transport
+	client    *mcp.Client
+	timeout   time.Duration
+	logger    *slog.Logger
+	tools     spine.Manifest
+
+	ctx    context.Context // ends with Close: reconnections and their waits
+	cancel context.CancelFunc
+	loop   chan struct{} // closed when the reconnecting goroutine returns
+
+	mu      sync.Mutex
+	session *mcp.ClientSession // nil while down or closed
+	down    error              // the *DownError while session is nil
+	closed  bool
+	closeMu sync.Mutex // held by Close, so that a second Close waits for the first
+}
+
+// Dial connects to the MCP server reached through the transports that
+// newTransport returns, lists its tools as Tools does, and keeps the server
+// connected as Server describes. newTransport is called once per connection
+// and must return a fresh transport each time (an *mcp.CommandTransport needs
+// a new *exec.Cmd: a command runs once). ctx bounds the first connection and
+// the listing; reconnections have Options.ConnectTimeout each.
+//
+// Close the Server when its tools are no longer used: that ends the
+// reconnecting and, for a command, the process.
+func Dial(ctx context.Context, newTransport func() mcp.Transport, namespace string, opts *Options) (*Server, error) {
+	if namespace != "" {
+		if err := spine.ValidName(namespace); err != nil {
+			return nil, fmt.Errorf("mcpclient: namespace: %w", err)
+		}
+	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	s := &Server{
+		namespace: namespace,
+		transport: newTransport,
+		client:    newClient(),
+		timeout:   opts.ConnectTimeout,
+		logger:    opts.Logger,
+		loop:      make(chan struct{}),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.timeout <= 0 {
+		s.timeout = defaultConnectTimeout
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	session, err := s.client.Connect(ctx, newTransport(), nil)
+	if err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("mcpclient: %s: connecting: %w", label(namespace), err)
+	}
+	tools, err := list(ctx, session, namespace)
+	if err == nil {
+		s.tools, err = manifest(s.caller, namespace, tools, opts)
+	}
+	if err != nil {
+		session.Close()
+		s.cancel()
+		return nil, err
+	}
+	s.session = session
+	go s.keep(session)
+	return s, nil
+}
+
+// Tools returns the server's tools as manifest entries under its namespace
+// (a new map each time).
+func (s *Server) Tools() spine.Manifest { return maps.Clone(s.tools) }
+
+// Err is nil while the server has a session. Otherwise it is the *DownError
+// its calls fail with, or, after Close, an error wrapping ErrClosed.
+func (s *Server) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err := s.current()
+	return err
+}
+
+// current is the session calls use, or the error they fail with. s.mu is held.
+func (s *Server) current() (*mcp.ClientSession, error) {
+	switch {
+	case s.closed:
+		return nil, fmt.Errorf("mcp %s: %w", label(s.namespace), ErrClosed)
+	case s.session == nil:
+		return nil, s.down
+	}
+	return s.session, nil
+}
+
+// Close stops reconnecting, closes the session (for a command: closes its
+// input, waits for it to exit, and signals it if it does not) and returns when
+// nothing of the Server runs any more. It is safe to call more than once and
+// concurrently; later calls of the tools fail.
+func (s *Server) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	session := s.session
+	s.session = nil
+	s.mu.Unlock()
+	s.cancel()
+	var err error
+	if session != nil {
+		err = session.Close()
+	}
+	<-s.loop
+	return err
+}
+
+// keep watches session and replaces it whenever it ends, until Close.
+func (s *Server) keep(session *mcp.ClientSession) {
+	defer close(s.loop)
+	var wait backoff
+	for {
+		up := time.Now()
+		err := session.Wait()
+		session.Close() // a no-op for an ended session; waits for a command to exit
+		if s.ctx.Err() != nil {
+			return
+		}
+		cause := sessionEnded(err)
+		s.lost(cause)
+		s.logger.Warn("mcp server down", "server", s.namespace, "cause", cause)
+		if time.Since(up) >= healthyAfter {
+			wait.reset()
+		}
+		for session = nil; session == nil; {
+			d := wait.next()
+			timer := time.NewTimer(d)
+			select {
+			case <-timer.C:
+			case <-s.ctx.Done():
+				timer.Stop()
+				return
+			}
+			ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
+			next, err := s.client.Connect(ctx, s.transport(), nil)
+			cancel()
+			if err != nil {
+				if s.ctx.Err() != nil {
+					return
+				}
+				s.logger.Warn("mcp server reconnection failed", "server", s.namespace, "err", err, "waited", d)
+				s.lost(err)
+				continue
+			}
+			if !s.up(next) {
+				next.Close()
+				return
+			}
+			s.logger.Info("mcp server reconnected", "server", s.namespace)
+			session = next
+		}
+	}
+}
+
+// lost records that the server has no session, because of cause: the end
+// of the last session, or the failure of a reconnection.
+func (s *Server) lost(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.session = nil
+	s.down = &DownError{Server: s.namespace, Cause: cause}
+}
+
+// broke records that session ended, as a call on it found out, and returns
+// the error of that call. The reconnecting goroutine's cause, from the
+// session's Wait, replaces this one or is kept if it came first.
+func (s *Server) broke(session *mcp.ClientSession, cause error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.session == session {
+		s.session = nil
+		s.down = &DownError{Server: s.namespace, Cause: cause}
+	}
+	if _, err := s.current(); err != nil {
+		return err
+	}
+	return &DownError{Server: s.namespace, Cause: cause}
+}
+
+// up makes session the current one; false after Close.
+func (s *Server) up(session *mcp.ClientSession) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.session, s.down = session, nil
+	return true
+}
+
+// caller returns the spine.Tool that calls the MCP tool name on the current
+// session.
+func (s *Server) caller(name string) spine.Tool {
+	return func(ctx context.Context, args json.RawMessage) (any, error) {
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		s.mu.Lock()
+		session, err := s.current()
+		s.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		result, err := session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err == nil {
+			return Value(result)
+		}
+		if ctx.Err() == nil && broken(ctx, session, err) {
+			return nil, s.broke(session, callFailed(err))
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+}
+
+// broken reports whether the call's error err came from its session ending
+// rather than from this call alone. A session whose reading or writing failed
+// refuses new calls at once, which a ping finds out; a JSON-RPC error is the
+// server's answer, over a working session.
+func broken(ctx context.Context, session *mcp.ClientSession, err error) bool {
+	if errors.Is(err, mcp.ErrConnectionClosed) {
+		return true
+	}
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return false
+	}
+	return errors.Is(session.Ping(ctx, nil), mcp.ErrConnectionClosed)
+}
+
+// errClosedByServer is a session's end when the server closed its side.
+var errClosedByServer = errors.New("the server closed the connection")
+
+// callFailed is the cause of a session's end as the failed call saw it.
+func callFailed(err error) error {
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, mcp.ErrConnectionClosed):
+		return errClosedByServer
+	case errors.Unwrap(err) != nil:
+		err = errors.Unwrap(err) // without the SDK's `calling "tools/call":`
+	}
+	return notJSON(err)
+}
+
+// sessionEnded is the cause of a session's end from its Wait.
+func sessionEnded(err error) error {
+	var exit *exec.ExitError
+	switch {
+	case err == nil, errors.Is(err, io.EOF):
+		return errClosedByServer
+	case errors.As(err, &exit):
+		return fmt.Errorf("the server process ended: %w", err)
+	}
+	return notJSON(err)
+}
+
+// notJSON says what a decoder's syntax error is about.
+func notJSON(err error) error {
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
+		return fmt.Errorf("the server sent a message that is not valid JSON: %w", err)
+	}
+	return err
+}
+
+// backoff is the wait before each reconnection.
+type backoff struct{ last time.Duration }
+
+func (b *backoff) next() time.Duration {
+	b.last = min(max(2*b.last, minBackoff), maxBackoff)
+	return b.last
+}
+
+func (b *backoff) reset() { b.last = 0 }
