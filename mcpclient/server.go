@@ -201,9 +201,9 @@ func (s *Server) keep(session *mcp.ClientSession) {
 		if time.Since(up) >= healthyAfter {
 			wait.reset()
 		}
-		for session = nil; session == nil; {
-			d := wait.next()
-			timer := time.NewTimer(d)
+		session = nil
+		for attempt := 1; session == nil; attempt++ {
+			timer := time.NewTimer(wait.next())
 			select {
 			case <-timer.C:
 			case <-s.ctx.Done():
@@ -217,16 +217,17 @@ func (s *Server) keep(session *mcp.ClientSession) {
 				if s.ctx.Err() != nil {
 					return
 				}
-				s.logger.Warn("mcp server reconnection failed", "server", s.namespace, "err", err, "waited", d)
+				err = connectFailed(err)
+				s.logger.Warn("mcp server still down", "server", s.namespace, "cause", err, "attempt", attempt)
 				s.lost(err)
 				continue
 			}
+			session = next
 			if !s.up(next) {
 				next.Close()
 				return
 			}
-			s.logger.Info("mcp server reconnected", "server", s.namespace)
-			session = next
+			s.logger.Info("mcp server reconnected", "server", s.namespace, "attempt", attempt)
 		}
 	}
 }
@@ -318,6 +319,14 @@ func callFailed(err error) error {
 		err = errors.Unwrap(err) // without the SDK's `calling "tools/call":`
 	}
 	return notJSON(err)
+}
+
+// connectFailed is the cause of a failed reconnection.
+func connectFailed(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
+		err = errClosedByServer
+	}
+	return fmt.Errorf("connecting again: %w", err)
 }
 
 // sessionEnded is the cause of a session's end from its Wait.
