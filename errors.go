@@ -25,6 +25,11 @@ var (
 	// ErrClosed is returned by Run after Close.
 	ErrClosed = errors.New("spine: runner closed")
 
+	// ErrBadRequest wraps every error for a Request that cannot run as it
+	// is: a Source and a Stream (or neither), inputs that are not a JSON
+	// object or nest deeper than MaxInputDepth.
+	ErrBadRequest = errors.New("spine: bad request")
+
 	// ErrTooLarge wraps every error for a source, inputs or result past its limit.
 	ErrTooLarge = errors.New("spine: too large")
 

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"io"
-	"io/fs"
-	"sync/atomic"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -22,10 +20,9 @@ type instance struct {
 	mod                        api.Module
 	allocFn, releaseFn, execFn api.Function
 	stdout, stderr             *capture
-	files                      *countingFS
-	cow                        *cowMemory // nil unless started copy-on-write
-	pages                      uint32     // memory size, in pages, when ready for a run
-	openFiles                  int64      // files the Guest holds open when ready for a run
+	fds                        *descriptors // the WASI descriptor table's accounting
+	cow                        *cowMemory   // nil unless started copy-on-write
+	pages                      uint32       // memory size, in pages, when ready for a run
 	runCtx                     context.Context
 }
 
@@ -37,13 +34,13 @@ func (r *Runner) newInstance(ctx context.Context, img *image) (*instance, error)
 	inst := &instance{
 		stdout: newCapture(r.opts.MaxOutput),
 		stderr: newCapture(r.opts.MaxOutput),
-		files:  &countingFS{FS: guest.StdlibFS(r.stdlib)},
+		fds:    newDescriptors(guest.StdlibFS(r.stdlib), r.opts.MaxDescriptors, r.instrumented),
 		runCtx: ctx,
 	}
 	config := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(). // _initialize runs below, after the data segments
-		WithFSConfig(wazero.NewFSConfig().WithFSMount(inst.files, guest.StdlibMount)).
+		WithFSConfig(wazero.NewFSConfig().WithFSMount(inst.fds, guest.StdlibMount)).
 		WithSysWalltime().
 		WithSysNanotime().
 		WithRandSource(rand.Reader).
@@ -76,12 +73,15 @@ func (r *Runner) newInstance(ctx context.Context, img *image) (*instance, error)
 	} else {
 		err = inst.restore(img)
 	}
+	if touch := mod.ExportedFunction(touchPreopenExport); err == nil && touch != nil {
+		_, err = touch.Call(ctx)
+	}
 	if err != nil {
 		inst.close()
 		return nil, err
 	}
 	inst.pages = mod.Memory().Size() / wasmPageSize
-	inst.openFiles = inst.files.open.Load()
+	inst.fds.ready()
 	return inst, nil
 }
 
@@ -109,7 +109,7 @@ func (inst *instance) start(ctx context.Context, segments []dataSegment) error {
 		return err
 	}
 	if code := uint32(results[0]); code != 0 {
-		return fmt.Errorf("%w: CPython did not start (init step %d): %s", ErrGuest, code, inst.stderr.String())
+		return fmt.Errorf("%w: CPython did not start (init step %d): %s", ErrGuest, code, inst.stderr.tail())
 	}
 	return nil
 }
@@ -128,19 +128,24 @@ func (inst *instance) restore(img *image) error {
 	return nil
 }
 
-// begin prepares the instance for one run under ctx.
-func (inst *instance) begin(ctx context.Context) {
+// begin prepares the instance for one run under ctx, and returns the context
+// every call into the Guest during the run must use: it carries the
+// instance's descriptors to the Host's checks.
+func (inst *instance) begin(ctx context.Context) context.Context {
 	inst.runCtx = ctx
 	inst.stdout.reset()
 	inst.stderr.reset()
+	return context.WithValue(ctx, descriptorsKey{}, inst.fds)
 }
 
 // reusable reports whether, after a run that ended without a trap or a stop,
-// the instance can be reset and run again: its memory did not grow past the
-// image and the program left no file open.
+// the instance can be reset and run again: whether all of its state is the
+// image's once its memory is reset (docs/rationale.md, "One Guest state").
+// Its memory must not have grown past the image, and its descriptor table
+// must be as it was.
 func (inst *instance) reusable() bool {
 	return inst.cow != nil && !inst.mod.IsClosed() &&
-		inst.mod.Memory().Size()/wasmPageSize == inst.pages && inst.files.open.Load() == inst.openFiles
+		inst.mod.Memory().Size()/wasmPageSize == inst.pages && inst.fds.intact()
 }
 
 // reset drops everything the last run wrote to memory, back to the image.
@@ -167,7 +172,7 @@ func (inst *instance) execute(ctx context.Context, request []byte, maxResponse i
 	inst.free(ctx, ptr)
 	packed := results[0]
 	if packed == 0 {
-		return nil, fmt.Errorf("%w: execute failed: %s", ErrGuest, inst.stderr.String())
+		return nil, &noResponseError{stderr: inst.stderr.tail()}
 	}
 	out, n := uint32(packed), uint32(packed>>32)
 	defer inst.free(ctx, out)
@@ -179,6 +184,22 @@ func (inst *instance) execute(ctx context.Context, request []byte, maxResponse i
 		return nil, fmt.Errorf("%w: execute response outside Guest memory", ErrGuest)
 	}
 	return append([]byte(nil), data...), nil
+}
+
+// noResponseError is an execute that gave no response: the bootstrap failed
+// while it reported the program's outcome, which only the program can cause
+// (it exhausted memory or recursion just then, or broke what the bootstrap
+// uses). stderr is the end of what the Guest wrote there.
+type noResponseError struct{ stderr string }
+
+func (e *noResponseError) Error() string { return "spine: guest failed: execute failed: " + e.stderr }
+func (e *noResponseError) Unwrap() error { return ErrGuest }
+
+// lastLine is the last line of the Guest's stderr that is not blank: the
+// exception that stopped the bootstrap.
+func (e *noResponseError) lastLine() string {
+	lines := strings.Split(strings.TrimRight(e.stderr, " \n"), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 func (inst *instance) free(ctx context.Context, ptr uint32) {
@@ -205,47 +226,6 @@ func sleep(ctx context.Context, ns int64) {
 	case <-timer.C:
 	case <-ctx.Done():
 	}
-}
-
-// countingFS is the Guest's file system with a count of the files it holds
-// open, so an instance whose program left a file open is not reused.
-type countingFS struct {
-	fs.FS
-	open atomic.Int64
-}
-
-// Open counts regular files only: the Guest's one file (the archive) is a
-// *guest file with Seek and ReadAt, which countedFile passes on.
-func (c *countingFS) Open(name string) (fs.File, error) {
-	f, err := c.FS.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	file, ok := f.(seekerFile)
-	if !ok {
-		return f, nil // a directory
-	}
-	c.open.Add(1)
-	return &countedFile{seekerFile: file, fs: c}, nil
-}
-
-type seekerFile interface {
-	fs.File
-	io.Seeker
-	io.ReaderAt
-}
-
-type countedFile struct {
-	seekerFile
-	fs     *countingFS
-	closed atomic.Bool
-}
-
-func (f *countedFile) Close() error {
-	if f.closed.CompareAndSwap(false, true) {
-		f.fs.open.Add(-1)
-	}
-	return f.seekerFile.Close()
 }
 
 // capture is a bounded writer for the Guest's stdout or stderr. It keeps up to
@@ -286,3 +266,19 @@ func (c *capture) reset() {
 }
 
 func (c *capture) String() string { return string(c.buf) }
+
+// tailBytes is how much of the Guest's stderr an error message quotes.
+const tailBytes = 1 << 10
+
+// tail is the end of the capture, at most tailBytes of it (from a rune's
+// start), for an error message: the end is where a traceback's cause is.
+func (c *capture) tail() string {
+	if len(c.buf) <= tailBytes {
+		return string(c.buf)
+	}
+	start := len(c.buf) - tailBytes
+	for start < len(c.buf) && !utf8.RuneStart(c.buf[start]) {
+		start++
+	}
+	return "…" + string(c.buf[start:])
+}

@@ -41,6 +41,12 @@ type Options struct {
 	// own budget. Default 1024.
 	MaxEarlyReads int
 
+	// MaxDescriptors caps the files and directories one run may hold open
+	// at once, beyond the descriptors every Guest has (stdin, stdout, stderr
+	// and the standard library's folder). Past it, opening one more fails
+	// in Python with OSError(EMFILE). Default 64.
+	MaxDescriptors int
+
 	// CacheDir is where wazero's compilation cache lives on disk. Default: a
 	// "spine" folder under os.UserCacheDir. Ignored when NoDiskCache is set.
 	CacheDir string
@@ -99,6 +105,7 @@ func (o *Options) withDefaults() Options {
 	setInt(&opts.MaxOutput, 1<<20)
 	setInt(&opts.MaxPendingEarlyReads, 64)
 	setInt(&opts.MaxEarlyReads, 1024)
+	setInt(&opts.MaxDescriptors, 64)
 	if opts.PoolSize == 0 {
 		opts.PoolSize = runtime.GOMAXPROCS(0)
 	}

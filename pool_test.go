@@ -143,8 +143,8 @@ func TestPoolRecovers(t *testing.T) {
 		ok   func(error) bool
 	}{
 		{"timeout", "while True: pass", func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }},
-		{"trap", "import os\nos._exit(3)", func(err error) bool { return errors.Is(err, ErrGuest) }},
-		{"stack overflow", "import sys, json\nsys.setrecursionlimit(10**7)\nx = []\nfor _ in range(5 * 10**5):\n    x = [x]\njson.dumps(x)", func(err error) bool { return errors.Is(err, ErrGuest) }},
+		{"exit", "import os\nos._exit(3)", func(err error) bool { var pe *PythonError; return errors.As(err, &pe) && pe.Type == "SystemExit" }},
+		{"stack overflow", "import sys, json\nsys.setrecursionlimit(10**7)\nx = []\nfor _ in range(5 * 10**5):\n    x = [x]\njson.dumps(x)", func(err error) bool { var pe *PythonError; return errors.As(err, &pe) && pe.Type == "RecursionError" }},
 		{"memory growth", "x = bytearray(64 << 20)\nresult = len(x)", func(err error) bool { return err == nil }},
 		{"python error", "1/0", func(err error) bool { var pe *PythonError; return errors.As(err, &pe) }},
 	} {

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
 )
 
 // guestABIVersion is the Guest ABI this Host speaks (docs/abi.md).
@@ -95,10 +97,12 @@ type Runner struct {
 	compiled wazero.CompiledModule // the Guest without its data segments
 	segments []dataSegment         // the Guest's data segments, for a start from scratch
 	stdlib   []byte                // the standard library archive
-	ticks    bool                  // the Guest calls spine.tick from its loops (ticks.go)
-	mode     StartMode             // resolved: never StartAuto
-	image    *image                // nil with StartFresh
-	pool     *pool                 // nil without an image or with PoolSize < 0
+	// instrumented says the Guest calls spine.tick from its loops and the
+	// descriptor checks before fd_close and path_open (instrument.go).
+	instrumented bool
+	mode         StartMode // resolved: never StartAuto
+	image        *image    // nil with StartFresh
+	pool         *pool     // nil without an image or with PoolSize < 0
 
 	instancesMade atomic.Int64 // Guests instantiated, for tests and statistics
 	runsStarted   atomic.Int64
@@ -164,16 +168,16 @@ func (r *Runner) setup(ctx context.Context, artifact Artifact) (err error) {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrArtifact, err)
 	}
-	module, err := addTicks(stripped)
-	r.ticks = err == nil
-	if !r.ticks {
+	module, err := instrument(stripped)
+	r.instrumented = err == nil
+	if !r.instrumented {
 		module = stripped // wazero's own, slower, way to stop it
 	}
 	if r.cache, r.cacheDir, err = newCache(r.opts); err != nil {
 		return err
 	}
 	config := wazero.NewRuntimeConfig().
-		WithCloseOnContextDone(!r.ticks).
+		WithCloseOnContextDone(!r.instrumented).
 		WithMemoryLimitPages(uint32(r.opts.MemoryLimit / wasmPageSize)).
 		WithCompilationCache(r.cache)
 	r.runtime = wazero.NewRuntimeWithConfig(ctx, config)
@@ -256,7 +260,7 @@ func (r *Runner) giveBack(inst *instance, clean bool) {
 
 // instantiateBridge registers the imports of Guest module "spine" without reflection.
 func (r *Runner) instantiateBridge(ctx context.Context) error {
-	i32 := api.ValueTypeI32
+	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
 	_, err := r.runtime.NewHostModuleBuilder("spine").
 		NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
@@ -278,6 +282,23 @@ func (r *Runner) instantiateBridge(ctx context.Context) error {
 			stack[0] = tick(ctx)
 		}), nil, []api.ValueType{i32}).
 		Export(tickImport).
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
+			fd := int32(stack[0])
+			stack[0] = wasiErrnoSuccess
+			if d := descriptorsFrom(ctx); d != nil {
+				stack[0] = uint64(d.beforeClose(fd))
+			}
+		}), []api.ValueType{i32}, []api.ValueType{i32}).
+		Export("fd_close").
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
+			stack[0] = wasiErrnoSuccess
+			if d := descriptorsFrom(ctx); d != nil {
+				stack[0] = uint64(d.beforeOpen())
+			}
+		}), []api.ValueType{i32, i32, i32, i32, i32, i64, i64, i32, i32}, []api.ValueType{i32}).
+		Export("path_open").
 		Instantiate(ctx)
 	return err
 }
@@ -302,7 +323,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 	}
 	defer r.runs.Done()
 	if req.Stream != nil && req.Source != "" {
-		return nil, errors.New("spine: a Request has a Source or a Stream, not both")
+		return nil, fmt.Errorf("%w: a Request has a Source or a Stream, not both", ErrBadRequest)
 	}
 	inputs, err := r.checkInputs(req)
 	if err != nil {
@@ -331,16 +352,16 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 	if err != nil {
 		return nil, r.runError(ctx, err)
 	}
-	inst.begin(st.ctx)
+	guestCtx := inst.begin(st.ctx)
 	if req.Stream != nil {
 		var source string
-		if source, err = r.readStream(st.ctx, inst, req.Stream, inputs); err == nil {
+		if source, err = r.readStream(guestCtx, inst, req.Stream, inputs); err == nil {
 			request, err = r.encodeExecute(req, source, inputs, true)
 		}
 	}
 	var response []byte
 	if err == nil {
-		response, err = inst.execute(st.ctx, request, r.maxResponse(req))
+		response, err = inst.execute(guestCtx, request, r.maxResponse(req))
 	}
 	defer func() { r.giveBack(inst, err == nil && ctx.Err() == nil) }()
 	out := &Output{
@@ -400,11 +421,40 @@ func (r *Runner) runError(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("spine: run stopped: %w", ctxErr)
 	}
+	if perr := programFailure(err); perr != nil {
+		return perr
+	}
 	var readErr *streamReadError
 	if errors.Is(err, ErrGuest) || errors.Is(err, ErrArtifact) || errors.Is(err, ErrTooLarge) || errors.As(err, &readErr) {
 		return err
 	}
 	return fmt.Errorf("%w: %v", ErrGuest, err)
+}
+
+// programFailure returns the Python error for a Guest that stopped outside
+// Python because of what its program did, or nil: os._exit ends the
+// interpreter (natively, the process) with the program's exit code, and
+// recursion past the Guest's stack (possible once the program raised
+// sys.setrecursionlimit) traps, where native CPython would crash; and a
+// Guest that gave no response failed while reporting the program's outcome.
+// In each case the program, not the Guest, failed, and the Guest is discarded.
+func programFailure(err error) *PythonError {
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		return &PythonError{Type: "SystemExit", Message: fmt.Sprintf("the program called os._exit(%d)", exit.ExitCode())}
+	}
+	var noResponse *noResponseError
+	if errors.As(err, &noResponse) {
+		msg := "the program left the Guest unable to report its outcome"
+		if last := noResponse.lastLine(); last != "" {
+			msg += " (its last error: " + last + ")"
+		}
+		return &PythonError{Type: "RuntimeError", Message: msg}
+	}
+	if err != nil && !errors.Is(err, ErrGuest) && strings.Contains(err.Error(), "stack overflow") {
+		return &PythonError{Type: "RecursionError", Message: "maximum recursion depth exceeded: the program overflowed the Guest's stack"}
+	}
+	return nil
 }
 
 type executeRequest struct {
@@ -431,7 +481,46 @@ func (r *Runner) checkInputs(req Request) (json.RawMessage, error) {
 	if len(inputs) > r.opts.MaxInputs {
 		return nil, fmt.Errorf("%w: inputs are %d bytes, over the %d-byte limit", ErrTooLarge, len(inputs), r.opts.MaxInputs)
 	}
+	if depth := jsonDepth(inputs, MaxInputDepth); depth > MaxInputDepth {
+		return nil, fmt.Errorf("%w: inputs nest more than %d levels deep, over the limit of %d", ErrBadRequest, MaxInputDepth, MaxInputDepth)
+	}
 	return inputs, nil
+}
+
+// MaxInputDepth is how deeply a Request's inputs may nest arrays and objects
+// (the inputs object itself is level 1). The Guest decodes inputs with
+// CPython's json module, whose recursion limit stops it a little under 600
+// levels; the Host refuses deeper inputs before the run.
+const MaxInputDepth = 512
+
+// jsonDepth returns how deeply data (valid JSON) nests arrays and objects, or
+// limit+1 as soon as it is deeper than limit.
+func jsonDepth(data []byte, limit int) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range data {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if depth++; depth > deepest {
+				if deepest = depth; deepest > limit {
+					return deepest
+				}
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // encodeExecute encodes the Guest's execute request; prefix says the program
@@ -474,18 +563,18 @@ func encodeInputs(inputs any) (json.RawMessage, error) {
 		return json.RawMessage("{}"), nil
 	case json.RawMessage:
 		if !json.Valid(v) {
-			return nil, errors.New("spine: inputs are not valid JSON")
+			return nil, fmt.Errorf("%w: inputs are not valid JSON", ErrBadRequest)
 		}
 		encoded = v
 	default:
 		var err error
 		if encoded, err = json.Marshal(v); err != nil {
-			return nil, fmt.Errorf("spine: inputs are not JSON-encodable: %w", err)
+			return nil, fmt.Errorf("%w: inputs are not JSON-encodable: %w", ErrBadRequest, err)
 		}
 	}
 	encoded = bytes.TrimSpace(encoded)
 	if len(encoded) == 0 || encoded[0] != '{' {
-		return nil, errors.New("spine: inputs must encode to a JSON object")
+		return nil, fmt.Errorf("%w: inputs must encode to a JSON object", ErrBadRequest)
 	}
 	return encoded, nil
 }

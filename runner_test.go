@@ -471,8 +471,8 @@ func TestGuestLimits(t *testing.T) {
 		t.Fatalf("result: %#v", pe)
 	}
 	for _, in := range []any{[]int{1}, json.RawMessage(`{"a":`), make(chan int), json.RawMessage(`"s"`)} {
-		if _, err := run(t, r, "1", in); err == nil {
-			t.Fatalf("inputs %v accepted", in)
+		if _, err := run(t, r, "1", in); !errors.Is(err, ErrBadRequest) {
+			t.Fatalf("inputs %v: err = %v, want ErrBadRequest", in, err)
 		}
 	}
 	out := mustRun(t, r, `inputs["k"]`, json.RawMessage(` {"k": [1]} `))
@@ -483,17 +483,43 @@ func TestGuestLimits(t *testing.T) {
 
 func TestGuestTraps(t *testing.T) {
 	r := shared(t)
-	// os._exit ends the Guest process: not a Python error, and the Runner goes on.
+	// os._exit ends the Guest: the program's doing, so a Python error
+	// (SystemExit), and the Runner goes on with another Guest.
 	_, err := run(t, r, "import os\nos._exit(7)", nil)
-	if !errors.Is(err, ErrGuest) {
-		t.Fatalf("err = %v, want ErrGuest", err)
+	if pe := pythonError(t, err); pe.Type != "SystemExit" || !strings.Contains(pe.Message, "os._exit(7)") {
+		t.Fatalf("os._exit: %#v", pe)
 	}
-	// C recursion past the Guest's stack: a trap, not a crash of the Host.
+	// C recursion past the Guest's stack, once the program raised the
+	// recursion limit: a trap, reported as the program's RecursionError, not
+	// a crash of the Host.
 	_, err = run(t, r, "import sys, json\nsys.setrecursionlimit(10**7)\nx = []\nfor _ in range(5 * 10**5):\n    x = [x]\njson.dumps(x)", nil)
-	if !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "stack overflow") {
-		t.Fatalf("deep C recursion: err = %v", err)
+	if pe := pythonError(t, err); pe.Type != "RecursionError" || !strings.Contains(pe.Message, "stack") {
+		t.Fatalf("deep C recursion: %#v", pe)
 	}
 	TestGuestSeedDemo(t)
+}
+
+func TestGuestInputDepth(t *testing.T) {
+	r := shared(t)
+	nested := func(depth int) json.RawMessage { // the inputs object is level 1
+		return json.RawMessage(`{"a":` + strings.Repeat(`[{"b":`, (depth-1)/2) + strings.Repeat("[", (depth-1)%2) + "1" +
+			strings.Repeat("]", (depth-1)%2) + strings.Repeat("}]", (depth-1)/2) + "}")
+	}
+	if depth := jsonDepth(nested(MaxInputDepth), 1<<20); depth != MaxInputDepth {
+		t.Fatalf("the test's inputs nest %d levels, want %d", depth, MaxInputDepth)
+	}
+	// The deepest inputs the Host accepts, the Guest decodes.
+	out := mustRun(t, r, "x = inputs['a']\nn = 1\nwhile not isinstance(x, int):\n    x = x[0] if isinstance(x, list) else x['b']\n    n += 1\nresult = n", nested(MaxInputDepth))
+	if string(out.Value) != fmt.Sprint(MaxInputDepth) {
+		t.Fatalf("depth %s, want %d", out.Value, MaxInputDepth)
+	}
+	// One level more is refused before the run, naming the limit.
+	_, err := run(t, r, "1", nested(MaxInputDepth+1))
+	if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), fmt.Sprint(MaxInputDepth)) {
+		t.Fatalf("too deep: %v", err)
+	}
+	// Brackets inside strings do not count.
+	mustRun(t, r, "1", json.RawMessage(`{"s": "`+strings.Repeat(`[{\"`, 2000)+`"}`))
 }
 
 func TestGuestConcurrentRuns(t *testing.T) {

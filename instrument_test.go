@@ -3,6 +3,7 @@ package spine
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,7 @@ import (
 
 // spinModule is a hand-assembled module that imports env.nop, defines
 // spin() { loop { call env.nop; call helper; br 0 } } and helper() {}, and
-// exports spin. After addTicks, spine.tick is function 1, so spin and helper
+// exports spin. After instrument, spine.tick is function 1, so spin and helper
 // move up by one: a wrong renumbering makes spin call itself (a stack overflow)
 // instead of helper.
 var spinModule = []byte{
@@ -33,7 +34,7 @@ var spinModule = []byte{
 
 func TestTicksStopALoop(t *testing.T) {
 	ctx := context.Background()
-	instrumented, err := addTicks(spinModule)
+	instrumented, err := instrument(spinModule)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,10 +87,10 @@ func TestTicksStopALoop(t *testing.T) {
 func TestTicksRefuseWhatTheyDoNotKnow(t *testing.T) {
 	simd := append([]byte(nil), spinModule...)
 	simd[bytes.Index(simd, []byte{0x0c, 0x00, 0x0b, 0x0b})] = 0xfd // a SIMD prefix where br was
-	if _, err := addTicks(simd); err == nil {
+	if _, err := instrument(simd); err == nil {
 		t.Fatal("accepted an instruction it cannot decode")
 	}
-	if _, err := addTicks([]byte("\x00asm")); err == nil {
+	if _, err := instrument([]byte("\x00asm")); err == nil {
 		t.Fatal("accepted a truncated module")
 	}
 }
@@ -104,5 +105,71 @@ func TestSplitData(t *testing.T) {
 	}
 	if _, _, err := splitData([]byte("not wasm")); err == nil {
 		t.Fatal("accepted a non-wasm binary")
+	}
+}
+
+// closeModule imports wasi_snapshot_preview1.fd_close and exports f(fd),
+// which calls it. After instrument, f's call goes through the guard.
+var closeModule = func() []byte {
+	m := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+		0x01, 0x06, 0x01, 0x60, 0x01, 0x7f, 0x01, 0x7f} // types: (i32) -> i32
+	imp := []byte{0x01, 22}
+	imp = append(imp, "wasi_snapshot_preview1"...)
+	imp = append(imp, 8)
+	imp = append(imp, "fd_close"...)
+	imp = append(imp, 0x00, 0x00)
+	m = append(m, 0x02, byte(len(imp)))
+	m = append(m, imp...)
+	m = append(m,
+		0x03, 0x02, 0x01, 0x00, // functions: f
+		0x06, 0x06, 0x01, 0x7f, 0x01, 0x41, 0x00, 0x0b, // a global
+		0x07, 0x05, 0x01, 0x01, 'f', 0x00, 0x01, // export f (function 1)
+		0x0a, 0x08, 0x01, 0x06, 0x00, 0x20, 0x00, 0x10, 0x00, 0x0b) // f: fd_close(local 0)
+	return m
+}()
+
+func TestInstrumentGuards(t *testing.T) {
+	ctx := context.Background()
+	instrumented, err := instrument(closeModule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	var closed, checked []uint32
+	_, err = rt.NewHostModuleBuilder("wasi_snapshot_preview1").NewFunctionBuilder().
+		WithFunc(func(fd uint32) uint32 { closed = append(closed, fd); return 0 }).Export("fd_close").
+		Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.NewHostModuleBuilder("spine").
+		NewFunctionBuilder().WithFunc(func() uint32 { return fuelPerTick }).Export(tickImport).
+		NewFunctionBuilder().WithFunc(func(fd uint32) uint32 {
+		checked = append(checked, fd)
+		if fd == 1 {
+			return 8 // EBADF: refused before the WASI function
+		}
+		return 0
+	}).Export("fd_close").
+		Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := rt.Instantiate(ctx, instrumented)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ fd, want uint64 }{{5, 0}, {1, 8}, {7, 0}} {
+		res, err := mod.ExportedFunction("f").Call(ctx, tc.fd)
+		if err != nil || res[0] != tc.want {
+			t.Fatalf("f(%d) = %v, %v; want %d", tc.fd, res, err, tc.want)
+		}
+	}
+	if fmt.Sprint(checked) != "[5 1 7]" || fmt.Sprint(closed) != "[5 7]" {
+		t.Fatalf("checked %v, closed %v; want [5 1 7] and [5 7]", checked, closed)
+	}
+	if mod.ExportedFunction(touchPreopenExport) != nil {
+		t.Fatal("touch_preopen exported by a module that does not import fd_sync")
 	}
 }

@@ -3,6 +3,7 @@ package spine
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // tickImport is the Host function an instrumented Guest calls every
@@ -13,13 +14,24 @@ const tickImport = "tick"
 // few hundred microseconds of CPython's interpreter.
 const fuelPerTick = 10000
 
-// addTicks returns the module with a cheap, reliable way to stop it and to let
-// Go schedule other goroutines: a new global, fuel, counted down at the start of
-// every loop body of every function; when it reaches zero the Guest calls the
-// Host's spine.tick, which answers 0 when the run's context has ended (the
-// Guest then traps: unreachable) or else the next fuel. Infinite work needs a
-// loop or unbounded recursion (which overflows the stack and traps on its own),
-// so every Guest stops within one tick of its context ending.
+// guardedImports are the WASI functions the Host checks before the Guest
+// calls them (descriptors.go); the check for "fd_close" is the Host function
+// spine.fd_close, and so on.
+var guardedImports = []string{"fd_close", "path_open"}
+
+// touchPreopenExport is the name of the function instrument adds that opens
+// the preopened folder's directory (see instrument).
+const touchPreopenExport = "touch_preopen"
+
+// instrument returns the module changed in two ways.
+//
+// Ticks: a cheap, reliable way to stop it and to let Go schedule other
+// goroutines: a new global, fuel, counted down at the start of every loop
+// body of every function; when it reaches zero the Guest calls the Host's
+// spine.tick, which answers 0 when the run's context has ended (the Guest then
+// traps: unreachable) or else the next fuel. Infinite work needs a loop or
+// unbounded recursion (which overflows the stack and traps on its own), so
+// every Guest stops within one tick of its context ending.
 //
 // The call into Go matters as much as the stop: goroutines running wasm code
 // cannot be preempted, so without it two Guests spinning on two Ps would starve
@@ -29,13 +41,26 @@ const fuelPerTick = 10000
 // header and function entry; in CPython's interpreter loop that costs about 2.5
 // times the run time. The fuel costs a load, a store and a branch.
 //
-// The import is added last among the imports, so every function index from
-// there on moves up by one: calls, ref.func, exports, element segments and the
-// start function are renumbered; custom sections (names) are dropped. Only the
+// Guards: for each of guardedImports that the module imports from
+// wasi_snapshot_preview1, a new import spine.NAME of the same type and a new
+// function that calls it with the same arguments and returns its errno when
+// it is not 0, else calls the WASI function. Every call and every function
+// reference to the WASI function is redirected to the new function, so the
+// Host sees each call before wazero acts on it.
+//
+// Preopen: an exported function, touch_preopen, that calls fd_sync on
+// descriptor 3, the preopened standard library folder. wazero opens a
+// preopen's directory lazily, on its first use, and keeps it open; the Host
+// calls touch_preopen when it makes a Guest so that this open is part of the
+// Guest's own descriptors, not of its first run's (descriptors.go).
+//
+// The imports are added last among the imports, so every function index from
+// there on moves up: calls, ref.func, exports, element segments and the start
+// function are renumbered; custom sections (names) are dropped. Only the
 // instructions of WebAssembly 1.0 with sign extension, saturating truncation
 // and bulk memory are understood; anything else is an error, and the Host
-// falls back to WithCloseOnContextDone.
-func addTicks(wasm []byte) ([]byte, error) {
+// falls back to WithCloseOnContextDone and discards every Guest after its run.
+func instrument(wasm []byte) ([]byte, error) {
 	if len(wasm) < 8 {
 		return nil, errors.New("not a WebAssembly binary")
 	}
@@ -44,8 +69,9 @@ func addTicks(wasm []byte) ([]byte, error) {
 		payload []byte
 	}
 	var sections []section
-	var imports importCounts
-	var types, definedGlobals uint64
+	var imports importList
+	var types []funcType
+	var definedGlobals, definedFuncs uint64
 	seen := map[byte]bool{}
 	for i := 8; i < len(wasm); {
 		id := wasm[i]
@@ -65,9 +91,11 @@ func addTicks(wasm []byte) ([]byte, error) {
 			i = end
 			continue // custom sections name functions by index: drop them
 		case 1:
-			types, _, err = uleb(payload, 0)
+			types, err = parseTypes(payload)
 		case 2:
-			imports, err = countImports(payload)
+			imports, err = parseImports(payload)
+		case 3:
+			definedFuncs, _, err = uleb(payload, 0)
 		case 6:
 			definedGlobals, _, err = uleb(payload, 0)
 		}
@@ -77,12 +105,59 @@ func addTicks(wasm []byte) ([]byte, error) {
 		sections = append(sections, section{id, payload})
 		i = end
 	}
-	for _, id := range []byte{1, 2, 6, 10} {
+	for _, id := range []byte{1, 2, 3, 6, 10} {
 		if !seen[id] {
 			return nil, fmt.Errorf("the module has no section %d", id)
 		}
 	}
-	tick := uint32(imports.funcs) // the new import's function index
+
+	// The guards: which imports, and the indices of what is added.
+	type guard struct {
+		name string
+		orig uint64 // the WASI import's function index
+		typ  uint64
+	}
+	var guards []guard
+	fdSync := -1 // wasi_snapshot_preview1.fd_sync's function index
+	for idx, imp := range imports.funcs {
+		if imp.module == "wasi_snapshot_preview1" && imp.name == "fd_sync" {
+			fdSync = idx
+		}
+		if imp.module != "wasi_snapshot_preview1" || !slices.Contains(guardedImports, imp.name) {
+			continue
+		}
+		if imp.typ >= uint64(len(types)) {
+			return nil, fmt.Errorf("import %s: no type %d", imp.name, imp.typ)
+		}
+		if ft := types[imp.typ]; len(ft.results) != 1 || ft.results[0] != 0x7f {
+			return nil, fmt.Errorf("import %s does not return an errno", imp.name)
+		}
+		guards = append(guards, guard{imp.name, uint64(idx), imp.typ})
+	}
+	nImported := uint64(len(imports.funcs))
+	added := 1 + uint64(len(guards))    // spine.tick, then one import per guard
+	tick := nImported                   // the tick import's function index
+	guardImport := func(k int) uint64 { // the k-th guard's import
+		return nImported + 1 + uint64(k)
+	}
+	wrapper := func(k int) uint64 { // the k-th guard's new function
+		return nImported + added + definedFuncs + uint64(k)
+	}
+	touch := wrapper(len(guards)) // touch_preopen, after the guards' functions
+	wrapped := map[uint64]uint64{}
+	for k, g := range guards {
+		wrapped[g.orig] = wrapper(k)
+	}
+	shift := func(idx uint64) uint64 { // where a function index of the input goes
+		if idx >= nImported {
+			return idx + added
+		}
+		if w, ok := wrapped[idx]; ok {
+			return w
+		}
+		return idx
+	}
+
 	fuel := appendULEB(nil, imports.globals+definedGlobals)
 	var check []byte
 	emit := func(b ...byte) { check = append(check, b...) }
@@ -90,7 +165,7 @@ func addTicks(wasm []byte) ([]byte, error) {
 	emit(fuel...)
 	emit(0x45, 0x04, 0x40) // if fuel == 0 {
 	emit(0x10)
-	emit(appendULEB(nil, uint64(tick))...) //   call tick
+	emit(appendULEB(nil, tick)...) //   call tick
 	emit(0x24)
 	emit(fuel...) //   fuel = that
 	emit(0x23)
@@ -103,31 +178,41 @@ func addTicks(wasm []byte) ([]byte, error) {
 	emit(0x24)
 	emit(fuel...) // fuel = that
 
-	shift := func(idx uint64) uint64 { // a function index after the new import
-		if idx >= imports.funcs {
-			return idx + 1
-		}
-		return idx
-	}
 	out := append([]byte(nil), wasm[:8]...)
 	for _, s := range sections {
 		payload := s.payload
 		var err error
 		switch s.id {
-		case 1: // a new type: () -> i32
+		case 1: // new types for the tick, () -> i32, and touch_preopen, () -> ()
 			payload, err = appendToVector(payload, []byte{0x60, 0x00, 0x01, 0x7f})
-		case 2: // import spine.tick
-			entry := appendULEB(nil, 5)
-			entry = append(entry, "spine"...)
-			entry = appendULEB(entry, uint64(len(tickImport)))
-			entry = append(entry, tickImport...)
-			entry = append(entry, 0x00)
-			entry = appendULEB(entry, types)
-			payload, err = appendToVector(payload, entry)
+			if err == nil && fdSync >= 0 {
+				payload, err = appendToVector(payload, []byte{0x60, 0x00, 0x00})
+			}
+		case 2: // import spine.tick, then spine.NAME for each guard
+			payload, err = appendToVector(payload, importEntry("spine", tickImport, uint64(len(types))))
+			for _, g := range guards {
+				if err == nil {
+					payload, err = appendToVector(payload, importEntry("spine", g.name, g.typ))
+				}
+			}
+		case 3: // the guards' functions, then touch_preopen
+			for _, g := range guards {
+				if err == nil {
+					payload, err = appendToVector(payload, appendULEB(nil, g.typ))
+				}
+			}
+			if err == nil && fdSync >= 0 {
+				payload, err = appendToVector(payload, appendULEB(nil, uint64(len(types)+1)))
+			}
 		case 6: // the fuel: (mut i32) = 0, so the first loop ticks at once
 			payload, err = appendToVector(payload, []byte{0x7f, 0x01, 0x41, 0x00, 0x0b})
 		case 7:
 			payload, err = renumberExports(payload, shift)
+			if err == nil && fdSync >= 0 {
+				entry := appendULEB(nil, uint64(len(touchPreopenExport)))
+				entry = append(entry, touchPreopenExport...)
+				payload, err = appendToVector(payload, appendULEB(append(entry, 0x00), touch))
+			}
 		case 8: // start function
 			var idx uint64
 			if idx, _, err = uleb(payload, 0); err == nil {
@@ -137,6 +222,17 @@ func addTicks(wasm []byte) ([]byte, error) {
 			payload, err = renumberElements(payload, shift)
 		case 10:
 			payload, err = instrumentCode(payload, check, shift)
+			for k, g := range guards {
+				if err == nil {
+					body := guardBody(len(types[g.typ].params), guardImport(k), g.orig)
+					payload, err = appendToVector(payload, append(appendULEB(nil, uint64(len(body))), body...))
+				}
+			}
+			if err == nil && fdSync >= 0 { // fd_sync(3), its errno dropped
+				body := append([]byte{0x00, 0x41, 0x03, 0x10}, appendULEB(nil, uint64(fdSync))...)
+				body = append(body, 0x1a, 0x0b)
+				payload, err = appendToVector(payload, append(appendULEB(nil, uint64(len(body))), body...))
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -148,7 +244,85 @@ func addTicks(wasm []byte) ([]byte, error) {
 	return out, nil
 }
 
-type importCounts struct{ funcs, globals uint64 }
+// importEntry encodes an import of a function of type typ.
+func importEntry(module, name string, typ uint64) []byte {
+	entry := appendULEB(nil, uint64(len(module)))
+	entry = append(entry, module...)
+	entry = appendULEB(entry, uint64(len(name)))
+	entry = append(entry, name...)
+	entry = append(entry, 0x00)
+	return appendULEB(entry, typ)
+}
+
+// guardBody is the code of a guard's function, for a WASI function of params
+// parameters that returns an errno:
+//
+//	errno := check(params...); if errno != 0 { return errno }; return wasi(params...)
+func guardBody(params int, check, wasi uint64) []byte {
+	body := []byte{0x01, 0x01, 0x7f} // one local: the check's errno
+	getParams := func() {
+		for p := 0; p < params; p++ {
+			body = append(body, 0x20)
+			body = appendULEB(body, uint64(p))
+		}
+	}
+	getParams()
+	body = append(body, 0x10)
+	body = appendULEB(body, check)
+	body = append(body, 0x22) // local.tee errno
+	body = appendULEB(body, uint64(params))
+	body = append(body, 0x04, 0x7f, 0x20) // if (result i32) errno
+	body = appendULEB(body, uint64(params))
+	body = append(body, 0x05) // else
+	getParams()
+	body = append(body, 0x10)
+	body = appendULEB(body, wasi)
+	return append(body, 0x0b, 0x0b) // end if, end function
+}
+
+// funcType is a function type: its parameter and result value types.
+type funcType struct{ params, results []byte }
+
+func parseTypes(payload []byte) ([]funcType, error) {
+	count, i, err := uleb(payload, 0)
+	if err != nil {
+		return nil, err
+	}
+	types := make([]funcType, 0, min(count, uint64(len(payload))))
+	for k := uint64(0); k < count; k++ {
+		if i >= len(payload) || payload[i] != 0x60 {
+			return nil, fmt.Errorf("type %d is not a function type", k)
+		}
+		i++
+		var ft funcType
+		for _, list := range []*[]byte{&ft.params, &ft.results} {
+			n, m, err := uleb(payload, i)
+			if err != nil {
+				return nil, err
+			}
+			i += m
+			if i+int(n) > len(payload) || int(n) < 0 {
+				return nil, fmt.Errorf("type %d runs past the type section", k)
+			}
+			*list = payload[i : i+int(n)]
+			i += int(n)
+		}
+		types = append(types, ft)
+	}
+	return types, nil
+}
+
+// importList is what instrument needs of the import section: each imported
+// function, in index order, and how many globals are imported.
+type importList struct {
+	funcs   []funcImport
+	globals uint64
+}
+
+type funcImport struct {
+	module, name string
+	typ          uint64
+}
 
 func renumberExports(payload []byte, shift func(uint64) uint64) ([]byte, error) {
 	count, i, err := uleb(payload, 0)
@@ -220,19 +394,25 @@ func renumberElements(payload []byte, shift func(uint64) uint64) ([]byte, error)
 	return out, nil
 }
 
-func countImports(payload []byte) (importCounts, error) {
-	var c importCounts
+func parseImports(payload []byte) (importList, error) {
+	var c importList
 	count, i, err := uleb(payload, 0)
 	if err != nil {
 		return c, err
 	}
 	for k := uint64(0); k < count; k++ {
-		for name := 0; name < 2; name++ { // module and field names
+		var names [2]string // module and field names
+		for j := range names {
 			n, m, err := uleb(payload, i)
 			if err != nil {
 				return c, err
 			}
-			i += m + int(n)
+			i += m
+			if i+int(n) > len(payload) || int(n) < 0 {
+				return c, errors.New("truncated import")
+			}
+			names[j] = string(payload[i : i+int(n)])
+			i += int(n)
 		}
 		if i >= len(payload) {
 			return c, errors.New("truncated import")
@@ -241,11 +421,11 @@ func countImports(payload []byte) (importCounts, error) {
 		i++
 		switch kind {
 		case 0: // func: type index
-			c.funcs++
-			_, m, err := uleb(payload, i)
+			typ, m, err := uleb(payload, i)
 			if err != nil {
 				return c, err
 			}
+			c.funcs = append(c.funcs, funcImport{names[0], names[1], typ})
 			i += m
 		case 1: // table: reftype, limits
 			i++

@@ -1,0 +1,153 @@
+package spine
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"sync/atomic"
+)
+
+// descriptors is the part of a Guest's state that lives outside its linear
+// memory: the WASI descriptor table, which wazero keeps on the Host. Linear
+// memory is reset to the image after every run; the table cannot be (wazero
+// does not expose it), so it is accounted for instead (docs/rationale.md,
+// "One Guest state"):
+//
+//   - the descriptors the image holds, 0–2 (stdio) and 3 (the preopened
+//     standard library folder), must never be closed: closing one marks the
+//     Guest broken;
+//   - every file and directory the Guest opens goes through fs, which counts
+//     those held open; a Guest holding more than it held when it was made is
+//     not reused;
+//   - a run may hold at most limit descriptors of its own; past it path_open
+//     fails with EMFILE before anything is opened, which bounds the Host
+//     memory a run's descriptors take.
+//
+// The two checks happen in the Host functions spine.fd_close and
+// spine.path_open, which the instrumented Guest calls before the WASI
+// functions of the same names (instrument.go).
+type descriptors struct {
+	fs.FS
+	open     atomic.Int64 // files and directories opened through FS and not closed
+	baseline int64        // open when the Guest was ready for its first run
+	limit    int64        // descriptors a run may hold beyond baseline
+	broken   atomic.Bool  // an image descriptor (0–3) was closed
+	watched  bool         // the Guest calls the checks; without them nothing is known
+}
+
+// imageDescriptors is how many descriptors a new Guest holds: stdin, stdout,
+// stderr and the preopened standard library folder.
+const imageDescriptors = 4
+
+// WASI errno values the descriptor checks answer with.
+const (
+	wasiErrnoSuccess = 0
+	wasiErrnoMFILE   = 33 // too many open files
+)
+
+func newDescriptors(fsys fs.FS, limit int, watched bool) *descriptors {
+	return &descriptors{FS: fsys, limit: int64(limit), watched: watched}
+}
+
+// ready records the table as the Guest's own: what later runs must leave.
+func (d *descriptors) ready() { d.baseline = d.open.Load() }
+
+// intact reports whether the table is as it was when the Guest was ready: no
+// image descriptor closed and nothing left open. A Guest that does not call
+// the checks is never known to be intact.
+func (d *descriptors) intact() bool {
+	return d.watched && !d.broken.Load() && d.open.Load() == d.baseline
+}
+
+// beforeClose is spine.fd_close: closing an image descriptor is allowed (the
+// program sees what native Python would) but the Guest is not used again.
+func (d *descriptors) beforeClose(fd int32) uint32 {
+	if fd >= 0 && fd < imageDescriptors {
+		d.broken.Store(true)
+	}
+	return wasiErrnoSuccess
+}
+
+// beforeOpen is spine.path_open: EMFILE once the run holds limit descriptors.
+func (d *descriptors) beforeOpen() uint32 {
+	if d.open.Load()-d.baseline >= d.limit {
+		return wasiErrnoMFILE
+	}
+	return wasiErrnoSuccess
+}
+
+// descriptorsKey is the context key under which an instance's descriptors
+// travel into spine.fd_close and spine.path_open. Without it (a Guest
+// starting, an image being captured) the checks allow everything.
+type descriptorsKey struct{}
+
+func descriptorsFrom(ctx context.Context) *descriptors {
+	d, _ := ctx.Value(descriptorsKey{}).(*descriptors)
+	return d
+}
+
+// Open counts what it opens, files and directories alike.
+func (d *descriptors) Open(name string) (fs.File, error) {
+	f, err := d.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	d.open.Add(1)
+	switch f := f.(type) {
+	case seekerFile:
+		return &countedFile{seekerFile: f, counted: counted{fs: d}}, nil
+	case fs.ReadDirFile:
+		return &countedDir{ReadDirFile: f, counted: counted{fs: d}}, nil
+	}
+	return &countedPlain{File: f, counted: counted{fs: d}}, nil
+}
+
+// counted gives back its count once, however often Close is called.
+type counted struct {
+	fs     *descriptors
+	closed atomic.Bool
+}
+
+func (c *counted) release() {
+	if c.closed.CompareAndSwap(false, true) {
+		c.fs.open.Add(-1)
+	}
+}
+
+// seekerFile is a regular file of the Guest's file system: wazero reads it
+// with Seek and ReadAt, which the wrapper must keep.
+type seekerFile interface {
+	fs.File
+	io.Seeker
+	io.ReaderAt
+}
+
+type countedFile struct {
+	seekerFile
+	counted
+}
+
+func (f *countedFile) Close() error {
+	f.release()
+	return f.seekerFile.Close()
+}
+
+type countedDir struct {
+	fs.ReadDirFile
+	counted
+}
+
+func (f *countedDir) Close() error {
+	f.release()
+	return f.ReadDirFile.Close()
+}
+
+type countedPlain struct {
+	fs.File
+	counted
+}
+
+func (f *countedPlain) Close() error {
+	f.release()
+	return f.File.Close()
+}
