@@ -1,8 +1,14 @@
 // Command spine runs Python programs in the Spine sandbox.
 //
 //	spine demo    run the seed's demo: a Go lookup tool called from Python
-//	spine run     run a Python program with the demo tools and MCP servers' tools
+//	spine run     run a Python program with the tools of MCP servers
 //	spine tools   print the Python stubs of those tools
+//	spine serve   serve the HTTP API
+//	spine mcp     serve MCP with one tool, run_python
+//	spine bench   measure runs against native python3
+//
+// run, tools, serve and mcp offer the tools of the MCP servers in their
+// config file; the demo tools (lookup, prices.list) only with --demo-tools.
 package main
 
 import (
@@ -24,11 +30,14 @@ const usage = `usage: spine <command>
 
 commands:
   demo    run the seed's demo: Python multiplies a looked-up price by a quantity
-  run     run a Python program with the demo tools and MCP servers' tools (spine run -h)
+  run     run a Python program with MCP servers' tools (spine run -h)
   tools   print the Python stubs of the tools a program can call (spine tools -h)
   bench   measure runs in every start mode against native python3 (spine bench -h)
   serve   serve the HTTP API: POST /v1/run, /v1/run/stream, /healthz, /metrics (spine serve -h)
   mcp     serve MCP (stdio or streamable HTTP) with one tool, run_python (spine mcp -h)
+
+run, tools, serve and mcp offer the tools of the MCP servers in --config; the
+demo tools (lookup, prices.list) only with --demo-tools.
 
 exit codes: 0 ok, 1 Python error, 2 usage error, 3 time-out, 4 other failure
 `

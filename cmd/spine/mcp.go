@@ -23,13 +23,14 @@ const mcpUsage = `usage: spine mcp [flags]
 
 Serves the Model Context Protocol with one tool, run_python(source, inputs),
 whose description lists the Python stubs of the tools a program can call: the
-built-in demo tools and those of the MCP servers in the config file. Over
-standard input and output by default; with --http, over streamable HTTP at
-http://ADDR/mcp (README, "spine mcp").
+tools of the MCP servers in the config file (and the built-in demo tools
+with --demo-tools). Over standard input and output by default; with --http,
+over streamable HTTP at http://ADDR/mcp (README, "spine mcp").
 
 flags:
   --http ADDR            serve streamable HTTP on ADDR, e.g. 127.0.0.1:8081
   --config FILE          MCP servers to use as tools (default $SPINE_CONFIG)
+  --demo-tools           also the built-in demo tools lookup and prices.list
   --timeout DURATION     time limit of every run (default 30s)
   --early-reads          start allow-listed read-only tools early
   --grace DURATION       with --http, how long shutdown waits for calls in flight (default 30s)
@@ -41,6 +42,7 @@ func mcpCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("spine mcp", flag.ContinueOnError)
 	addr := fs.String("http", "", "")
 	config := fs.String("config", os.Getenv("SPINE_CONFIG"), "")
+	demo := fs.Bool("demo-tools", false, "")
 	timeout := fs.Duration("timeout", mcpserver.DefaultTimeout, "")
 	earlyReads := fs.Bool("early-reads", false, "")
 	grace := fs.Duration("grace", 30*time.Second, "")
@@ -59,7 +61,7 @@ func mcpCommand(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runner, manifest, closeRunner, code := openRunner(ctx, "spine mcp", *config, stderr)
+	runner, manifest, _, closeRunner, code := openRunner(ctx, "spine mcp", *config, *demo, stderr)
 	if runner == nil {
 		return code
 	}

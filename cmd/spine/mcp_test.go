@@ -25,7 +25,7 @@ func TestMCPProcess(t *testing.T) {
 	bin := buildSpine(t)
 
 	t.Run("stdio", func(t *testing.T) {
-		cmd := exec.Command(bin, "mcp")
+		cmd := exec.Command(bin, "mcp", "--demo-tools")
 		cmd.Env = append(os.Environ(), "SPINE_CONFIG=") // the demo tools only
 		client := mcp.NewClient(&mcp.Implementation{Name: "spine-test", Version: "v0"}, nil)
 		cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
@@ -43,7 +43,7 @@ func TestMCPProcess(t *testing.T) {
 	})
 
 	t.Run("http", func(t *testing.T) {
-		p, addr := start(t, bin, "mcp", "--http", "127.0.0.1:0", "--early-reads")
+		p, addr := start(t, bin, "mcp", "--http", "127.0.0.1:0", "--early-reads", "--demo-tools")
 		client := mcp.NewClient(&mcp.Implementation{Name: "spine-test", Version: "v0"}, nil)
 		// The client keeps an event stream open (GET): shutdown must not
 		// wait for it.

@@ -28,8 +28,8 @@ const (
 const runUsage = `usage: spine run [flags] [FILE|-]
 
 Runs the Python program in FILE ("-" or nothing: standard input) in the
-sandbox, with the built-in demo tools and those of the MCP servers in the
-config file. Prints the program's output, then its value as JSON (nothing when
+sandbox, with the tools of the MCP servers in the config file (and the
+built-in demo tools with --demo-tools). Prints the program's output, then its value as JSON (nothing when
 it is None); a Python error prints the traceback to standard error.
 
 flags:
@@ -38,6 +38,7 @@ flags:
   --timeout DURATION    time limit for the run, e.g. 5s (default none)
   --json                print one JSON object: value, stdout, stderr, error, timing
   --config FILE         MCP servers to use as tools (default $SPINE_CONFIG)
+  --demo-tools          also the built-in demo tools lookup and prices.list
 
 exit codes: 0 ok, 1 Python error, 2 usage error, 3 time-out, 4 other failure
 `
@@ -50,6 +51,7 @@ type runOptions struct {
 	timeout    time.Duration
 	json       bool
 	config     string
+	demoTools  bool
 }
 
 // parseRunArgs parses spine run's arguments; flags may come before or after FILE.
@@ -63,6 +65,7 @@ func parseRunArgs(args []string) (*runOptions, error) {
 	fs.DurationVar(&o.timeout, "timeout", 0, "")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.StringVar(&o.config, "config", os.Getenv("SPINE_CONFIG"), "")
+	fs.BoolVar(&o.demoTools, "demo-tools", false, "")
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -237,7 +240,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 
-	manifest, closeTools, err := loadManifest(ctx, o.config)
+	tools, err := loadManifest(ctx, o.config, o.demoTools)
 	if err != nil {
 		code := exitFailure // an MCP server failed
 		if errors.Is(err, errConfig) {
@@ -245,8 +248,8 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return finish(code, &runError{Kind: "failure", Message: err.Error()})
 	}
-	defer closeTools()
-	runner, err := spine.New(ctx, manifest, &spine.Options{PoolSize: -1})
+	defer tools.close()
+	runner, err := spine.New(ctx, tools.manifest, &spine.Options{PoolSize: -1})
 	if err != nil {
 		return finish(exitFailure, &runError{Kind: "failure", Message: err.Error()})
 	}

@@ -79,7 +79,7 @@ import sys
 print("careful", file=sys.stderr)
 {"total": lookup(key="book") * inputs["quantity"], "items": prices.list(limit=1)}
 `)
-	r := spineCLI(t, "", "run", "--inputs", `{"quantity": 3}`, prog)
+	r := spineCLI(t, "", "run", "--demo-tools", "--inputs", `{"quantity": 3}`, prog)
 	r.check(t, 0, "price: 21\n{\n  \"total\": 63,\n  \"items\": [\n    {\n      \"key\": \"pen\",\n      \"price\": 2\n    }\n  ]\n}\n")
 	if r.stderr != "careful\n" {
 		t.Errorf("stderr %q", r.stderr)
@@ -87,7 +87,7 @@ print("careful", file=sys.stderr)
 }
 
 func TestRunStdin(t *testing.T) {
-	spineCLI(t, `result = lookup(key="pen") * 2`, "run", "-").check(t, 0, "4\n")
+	spineCLI(t, `result = lookup(key="pen") * 2`, "run", "--demo-tools", "-").check(t, 0, "4\n")
 	// No FILE is standard input too; flags may follow FILE.
 	spineCLI(t, `inputs["a"] + 1`, "run", "--inputs", `{"a": 1}`).check(t, 0, "2\n")
 	spineCLI(t, `inputs["a"]`, "run", "-", "--inputs", `{"a": "x"}`).check(t, 0, "\"x\"\n")
@@ -102,12 +102,12 @@ func TestRunNoValue(t *testing.T) {
 
 func TestRunInputsFile(t *testing.T) {
 	inputs := writeFile(t, "inputs.json", `{"keys": ["book", "pen"]}`)
-	spineCLI(t, `sum(lookup(key=k) for k in inputs["keys"])`, "run", "--inputs", "@"+inputs, "-").check(t, 0, "23\n")
+	spineCLI(t, `sum(lookup(key=k) for k in inputs["keys"])`, "run", "--demo-tools", "--inputs", "@"+inputs, "-").check(t, 0, "23\n")
 }
 
 func TestRunPythonError(t *testing.T) {
 	prog := writeFile(t, "boom.py", "print('before')\ndef f():\n    return lookup(key='unicorn')\nf()\n")
-	r := spineCLI(t, "", "run", prog)
+	r := spineCLI(t, "", "run", "--demo-tools", prog)
 	r.check(t, 1, "before\n", "Traceback (most recent call last):", `boom.py", line 4, in <module>`,
 		`boom.py", line 3, in f`, `RuntimeError: no such key: "unicorn"`)
 	if strings.Contains(r.stderr, "bootstrap") {
@@ -188,7 +188,7 @@ func decodeJSON(t *testing.T, r cliResult) jsonResult {
 }
 
 func TestRunJSON(t *testing.T) {
-	r := spineCLI(t, "print('out')\nresult = [lookup(key='book'), None]\n", "run", "--json", "--early-reads", "-")
+	r := spineCLI(t, "print('out')\nresult = [lookup(key='book'), None]\n", "run", "--json", "--demo-tools", "--early-reads", "-")
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
 	}

@@ -19,13 +19,15 @@ import (
 const serveUsage = `usage: spine serve [flags]
 
 Serves the HTTP API: POST /v1/run, POST /v1/run/stream, GET /healthz and
-GET /metrics (README, "spine serve"). Programs call the built-in demo tools
-and those of the MCP servers in the config file. On SIGINT or SIGTERM it stops
-accepting requests, lets the runs in flight finish (up to --grace) and exits.
+GET /metrics (README, "spine serve"). Programs call the tools of the MCP
+servers in the config file (and the built-in demo tools with --demo-tools).
+On SIGINT or SIGTERM it stops accepting requests, lets the runs in flight
+finish (up to --grace) and exits.
 
 flags:
   --listen ADDR          address to listen on (default 127.0.0.1:8080)
   --config FILE          MCP servers to use as tools (default $SPINE_CONFIG)
+  --demo-tools           also the built-in demo tools lookup and prices.list
   --slots N              runs at once; more get 429 (default: the pool size, GOMAXPROCS)
   --max-timeout DURATION time limit of every run (default 30s)
   --grace DURATION       how long shutdown waits for runs in flight (default 30s)
@@ -37,6 +39,7 @@ func serveCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("spine serve", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8080", "")
 	config := fs.String("config", os.Getenv("SPINE_CONFIG"), "")
+	demo := fs.Bool("demo-tools", false, "")
 	slots := fs.Int("slots", 0, "")
 	maxTimeout := fs.Duration("max-timeout", service.DefaultMaxTimeout, "")
 	grace := fs.Duration("grace", 30*time.Second, "")
@@ -56,7 +59,7 @@ func serveCommand(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runner, manifest, closeRunner, code := openRunner(ctx, "spine serve", *config, stderr)
+	runner, manifest, _, closeRunner, code := openRunner(ctx, "spine serve", *config, *demo, stderr)
 	if runner == nil {
 		return code
 	}

@@ -127,7 +127,7 @@ func TestServeProcess(t *testing.T) {
 		t.Skip("builds and runs the spine command")
 	}
 	bin := buildSpine(t)
-	p, addr := start(t, bin, "serve", "--listen", "127.0.0.1:0", "--slots", "2")
+	p, addr := start(t, bin, "serve", "--listen", "127.0.0.1:0", "--slots", "2", "--demo-tools")
 	url := "http://" + addr
 
 	status, a, err := postRun(t, url, `{"source": "result = lookup(key='book') * inputs['quantity'] + len(prices.list())", "inputs": {"quantity": 3}}`)

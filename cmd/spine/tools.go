@@ -11,21 +11,23 @@ import (
 	"github.com/spine-run/spine"
 )
 
-const toolsUsage = `usage: spine tools [--config FILE]
+const toolsUsage = `usage: spine tools [--config FILE] [--demo-tools]
 
-Prints the Python stubs of the tools a program can call: the built-in demo
-tools and those of the MCP servers in the config file (default $SPINE_CONFIG).
-Paste them into a model's prompt; help(tool) inside a program shows the same.
+Prints the Python stubs of the tools a program can call: those of the MCP
+servers in the config file (default $SPINE_CONFIG), and with --demo-tools the
+built-in demo tools (lookup, prices.list). Paste them into a model's prompt;
+help(tool) inside a program shows the same.
 `
 
 // toolsCommand is spine tools.
 func toolsCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("spine tools", flag.ContinueOnError)
 	config := fs.String("config", os.Getenv("SPINE_CONFIG"), "")
+	demo := fs.Bool("demo-tools", false, "")
 	if code, done := parseFlags(fs, args, toolsUsage, stdout, stderr); done {
 		return code
 	}
-	manifest, closeTools, err := loadManifest(context.Background(), *config)
+	tools, err := loadManifest(context.Background(), *config, *demo)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine tools:", err)
 		if errors.Is(err, errConfig) {
@@ -33,7 +35,7 @@ func toolsCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitFailure
 	}
-	defer closeTools()
-	io.WriteString(stdout, spine.Stubs(manifest))
+	defer tools.close()
+	io.WriteString(stdout, spine.Stubs(tools.manifest))
 	return exitOK
 }

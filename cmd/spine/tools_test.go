@@ -8,7 +8,9 @@ import (
 )
 
 func TestToolsDemo(t *testing.T) {
-	r := spineCLI(t, "", "tools")
+	// No demo tools unless asked for.
+	spineCLI(t, "", "tools").check(t, 0, spine.Stubs(spine.Manifest{}))
+	r := spineCLI(t, "", "tools", "--demo-tools")
 	r.check(t, 0, spine.Stubs(demoTools()))
 	for _, s := range []string{
 		"def lookup(*, key: str) -> Any:",
@@ -21,7 +23,13 @@ func TestToolsDemo(t *testing.T) {
 }
 
 func TestToolsMCP(t *testing.T) {
-	r := spineCLI(t, "", "tools", "--config", testConfig(t))
+	config := testConfig(t)
+	r := spineCLI(t, "", "tools", "--config", config)
+	r.check(t, 0, "*")
+	if strings.Contains(r.stdout, "lookup") || strings.Contains(r.stdout, "class prices") {
+		t.Errorf("spine tools without --demo-tools lists the demo tools:\n%s", r.stdout)
+	}
+	r = spineCLI(t, "", "tools", "--config", config, "--demo-tools")
 	r.check(t, 0, "*")
 	for _, s := range []string{
 		"def lookup(*, key: str) -> Any:",
@@ -41,7 +49,7 @@ func TestToolsUsage(t *testing.T) {
 	spineCLI(t, "", "tools", "--config", "/no/such.json").check(t, 2, "", "no such file")
 	r := spineCLI(t, "", "tools", "-h")
 	r.check(t, 0, "*")
-	if !strings.Contains(r.stdout, "usage: spine tools") {
+	if !strings.Contains(r.stdout, "usage: spine tools") || !strings.Contains(r.stdout, "--demo-tools") {
 		t.Errorf("help: %s", r.stdout)
 	}
 }

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -21,33 +24,57 @@ import (
 	"github.com/spine-run/spine/mcpclient"
 )
 
-// loadManifest returns the tools of the built-in demo set plus those of the MCP servers named in the config file at path ("" = demo set only), and a func that closes the MCP sessions.
-func loadManifest(ctx context.Context, path string) (spine.Manifest, func(), error) {
-	m := demoTools()
+// toolset is what a command's programs may call: the manifest, and the MCP
+// servers behind it.
+type toolset struct {
+	manifest spine.Manifest
+	// close closes the MCP servers: it stops their reconnecting and ends
+	// their processes. Safe to call more than once.
+	close func()
+	// health maps each MCP server's name to "" while it is up, else to the
+	// error its tools fail with (the server is reconnecting).
+	health func() map[string]string
+}
+
+// loadManifest returns the tools of the MCP servers named in the config file
+// at path ("" for none), plus the built-in demo tools when demo is set.
+func loadManifest(ctx context.Context, path string, demo bool) (*toolset, error) {
+	m := spine.Manifest{}
+	if demo {
+		m = demoTools()
+	}
 	if path == "" {
-		return m, func() {}, nil
+		return &toolset{manifest: m, close: func() {}, health: func() map[string]string { return map[string]string{} }}, nil
 	}
 	cfg, err := readConfig(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for name := range cfg.Servers {
 		for tool := range m {
 			if tool == name || strings.HasPrefix(tool, name+".") {
-				return nil, nil, fmt.Errorf("%w %s: server %q: the name is taken by the built-in tool %s", errConfig, path, name, tool)
+				return nil, fmt.Errorf("%w %s: server %q: the name is taken by the built-in tool %s", errConfig, path, name, tool)
 			}
 		}
 	}
-	servers, closeAll, err := connectAll(ctx, cfg)
+	names, servers, closeAll, err := connectAll(ctx, cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	for _, tools := range servers {
-		for name, spec := range tools {
-			m[name] = spec
+	for _, server := range servers {
+		maps.Copy(m, server.Tools())
+	}
+	health := func() map[string]string {
+		h := make(map[string]string, len(servers))
+		for i, server := range servers {
+			h[names[i]] = ""
+			if err := server.Err(); err != nil {
+				h[names[i]] = err.Error()
+			}
 		}
+		return h
 	}
-	return m, closeAll, nil
+	return &toolset{manifest: m, close: closeAll, health: health}, nil
 }
 
 // errConfig wraps every error that is the config file's fault (not a server's).
@@ -62,7 +89,7 @@ type configFile struct {
 // with streamable HTTP.
 type serverConfig struct {
 	Command []string          `json:"command,omitempty"` // program and arguments, stdio transport
-	Env     map[string]string `json:"env,omitempty"`     // added to the inherited environment
+	Env     map[string]string `json:"env,omitempty"`     // added to the few variables passed on (serverEnvVars)
 	Dir     string            `json:"dir,omitempty"`     // working folder of the command
 
 	URL     string            `json:"url,omitempty"`     // streamable HTTP endpoint
@@ -152,22 +179,18 @@ func expandVars(s string) (string, error) {
 	}
 }
 
-// connectAll connects to every server at once and lists its tools. On any
-// failure it closes the sessions it opened and returns the first error in
-// name order.
-func connectAll(ctx context.Context, cfg *configFile) ([]spine.Manifest, func(), error) {
-	names := make([]string, 0, len(cfg.Servers))
-	for name := range cfg.Servers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	manifests := make([]spine.Manifest, len(names))
-	sessions := make([]*mcp.ClientSession, len(names))
+// connectAll connects to every server at once and lists its tools; it
+// returns the servers in name order. On any failure it closes the servers it
+// connected and returns the first error in name order.
+func connectAll(ctx context.Context, cfg *configFile) ([]string, []*mcpclient.Server, func(), error) {
+	names := slices.Sorted(maps.Keys(cfg.Servers))
+	servers := make([]*mcpclient.Server, len(names))
 	errs := make([]error, len(names))
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var wg sync.WaitGroup
 	for i, name := range names {
 		wg.Go(func() {
-			manifests[i], sessions[i], errs[i] = connect(ctx, name, cfg.Servers[name])
+			servers[i], errs[i] = connect(ctx, name, cfg.Servers[name], logger)
 		})
 	}
 	wg.Wait()
@@ -175,7 +198,7 @@ func connectAll(ctx context.Context, cfg *configFile) ([]spine.Manifest, func(),
 	closeAll := func() {
 		once.Do(func() {
 			var wg sync.WaitGroup
-			for _, s := range sessions {
+			for _, s := range servers {
 				if s != nil {
 					wg.Go(func() { s.Close() })
 				}
@@ -185,44 +208,60 @@ func connectAll(ctx context.Context, cfg *configFile) ([]spine.Manifest, func(),
 	}
 	if err := errors.Join(errs...); err != nil {
 		closeAll()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return manifests, closeAll, nil
+	return names, servers, closeAll, nil
 }
 
-func connect(ctx context.Context, name string, s serverConfig) (spine.Manifest, *mcp.ClientSession, error) {
+// serverEnvVars are the variables of spine's environment that a server's
+// command gets, when set, besides the config's env: spine's own secrets (the
+// ones the config's ${NAME} reads, keys of other servers) are not passed on.
+var serverEnvVars = []string{"HOME", "PATH", "USER", "LOGNAME", "SHELL", "TERM"}
+
+// commandEnv is the environment of a server's command with the config's env.
+func commandEnv(env map[string]string) []string {
+	out := []string{} // not nil: nil would inherit everything
+	for _, name := range serverEnvVars {
+		if v, ok := os.LookupEnv(name); ok {
+			out = append(out, name+"="+v)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, name+"="+env[name])
+	}
+	return out
+}
+
+// connect dials one server: its first connection and the listing of its
+// tools have the server's timeout, and so does each reconnection.
+func connect(ctx context.Context, name string, s serverConfig, logger *slog.Logger) (*mcpclient.Server, error) {
 	timeout := defaultConnectTimeout
 	if s.Timeout != "" {
 		timeout, _ = time.ParseDuration(s.Timeout) // checked by readConfig
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var transport mcp.Transport
+	var transport func() mcp.Transport
 	if len(s.Command) > 0 {
-		// Not CommandContext: the process lives as long as the session, not
-		// as long as this connect.
-		cmd := exec.Command(s.Command[0], s.Command[1:]...)
-		cmd.Dir = s.Dir
-		cmd.Stderr = os.Stderr // the server's logs
-		if len(s.Env) > 0 {
-			cmd.Env = os.Environ()
-			for k, v := range s.Env {
-				cmd.Env = append(cmd.Env, k+"="+v)
-			}
+		transport = func() mcp.Transport {
+			// Not CommandContext: the process lives as long as the session,
+			// not as long as a connection's context.
+			cmd := exec.Command(s.Command[0], s.Command[1:]...)
+			cmd.Dir = s.Dir
+			cmd.Env = commandEnv(s.Env)
+			cmd.Stderr = os.Stderr // the server's logs
+			return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 		}
-		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	} else {
 		client := http.DefaultClient
 		if len(s.Headers) > 0 {
 			client = &http.Client{Transport: headerTransport{s.Headers, http.DefaultTransport}}
 		}
-		transport = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: client, DisableStandaloneSSE: true}
+		transport = func() mcp.Transport {
+			return &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: client, DisableStandaloneSSE: true}
+		}
 	}
-	m, session, err := mcpclient.Connect(ctx, transport, name, &mcpclient.Options{EarlyReads: s.EarlyReads})
-	if err != nil {
-		return nil, nil, err
-	}
-	return m, session, nil
+	return mcpclient.Dial(ctx, transport, name, &mcpclient.Options{EarlyReads: s.EarlyReads, ConnectTimeout: timeout, Logger: logger})
 }
 
 // headerTransport adds the configured headers to every request.
@@ -310,27 +349,28 @@ func listPrices(ctx context.Context, args json.RawMessage) (any, error) {
 	return items, nil
 }
 
-// openRunner loads the tools of the config file at path and starts a Runner
-// on them, for a long-running command (serve, mcp). On failure it reports on
-// stderr as cmd and returns the exit code; otherwise close releases the Runner,
-// then the MCP sessions.
-func openRunner(ctx context.Context, cmd, path string, stderr io.Writer) (runner *spine.Runner, manifest spine.Manifest, close func(), code int) {
-	manifest, closeTools, err := loadManifest(ctx, path)
+// openRunner loads the tools of the config file at path (and the demo tools
+// when demo is set) and starts a Runner on them, for a long-running command
+// (serve, mcp). On failure it reports on stderr as cmd and returns the exit
+// code; otherwise health reports the MCP servers (toolset.health) and close
+// releases the Runner, then the MCP servers.
+func openRunner(ctx context.Context, cmd, path string, demo bool, stderr io.Writer) (runner *spine.Runner, manifest spine.Manifest, health func() map[string]string, close func(), code int) {
+	tools, err := loadManifest(ctx, path, demo)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		if errors.Is(err, errConfig) {
-			return nil, nil, nil, exitUsage
+			return nil, nil, nil, nil, exitUsage
 		}
-		return nil, nil, nil, exitFailure
+		return nil, nil, nil, nil, exitFailure
 	}
-	runner, err = spine.New(ctx, manifest, nil)
+	runner, err = spine.New(ctx, tools.manifest, nil)
 	if err != nil {
-		closeTools()
+		tools.close()
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return nil, nil, nil, exitFailure
+		return nil, nil, nil, nil, exitFailure
 	}
-	return runner, manifest, func() {
+	return runner, tools.manifest, tools.health, func() {
 		runner.Close(context.Background())
-		closeTools()
+		tools.close()
 	}, 0
 }

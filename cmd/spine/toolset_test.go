@@ -5,14 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
@@ -58,8 +61,26 @@ func newTestMCPServer() *mcp.Server {
 	return s
 }
 
+// gateEnv names a file: while it exists, the test MCP server refuses to
+// start (it exits at once), so that a test can keep it down.
+const gateEnv = "SPINE_TEST_MCP_GATE"
+
+// serveTestMCP is the test MCP server over stdio, with one more tool, crash,
+// which ends the process in the middle of the call.
 func serveTestMCP() int {
-	if err := newTestMCPServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+	if gate := os.Getenv(gateEnv); gate != "" {
+		if _, err := os.Stat(gate); err == nil {
+			fmt.Fprintln(os.Stderr, "test MCP server: gate closed")
+			return 1
+		}
+	}
+	s := newTestMCPServer()
+	s.AddTool(&mcp.Tool{Name: "crash", Description: "End the server's process.", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			os.Exit(3)
+			return nil, nil
+		})
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "test MCP server:", err)
 		return 1
 	}
@@ -88,12 +109,20 @@ func httpMCP(t *testing.T) string {
 // binary) and a streamable HTTP server "web".
 func testConfig(t *testing.T) string {
 	t.Helper()
+	return testConfigEnv(t, nil)
+}
+
+// testConfigEnv is testConfig with more of calc's env.
+func testConfigEnv(t *testing.T, env map[string]string) string {
+	t.Helper()
 	t.Setenv("SPINE_TEST_TOKEN", "sesame") // for spine subprocesses too
+	calcEnv := map[string]string{mcpServerEnv: "1", "GREETING": "hello from calc"}
+	maps.Copy(calcEnv, env)
 	cfg := map[string]any{
 		"servers": map[string]any{
 			"calc": map[string]any{
 				"command":     []string{os.Args[0]},
-				"env":         map[string]string{mcpServerEnv: "1", "GREETING": "hello from calc"},
+				"env":         calcEnv,
 				"early_reads": []string{"add", "echo-text"},
 			},
 			"web": map[string]any{
@@ -111,13 +140,49 @@ func testConfig(t *testing.T) string {
 }
 
 func TestLoadManifestDemo(t *testing.T) {
-	m, closeTools, err := loadManifest(context.Background(), "")
+	tools, err := loadManifest(context.Background(), "", true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeTools()
-	if got := toolNames(m); !reflect.DeepEqual(got, []string{"lookup", "prices.list"}) {
+	tools.close()
+	if got := toolNames(tools.manifest); !reflect.DeepEqual(got, []string{"lookup", "prices.list"}) {
 		t.Fatalf("demo tools %v", got)
+	}
+	// Without the demo tools and a config: nothing.
+	tools, err = loadManifest(context.Background(), "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools.close()
+	if len(tools.manifest) != 0 || len(tools.health()) != 0 {
+		t.Fatalf("tools %v, health %v", toolNames(tools.manifest), tools.health())
+	}
+}
+
+// TestOpenRunnerDemo: the Runner of serve and mcp has the demo tools only
+// when asked.
+func TestOpenRunnerDemo(t *testing.T) {
+	for _, demo := range []bool{false, true} {
+		var stderr strings.Builder
+		runner, manifest, health, closeRunner, code := openRunner(t.Context(), "spine test", "", demo, &stderr)
+		if runner == nil {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		out, err := runner.Run(t.Context(), spine.Request{Source: "try:\n    result = lookup(key='book')\nexcept NameError:\n    result = 'no lookup'\n"})
+		closeRunner()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `"no lookup"`
+		if demo {
+			want = "21"
+		}
+		if _, ok := manifest["lookup"]; ok != demo || string(out.Value) != want {
+			t.Errorf("demo %v: manifest %v, value %s", demo, toolNames(manifest), out.Value)
+		}
+		if len(health()) != 0 {
+			t.Errorf("health %v", health())
+		}
 	}
 }
 
@@ -132,12 +197,13 @@ func toolNames(m spine.Manifest) []string {
 
 func TestLoadManifestMCP(t *testing.T) {
 	ctx := context.Background()
-	m, closeTools, err := loadManifest(ctx, testConfig(t))
+	tools, err := loadManifest(ctx, testConfig(t), true)
 	if err != nil {
 		t.Fatal(err)
 	}
+	m, closeTools := tools.manifest, tools.close
 	defer closeTools()
-	want := []string{"calc.add", "calc.echo_text", "calc.fail", "calc.getenv", "lookup", "prices.list", "web.add", "web.echo_text", "web.fail", "web.getenv"}
+	want := []string{"calc.add", "calc.crash", "calc.echo_text", "calc.fail", "calc.getenv", "lookup", "prices.list", "web.add", "web.echo_text", "web.fail", "web.getenv"}
 	if got := toolNames(m); !reflect.DeepEqual(got, want) {
 		t.Fatalf("tools %v\nwant %v", got, want)
 	}
@@ -159,6 +225,9 @@ func TestLoadManifestMCP(t *testing.T) {
 	}
 	if _, err := call("web.fail", `{}`); err == nil || err.Error() != "it failed" {
 		t.Errorf("web.fail: %v", err)
+	}
+	if h := tools.health(); !reflect.DeepEqual(h, map[string]string{"calc": "", "web": ""}) {
+		t.Errorf("health %v", h)
 	}
 	closeTools()
 	closeTools() // twice is fine
@@ -186,14 +255,19 @@ func TestConfigErrors(t *testing.T) {
 		{"built-in namespace", `{"servers": {"prices": {"command": ["x"]}}}`, "taken by the built-in tool prices.list"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := loadManifest(context.Background(), writeFile(t, "c.json", c.config))
+			_, err := loadManifest(context.Background(), writeFile(t, "c.json", c.config), true)
 			if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want a config error with %q", err, c.want)
 			}
 		})
 	}
-	if _, _, err := loadManifest(context.Background(), "/no/such/file.json"); !errors.Is(err, errConfig) {
+	if _, err := loadManifest(context.Background(), "/no/such/file.json", false); !errors.Is(err, errConfig) {
 		t.Fatalf("missing file: %v", err)
+	}
+	// Without the demo tools, their names are free.
+	_, err := loadManifest(context.Background(), writeFile(t, "c.json", `{"servers": {"lookup": {"command": ["/no/such/server"]}}}`), false)
+	if err == nil || errors.Is(err, errConfig) || !strings.Contains(err.Error(), "/no/such/server") {
+		t.Fatalf("a server named lookup without the demo tools: %v", err)
 	}
 }
 
@@ -205,7 +279,7 @@ func TestServerErrors(t *testing.T) {
 		{"early read of a tool the server lacks", fmt.Sprintf(`{"servers": {"a": {"command": [%q], "env": {%q: "1"}, "early_reads": ["rm_rf"]}}}`, os.Args[0], mcpServerEnv), "rm_rf"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := loadManifest(context.Background(), writeFile(t, "c.json", c.config))
+			_, err := loadManifest(context.Background(), writeFile(t, "c.json", c.config), false)
 			if err == nil || errors.Is(err, errConfig) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want a server error with %q", err, c.want)
 			}
@@ -255,4 +329,125 @@ func spineCmd(t *testing.T, args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), cliEnv+"=1")
 	return cmd
+}
+
+// TestServerEnvironment: a server's command gets the config's env and a few
+// of spine's variables, not spine's secrets.
+func TestServerEnvironment(t *testing.T) {
+	t.Setenv("SPINE_TEST_SECRET", "hunter2")
+	tools, err := loadManifest(t.Context(), testConfig(t), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tools.close()
+	getenv := func(name string) string {
+		t.Helper()
+		v, err := tools.manifest["calc.getenv"].Call(t.Context(), json.RawMessage(fmt.Sprintf(`{"name": %q}`, name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(string)
+	}
+	for _, secret := range []string{"SPINE_TEST_SECRET", "SPINE_TEST_TOKEN"} {
+		if v := getenv(secret); v != "" {
+			t.Errorf("the server sees %s=%q", secret, v)
+		}
+	}
+	if v := getenv("GREETING"); v != "hello from calc" {
+		t.Errorf("GREETING=%q", v)
+	}
+	for _, name := range []string{"PATH", "HOME"} {
+		if v := getenv(name); v != os.Getenv(name) {
+			t.Errorf("%s=%q, spine has %q", name, v, os.Getenv(name))
+		}
+	}
+}
+
+// TestServerRestart: a stdio server whose process ends is started again; while
+// it is down its tools fail at once naming it, /healthz's report says so, and
+// the other server is not affected.
+func TestServerRestart(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "gate")
+	tools, err := loadManifest(t.Context(), testConfigEnv(t, map[string]string{gateEnv: gate}), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tools.close()
+	call := func(name, args string) (any, error) {
+		return tools.manifest[name].Call(t.Context(), json.RawMessage(args))
+	}
+	checkAdd := func(name string) {
+		t.Helper()
+		if v, err := call(name, `{"a": 1, "b": 2}`); err != nil || fmt.Sprint(v) != "map[sum:3]" {
+			t.Fatalf("%s: %v %v", name, v, err)
+		}
+	}
+
+	// Keep calc from starting again, then end its process.
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call("calc.crash", `{}`); err == nil || !strings.HasPrefix(err.Error(), "mcp server calc is down: ") {
+		t.Fatalf("calc.crash: %v", err)
+	}
+	if _, err := call("calc.add", `{"a": 1, "b": 2}`); err == nil || !strings.HasPrefix(err.Error(), "mcp server calc is down: ") || !strings.HasSuffix(err.Error(), "; reconnecting") {
+		t.Fatalf("calc.add while down: %v", err)
+	}
+	if h := tools.health(); !strings.HasPrefix(h["calc"], "mcp server calc is down: ") || h["web"] != "" {
+		t.Fatalf("health while calc is down: %q", h)
+	}
+	checkAdd("web.add")
+
+	// Let it start: it comes back.
+	if err := os.Remove(gate); err != nil {
+		t.Fatal(err)
+	}
+	for tools.health()["calc"] != "" {
+		time.Sleep(10 * time.Millisecond)
+	}
+	checkAdd("calc.add")
+	checkAdd("web.add")
+}
+
+// TestDemoToolsFlag: spine run, serve and mcp, as processes, offer the demo
+// tools only with --demo-tools.
+func TestDemoToolsFlag(t *testing.T) {
+	const prog = "try:\n    result = lookup(key='book')\nexcept NameError:\n    result = 'no lookup'\n"
+	spineCLI(t, prog, "run", "-").check(t, 0, "\"no lookup\"\n")
+	spineCLI(t, prog, "run", "--demo-tools", "-").check(t, 0, "21\n")
+
+	t.Setenv(cliEnv, "1") // the test binary is spine in the processes below
+	t.Setenv("SPINE_CONFIG", "")
+	for _, demo := range []bool{false, true} {
+		args := []string{"serve", "--listen", "127.0.0.1:0"}
+		want := `"no lookup"`
+		if demo {
+			args, want = append(args, "--demo-tools"), "21"
+		}
+		p, addr := start(t, os.Args[0], args...)
+		status, a, err := postRun(t, "http://"+addr, fmt.Sprintf(`{"source": %q}`, prog))
+		if err != nil || status != 200 || string(a.Value) != want {
+			t.Errorf("serve, demo %v: %v, status %d, %+v", demo, err, status, a)
+		}
+		p.cmd.Process.Signal(os.Interrupt)
+		p.wait(t)
+
+		args = []string{"mcp"}
+		if demo {
+			args = append(args, "--demo-tools")
+		}
+		client := mcp.NewClient(&mcp.Implementation{Name: "spine-test", Version: "v0"}, nil)
+		cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: exec.Command(os.Args[0], args...)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed, err := cs.ListTools(t.Context(), nil)
+		cs.Close()
+		if err != nil || len(listed.Tools) != 1 {
+			t.Fatalf("mcp: %v %v", listed, err)
+		}
+		if has := strings.Contains(listed.Tools[0].Description, "def lookup("); has != demo {
+			t.Errorf("mcp, demo %v: the description lists lookup: %v", demo, has)
+		}
+	}
 }
