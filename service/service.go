@@ -4,7 +4,7 @@
 //
 //	POST /v1/run         {"source", "inputs", "timeout_ms", "early_reads"} → run result
 //	POST /v1/run/stream  the program as the (chunked) request body: prefix mode
-//	GET  /healthz        liveness and slot use
+//	GET  /healthz        liveness, slot use and the health of Options.Health's components
 //	GET  /metrics        Prometheus text format, from the Server's own registry
 //
 // Every run answers with the same JSON object:
@@ -14,19 +14,44 @@
 //
 // and, when it fails, "value" is null and "error" is
 // {"kind", "type", "message", "line", "traceback"}. The status codes: 200 ok,
-// 400 bad request, 408 time-out, 413 too large, 422 Python error, 429 every
-// slot busy, 499 client went away, 500 Guest failure, 503 Runner closed.
+// 400 bad request, 401 no or wrong token, 408 time-out (of the run, of a
+// request body that did not arrive, of a stream that stopped sending),
+// 413 too large, 422 Python error, 429 every slot busy, 499 client went away,
+// 500 Guest failure, 503 Runner closed.
+//
+// # Streams
+//
+// A stream holds its run slot while its program arrives, and a client can
+// send that program as slowly as it likes. Two limits keep slow clients from
+// taking the server: a stream that sends nothing for Options.StreamIdle is
+// ended (408, kind stream_idle), and streams may hold at most
+// Options.StreamSlots of the slots at once (by default half), so the rest
+// always serve /v1/run. Streams take a share rather than waiting for their
+// whole body before they are admitted because the point of a stream is prefix
+// mode: its early reads start while the program is still arriving, which
+// needs the run, and so its slot, from the first byte.
+//
+// # Exposure
+//
+// With Options.Token set, every request but GET /healthz must carry
+// "Authorization: Bearer <token>" (RequireToken). The Server does not bound
+// how long a client takes to send headers or a /v1/run body, nor how many
+// connections it keeps: serve it with an http.Server that has
+// ReadHeaderTimeout and IdleTimeout set, a deadline on request bodies and a
+// listener that caps connections, as spine serve does.
 package service
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -56,17 +81,43 @@ type Options struct {
 	// Default 1 MiB.
 	MaxBody int64
 
+	// StreamSlots is how many of the Slots streams (POST /v1/run/stream) may
+	// hold at once; a stream past it is refused with 429 while /v1/run still
+	// finds the other slots. Default: half of Slots, at least 1 (with one
+	// slot, streams and runs share it); at most Slots.
+	StreamSlots int
+
+	// StreamIdle is how long a stream may send nothing, before its first
+	// byte or between two chunks, before its run is ended with 408 (error
+	// kind stream_idle) and its slot freed. Default 10 s. It needs a
+	// ResponseWriter that supports read deadlines, as net/http's do.
+	StreamIdle time.Duration
+
+	// Token, when set, must come with every request but GET /healthz as
+	// "Authorization: Bearer <token>"; others get 401 (RequireToken).
+	Token string
+
+	// Health, when set, is called on every GET /healthz: it returns the
+	// state of components the Server depends on (the MCP servers behind its
+	// tools, say), by name: "" for a healthy one, else a short error text.
+	// /healthz lists them under "components" ("ok" or the text) and its
+	// status is "degraded" when one is unhealthy. It must be quick: report
+	// what is known, not probe.
+	Health func() map[string]string
+
 	// Logger receives a line for each failed run the Server cannot blame on
 	// the request (Guest failures) and, at debug level, one for every run.
+	// Texts in the lines are cut to MaxLogText bytes (ClipLogs).
 	// nil means no logging.
 	Logger *slog.Logger
 }
 
-// DefaultMaxTimeout and DefaultMaxBody are the defaults of Options.MaxTimeout
-// and Options.MaxBody.
+// DefaultMaxTimeout, DefaultMaxBody and DefaultStreamIdle are the defaults of
+// Options.MaxTimeout, Options.MaxBody and Options.StreamIdle.
 const (
 	DefaultMaxTimeout       = 30 * time.Second
 	DefaultMaxBody    int64 = 1 << 20
+	DefaultStreamIdle       = 10 * time.Second
 )
 
 // Server is the HTTP API over one spine.Runner. It is an http.Handler.
@@ -74,6 +125,8 @@ type Server struct {
 	runner   *spine.Runner
 	opts     Options
 	slots    chan struct{} // a token per admitted run
+	streams  chan struct{} // a token per admitted stream, which holds a slot too
+	token    *[sha256.Size]byte
 	mux      *http.ServeMux
 	registry *prometheus.Registry
 	metrics  *metrics
@@ -98,15 +151,29 @@ func New(runner *spine.Runner, opts *Options) *Server {
 	if o.MaxBody <= 0 {
 		o.MaxBody = DefaultMaxBody
 	}
+	if o.StreamSlots <= 0 {
+		o.StreamSlots = max(1, o.Slots/2)
+	}
+	o.StreamSlots = min(o.StreamSlots, o.Slots)
+	if o.StreamIdle <= 0 {
+		o.StreamIdle = DefaultStreamIdle
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	} else {
+		o.Logger = slog.New(ClipLogs(o.Logger.Handler()))
 	}
 	s := &Server{
 		runner:   runner,
 		opts:     o,
 		slots:    make(chan struct{}, o.Slots),
+		streams:  make(chan struct{}, o.StreamSlots),
 		mux:      http.NewServeMux(),
 		registry: prometheus.NewRegistry(),
+	}
+	if o.Token != "" {
+		sum := sha256.Sum256([]byte(o.Token))
+		s.token = &sum
 	}
 	s.metrics = newMetrics(s)
 	s.mux.HandleFunc("POST /v1/run", s.handleRun)
@@ -118,6 +185,12 @@ func New(runner *spine.Runner, opts *Options) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.token != nil && r.URL.Path != "/healthz" && !authorized(r, *s.token) {
+		w.Header().Set("WWW-Authenticate", wwwAuthenticate)
+		dropBody(w, r)
+		s.refuse(w, time.Now(), http.StatusUnauthorized, kindUnauthorized, unauthorizedMessage)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -150,7 +223,9 @@ type Response struct {
 // Error says why a run failed or was refused.
 type Error struct {
 	// Kind is one of python, timeout, too_large, bad_request, overloaded,
-	// canceled, guest, closed, internal.
+	// canceled, guest, closed, internal, unauthorized, read_timeout (a
+	// /v1/run body that did not arrive in time), stream_idle (a stream that
+	// sent nothing for Options.StreamIdle).
 	Kind string `json:"kind"`
 	// Type, Line and Traceback are set for a Python error: the exception's
 	// class, the line of the program it points to (0 when unknown) and the
@@ -178,6 +253,10 @@ const (
 	kindGuest      = "guest"
 	kindClosed     = "closed"
 	kindInternal   = "internal"
+
+	kindUnauthorized = "unauthorized"
+	kindReadTimeout  = "read_timeout"
+	kindStreamIdle   = "stream_idle"
 )
 
 // statusClientClosed is the answer (nobody reads it) when the client went
@@ -204,6 +283,10 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			s.refuse(w, start, http.StatusRequestEntityTooLarge, kindTooLarge, fmt.Sprintf("the request body is over the %d-byte limit", tooBig.Limit))
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.refuse(w, start, http.StatusRequestTimeout, kindReadTimeout, "the request body did not arrive within the server's read timeout")
 			return
 		}
 		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, "bad JSON body: "+err.Error())
@@ -256,6 +339,9 @@ func (s *Server) timeout(ms int64) time.Duration {
 // early_reads (Spine-Early-Reads; accepted, but prefix mode always reads early).
 func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	// Until the stream is admitted: net/http would read the body of a
+	// refused request to its end before answering, and a stream may never end.
+	w.Header().Set("Connection", "close")
 	query := r.URL.Query()
 	param := func(name, header string) string {
 		if query.Has(name) {
@@ -286,6 +372,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	body := &streamBody{
 		body:       http.MaxBytesReader(w, r.Body, s.opts.MaxBody),
 		controller: http.NewResponseController(w),
+		idle:       s.opts.StreamIdle,
 	}
 	s.run(w, r, start, spine.Request{
 		Stream:     body,
@@ -298,12 +385,27 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 // run admits req if a slot is free, runs it and answers. body is the
 // streamed program, nil for /v1/run.
 func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, body *streamBody) {
+	if body != nil {
+		select {
+		case s.streams <- struct{}{}:
+		default:
+			w.Header().Set("Retry-After", "1")
+			s.refuse(w, start, http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d stream slots are busy (streams may hold %d of the %d run slots); try again later", cap(s.streams), cap(s.streams), cap(s.slots)))
+			return
+		}
+	}
 	select {
 	case s.slots <- struct{}{}:
 	default:
+		if body != nil {
+			<-s.streams
+		}
 		w.Header().Set("Retry-After", "1")
 		s.refuse(w, start, http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d run slots are busy; try again later", cap(s.slots)))
 		return
+	}
+	if body != nil {
+		w.Header().Del("Connection") // the run reads the body
 	}
 	var (
 		out     *spine.Output
@@ -320,6 +422,13 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 			<-s.slots
 			s.metrics.inFlight.Dec()
 		}()
+		if body != nil {
+			s.metrics.streamsInFlight.Inc()
+			defer func() {
+				<-s.streams
+				s.metrics.streamsInFlight.Dec()
+			}()
+		}
 		// The time limit is this context's, not Request.Timeout: its Err
 		// tells a time-out from a client that went away, whichever came second.
 		limit := req.Timeout
@@ -327,12 +436,17 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 		ctx, cancel := context.WithTimeout(r.Context(), limit)
 		defer cancel()
 		if body != nil {
-			defer body.finish() // a Read still pending in the Runner's reader returns
+			defer body.finish() // even if Run panicked
 		}
 		runStart := time.Now()
 		var err error
 		out, err = s.runner.Run(ctx, req)
 		runTime = time.Since(runStart)
+		if body != nil {
+			// A Read still pending in the Runner's reader returns, and how
+			// reading ended is known before the run is judged.
+			body.finish()
+		}
 		status, e = classify(ctx, limit, err, body)
 	}()
 
@@ -378,12 +492,20 @@ func classify(ctx context.Context, limit time.Duration, err error, body *streamB
 		}
 	}
 	// The Runner keeps only the text of a failed read: ask the body.
-	var readErr error
+	var (
+		readErr error
+		idle    time.Duration
+	)
 	if body != nil {
 		readErr = body.failure()
+		if body.idled() {
+			idle = body.idle
+		}
 	}
 	var tooBig *http.MaxBytesError
 	switch {
+	case idle > 0: // before the context: the failed read canceled it
+		return http.StatusRequestTimeout, &Error{Kind: kindStreamIdle, Message: fmt.Sprintf("the stream sent nothing for %v, the server's idle limit for streams; the run was stopped", idle)}
 	case errors.As(readErr, &tooBig):
 		return http.StatusRequestEntityTooLarge, &Error{Kind: kindTooLarge, Message: fmt.Sprintf("the streamed program is over the %d-byte limit", tooBig.Limit)}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -416,12 +538,50 @@ func (s *Server) refuse(w http.ResponseWriter, start time.Time, status int, kind
 	})
 }
 
+// HealthReport is the body of GET /healthz.
+type HealthReport struct {
+	// Status is "ok", or "degraded" when a component is unhealthy. Either
+	// way the answer is 200: the server still runs programs (those that do
+	// not need the failing component), and a load balancer that took every
+	// replica out over a dependency they share would stop them all.
+	Status      string `json:"status"`
+	Slots       int    `json:"slots"`
+	SlotsBusy   int    `json:"slots_busy"`
+	StreamSlots int    `json:"stream_slots"`
+	StreamsBusy int    `json:"streams_busy"`
+	// Components are Options.Health's, by name: "ok", or the error text
+	// (cut to MaxLogText bytes). With Options.Token set, a request without
+	// the token sees "unhealthy" instead of the text, which may name
+	// internal addresses.
+	Components map[string]string `json:"components,omitempty"`
+}
+
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, struct {
-		Status    string `json:"status"`
-		Slots     int    `json:"slots"`
-		SlotsBusy int    `json:"slots_busy"`
-	}{"ok", cap(s.slots), len(s.slots)})
+	h := HealthReport{
+		Status:      "ok",
+		Slots:       cap(s.slots),
+		SlotsBusy:   len(s.slots),
+		StreamSlots: cap(s.streams),
+		StreamsBusy: len(s.streams),
+	}
+	if s.opts.Health != nil {
+		details := s.token == nil || authorized(r, *s.token)
+		states := s.opts.Health()
+		h.Components = make(map[string]string, len(states))
+		for name, problem := range states {
+			switch {
+			case problem == "":
+				h.Components[name] = "ok"
+				continue
+			case details:
+				h.Components[name] = clip(problem)
+			default:
+				h.Components[name] = "unhealthy"
+			}
+			h.Status = "degraded"
+		}
+	}
+	writeJSON(w, http.StatusOK, h)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -444,27 +604,53 @@ func ms(d time.Duration) float64 {
 }
 
 // streamBody is the request body of /v1/run/stream as the Runner reads it. It
-// remembers how reading failed (the Runner keeps only the text), and its Close
-// — which the Runner calls to unblock a pending Read when the run's context
-// ends — sets a read deadline instead of closing the body: net/http's body
-// Close waits for a pending Read, which would wait for the client.
+// remembers how reading failed (the Runner keeps only the text). Each Read
+// may wait for the client at most idle: it sets the connection's read
+// deadline first. Its Close — which the Runner calls to unblock a pending
+// Read when the run's context ends — sets a read deadline in the past
+// instead of closing the body: net/http's body Close waits for a pending
+// Read, which would wait for the client.
 type streamBody struct {
 	body       io.ReadCloser
 	controller *http.ResponseController
+	idle       time.Duration
 
-	mu   sync.Mutex
-	err  error // the first error other than io.EOF
-	done bool  // the body ended (io.EOF or an error)
+	mu       sync.Mutex
+	reads    sync.WaitGroup // the Read in progress
+	closed   bool           // Close or finish was called: no more Reads
+	deadline bool           // read deadlines work (SetReadDeadline succeeded)
+	err      error          // the first error other than io.EOF
+	idleOut  bool           // err is the idle deadline's
+	done     bool           // the body ended (io.EOF or an error)
 }
 
+var errStreamClosed = errors.New("the stream was closed")
+
 func (b *streamBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return 0, errStreamClosed
+	}
+	b.deadline = b.controller.SetReadDeadline(time.Now().Add(b.idle)) == nil
+	b.reads.Add(1)
+	b.mu.Unlock()
+	defer b.reads.Done()
+
 	n, err := b.body.Read(p)
 	if err != nil {
 		b.mu.Lock()
 		if !b.done && err != io.EOF {
 			b.err = err
+			b.idleOut = !b.closed && errors.Is(err, os.ErrDeadlineExceeded)
 		}
 		b.done = true
+		if !b.closed {
+			// From here net/http watches the connection to tell when the
+			// client goes away: without a deadline, or the idle one would
+			// cancel the run.
+			b.controller.SetReadDeadline(time.Time{})
+		}
 		b.mu.Unlock()
 	}
 	return n, err
@@ -472,17 +658,30 @@ func (b *streamBody) Read(p []byte) (int, error) {
 
 // Close unblocks a pending Read.
 func (b *streamBody) Close() error {
-	b.controller.SetReadDeadline(time.Now())
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.close()
 	return nil
 }
 
-// finish unblocks a Read still pending after the run ended.
+// close sets closed and a read deadline that has passed, unless the body has
+// ended. b.mu is held.
+func (b *streamBody) close() {
+	if !b.closed && !b.done {
+		b.controller.SetReadDeadline(time.Now())
+	}
+	b.closed = true
+}
+
+// finish unblocks a Read still pending after the run ended and waits for it
+// to return, so that failure and idled tell how reading ended.
 func (b *streamBody) finish() {
 	b.mu.Lock()
-	done := b.done
+	b.close()
+	wait := b.deadline // else nothing unblocks the Read: do not wait for it
 	b.mu.Unlock()
-	if !done {
-		b.Close()
+	if wait {
+		b.reads.Wait()
 	}
 }
 
@@ -493,6 +692,13 @@ func (b *streamBody) failure() error {
 	return b.err
 }
 
+// idled reports whether the stream ended because it sent nothing for idle.
+func (b *streamBody) idled() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.idleOut
+}
+
 // metrics are the Server's Prometheus metrics.
 type metrics struct {
 	runs      *prometheus.CounterVec
@@ -500,13 +706,16 @@ type metrics struct {
 	toolCalls prometheus.Counter
 	errors    *prometheus.CounterVec
 	inFlight  prometheus.Gauge
+
+	streamsInFlight prometheus.Gauge
 }
 
 // Outcomes of an admitted run (labels of spine_runs_total and
 // spine_run_duration_seconds), and every error kind (spine_errors_total).
 var (
-	runOutcomes = []string{"ok", kindPython, kindTimeout, kindTooLarge, kindCanceled, kindGuest, kindClosed, kindInternal}
-	errorKinds  = []string{kindPython, kindTimeout, kindTooLarge, kindGuest, kindBadRequest, kindOverloaded, kindCanceled, kindClosed, kindInternal}
+	runOutcomes = []string{"ok", kindPython, kindTimeout, kindTooLarge, kindCanceled, kindGuest, kindClosed, kindInternal, kindStreamIdle}
+	errorKinds  = []string{kindPython, kindTimeout, kindTooLarge, kindGuest, kindBadRequest, kindOverloaded, kindCanceled, kindClosed, kindInternal,
+		kindUnauthorized, kindReadTimeout, kindStreamIdle}
 )
 
 func newMetrics(s *Server) *metrics {
@@ -526,11 +735,15 @@ func newMetrics(s *Server) *metrics {
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spine_errors_total",
-			Help: "Requests that failed or were refused, by kind: python, timeout, too_large, guest, bad_request, overloaded, canceled, closed, internal.",
+			Help: "Requests that failed or were refused, by kind: python, timeout, too_large, guest, bad_request, overloaded, canceled, closed, internal, unauthorized, read_timeout, stream_idle.",
 		}, []string{"kind"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "spine_runs_in_flight",
 			Help: "Runs holding a slot now.",
+		}),
+		streamsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spine_streams_in_flight",
+			Help: "Streams (POST /v1/run/stream) holding a slot now, counted in spine_runs_in_flight too.",
 		}),
 	}
 	for _, o := range runOutcomes {
@@ -543,7 +756,11 @@ func newMetrics(s *Server) *metrics {
 		Name: "spine_slots",
 		Help: "Runs the server admits at once; past it requests get 429.",
 	}, func() float64 { return float64(cap(s.slots)) })
-	s.registry.MustRegister(m.runs, m.duration, m.toolCalls, m.errors, m.inFlight, slots,
+	streamSlots := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "spine_stream_slots",
+		Help: "How many of the slots streams may hold at once; past it streams get 429.",
+	}, func() float64 { return float64(cap(s.streams)) })
+	s.registry.MustRegister(m.runs, m.duration, m.toolCalls, m.errors, m.inFlight, m.streamsInFlight, slots, streamSlots,
 		runnerCollector{s.runner},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

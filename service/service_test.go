@@ -476,10 +476,30 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+func newHandlerServer(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
 // scrape returns the samples of GET url/metrics by name with labels.
 func scrape(t *testing.T, url string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
+	return scrapeWith(t, url, "")
+}
+
+// scrapeWith is scrape with a bearer token.
+func scrapeWith(t *testing.T, url, token string) map[string]float64 {
+	t.Helper()
+	req, err := http.NewRequest("GET", url+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,62 @@
+package service
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// RequireToken returns a handler that passes a request to next only when it
+// carries the header "Authorization: Bearer <token>", and answers any other
+// with 401, "WWW-Authenticate: Bearer" and the JSON of a refused run (error
+// kind "unauthorized"). It compares SHA-256 digests of the two tokens in
+// constant time, so neither the token's bytes nor its length show in the
+// time of an answer. token must not be empty.
+//
+// It is the check the Server makes itself when Options.Token is set; use it
+// for other handlers served beside it, such as an MCP endpoint.
+func RequireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		panic("service: RequireToken with an empty token")
+	}
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !authorized(r, want) {
+			w.Header().Set("WWW-Authenticate", wwwAuthenticate)
+			dropBody(w, r)
+			writeJSON(w, http.StatusUnauthorized, Response{
+				Value: json.RawMessage("null"),
+				Error: &Error{Kind: kindUnauthorized, Message: unauthorizedMessage},
+			})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+const (
+	wwwAuthenticate     = `Bearer realm="spine"`
+	unauthorizedMessage = `this server needs "Authorization: Bearer <token>"`
+)
+
+// authorized reports whether r carries the bearer token whose SHA-256 digest
+// is want.
+func authorized(r *http.Request, want [sha256.Size]byte) bool {
+	scheme, credentials, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(credentials)))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
+// dropBody makes the answer to r close the connection when r has a body the
+// handler will not read: net/http would otherwise read it to its end before
+// answering, and a streamed body may never end.
+func dropBody(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+}

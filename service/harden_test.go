@@ -1,0 +1,322 @@
+package service_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spine-run/spine/service"
+)
+
+// startStream opens a stream whose body the test writes; the answer arrives
+// on the returned channel.
+func startStream(t *testing.T, url string) (*io.PipeWriter, <-chan streamAnswer) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	req, err := http.NewRequestWithContext(t.Context(), "POST", url+"/v1/run/stream", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := make(chan streamAnswer, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answers <- streamAnswer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var a streamAnswer
+		a.status = resp.StatusCode
+		a.err = json.NewDecoder(resp.Body).Decode(&a.out)
+		answers <- a
+	}()
+	return pw, answers
+}
+
+type streamAnswer struct {
+	status int
+	out    service.Response
+	err    error
+}
+
+// TestStreamIdle: a stream that stops sending, or never sends, is ended by
+// the idle limit, and its slot is freed.
+func TestStreamIdle(t *testing.T) {
+	ts := newServer(t, &service.Options{Slots: 2, StreamIdle: 100 * time.Millisecond, MaxTimeout: time.Hour})
+	for _, first := range []string{"x = 1\n", ""} {
+		pw, answers := startStream(t, ts.URL)
+		if first != "" {
+			if _, err := io.WriteString(pw, first); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a := <-answers
+		pw.Close()
+		if a.err != nil || a.status != http.StatusRequestTimeout || a.out.Error == nil || a.out.Error.Kind != "stream_idle" ||
+			!strings.Contains(a.out.Error.Message, "100ms") {
+			t.Fatalf("first chunk %q: %v, status %d, %+v", first, a.err, a.status, a.out.Error)
+		}
+	}
+	waitFor(t, "the slots to be free", func() bool { return scrape(t, ts.URL)["spine_runs_in_flight"] == 0 })
+	metrics := scrape(t, ts.URL)
+	if metrics[`spine_errors_total{kind="stream_idle"}`] != 2 || metrics[`spine_runs_total{outcome="stream_idle"}`] != 2 || metrics["spine_streams_in_flight"] != 0 {
+		t.Errorf("stream_idle errors %v, runs %v, streams in flight %v", metrics[`spine_errors_total{kind="stream_idle"}`],
+			metrics[`spine_runs_total{outcome="stream_idle"}`], metrics["spine_streams_in_flight"])
+	}
+	// The limit is between chunks, not on the whole stream: a run after
+	// the ended ones works, and a stream that keeps sending is not cut.
+	if status, out, _ := post(t, t.Context(), ts.URL+"/v1/run", run{"source": "1"}); status != 200 || string(out.Value) != "1" {
+		t.Fatalf("after the idle streams: status %d, %+v", status, out)
+	}
+}
+
+// TestStreamShare: streams that trickle hold only their share of the slots,
+// so /v1/run still finds one; a stream past the share gets 429.
+func TestStreamShare(t *testing.T) {
+	ts := newServer(t, &service.Options{Slots: 4, StreamIdle: time.Hour, MaxTimeout: time.Hour})
+	type stream struct {
+		w       *io.PipeWriter
+		answers <-chan streamAnswer
+	}
+	var streams []stream
+	for range 2 {
+		w, answers := startStream(t, ts.URL)
+		streams = append(streams, stream{w, answers})
+		for _, b := range []byte("a = 20\n") { // one byte at a time
+			if _, err := w.Write([]byte{b}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitFor(t, "both streams to hold a slot", func() bool { return scrape(t, ts.URL)["spine_streams_in_flight"] == 2 })
+
+	w, answers := startStream(t, ts.URL)
+	a := <-answers
+	w.Close()
+	if a.err != nil || a.status != http.StatusTooManyRequests || a.out.Error == nil || a.out.Error.Kind != "overloaded" || !strings.Contains(a.out.Error.Message, "stream slots") {
+		t.Fatalf("a third stream: %v, status %d, %+v", a.err, a.status, a.out.Error)
+	}
+
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			status, out, _ := post(t, t.Context(), ts.URL+"/v1/run", run{"source": "inputs['i']", "inputs": map[string]any{"i": i}})
+			if status != 200 || string(out.Value) != string(rune('0'+i)) {
+				t.Errorf("/v1/run beside two streams: status %d, %+v", status, out)
+			}
+		})
+	}
+	wg.Wait()
+	if m := scrape(t, ts.URL); m["spine_streams_in_flight"] != 2 {
+		t.Fatalf("the streams ended early: %v in flight", m["spine_streams_in_flight"])
+	}
+
+	for i, s := range streams {
+		if _, err := io.WriteString(s.w, "a + 1\n"); err != nil {
+			t.Fatal(err)
+		}
+		s.w.Close()
+		if a := <-s.answers; a.err != nil || a.status != 200 || string(a.out.Value) != "21" {
+			t.Errorf("stream %d: %v, status %d, %+v", i, a.err, a.status, a.out)
+		}
+	}
+	metrics := scrape(t, ts.URL)
+	if metrics["spine_stream_slots"] != 2 || metrics[`spine_errors_total{kind="overloaded"}`] != 1 {
+		t.Errorf("stream slots %v, overloaded %v", metrics["spine_stream_slots"], metrics[`spine_errors_total{kind="overloaded"}`])
+	}
+}
+
+// lockedBuffer is a log destination for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestLogsClipped: a program that writes a mebibyte to stderr and fails with
+// a long message leaves its output whole in the answer, and only a short
+// prefix of anything in the log.
+func TestLogsClipped(t *testing.T) {
+	var logs lockedBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ts := newServer(t, &service.Options{Logger: logger})
+	status, out, _ := post(t, t.Context(), ts.URL+"/v1/run", run{
+		"source": "import sys\nsys.stderr.write('e' * (1 << 20))\nraise ValueError('v' * (1 << 19))",
+	})
+	if status != http.StatusUnprocessableEntity || len(out.Stderr) != 1<<20 || out.Error == nil || len(out.Error.Message) < 60000 {
+		t.Fatalf("status %d, stderr %d bytes, %v", status, len(out.Stderr), out.Error != nil)
+	}
+	text := logs.String()
+	if len(text) > 2048 || !strings.Contains(text, fmt.Sprintf("… (%d bytes)", len(out.Error.Message))) || strings.Contains(text, strings.Repeat("v", service.MaxLogText+1)) {
+		t.Errorf("the log holds %d bytes:\n%.3000s", len(text), text)
+	}
+}
+
+func TestClipLogs(t *testing.T) {
+	var b bytes.Buffer
+	long := strings.Repeat("é", 300) // two bytes each: a cut must not split one
+	logger := slog.New(service.ClipLogs(slog.NewJSONHandler(&b, nil))).With("with", long)
+	logger.WithGroup("g").Error(long, "s", long, "err", errors.New(long), "bytes", []byte(long), "any", []string{long},
+		slog.Group("inner", "s", long), "short", "kept", "n", 7)
+	var rec map[string]any
+	if err := json.Unmarshal(b.Bytes(), &rec); err != nil {
+		t.Fatalf("%v: %s", err, b.Bytes())
+	}
+	want := strings.Repeat("é", service.MaxLogText/2) + "… (600 bytes)"
+	g, _ := rec["g"].(map[string]any)
+	inner, _ := g["inner"].(map[string]any)
+	for name, got := range map[string]any{"msg": rec["msg"], "with": rec["with"], "s": g["s"], "err": g["err"], "bytes": g["bytes"], "inner.s": inner["s"]} {
+		if got != want {
+			t.Errorf("%s = %v", name, got)
+		}
+	}
+	if s, _ := g["any"].(string); !strings.HasSuffix(s, "bytes)") || len(s) > service.MaxLogText+20 {
+		t.Errorf("any = %v", g["any"])
+	}
+	if g["short"] != "kept" || g["n"] != 7.0 {
+		t.Errorf("short %v, n %v", g["short"], g["n"])
+	}
+}
+
+// TestToken: with a token, every endpoint but /healthz needs it.
+func TestToken(t *testing.T) {
+	const token = "s3cret-token"
+	ts := newServer(t, &service.Options{Token: token})
+	send := func(method, path, auth, body string) (int, http.Header, []byte) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), method, ts.URL+path, strings.NewReader(body))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, raw
+	}
+	runBody := `{"source": "6 * 7"}`
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/v1/run", runBody},
+		{"POST", "/v1/run/stream", "6 * 7"},
+		{"GET", "/metrics", ""},
+	} {
+		for _, auth := range []string{"", "Bearer wrong", "Bearer " + token + "x", "Basic " + token, token, "Bearer"} {
+			status, header, raw := send(tc.method, tc.path, auth, tc.body)
+			var out service.Response
+			json.Unmarshal(raw, &out)
+			if status != http.StatusUnauthorized || !strings.HasPrefix(header.Get("WWW-Authenticate"), "Bearer") || out.Error == nil || out.Error.Kind != "unauthorized" {
+				t.Errorf("%s %s with %q: status %d, WWW-Authenticate %q, %s", tc.method, tc.path, auth, status, header.Get("WWW-Authenticate"), raw)
+			}
+		}
+		for _, auth := range []string{"Bearer " + token, "bearer  " + token} {
+			if status, _, raw := send(tc.method, tc.path, auth, tc.body); status != 200 {
+				t.Errorf("%s %s with the token (%q): status %d, %s", tc.method, tc.path, auth, status, raw)
+			}
+		}
+	}
+	if status, _, raw := send("GET", "/healthz", "", ""); status != 200 || !bytes.Contains(raw, []byte(`"status":"ok"`)) {
+		t.Errorf("/healthz without the token: %d %s", status, raw)
+	}
+	if got := scrapeWith(t, ts.URL, token)[`spine_errors_total{kind="unauthorized"}`]; got != 18 {
+		t.Errorf("unauthorized = %v, want 18", got)
+	}
+}
+
+func TestRequireToken(t *testing.T) {
+	h := service.RequireToken("tok", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "in") }))
+	ts := newHandlerServer(t, h)
+	for auth, want := range map[string]int{"": 401, "Bearer tok2": 401, "Bearer tok": 200} {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", ts.URL, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == 401) != (resp.Header.Get("WWW-Authenticate") != "") {
+			t.Errorf("%q: status %d, WWW-Authenticate %q", auth, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
+}
+
+// TestHealthComponents: Options.Health's components show in /healthz, which
+// says degraded (still 200) when one is unhealthy; without the token the
+// error texts are hidden.
+func TestHealthComponents(t *testing.T) {
+	var mu sync.Mutex
+	states := map[string]string{"github": "", "docs": ""}
+	health := func() map[string]string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := make(map[string]string)
+		for k, v := range states {
+			out[k] = v
+		}
+		return out
+	}
+	get := func(url, token string) service.HealthReport {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", url+"/healthz", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var h service.HealthReport
+		if err := json.NewDecoder(resp.Body).Decode(&h); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("status %d: %v", resp.StatusCode, err)
+		}
+		return h
+	}
+	ts := newServer(t, &service.Options{Slots: 4, Health: health})
+	if h := get(ts.URL, ""); h.Status != "ok" || h.Components["github"] != "ok" || h.Components["docs"] != "ok" || h.Slots != 4 || h.StreamSlots != 2 {
+		t.Errorf("healthy: %+v", h)
+	}
+	mu.Lock()
+	states["docs"] = "dial tcp 10.0.0.7:9000: connection refused " + strings.Repeat("x", 500)
+	mu.Unlock()
+	h := get(ts.URL, "")
+	if h.Status != "degraded" || h.Components["github"] != "ok" || !strings.HasPrefix(h.Components["docs"], "dial tcp 10.0.0.7:9000: connection refused") || len(h.Components["docs"]) > service.MaxLogText+20 {
+		t.Errorf("degraded: %+v", h)
+	}
+
+	tokened := newServer(t, &service.Options{Health: health, Token: "tok"})
+	if h := get(tokened.URL, ""); h.Status != "degraded" || h.Components["docs"] != "unhealthy" || h.Components["github"] != "ok" {
+		t.Errorf("without the token: %+v", h)
+	}
+	if h := get(tokened.URL, "tok"); !strings.HasPrefix(h.Components["docs"], "dial tcp") {
+		t.Errorf("with the token: %+v", h)
+	}
+
+	// Without Options.Health there are no components.
+	if h := get(newServer(t, nil).URL, ""); h.Status != "ok" || h.Components != nil {
+		t.Errorf("no Health: %+v", h)
+	}
+}
