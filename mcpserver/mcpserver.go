@@ -17,6 +17,11 @@
 // whose IsError is set and whose text is the traceback (or the reason) and the
 // program's output, so the model can read it and try again; only a client that
 // went away or a closed Runner make a protocol error.
+//
+// The server runs at most Options.Slots programs at once. A call that finds
+// every slot busy is answered at once with the tool error "busy, retry: …"
+// rather than queued: queued calls would pile up without bound behind slow
+// programs, while the model (or its client) can simply call again.
 package mcpserver
 
 import (
@@ -25,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"time"
 
@@ -44,6 +50,11 @@ type Options struct {
 
 	// Timeout bounds each run. Default 30 s.
 	Timeout time.Duration
+
+	// Slots is how many run_python calls run at once; a call past it gets
+	// the tool error "busy, retry: …" at once. Default: the Runner's pool
+	// size, else runtime.GOMAXPROCS(0).
+	Slots int
 
 	// EarlyReads runs every program with early reads on (Request.EarlyReads):
 	// tools marked AllowEarlyRead start before the program reaches them.
@@ -74,12 +85,18 @@ func New(runner *spine.Runner, manifest spine.Manifest, opts *Options) *mcp.Serv
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
+	if o.Slots <= 0 {
+		o.Slots = runner.Stats().PoolSize
+		if o.Slots <= 0 {
+			o.Slots = runtime.GOMAXPROCS(0)
+		}
+	}
 	server := mcp.NewServer(&mcp.Implementation{Name: o.Name, Title: "Spine: sandboxed Python with tools", Version: o.Version}, &mcp.ServerOptions{
 		Instructions: "Call " + ToolName + " with a Python program that uses the tools listed in its description; " +
 			"one program can make many tool calls and combine their results.",
 		Logger: o.Logger,
 	})
-	h := &handler{runner: runner, opts: o}
+	h := &handler{runner: runner, opts: o, slots: make(chan struct{}, o.Slots)}
 	server.AddTool(&mcp.Tool{
 		Name:         ToolName,
 		Title:        "Run Python",
@@ -138,6 +155,7 @@ The program calls the tools listed below as ordinary Python functions, with keyw
 type handler struct {
 	runner *spine.Runner
 	opts   Options
+	slots  chan struct{} // a token per call running a program
 }
 
 // Result is run_python's structuredContent.
@@ -175,6 +193,12 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 		return failed(`bad arguments: "inputs" must be an object`), nil
 	}
 
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	default:
+		return failed(fmt.Sprintf("busy, retry: all %d run slots are in use; call %s again in a moment", cap(h.slots), ToolName)), nil
+	}
 	runCtx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
 	defer cancel()
 	out, err := h.runner.Run(runCtx, spine.Request{Source: args.Source, Inputs: inputs, EarlyReads: h.opts.EarlyReads})

@@ -34,8 +34,25 @@ var (
 			Description:    "Look up the price of an item by key.",
 			InputSchema:    json.RawMessage(`{"type":"object","properties":{"key":{"type":"string"}},"required":["key"]}`),
 		},
+		"gate": {
+			Call: func(ctx context.Context, args json.RawMessage) (any, error) {
+				gateEntered <- struct{}{}
+				select {
+				case <-gateOpen:
+					return "opened", nil
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			},
+			Description: "Wait until the test opens the gate.",
+		},
 	}
 	runner *spine.Runner
+
+	// gateEntered receives when a program calls gate(); a send on
+	// gateOpen lets one such call return.
+	gateEntered = make(chan struct{}, 16)
+	gateOpen    = make(chan struct{})
 )
 
 func TestMain(m *testing.M) {
@@ -147,7 +164,7 @@ func TestInMemory(t *testing.T) {
 }
 
 func TestStreamableHTTP(t *testing.T) {
-	server := mcpserver.New(runner, manifest, &mcpserver.Options{EarlyReads: true})
+	server := mcpserver.New(runner, manifest, &mcpserver.Options{EarlyReads: true, Slots: 8})
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
 	defer ts.Close()
 	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "v0"}, nil)
@@ -214,5 +231,47 @@ func TestClientCancel(t *testing.T) {
 	// The session goes on.
 	if res := call(t, cs, map[string]any{"source": "6 * 7"}); res.IsError || text(res) != `{"value":42,"stdout":""}` {
 		t.Fatalf("after the cancel: %+v", res)
+	}
+}
+
+// TestSlots: over streamable HTTP, a call past the slots is answered at once
+// with "busy, retry" while the others run; a freed slot serves the next call.
+func TestSlots(t *testing.T) {
+	server := mcpserver.New(runner, manifest, &mcpserver.Options{Slots: 2})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	defer ts.Close()
+	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "v0"}, nil)
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: ts.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	answers := make(chan *mcp.CallToolResult, 2)
+	for range 2 {
+		go func() {
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: map[string]any{"source": "gate()"}})
+			if err != nil {
+				t.Error(err)
+			}
+			answers <- res
+		}()
+		<-gateEntered // the call holds a slot: its program is in the tool
+	}
+	res := call(t, cs, map[string]any{"source": "1"})
+	if !res.IsError || !strings.HasPrefix(text(res), "busy, retry: all 2 run slots are in use") {
+		t.Fatalf("a third call: IsError %v, %q", res.IsError, text(res))
+	}
+	gateOpen <- struct{}{}
+	if res := <-answers; res == nil || res.IsError || text(res) != `{"value":"opened","stdout":""}` {
+		t.Fatalf("the first call: %+v", res)
+	}
+	// The answered call freed its slot before its answer was sent.
+	if res := call(t, cs, map[string]any{"source": "6 * 7"}); res.IsError || text(res) != `{"value":42,"stdout":""}` {
+		t.Fatalf("after a slot was freed: %q", text(res))
+	}
+	gateOpen <- struct{}{}
+	if res := <-answers; res == nil || res.IsError {
+		t.Fatalf("the second call: %+v", res)
 	}
 }
