@@ -39,6 +39,11 @@ flags:
   --json                print one JSON object: value, stdout, stderr, error, timing
   --config FILE         MCP servers to use as tools (default $SPINE_CONFIG)
   --demo-tools          also the built-in demo tools lookup and prices.list
+  --raw                 print the program's output as it is, even to a terminal
+
+On a terminal, the control characters the program printed (escape sequences,
+a lone \r, C1 controls) are shown escaped, like \x1b, instead of being obeyed;
+printed to a file or a pipe, or with --raw, they are left as they are.
 
 exit codes: 0 ok, 1 Python error, 2 usage error, 3 time-out, 4 other failure
 `
@@ -52,6 +57,7 @@ type runOptions struct {
 	json       bool
 	config     string
 	demoTools  bool
+	raw        bool // program output to a terminal as it is
 }
 
 // parseRunArgs parses spine run's arguments; flags may come before or after FILE.
@@ -66,6 +72,7 @@ func parseRunArgs(args []string) (*runOptions, error) {
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.StringVar(&o.config, "config", os.Getenv("SPINE_CONFIG"), "")
 	fs.BoolVar(&o.demoTools, "demo-tools", false, "")
+	fs.BoolVar(&o.raw, "raw", false, "")
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -177,6 +184,8 @@ type runTiming struct {
 
 func runMillis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+func plain(s string) string { return s }
+
 // runCommand is spine run.
 func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	o, err := parseRunArgs(args)
@@ -196,20 +205,32 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
+	// What the program wrote, and what came from it (a traceback, an
+	// exception's message, its value), goes to a terminal neutralized.
+	outText, outJSON, errText := plain, plain, plain
+	if !o.raw && isTerminal(stdout) {
+		outText, outJSON = terminalText, terminalJSON
+	}
+	if !o.raw && isTerminal(stderr) {
+		errText = terminalText
+	}
+
 	start := time.Now()
 	res := runResult{Value: json.RawMessage("null")}
 	finish := func(code int, e *runError) int {
 		res.Error, res.ExitCode = e, code
 		res.Timing.TotalMS = runMillis(time.Since(start))
 		if o.json {
-			enc := json.NewEncoder(stdout)
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
 			enc.SetEscapeHTML(false)
 			enc.SetIndent("", "  ")
 			enc.Encode(res)
+			io.WriteString(stdout, outJSON(b.String()))
 			return code
 		}
-		io.WriteString(stdout, res.Stdout)
-		io.WriteString(stderr, res.Stderr)
+		io.WriteString(stdout, outText(res.Stdout))
+		io.WriteString(stderr, errText(res.Stderr))
 		if res.StdoutTruncated || res.StderrTruncated {
 			fmt.Fprintln(stderr, "spine run: the program wrote more than the output limit; the rest was dropped")
 		}
@@ -225,17 +246,17 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 					b.Write(res.Value)
 				}
 				b.WriteByte('\n')
-				stdout.Write(b.Bytes())
+				io.WriteString(stdout, outJSON(b.String()))
 			}
 		case e.Kind == "python" && e.Traceback != "":
-			io.WriteString(stderr, e.Traceback)
+			io.WriteString(stderr, errText(e.Traceback))
 			if !strings.HasSuffix(e.Traceback, "\n") {
 				io.WriteString(stderr, "\n")
 			}
 		case e.Kind == "python":
-			fmt.Fprintf(stderr, "%s: %s\n", e.Type, e.Message)
+			fmt.Fprintf(stderr, "%s: %s\n", errText(e.Type), errText(e.Message))
 		default:
-			fmt.Fprintf(stderr, "spine run: %s\n", e.Message)
+			fmt.Fprintf(stderr, "spine run: %s\n", errText(e.Message))
 		}
 		return code
 	}
