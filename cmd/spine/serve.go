@@ -59,7 +59,7 @@ func serveCommand(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runner, manifest, _, closeRunner, code := openRunner(ctx, "spine serve", *config, *demo, stderr)
+	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", *config, *demo, stderr)
 	if runner == nil {
 		return code
 	}
@@ -69,7 +69,7 @@ func serveCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "spine serve:", err)
 		return exitFailure
 	}
-	svc := service.New(runner, &service.Options{Slots: *slots, MaxTimeout: *maxTimeout, Logger: logger})
+	svc := service.New(runner, &service.Options{Slots: *slots, MaxTimeout: *maxTimeout, Health: health, Logger: logger})
 	return serveHTTP(ctx, stop, ln, svc, *grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
 }
 

@@ -451,3 +451,62 @@ func TestDemoToolsFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestServeHealth: spine serve, as a process, reports its MCP servers on
+// /healthz: a stdio server whose process ended is down until it is back.
+func TestServeHealth(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "gate")
+	config := testConfigEnv(t, map[string]string{gateEnv: gate})
+	t.Setenv(cliEnv, "1") // the test binary is spine in the process below
+	p, addr := start(t, os.Args[0], "serve", "--listen", "127.0.0.1:0", "--config", config)
+	url := "http://" + addr
+	healthz := func() (status string, components map[string]string) {
+		t.Helper()
+		resp, err := http.Get(url + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var h struct {
+			Status     string
+			Components map[string]string
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&h); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("/healthz: %d %v", resp.StatusCode, err)
+		}
+		return h.Status, h.Components
+	}
+	if status, c := healthz(); status != "ok" || !reflect.DeepEqual(c, map[string]string{"calc": "ok", "web": "ok"}) {
+		t.Fatalf("/healthz: %s %v", status, c)
+	}
+
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	status, a, err := postRun(t, url, `{"source": "calc.crash()"}`)
+	if err != nil || status != 422 || a.Error == nil || !strings.Contains(a.Error.Message, "mcp server calc is down") {
+		t.Fatalf("calc.crash(): %v, status %d, %+v", err, status, a)
+	}
+	status, a, err = postRun(t, url, `{"source": "web.add(a=1, b=2)['sum']"}`)
+	if err != nil || status != 200 || string(a.Value) != "3" {
+		t.Fatalf("web.add while calc is down: %v, status %d, %+v", err, status, a)
+	}
+	if s, c := healthz(); s != "degraded" || !strings.HasPrefix(c["calc"], "mcp server calc is down: ") || c["web"] != "ok" {
+		t.Fatalf("/healthz while calc is down: %s %q", s, c)
+	}
+
+	if err := os.Remove(gate); err != nil {
+		t.Fatal(err)
+	}
+	for s, _ := healthz(); s != "ok"; s, _ = healthz() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	status, a, err = postRun(t, url, `{"source": "calc.add(a=1, b=2)['sum']"}`)
+	if err != nil || status != 200 || string(a.Value) != "3" {
+		t.Fatalf("calc.add after the restart: %v, status %d, %+v", err, status, a)
+	}
+	p.cmd.Process.Signal(os.Interrupt)
+	if code := p.wait(t); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+}
