@@ -21,7 +21,7 @@ import (
 // leaves the entry in place, so every later New fails with ErrArtifact until
 // someone deletes the folder; and nothing checks the function offsets stored
 // beside the code, so one changed byte there crashes the process (a Go panic,
-// or a segmentation fault in the machine code) when the Guest starts.
+// or a segmentation fault in the machine code) as the module is loaded or run.
 //
 // So each Guest module compiles into a folder of its own, code/<id> under the
 // cache folder, that holds nothing else. After a compile, sealCodeCache
