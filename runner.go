@@ -12,8 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -142,27 +140,6 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 	return r, nil
 }
 
-// newCache returns wazero's compilation cache and the folder it lives in
-// ("" when in memory only); prepared images are cached beside it.
-func newCache(opts Options) (wazero.CompilationCache, string, error) {
-	if opts.NoDiskCache {
-		return wazero.NewCompilationCache(), "", nil
-	}
-	dir := opts.CacheDir
-	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return wazero.NewCompilationCache(), "", nil // no home: memory only
-		}
-		dir = filepath.Join(base, "spine")
-	}
-	cache, err := wazero.NewCompilationCacheWithDir(dir)
-	if err != nil {
-		return nil, "", fmt.Errorf("spine: compilation cache: %w", err)
-	}
-	return cache, dir, nil
-}
-
 func (r *Runner) setup(ctx context.Context, artifact Artifact) (err error) {
 	stripped, segments, err := splitData(artifact.Wasm)
 	if err != nil {
@@ -173,7 +150,7 @@ func (r *Runner) setup(ctx context.Context, artifact Artifact) (err error) {
 	if !r.instrumented {
 		module = stripped // wazero's own, slower, way to stop it
 	}
-	if r.cache, r.cacheDir, err = newCache(r.opts); err != nil {
+	if r.cache, r.cacheDir, err = openCodeCache(r.opts, module); err != nil {
 		return err
 	}
 	config := wazero.NewRuntimeConfig().
@@ -191,6 +168,7 @@ func (r *Runner) setup(ctx context.Context, artifact Artifact) (err error) {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrArtifact, err)
 	}
+	sealCodeCache(r.cacheDir, module)
 	exports := compiled.ExportedFunctions()
 	for _, name := range []string{"_initialize", "abi_version", "init", "alloc", "release", "execute", "prefix_begin", "prefix_feed"} {
 		if _, ok := exports[name]; !ok {
