@@ -6,6 +6,7 @@
 //	spine serve   serve the HTTP API
 //	spine mcp     serve MCP with one tool, run_python
 //	spine bench   measure runs against native python3
+//	spine soak    many mixed runs at once, checked, with what leaks
 //
 // run, tools, serve and mcp offer the tools of the MCP servers in their
 // config file; the demo tools (lookup, prices.list) only with --demo-tools.
@@ -35,6 +36,7 @@ commands:
   bench   measure runs in every start mode against native python3 (spine bench -h)
   serve   serve the HTTP API: POST /v1/run, /v1/run/stream, /healthz, /metrics (spine serve -h)
   mcp     serve MCP (stdio or streamable HTTP) with one tool, run_python (spine mcp -h)
+  soak    many mixed runs at once; checks every outcome and what leaks (spine soak -h)
 
 run, tools, serve and mcp offer the tools of the MCP servers in --config; the
 demo tools (lookup, prices.list) only with --demo-tools.
@@ -61,6 +63,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serveCommand(args[1:], stdout, stderr)
 	case "mcp":
 		return mcpCommand(args[1:], stdout, stderr)
+	case "soak":
+		return soakCommand(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
