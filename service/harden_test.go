@@ -72,10 +72,16 @@ func TestStreamIdle(t *testing.T) {
 		t.Errorf("stream_idle errors %v, runs %v, streams in flight %v", metrics[`spine_errors_total{kind="stream_idle"}`],
 			metrics[`spine_runs_total{outcome="stream_idle"}`], metrics["spine_streams_in_flight"])
 	}
-	// The limit is between chunks, not on the whole stream: a run after
-	// the ended ones works, and a stream that keeps sending is not cut.
 	if status, out, _ := post(t, t.Context(), ts.URL+"/v1/run", run{"source": "1"}); status != 200 || string(out.Value) != "1" {
 		t.Fatalf("after the idle streams: status %d, %+v", status, out)
+	}
+	// The limit is on waiting for the client, not on the run: a program
+	// that runs longer than it once its stream has ended is not cut.
+	pw, answers := startStream(t, ts.URL)
+	io.WriteString(pw, "import time\ntime.sleep(0.5)\n'slept'\n")
+	pw.Close()
+	if a := <-answers; a.err != nil || a.status != 200 || string(a.out.Value) != `"slept"` {
+		t.Fatalf("a run longer than the idle limit: %v, status %d, %+v", a.err, a.status, a.out)
 	}
 }
 

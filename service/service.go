@@ -606,10 +606,11 @@ func ms(d time.Duration) float64 {
 // streamBody is the request body of /v1/run/stream as the Runner reads it. It
 // remembers how reading failed (the Runner keeps only the text). Each Read
 // may wait for the client at most idle: it sets the connection's read
-// deadline first. Its Close — which the Runner calls to unblock a pending
-// Read when the run's context ends — sets a read deadline in the past
-// instead of closing the body: net/http's body Close waits for a pending
-// Read, which would wait for the client.
+// deadline first (net/http lifts it when the body ends, as it starts
+// watching the connection for a client that goes away). Its Close — which
+// the Runner calls to unblock a pending Read when the run's context ends —
+// sets a read deadline in the past instead of closing the body: net/http's
+// body Close waits for a pending Read, which would wait for the client.
 type streamBody struct {
 	body       io.ReadCloser
 	controller *http.ResponseController
@@ -645,12 +646,6 @@ func (b *streamBody) Read(p []byte) (int, error) {
 			b.idleOut = !b.closed && errors.Is(err, os.ErrDeadlineExceeded)
 		}
 		b.done = true
-		if !b.closed {
-			// From here net/http watches the connection to tell when the
-			// client goes away: without a deadline, or the idle one would
-			// cancel the run.
-			b.controller.SetReadDeadline(time.Time{})
-		}
 		b.mu.Unlock()
 	}
 	return n, err
