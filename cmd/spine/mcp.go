@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine/mcpserver"
+	"github.com/spine-run/spine/service"
 )
 
 const mcpUsage = `usage: spine mcp [flags]
@@ -27,14 +28,23 @@ tools of the MCP servers in the config file (and the built-in demo tools
 with --demo-tools). Over standard input and output by default; with --http,
 over streamable HTTP at http://ADDR/mcp (README, "spine mcp").
 
+With --http and a token (--token-file, else $SPINE_TOKEN), every request must
+carry "Authorization: Bearer <token>". Without one it refuses to listen on
+anything but a loopback address.
+
 flags:
-  --http ADDR            serve streamable HTTP on ADDR, e.g. 127.0.0.1:8081
-  --config FILE          MCP servers to use as tools (default $SPINE_CONFIG)
-  --demo-tools           also the built-in demo tools lookup and prices.list
-  --timeout DURATION     time limit of every run (default 30s)
-  --early-reads          start allow-listed read-only tools early
-  --grace DURATION       with --http, how long shutdown waits for calls in flight (default 30s)
-  --verbose              log the MCP traffic's events to standard error
+  --http ADDR              serve streamable HTTP on ADDR, e.g. 127.0.0.1:8081
+  --config FILE            MCP servers to use as tools (default $SPINE_CONFIG)
+  --demo-tools             also the built-in demo tools lookup and prices.list
+  --timeout DURATION       time limit of every run (default 30s)
+  --slots N                run_python calls at once; more get the tool error "busy, retry" (default: the pool size, GOMAXPROCS)
+  --early-reads            start allow-listed read-only tools early
+  --token-file FILE        with --http, the bearer token, one word (default $SPINE_TOKEN)
+  --max-conns N            with --http, connections open at once; more wait to be accepted (default 256)
+  --read-timeout DURATION  with --http, time to send a request's headers (at most 10s) and body (default 30s)
+  --idle-timeout DURATION  with --http, how long an idle keep-alive connection stays open (default 60s)
+  --grace DURATION         with --http, how long shutdown waits for calls in flight (default 30s)
+  --verbose                log the MCP traffic's events to standard error
 `
 
 // mcpCommand is spine mcp.
@@ -44,20 +54,34 @@ func mcpCommand(args []string, stdout, stderr io.Writer) int {
 	config := fs.String("config", os.Getenv("SPINE_CONFIG"), "")
 	demo := fs.Bool("demo-tools", false, "")
 	timeout := fs.Duration("timeout", mcpserver.DefaultTimeout, "")
+	slots := fs.Int("slots", 0, "")
 	earlyReads := fs.Bool("early-reads", false, "")
 	grace := fs.Duration("grace", 30*time.Second, "")
 	verbose := fs.Bool("verbose", false, "")
+	httpFlags := addHTTPFlags(fs)
 	if code, done := parseFlags(fs, args, mcpUsage, stdout, stderr); done {
 		return code
 	}
-	if *timeout <= 0 || *grace < 0 {
-		fmt.Fprintf(stderr, "spine mcp: --timeout must be positive and --grace not negative\n\n%s", mcpUsage)
+	if *timeout <= 0 || *grace < 0 || *slots < 0 {
+		fmt.Fprintf(stderr, "spine mcp: --timeout must be positive and --grace and --slots not negative\n\n%s", mcpUsage)
 		return exitUsage
 	}
-	var logger *slog.Logger // stdout is the protocol's: logs go to stderr only
-	if *verbose {
-		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var (
+		limits httpLimits
+		token  string
+	)
+	if *addr != "" {
+		var err error
+		if limits, err = httpFlags.limits(); err != nil {
+			fmt.Fprintf(stderr, "spine mcp: %v\n\n%s", err, mcpUsage)
+			return exitUsage
+		}
+		if token, err = httpFlags.token("--http", *addr); err != nil {
+			fmt.Fprintln(stderr, "spine mcp:", err)
+			return exitUsage
+		}
 	}
+	logger := newMCPLogger(stderr, *verbose) // stdout is the protocol's: logs go to stderr only
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -66,7 +90,7 @@ func mcpCommand(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer closeRunner()
-	server := mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: *timeout, EarlyReads: *earlyReads, Logger: logger})
+	server := mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: *timeout, Slots: *slots, EarlyReads: *earlyReads, Logger: logger})
 
 	if *addr == "" {
 		err := server.Run(ctx, &mcp.IOTransport{Reader: os.Stdin, Writer: nopWriteCloser{stdout}})
@@ -82,17 +106,31 @@ func mcpCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "spine mcp:", err)
 		return exitFailure
 	}
-	return serveMCP(ctx, stop, ln, server, logger, *grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
+	return serveMCP(ctx, stop, ln, server, logger, limits, token, *grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
+}
+
+// newMCPLogger returns the logger of spine mcp: nil without --verbose, else
+// one that writes every event to w with its texts cut (service.ClipLogs).
+func newMCPLogger(w io.Writer, verbose bool) *slog.Logger {
+	if !verbose {
+		return nil
+	}
+	return slog.New(service.ClipLogs(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})))
 }
 
 // serveMCP serves server with streamable HTTP at /mcp on ln until ctx ends,
-// then shuts down gracefully (serveHTTP): the calls in flight get their answers.
-func serveMCP(ctx context.Context, stop func(), ln net.Listener, server *mcp.Server, logger *slog.Logger, grace time.Duration, what string, stderr io.Writer) int {
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: logger})
+// then shuts down gracefully (serveHTTP): the calls in flight get their
+// answers. With a token, every request must carry it (service.RequireToken).
+func serveMCP(ctx context.Context, stop func(), ln net.Listener, server *mcp.Server, logger *slog.Logger, limits httpLimits, token string, grace time.Duration, what string, stderr io.Writer) int {
+	var handler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: logger})
 	posts := newInFlight()
+	handler = posts.count(handler)
+	if token != "" {
+		handler = service.RequireToken(token, handler)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", posts.count(handler))
-	return serveHTTP(ctx, stop, ln, mux, grace, "spine mcp", what, stderr,
+	mux.Handle("/mcp", handler)
+	return serveHTTP(ctx, stop, ln, mux, limits, grace, "spine mcp", what, stderr,
 		func() {
 			// A session's open event stream (GET) would keep Shutdown
 			// waiting: once the calls in flight (POSTs) have answered, close

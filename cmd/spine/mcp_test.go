@@ -138,7 +138,7 @@ func TestMCPGracefulShutdown(t *testing.T) {
 	defer stop()
 	var stderr strings.Builder
 	served := make(chan int, 1)
-	go func() { served <- serveMCP(ctx, stop, ln, server, nil, time.Hour, "", &stderr) }()
+	go func() { served <- serveMCP(ctx, stop, ln, server, nil, httpLimits{}, "", time.Hour, "", &stderr) }()
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "spine-test", Version: "v0"}, nil)
 	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + "/mcp"}, nil)

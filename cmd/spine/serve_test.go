@@ -44,8 +44,15 @@ type process struct {
 // it returns the process and ADDR.
 func start(t *testing.T, bin string, args ...string) (*process, string) {
 	t.Helper()
+	return startEnv(t, nil, bin, args...)
+}
+
+// startEnv is start with variables added to the environment.
+func startEnv(t *testing.T, env []string, bin string, args ...string) (*process, string) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "SPINE_CONFIG=") // the demo tools only
+	cmd.Env = append(os.Environ(), "SPINE_CONFIG=", "SPINE_TOKEN=") // no configured servers, no token
+	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

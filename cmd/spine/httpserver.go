@@ -1,0 +1,186 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The defaults of the flags spine serve and spine mcp --http share.
+const (
+	defaultMaxConns    = 256
+	defaultReadTimeout = 30 * time.Second
+	defaultIdleTimeout = 60 * time.Second
+
+	// maxHeaderTimeout bounds the time to send a request's headers when
+	// --read-timeout is longer.
+	maxHeaderTimeout = 10 * time.Second
+)
+
+// httpLimits bound what clients can hold of an HTTP server: connections,
+// and the time they take to send a request or keep an idle connection.
+type httpLimits struct {
+	maxConns    int
+	readTimeout time.Duration // the headers (at most maxHeaderTimeout) and the body
+	idleTimeout time.Duration // a keep-alive connection between requests
+
+	// acceptWait, when set, is called each time the listener has to wait
+	// for a connection to close before it accepts another (tests).
+	acceptWait func()
+}
+
+// orDefaults returns l with the defaults in place of zero fields.
+func (l httpLimits) orDefaults() httpLimits {
+	if l.maxConns <= 0 {
+		l.maxConns = defaultMaxConns
+	}
+	if l.readTimeout <= 0 {
+		l.readTimeout = defaultReadTimeout
+	}
+	if l.idleTimeout <= 0 {
+		l.idleTimeout = defaultIdleTimeout
+	}
+	return l
+}
+
+// httpFlags are the flags of httpLimits and of the token.
+type httpFlags struct {
+	maxConns    *int
+	readTimeout *time.Duration
+	idleTimeout *time.Duration
+	tokenFile   *string
+}
+
+func addHTTPFlags(fs *flag.FlagSet) httpFlags {
+	return httpFlags{
+		maxConns:    fs.Int("max-conns", defaultMaxConns, ""),
+		readTimeout: fs.Duration("read-timeout", defaultReadTimeout, ""),
+		idleTimeout: fs.Duration("idle-timeout", defaultIdleTimeout, ""),
+		tokenFile:   fs.String("token-file", "", ""),
+	}
+}
+
+// limits returns the limits the flags set, or why they are bad.
+func (f httpFlags) limits() (httpLimits, error) {
+	if *f.maxConns <= 0 || *f.readTimeout <= 0 || *f.idleTimeout <= 0 {
+		return httpLimits{}, errors.New("--max-conns, --read-timeout and --idle-timeout must be positive")
+	}
+	return httpLimits{maxConns: *f.maxConns, readTimeout: *f.readTimeout, idleTimeout: *f.idleTimeout}, nil
+}
+
+// token returns the token a server listening on addr (the value of the flag
+// named listenFlag) requires: the content of --token-file without the white
+// space around it, else $SPINE_TOKEN's, else none. A server that listens on
+// anything but a loopback address must have one.
+func (f httpFlags) token(listenFlag, addr string) (string, error) {
+	var token string
+	if *f.tokenFile != "" {
+		data, err := os.ReadFile(*f.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		if token = strings.TrimSpace(string(data)); token == "" {
+			return "", fmt.Errorf("--token-file %s is empty", *f.tokenFile)
+		}
+	} else {
+		token = strings.TrimSpace(os.Getenv("SPINE_TOKEN"))
+	}
+	if strings.ContainsFunc(token, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return "", errors.New("the token holds white space or control characters: it must be one word")
+	}
+	if token == "" && !isLoopback(addr) {
+		return "", fmt.Errorf("%s %s is not a loopback address: set a token with --token-file FILE or SPINE_TOKEN, "+
+			`which every request must then carry as "Authorization: Bearer <token>"`, listenFlag, addr)
+	}
+	return token, nil
+}
+
+// isLoopback reports whether addr (host:port) names a loopback address:
+// localhost or a loopback IP. An empty host means every interface, and a
+// name other than localhost may resolve to anything: neither is.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// bodyDeadline gives a request's body d to arrive: it sets the connection's
+// read deadline when the handler starts. net/http lifts it when the body
+// ends, as it starts watching the connection for a client that goes away, so
+// a long run after the body is not cut (TestHTTPLimits checks). A handler may
+// set deadlines of its own (the stream endpoint sets one per read).
+func bodyDeadline(d time.Duration, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// limitListener accepts at most cap(slots) connections at once: past it,
+// Accept waits for one to close, and new connections wait in the kernel's
+// backlog, costing the process nothing.
+type limitListener struct {
+	net.Listener
+	slots     chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
+	wait      func() // httpLimits.acceptWait
+}
+
+func newLimitListener(ln net.Listener, n int, wait func()) *limitListener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n), closed: make(chan struct{}), wait: wait}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	default:
+		if l.wait != nil {
+			l.wait()
+		}
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.closed:
+			return nil, net.ErrClosed
+		}
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitConn{Conn: c, l: l}, nil
+}
+
+func (l *limitListener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.closed) })
+	return err
+}
+
+// limitConn frees its slot of the listener when it is closed.
+type limitConn struct {
+	net.Conn
+	l    *limitListener
+	once sync.Once
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { <-c.l.slots })
+	return err
+}
