@@ -1,6 +1,7 @@
 package spine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -41,3 +42,42 @@ var (
 	// ErrArtifact wraps every problem with the Guest artifact found by New.
 	ErrArtifact = errors.New("spine: bad guest artifact")
 )
+
+// Outcome is how a run ended, in the one classification that the CLI, the
+// HTTP service and the MCP server all turn into their exit code, status or
+// tool error. Its values are the service's error kinds.
+type Outcome string
+
+const (
+	OutcomeOK         Outcome = "ok"
+	OutcomePython     Outcome = "python"      // a *PythonError: the program failed
+	OutcomeBadRequest Outcome = "bad_request" // ErrBadRequest: the request cannot run
+	OutcomeTooLarge   Outcome = "too_large"   // ErrTooLarge: a source, inputs or result over its limit
+	OutcomeTimeout    Outcome = "timeout"     // the run's time limit (context.DeadlineExceeded)
+	OutcomeCanceled   Outcome = "canceled"    // stopped from outside: its context canceled, its stream failed
+	OutcomeClosed     Outcome = "closed"      // ErrClosed: the Runner is closing
+	OutcomeGuest      Outcome = "guest"       // the Guest failed (ErrGuest), or anything else
+)
+
+// Classify returns the Outcome of the error Run returned (nil: OutcomeOK).
+func Classify(err error) Outcome {
+	var pyErr *PythonError
+	var readErr *streamReadError
+	switch {
+	case err == nil:
+		return OutcomeOK
+	case errors.As(err, &pyErr):
+		return OutcomePython
+	case errors.Is(err, ErrBadRequest):
+		return OutcomeBadRequest
+	case errors.Is(err, ErrTooLarge):
+		return OutcomeTooLarge
+	case errors.Is(err, ErrClosed):
+		return OutcomeClosed
+	case errors.Is(err, context.DeadlineExceeded):
+		return OutcomeTimeout
+	case errors.Is(err, context.Canceled), errors.As(err, &readErr):
+		return OutcomeCanceled
+	}
+	return OutcomeGuest
+}

@@ -206,9 +206,9 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	if out != nil {
 		result = Result{Stdout: out.Stdout, Stderr: out.Stderr, StdoutTruncated: out.StdoutTruncated, StderrTruncated: out.StderrTruncated}
 	}
-	var pyErr *spine.PythonError
+	outcome := spine.Classify(err)
 	switch {
-	case err == nil:
+	case outcome == spine.OutcomeOK:
 		result.Value = out.Value
 		text, err := json.Marshal(result)
 		if err != nil {
@@ -218,7 +218,9 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 			Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
 			StructuredContent: result,
 		}, nil
-	case errors.As(err, &pyErr):
+	case outcome == spine.OutcomePython:
+		var pyErr *spine.PythonError
+		errors.As(err, &pyErr)
 		text := strings.TrimRight(pyErr.Traceback, "\n")
 		if text == "" {
 			text = pyErr.Type + ": " + pyErr.Message
@@ -228,9 +230,9 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 		return failed(fmt.Sprintf("TimeoutError: the program did not finish within its time limit of %v", h.opts.Timeout) + output(result)), nil
 	case ctx.Err() != nil:
 		return nil, ctx.Err() // the client went away or cancelled the call
-	case errors.Is(err, spine.ErrClosed):
+	case outcome == spine.OutcomeClosed:
 		return nil, err
-	case errors.Is(err, spine.ErrTooLarge):
+	case outcome == spine.OutcomeTooLarge, outcome == spine.OutcomeBadRequest, outcome == spine.OutcomeTimeout:
 		return failed(err.Error() + output(result)), nil
 	default: // the Guest failed (a trap, memory): the program may try again
 		return failed("the sandbox failed: " + err.Error() + output(result)), nil

@@ -514,17 +514,25 @@ func classify(ctx context.Context, limit time.Duration, err error, body *streamB
 		return statusClientClosed, &Error{Kind: kindCanceled, Message: "the client went away; the run was stopped"}
 	case readErr != nil:
 		return statusClientClosed, &Error{Kind: kindCanceled, Message: "reading the program failed: " + readErr.Error()}
-	case errors.Is(err, spine.ErrTooLarge):
-		return http.StatusRequestEntityTooLarge, &Error{Kind: kindTooLarge, Message: err.Error()}
-	case errors.Is(err, spine.ErrClosed):
-		return http.StatusServiceUnavailable, &Error{Kind: kindClosed, Message: "the server is shutting down"}
-	case errors.Is(err, context.DeadlineExceeded): // the Runner's own Options.Timeout
-		return http.StatusRequestTimeout, &Error{Kind: kindTimeout, Message: err.Error()}
-	case errors.Is(err, spine.ErrGuest):
-		return http.StatusInternalServerError, &Error{Kind: kindGuest, Message: err.Error()}
-	default:
-		return http.StatusInternalServerError, &Error{Kind: kindInternal, Message: err.Error()}
 	}
+	outcome := spine.Classify(err)
+	e := &Error{Kind: string(outcome), Message: err.Error()}
+	if outcome == spine.OutcomeClosed {
+		e.Message = "the server is shutting down"
+	}
+	return outcomeStatus[outcome], e
+}
+
+// outcomeStatus is the HTTP status of each way a run can end.
+var outcomeStatus = map[spine.Outcome]int{
+	spine.OutcomeOK:         http.StatusOK,
+	spine.OutcomePython:     http.StatusUnprocessableEntity,
+	spine.OutcomeBadRequest: http.StatusBadRequest,
+	spine.OutcomeTooLarge:   http.StatusRequestEntityTooLarge,
+	spine.OutcomeTimeout:    http.StatusRequestTimeout,
+	spine.OutcomeCanceled:   statusClientClosed,
+	spine.OutcomeClosed:     http.StatusServiceUnavailable,
+	spine.OutcomeGuest:      http.StatusInternalServerError,
 }
 
 // refuse answers a request that never ran.
@@ -708,7 +716,7 @@ type metrics struct {
 // Outcomes of an admitted run (labels of spine_runs_total and
 // spine_run_duration_seconds), and every error kind (spine_errors_total).
 var (
-	runOutcomes = []string{"ok", kindPython, kindTimeout, kindTooLarge, kindCanceled, kindGuest, kindClosed, kindInternal, kindStreamIdle}
+	runOutcomes = []string{"ok", kindPython, kindTimeout, kindTooLarge, kindBadRequest, kindCanceled, kindGuest, kindClosed, kindInternal, kindStreamIdle}
 	errorKinds  = []string{kindPython, kindTimeout, kindTooLarge, kindGuest, kindBadRequest, kindOverloaded, kindCanceled, kindClosed, kindInternal,
 		kindUnauthorized, kindReadTimeout, kindStreamIdle}
 )

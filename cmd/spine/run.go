@@ -292,18 +292,22 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		res.StdoutTruncated, res.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
 		res.ToolCalls = out.ToolCalls
 	}
-	var pyErr *spine.PythonError
-	switch {
-	case err == nil:
+	switch outcome := spine.Classify(err); outcome {
+	case spine.OutcomeOK:
 		res.Value = out.Value
 		return finish(exitOK, nil)
-	case errors.As(err, &pyErr):
+	case spine.OutcomePython:
+		var pyErr *spine.PythonError
+		errors.As(err, &pyErr)
 		return finish(exitPython, &runError{Kind: "python", Type: pyErr.Type, Message: pyErr.Message, Line: pyErr.Line, Traceback: pyErr.Traceback})
-	case errors.Is(err, context.DeadlineExceeded):
+	case spine.OutcomeTimeout:
 		return finish(exitTimeout, &runError{Kind: "timeout", Message: fmt.Sprintf("the program ran over its time limit of %v", o.timeout)})
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
-		return finish(exitFailure, &runError{Kind: "failure", Message: "interrupted"})
-	default:
-		return finish(exitFailure, &runError{Kind: "failure", Message: err.Error()})
+	case spine.OutcomeBadRequest:
+		return finish(exitUsage, &runError{Kind: "failure", Message: err.Error()})
+	case spine.OutcomeCanceled:
+		if ctx.Err() != nil {
+			return finish(exitFailure, &runError{Kind: "failure", Message: "interrupted"})
+		}
 	}
+	return finish(exitFailure, &runError{Kind: "failure", Message: err.Error()})
 }
