@@ -626,3 +626,39 @@ func TestNewCopiesManifest(t *testing.T) {
 		t.Fatalf("value %s: the Runner saw a change to the caller's manifest", out.Value)
 	}
 }
+
+// TestClassify: each way Run ends, from a real run, has its one Outcome.
+func TestClassify(t *testing.T) {
+	r := newRunner(t, testManifest(), &Options{MaxSource: 1 << 10})
+	ctx := context.Background()
+	cases := []struct {
+		req  Request
+		want Outcome
+	}{
+		{Request{Source: "1"}, OutcomeOK},
+		{Request{Source: "1/0"}, OutcomePython},
+		{Request{Source: "import os; os._exit(2)"}, OutcomePython},
+		{Request{Source: "1", Inputs: json.RawMessage(`[1]`)}, OutcomeBadRequest},
+		{Request{Source: "1", Stream: strings.NewReader("1")}, OutcomeBadRequest},
+		{Request{Source: strings.Repeat("#", 2<<10)}, OutcomeTooLarge},
+		{Request{Source: "while True: pass", Timeout: time.Millisecond}, OutcomeTimeout},
+	}
+	for _, c := range cases {
+		_, err := r.Run(ctx, c.req)
+		if got := Classify(err); got != c.want {
+			t.Errorf("%.30q: Classify(%v) = %s, want %s", c.req.Source, err, got, c.want)
+		}
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := r.Run(canceled, Request{Source: "1"}); Classify(err) != OutcomeCanceled {
+		t.Errorf("canceled: %v is %s", err, Classify(err))
+	}
+	r.Close(ctx)
+	if _, err := r.Run(ctx, Request{Source: "1"}); Classify(err) != OutcomeClosed {
+		t.Errorf("closed: %v is %s", err, Classify(err))
+	}
+	if got := Classify(fmt.Errorf("%w: a trap", ErrGuest)); got != OutcomeGuest {
+		t.Errorf("ErrGuest is %s", got)
+	}
+}

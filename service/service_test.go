@@ -540,3 +540,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestDeepInputs: inputs the Guest could not decode are refused with a 400
+// that names the limit, not run and failed as the Guest's fault.
+func TestDeepInputs(t *testing.T) {
+	ts := newServer(t, nil)
+	deep := json.RawMessage(strings.Repeat("[", spine.MaxInputDepth) + strings.Repeat("]", spine.MaxInputDepth))
+	status, out, _ := post(t, t.Context(), ts.URL+"/v1/run", run{"source": "1", "inputs": map[string]any{"a": deep}})
+	if status != http.StatusBadRequest || out.Error == nil || out.Error.Kind != "bad_request" ||
+		!strings.Contains(out.Error.Message, fmt.Sprint(spine.MaxInputDepth)) {
+		t.Fatalf("status %d, %+v", status, out.Error)
+	}
+	status, out, _ = post(t, t.Context(), ts.URL+"/v1/run", run{"source": "len(str(inputs))", "inputs": map[string]any{"a": json.RawMessage("[[1]]")}})
+	if status != http.StatusOK {
+		t.Fatalf("shallow inputs: status %d, %+v", status, out.Error)
+	}
+}
