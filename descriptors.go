@@ -25,7 +25,7 @@ import (
 //
 // The two checks happen in the Host functions spine.fd_close and
 // spine.path_open, which the instrumented Guest calls before the WASI
-// functions of the same names (instrument.go).
+// functions of the same names (internal/wasm).
 type descriptors struct {
 	fs.FS
 	open     atomic.Int64 // files and directories opened through FS and not closed

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spine-run/spine/guest"
+	"github.com/spine-run/spine/internal/wasm"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
@@ -73,7 +74,7 @@ func (r *Runner) newInstance(ctx context.Context, img *image) (*instance, error)
 	} else {
 		err = inst.restore(img)
 	}
-	if touch := mod.ExportedFunction(touchPreopenExport); err == nil && touch != nil {
+	if touch := mod.ExportedFunction(wasm.TouchPreopenExport); err == nil && touch != nil {
 		_, err = touch.Call(ctx)
 	}
 	if err != nil {
@@ -87,11 +88,11 @@ func (r *Runner) newInstance(ctx context.Context, img *image) (*instance, error)
 
 // start does what instantiating the original module would have done, then
 // starts CPython.
-func (inst *instance) start(ctx context.Context, segments []dataSegment) error {
+func (inst *instance) start(ctx context.Context, segments []wasm.DataSegment) error {
 	mem := inst.mod.Memory()
 	for _, seg := range segments {
-		if !mem.Write(seg.offset, seg.data) {
-			return fmt.Errorf("%w: data segment at %d does not fit in memory", ErrArtifact, seg.offset)
+		if !mem.Write(seg.Offset, seg.Data) {
+			return fmt.Errorf("%w: data segment at %d does not fit in memory", ErrArtifact, seg.Offset)
 		}
 	}
 	if _, err := inst.mod.ExportedFunction("_initialize").Call(ctx); err != nil {

@@ -3,6 +3,7 @@ package spine
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -165,8 +166,17 @@ func valueOf(out *Output) string {
 func TestIsolationReuse(t *testing.T) {
 	r := poolRunner(t)
 	mustRun(t, r, "1", nil)
+	// A run that finds its Guest still being reset makes a new one rather
+	// than wait; so each run here waits for the pool to hold its Guest.
+	waitReady := func() {
+		for r.Stats().PoolReady < 1 {
+			runtime.Gosched()
+		}
+	}
+	waitReady()
 	made := r.instancesMade.Load()
 	for i := 0; i < 5; i++ {
+		waitReady()
 		mustRun(t, r, `import os, fractions, decimal, statistics
 with open("/usr/local/lib/python311.zip", "rb") as f:
     f.read(4)

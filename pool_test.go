@@ -26,10 +26,15 @@ func poolRunner(t testing.TB) *Runner {
 func TestPoolReusesInstances(t *testing.T) {
 	r := poolRunner(t)
 	for i := 0; i < 5; i++ {
+		// A run that finds the Guest still being reset makes a new one
+		// rather than wait: wait here, so that reuse is what is measured.
+		for r.Stats().PoolReady < 1 {
+			runtime.Gosched()
+		}
 		mustRun(t, r, "1", nil)
 	}
 	// One instance for the image, one for the pool; every run reused the pooled one.
-	if made := r.instancesMade.Load(); made > 3 {
+	if made := r.instancesMade.Load(); made > 2 {
 		t.Fatalf("%d instances made for 5 runs: the pool does not reuse them", made)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spine-run/spine/guest"
+	"github.com/spine-run/spine/internal/wasm"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -93,10 +94,10 @@ type Runner struct {
 	cache    wazero.CompilationCache
 	cacheDir string                // "" when compiled code is cached in memory only
 	compiled wazero.CompiledModule // the Guest without its data segments
-	segments []dataSegment         // the Guest's data segments, for a start from scratch
+	segments []wasm.DataSegment    // the Guest's data segments, for a start from scratch
 	stdlib   []byte                // the standard library archive
 	// instrumented says the Guest calls spine.tick from its loops and the
-	// descriptor checks before fd_close and path_open (instrument.go).
+	// descriptor checks before fd_close and path_open (internal/wasm).
 	instrumented bool
 	mode         StartMode // resolved: never StartAuto
 	image        *image    // nil with StartFresh
@@ -141,11 +142,11 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 }
 
 func (r *Runner) setup(ctx context.Context, artifact Artifact) (err error) {
-	stripped, segments, err := splitData(artifact.Wasm)
+	stripped, segments, err := wasm.SplitData(artifact.Wasm)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrArtifact, err)
 	}
-	module, err := instrument(stripped)
+	module, err := wasm.Instrument(stripped)
 	r.instrumented = err == nil
 	if !r.instrumented {
 		module = stripped // wazero's own, slower, way to stop it
@@ -259,7 +260,7 @@ func (r *Runner) instantiateBridge(ctx context.Context) error {
 		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
 			stack[0] = tick(ctx)
 		}), nil, []api.ValueType{i32}).
-		Export(tickImport).
+		Export(wasm.TickImport).
 		NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
 			fd := int32(stack[0])
@@ -281,14 +282,14 @@ func (r *Runner) instantiateBridge(ctx context.Context) error {
 	return err
 }
 
-// tick answers an instrumented Guest's spine.tick (ticks.go): 0 when the
+// tick answers an instrumented Guest's spine.tick (internal/wasm): 0 when the
 // run's context has ended, so the Guest traps, or the fuel for its next loop
 // iterations. Being a call into Go, it also lets the scheduler run others.
 func tick(ctx context.Context) uint64 {
 	if ctx.Err() != nil {
 		return 0
 	}
-	return fuelPerTick
+	return wasm.FuelPerTick
 }
 
 // Run runs one program. A Python exception ends it with a *PythonError; a

@@ -1,4 +1,4 @@
-package spine
+package wasm
 
 import (
 	"errors"
@@ -6,24 +6,24 @@ import (
 	"slices"
 )
 
-// tickImport is the Host function an instrumented Guest calls every
-// fuelPerTick loop iterations (module "spine", name "tick", () -> i32).
-const tickImport = "tick"
+// TickImport is the Host function an instrumented Guest calls every
+// FuelPerTick loop iterations (module "spine", name "tick", () -> i32).
+const TickImport = "tick"
 
-// fuelPerTick is how many loop iterations a Guest runs between two ticks: a
+// FuelPerTick is how many loop iterations a Guest runs between two ticks: a
 // few hundred microseconds of CPython's interpreter.
-const fuelPerTick = 10000
+const FuelPerTick = 10000
 
-// guardedImports are the WASI functions the Host checks before the Guest
-// calls them (descriptors.go); the check for "fd_close" is the Host function
-// spine.fd_close, and so on.
-var guardedImports = []string{"fd_close", "path_open"}
+// GuardedImports are the WASI functions the Host checks before the Guest
+// calls them; the check for "fd_close" is the Host function spine.fd_close,
+// and so on, of the same type as the WASI function.
+var GuardedImports = []string{"fd_close", "path_open"}
 
-// touchPreopenExport is the name of the function instrument adds that opens
-// the preopened folder's directory (see instrument).
-const touchPreopenExport = "touch_preopen"
+// TouchPreopenExport is the name of the function Instrument adds that opens
+// the preopened folder's directory (see Instrument).
+const TouchPreopenExport = "touch_preopen"
 
-// instrument returns the module changed in two ways.
+// Instrument returns the module changed in two ways.
 //
 // Ticks: a cheap, reliable way to stop it and to let Go schedule other
 // goroutines: a new global, fuel, counted down at the start of every loop
@@ -41,7 +41,7 @@ const touchPreopenExport = "touch_preopen"
 // header and function entry; in CPython's interpreter loop that costs about 2.5
 // times the run time. The fuel costs a load, a store and a branch.
 //
-// Guards: for each of guardedImports that the module imports from
+// Guards: for each of GuardedImports that the module imports from
 // wasi_snapshot_preview1, a new import spine.NAME of the same type and a new
 // function that calls it with the same arguments and returns its errno when
 // it is not 0, else calls the WASI function. Every call and every function
@@ -52,7 +52,7 @@ const touchPreopenExport = "touch_preopen"
 // descriptor 3, the preopened standard library folder. wazero opens a
 // preopen's directory lazily, on its first use, and keeps it open; the Host
 // calls touch_preopen when it makes a Guest so that this open is part of the
-// Guest's own descriptors, not of its first run's (descriptors.go).
+// Guest's own descriptors, not of its first run's (internal/engine/descriptors.go).
 //
 // The imports are added last among the imports, so every function index from
 // there on moves up: calls, ref.func, exports, element segments and the start
@@ -60,52 +60,36 @@ const touchPreopenExport = "touch_preopen"
 // instructions of WebAssembly 1.0 with sign extension, saturating truncation
 // and bulk memory are understood; anything else is an error, and the Host
 // falls back to WithCloseOnContextDone and discards every Guest after its run.
-func instrument(wasm []byte) ([]byte, error) {
-	if len(wasm) < 8 {
-		return nil, errors.New("not a WebAssembly binary")
+func Instrument(module []byte) ([]byte, error) {
+	secs, err := sections(module)
+	if err != nil {
+		return nil, err
 	}
-	type section struct {
-		id      byte
-		payload []byte
-	}
-	var sections []section
 	var imports importList
 	var types []funcType
 	var definedGlobals, definedFuncs uint64
 	seen := map[byte]bool{}
-	for i := 8; i < len(wasm); {
-		id := wasm[i]
-		size, n, err := uleb(wasm, i+1)
-		if err != nil {
-			return nil, err
-		}
-		start := i + 1 + n
-		end := start + int(size)
-		if end > len(wasm) || end < start {
-			return nil, fmt.Errorf("section %d runs past the end", id)
-		}
-		payload := wasm[start:end]
-		seen[id] = true
-		switch id {
-		case 0:
-			i = end
+	kept := secs[:0:0]
+	for _, s := range secs {
+		seen[s.id] = true
+		switch s.id {
+		case sectionCustom:
 			continue // custom sections name functions by index: drop them
-		case 1:
-			types, err = parseTypes(payload)
-		case 2:
-			imports, err = parseImports(payload)
-		case 3:
-			definedFuncs, _, err = uleb(payload, 0)
-		case 6:
-			definedGlobals, _, err = uleb(payload, 0)
+		case sectionType:
+			types, err = parseTypes(s.payload)
+		case sectionImport:
+			imports, err = parseImports(s.payload)
+		case sectionFunction:
+			definedFuncs, _, err = uleb(s.payload, 0)
+		case sectionGlobal:
+			definedGlobals, _, err = uleb(s.payload, 0)
 		}
 		if err != nil {
 			return nil, err
 		}
-		sections = append(sections, section{id, payload})
-		i = end
+		kept = append(kept, s)
 	}
-	for _, id := range []byte{1, 2, 3, 6, 10} {
+	for _, id := range []byte{sectionType, sectionImport, sectionFunction, sectionGlobal, sectionCode} {
 		if !seen[id] {
 			return nil, fmt.Errorf("the module has no section %d", id)
 		}
@@ -123,7 +107,7 @@ func instrument(wasm []byte) ([]byte, error) {
 		if imp.module == "wasi_snapshot_preview1" && imp.name == "fd_sync" {
 			fdSync = idx
 		}
-		if imp.module != "wasi_snapshot_preview1" || !slices.Contains(guardedImports, imp.name) {
+		if imp.module != "wasi_snapshot_preview1" || !slices.Contains(GuardedImports, imp.name) {
 			continue
 		}
 		if imp.typ >= uint64(len(types)) {
@@ -178,24 +162,22 @@ func instrument(wasm []byte) ([]byte, error) {
 	emit(0x24)
 	emit(fuel...) // fuel = that
 
-	out := append([]byte(nil), wasm[:8]...)
-	for _, s := range sections {
+	for i, s := range kept {
 		payload := s.payload
-		var err error
 		switch s.id {
-		case 1: // new types for the tick, () -> i32, and touch_preopen, () -> ()
+		case sectionType: // new types for the tick, () -> i32, and touch_preopen, () -> ()
 			payload, err = appendToVector(payload, []byte{0x60, 0x00, 0x01, 0x7f})
 			if err == nil && fdSync >= 0 {
 				payload, err = appendToVector(payload, []byte{0x60, 0x00, 0x00})
 			}
-		case 2: // import spine.tick, then spine.NAME for each guard
-			payload, err = appendToVector(payload, importEntry("spine", tickImport, uint64(len(types))))
+		case sectionImport: // import spine.tick, then spine.NAME for each guard
+			payload, err = appendToVector(payload, importEntry("spine", TickImport, uint64(len(types))))
 			for _, g := range guards {
 				if err == nil {
 					payload, err = appendToVector(payload, importEntry("spine", g.name, g.typ))
 				}
 			}
-		case 3: // the guards' functions, then touch_preopen
+		case sectionFunction: // the guards' functions, then touch_preopen
 			for _, g := range guards {
 				if err == nil {
 					payload, err = appendToVector(payload, appendULEB(nil, g.typ))
@@ -204,23 +186,23 @@ func instrument(wasm []byte) ([]byte, error) {
 			if err == nil && fdSync >= 0 {
 				payload, err = appendToVector(payload, appendULEB(nil, uint64(len(types)+1)))
 			}
-		case 6: // the fuel: (mut i32) = 0, so the first loop ticks at once
+		case sectionGlobal: // the fuel: (mut i32) = 0, so the first loop ticks at once
 			payload, err = appendToVector(payload, []byte{0x7f, 0x01, 0x41, 0x00, 0x0b})
-		case 7:
+		case sectionExport:
 			payload, err = renumberExports(payload, shift)
 			if err == nil && fdSync >= 0 {
-				entry := appendULEB(nil, uint64(len(touchPreopenExport)))
-				entry = append(entry, touchPreopenExport...)
+				entry := appendULEB(nil, uint64(len(TouchPreopenExport)))
+				entry = append(entry, TouchPreopenExport...)
 				payload, err = appendToVector(payload, appendULEB(append(entry, 0x00), touch))
 			}
-		case 8: // start function
+		case sectionStart:
 			var idx uint64
 			if idx, _, err = uleb(payload, 0); err == nil {
 				payload = appendULEB(nil, shift(idx))
 			}
-		case 9:
+		case sectionElement:
 			payload, err = renumberElements(payload, shift)
-		case 10:
+		case sectionCode:
 			payload, err = instrumentCode(payload, check, shift)
 			for k, g := range guards {
 				if err == nil {
@@ -237,11 +219,9 @@ func instrument(wasm []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, s.id)
-		out = appendULEB(out, uint64(len(payload)))
-		out = append(out, payload...)
+		kept[i].payload = payload
 	}
-	return out, nil
+	return assemble(kept), nil
 }
 
 // importEntry encodes an import of a function of type typ.
@@ -560,9 +540,6 @@ func instrumentBody(out, fn, check []byte, shift func(uint64) uint64) ([]byte, e
 				copied = i
 			}
 			continue
-		case op == 0x00, op == 0x01, op == 0x05, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b,
-			op >= 0x45 && op <= 0xc4, op == 0xd1:
-			// no immediates
 		case op == 0x10, op == 0xd2: // call, ref.func: a function index
 			var idx uint64
 			var n int
@@ -576,8 +553,6 @@ func instrumentBody(out, fn, check []byte, shift func(uint64) uint64) ([]byte, e
 			}
 			i += n
 			continue
-		case op == 0x0c, op == 0x0d, op >= 0x20 && op <= 0x26:
-			err = skip()
 		case op == 0x0e: // br_table: vector of labels, then the default
 			var targets uint64
 			var n int
@@ -587,28 +562,12 @@ func instrumentBody(out, fn, check []byte, shift func(uint64) uint64) ([]byte, e
 					err = skip()
 				}
 			}
-		case op == 0x11: // call_indirect: type, table
-			if err = skip(); err == nil {
-				err = skip()
-			}
 		case op == 0x1c: // select with types
 			var types uint64
 			var n int
 			if types, n, err = uleb(fn, i); err == nil {
 				i += n + int(types)
 			}
-		case op >= 0x28 && op <= 0x3e: // memarg: align, offset
-			if err = skip(); err == nil {
-				err = skip()
-			}
-		case op == 0x3f, op == 0x40: // memory index
-			err = skip()
-		case op == 0x41:
-			_, n, e := sleb64(fn, i)
-			i, err = i+n, e
-		case op == 0x42:
-			_, n, e := sleb64(fn, i)
-			i, err = i+n, e
 		case op == 0x43:
 			i += 4
 		case op == 0x44:

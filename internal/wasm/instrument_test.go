@@ -1,4 +1,4 @@
-package spine
+package wasm
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 
 // spinModule is a hand-assembled module that imports env.nop, defines
 // spin() { loop { call env.nop; call helper; br 0 } } and helper() {}, and
-// exports spin. After instrument, spine.tick is function 1, so spin and helper
+// exports spin. After Instrument, spine.tick is function 1, so spin and helper
 // move up by one: a wrong renumbering makes spin call itself (a stack overflow)
 // instead of helper.
 var spinModule = []byte{
@@ -34,7 +34,7 @@ var spinModule = []byte{
 
 func TestTicksStopALoop(t *testing.T) {
 	ctx := context.Background()
-	instrumented, err := instrument(spinModule)
+	instrumented, err := Instrument(spinModule)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestTicksStopALoop(t *testing.T) {
 				return 0
 			}
 			return 5
-		}).Export(tickImport).Instantiate(ctx)
+		}).Export(TickImport).Instantiate(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,29 +87,29 @@ func TestTicksStopALoop(t *testing.T) {
 func TestTicksRefuseWhatTheyDoNotKnow(t *testing.T) {
 	simd := append([]byte(nil), spinModule...)
 	simd[bytes.Index(simd, []byte{0x0c, 0x00, 0x0b, 0x0b})] = 0xfd // a SIMD prefix where br was
-	if _, err := instrument(simd); err == nil {
+	if _, err := Instrument(simd); err == nil {
 		t.Fatal("accepted an instruction it cannot decode")
 	}
-	if _, err := instrument([]byte("\x00asm")); err == nil {
+	if _, err := Instrument([]byte("\x00asm")); err == nil {
 		t.Fatal("accepted a truncated module")
 	}
 }
 
 func TestSplitData(t *testing.T) {
-	stripped, segments, err := splitData(guest.Wasm)
+	stripped, segments, err := SplitData(guest.Wasm)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(segments) == 0 || len(stripped) >= len(guest.Wasm) {
 		t.Fatalf("%d segments, %d -> %d bytes", len(segments), len(guest.Wasm), len(stripped))
 	}
-	if _, _, err := splitData([]byte("not wasm")); err == nil {
+	if _, _, err := SplitData([]byte("not wasm")); err == nil {
 		t.Fatal("accepted a non-wasm binary")
 	}
 }
 
 // closeModule imports wasi_snapshot_preview1.fd_close and exports f(fd),
-// which calls it. After instrument, f's call goes through the guard.
+// which calls it. After Instrument, f's call goes through the guard.
 var closeModule = func() []byte {
 	m := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
 		0x01, 0x06, 0x01, 0x60, 0x01, 0x7f, 0x01, 0x7f} // types: (i32) -> i32
@@ -130,7 +130,7 @@ var closeModule = func() []byte {
 
 func TestInstrumentGuards(t *testing.T) {
 	ctx := context.Background()
-	instrumented, err := instrument(closeModule)
+	instrumented, err := Instrument(closeModule)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestInstrumentGuards(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = rt.NewHostModuleBuilder("spine").
-		NewFunctionBuilder().WithFunc(func() uint32 { return fuelPerTick }).Export(tickImport).
+		NewFunctionBuilder().WithFunc(func() uint32 { return FuelPerTick }).Export(TickImport).
 		NewFunctionBuilder().WithFunc(func(fd uint32) uint32 {
 		checked = append(checked, fd)
 		if fd == 1 {
@@ -169,7 +169,7 @@ func TestInstrumentGuards(t *testing.T) {
 	if fmt.Sprint(checked) != "[5 1 7]" || fmt.Sprint(closed) != "[5 7]" {
 		t.Fatalf("checked %v, closed %v; want [5 1 7] and [5 7]", checked, closed)
 	}
-	if mod.ExportedFunction(touchPreopenExport) != nil {
+	if mod.ExportedFunction(TouchPreopenExport) != nil {
 		t.Fatal("touch_preopen exported by a module that does not import fd_sync")
 	}
 }
