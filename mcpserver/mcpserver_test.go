@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,74 +11,20 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/mcpserver"
 )
 
+// The tests share one Runner of the test tools; gate holds programs.
 var (
-	manifest = spine.Manifest{
-		"lookup": {
-			Call: func(ctx context.Context, args json.RawMessage) (any, error) {
-				var a struct{ Key string }
-				if err := json.Unmarshal(args, &a); err != nil {
-					return nil, err
-				}
-				if a.Key == "book" {
-					return 21, nil
-				}
-				return nil, fmt.Errorf("no such key: %q", a.Key)
-			},
-			AllowEarlyRead: true,
-			Description:    "Look up the price of an item by key.",
-			InputSchema:    json.RawMessage(`{"type":"object","properties":{"key":{"type":"string"}},"required":["key"]}`),
-		},
-		"gate": {
-			Call: func(ctx context.Context, args json.RawMessage) (any, error) {
-				gateEntered <- struct{}{}
-				select {
-				case <-gateOpen:
-					return "opened", nil
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
-			},
-			Description: "Wait until the test opens the gate.",
-		},
-	}
-	runner *spine.Runner
-
-	// gateEntered receives when a program calls gate(); a send on
-	// gateOpen lets one such call return.
-	gateEntered = make(chan struct{}, 16)
-	gateOpen    = make(chan struct{})
+	testTools = spinetest.NewTools()
+	manifest  = testTools.Manifest()
+	gate      = testTools.Gate
+	runner    *spine.Runner
 )
 
 func TestMain(m *testing.M) {
-	var err error
-	if runner, err = spine.New(context.Background(), manifest, nil); err != nil {
-		fmt.Fprintln(os.Stderr, "spine.New:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	runner.Close(context.Background())
-	os.Exit(code)
-}
-
-// connect returns a client session with server over in-memory transports.
-func connect(t *testing.T, server *mcp.Server) *mcp.ClientSession {
-	t.Helper()
-	serverEnd, clientEnd := mcp.NewInMemoryTransports()
-	ss, err := server.Connect(t.Context(), serverEnd, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "v0"}, nil)
-	cs, err := client.Connect(t.Context(), clientEnd, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	spinetest.Main(m, &runner, manifest, nil)
 }
 
 // Check exercises a session the way every transport's test does: the tool
@@ -111,19 +54,19 @@ func check(t *testing.T, cs *mcp.ClientSession) {
 		"inputs": map[string]any{"quantity": 3},
 	})
 	if res.IsError {
-		t.Fatalf("run failed: %s", text(res))
+		t.Fatalf("run failed: %s", spinetest.Text(res))
 	}
 	structured, _ := json.Marshal(res.StructuredContent)
 	var sc mcpserver.Result
 	if err := json.Unmarshal(structured, &sc); err != nil || string(sc.Value) != "63" || sc.Stdout != "hello\n" || sc.Stderr != "" {
 		t.Errorf("structuredContent %s", structured)
 	}
-	if text(res) != `{"value":63,"stdout":"hello\n"}` {
-		t.Errorf("text %q", text(res))
+	if spinetest.Text(res) != `{"value":63,"stdout":"hello\n"}` {
+		t.Errorf("text %q", spinetest.Text(res))
 	}
 
 	res = call(t, cs, map[string]any{"source": "print('partial')\nlookup(key='unicorn')\n"})
-	got := text(res)
+	got := spinetest.Text(res)
 	if !res.IsError || !strings.Contains(got, "Traceback (most recent call last):") || !strings.Contains(got, `File "<agent>", line 2`) ||
 		!strings.Contains(got, `RuntimeError: no such key: "unicorn"`) || !strings.HasSuffix(got, "\n\nstdout:\npartial\n") {
 		t.Errorf("Python error: IsError %v, text:\n%s", res.IsError, got)
@@ -134,8 +77,8 @@ func check(t *testing.T, cs *mcp.ClientSession) {
 
 	for _, args := range []map[string]any{{}, {"source": ""}, {"source": "1", "inputs": []int{1}}, {"source": "1", "extra": 1}, {"source": 5}} {
 		res := call(t, cs, args)
-		if !res.IsError || !strings.HasPrefix(text(res), "bad arguments: ") {
-			t.Errorf("%v: IsError %v, %q", args, res.IsError, text(res))
+		if !res.IsError || !strings.HasPrefix(spinetest.Text(res), "bad arguments: ") {
+			t.Errorf("%v: IsError %v, %q", args, res.IsError, spinetest.Text(res))
 		}
 	}
 }
@@ -149,30 +92,13 @@ func call(t *testing.T, cs *mcp.ClientSession, args map[string]any) *mcp.CallToo
 	return res
 }
 
-func text(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
-
 func TestInMemory(t *testing.T) {
-	check(t, connect(t, mcpserver.New(runner, manifest, nil)))
+	check(t, spinetest.ConnectInMemory(t, mcpserver.New(runner, manifest, nil)))
 }
 
 func TestStreamableHTTP(t *testing.T) {
 	server := mcpserver.New(runner, manifest, &mcpserver.Options{EarlyReads: true, Slots: 8})
-	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
-	defer ts.Close()
-	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "v0"}, nil)
-	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: ts.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := spinetest.ConnectHTTP(t, spinetest.ServeHTTP(t, spinetest.MCPHandler(server)).URL)
 	check(t, cs)
 
 	// Clients run programs at once, each in its own Guest.
@@ -182,7 +108,7 @@ func TestStreamableHTTP(t *testing.T) {
 			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: map[string]any{
 				"source": "inputs['i'] * lookup(key='book')", "inputs": map[string]any{"i": i},
 			}})
-			if err != nil || res.IsError || text(res) != fmt.Sprintf(`{"value":%d,"stdout":""}`, 21*i) {
+			if err != nil || res.IsError || spinetest.Text(res) != fmt.Sprintf(`{"value":%d,"stdout":""}`, 21*i) {
 				t.Errorf("call %d: %v %+v", i, err, res)
 			}
 		})
@@ -191,11 +117,11 @@ func TestStreamableHTTP(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
-	cs := connect(t, mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: 50 * time.Millisecond}))
+	cs := spinetest.ConnectInMemory(t, mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: 50 * time.Millisecond}))
 	res := call(t, cs, map[string]any{"source": "print('spinning')\nwhile True:\n    pass"})
-	if !res.IsError || !strings.HasPrefix(text(res), "TimeoutError: the program did not finish within its time limit of 50ms") ||
-		!strings.Contains(text(res), "stdout:\nspinning") {
-		t.Errorf("IsError %v, %q", res.IsError, text(res))
+	if !res.IsError || !strings.HasPrefix(spinetest.Text(res), "TimeoutError: the program did not finish within its time limit of 50ms") ||
+		!strings.Contains(spinetest.Text(res), "stdout:\nspinning") {
+		t.Errorf("IsError %v, %q", res.IsError, spinetest.Text(res))
 	}
 }
 
@@ -211,25 +137,22 @@ func TestDescription(t *testing.T) {
 }
 
 func TestClientCancel(t *testing.T) {
-	cs := connect(t, mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: time.Hour}))
+	cs := spinetest.ConnectInMemory(t, mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: time.Hour}))
 	ctx, cancel := context.WithCancel(t.Context())
-	before := runner.Stats().Runs
 	done := make(chan error, 1)
 	go func() {
-		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: map[string]any{"source": "import time\ntime.sleep(3600)"}})
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: map[string]any{"source": "gate(wait=False)\nimport time\ntime.sleep(3600)"}})
 		done <- err
 	}()
-	// Wait for the run to start, then cancel the call: the SDK tells the
-	// server, whose handler context ends the run.
-	for runner.Stats().Runs == before {
-		time.Sleep(time.Millisecond)
-	}
+	// Wait for the program to begin, then cancel the call: the SDK tells
+	// the server, whose handler context ends the run.
+	<-gate.Entered
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("a cancelled call succeeded")
 	}
 	// The session goes on.
-	if res := call(t, cs, map[string]any{"source": "6 * 7"}); res.IsError || text(res) != `{"value":42,"stdout":""}` {
+	if res := call(t, cs, map[string]any{"source": "6 * 7"}); res.IsError || spinetest.Text(res) != `{"value":42,"stdout":""}` {
 		t.Fatalf("after the cancel: %+v", res)
 	}
 }
@@ -238,14 +161,7 @@ func TestClientCancel(t *testing.T) {
 // with "busy, retry" while the others run; a freed slot serves the next call.
 func TestSlots(t *testing.T) {
 	server := mcpserver.New(runner, manifest, &mcpserver.Options{Slots: 2})
-	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
-	defer ts.Close()
-	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "v0"}, nil)
-	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: ts.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := spinetest.ConnectHTTP(t, spinetest.ServeHTTP(t, spinetest.MCPHandler(server)).URL)
 
 	answers := make(chan *mcp.CallToolResult, 2)
 	for range 2 {
@@ -256,21 +172,21 @@ func TestSlots(t *testing.T) {
 			}
 			answers <- res
 		}()
-		<-gateEntered // the call holds a slot: its program is in the tool
+		<-gate.Entered // the call holds a slot: its program is in the tool
 	}
 	res := call(t, cs, map[string]any{"source": "1"})
-	if !res.IsError || !strings.HasPrefix(text(res), "busy, retry: all 2 run slots are in use") {
-		t.Fatalf("a third call: IsError %v, %q", res.IsError, text(res))
+	if !res.IsError || !strings.HasPrefix(spinetest.Text(res), "busy, retry: all 2 run slots are in use") {
+		t.Fatalf("a third call: IsError %v, %q", res.IsError, spinetest.Text(res))
 	}
-	gateOpen <- struct{}{}
-	if res := <-answers; res == nil || res.IsError || text(res) != `{"value":"opened","stdout":""}` {
+	gate.Let()
+	if res := <-answers; res == nil || res.IsError || spinetest.Text(res) != `{"value":"opened","stdout":""}` {
 		t.Fatalf("the first call: %+v", res)
 	}
 	// The answered call freed its slot before its answer was sent.
-	if res := call(t, cs, map[string]any{"source": "6 * 7"}); res.IsError || text(res) != `{"value":42,"stdout":""}` {
-		t.Fatalf("after a slot was freed: %q", text(res))
+	if res := call(t, cs, map[string]any{"source": "6 * 7"}); res.IsError || spinetest.Text(res) != `{"value":42,"stdout":""}` {
+		t.Fatalf("after a slot was freed: %q", spinetest.Text(res))
 	}
-	gateOpen <- struct{}{}
+	gate.Let()
 	if res := <-answers; res == nil || res.IsError {
 		t.Fatalf("the second call: %+v", res)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/service"
 )
 
@@ -66,7 +67,7 @@ func TestStreamIdle(t *testing.T) {
 			t.Fatalf("first chunk %q: %v, status %d, %+v", first, a.err, a.status, a.out.Error)
 		}
 	}
-	waitFor(t, "the slots to be free", func() bool { return scrape(t, ts.URL)["spine_runs_in_flight"] == 0 })
+	spinetest.WaitFor(t, "the slots to be free", func() bool { return scrape(t, ts.URL)["spine_runs_in_flight"] == 0 })
 	metrics := scrape(t, ts.URL)
 	if metrics[`spine_errors_total{kind="stream_idle"}`] != 2 || metrics[`spine_runs_total{outcome="stream_idle"}`] != 2 || metrics["spine_streams_in_flight"] != 0 {
 		t.Errorf("stream_idle errors %v, runs %v, streams in flight %v", metrics[`spine_errors_total{kind="stream_idle"}`],
@@ -103,7 +104,7 @@ func TestStreamShare(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, "both streams to hold a slot", func() bool { return scrape(t, ts.URL)["spine_streams_in_flight"] == 2 })
+	spinetest.WaitFor(t, "both streams to hold a slot", func() bool { return scrape(t, ts.URL)["spine_streams_in_flight"] == 2 })
 
 	w, answers := startStream(t, ts.URL)
 	a := <-answers
@@ -245,14 +246,14 @@ func TestToken(t *testing.T) {
 	if status, _, raw := send("GET", "/healthz", "", ""); status != 200 || !bytes.Contains(raw, []byte(`"status":"ok"`)) {
 		t.Errorf("/healthz without the token: %d %s", status, raw)
 	}
-	if got := scrapeWith(t, ts.URL, token)[`spine_errors_total{kind="unauthorized"}`]; got != 18 {
+	if got := spinetest.Metrics(t, ts.URL, token)[`spine_errors_total{kind="unauthorized"}`]; got != 18 {
 		t.Errorf("unauthorized = %v, want 18", got)
 	}
 }
 
 func TestRequireToken(t *testing.T) {
 	h := service.RequireToken("tok", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "in") }))
-	ts := newHandlerServer(t, h)
+	ts := spinetest.ServeHTTP(t, h)
 	for auth, want := range map[string]int{"": 401, "Bearer tok2": 401, "Bearer tok": 200} {
 		req, _ := http.NewRequestWithContext(t.Context(), "GET", ts.URL, nil)
 		if auth != "" {

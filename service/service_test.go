@@ -1,7 +1,6 @@
 package service_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,62 +9,30 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/service"
 )
 
 // runner is shared by every test: each test makes its own Server (slots,
 // limits, metrics) over it.
-var runner *spine.Runner
-
-// lookups receives the key of every lookup call, for tests that watch for one.
-var lookups = make(chan string, 1024)
+var (
+	tools  = spinetest.NewTools()
+	runner *spine.Runner
+)
 
 func TestMain(m *testing.M) {
-	ctx := context.Background()
-	var err error
-	runner, err = spine.New(ctx, spine.Manifest{
-		"lookup": {
-			Call: func(ctx context.Context, args json.RawMessage) (any, error) {
-				var a struct{ Key string }
-				if err := json.Unmarshal(args, &a); err != nil {
-					return nil, err
-				}
-				select {
-				case lookups <- a.Key:
-				default:
-				}
-				prices := map[string]int{"book": 21, "pen": 2}
-				if p, ok := prices[a.Key]; ok {
-					return p, nil
-				}
-				return nil, fmt.Errorf("no such key: %q", a.Key)
-			},
-			AllowEarlyRead: true,
-			Description:    "Look up a price by key.",
-		},
-	}, nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "spine.New:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	runner.Close(ctx)
-	os.Exit(code)
+	spinetest.Main(m, &runner, tools.Manifest(), nil)
 }
 
 func newServer(t *testing.T, opts *service.Options) *httptest.Server {
 	t.Helper()
-	ts := httptest.NewServer(service.New(runner, opts))
-	t.Cleanup(ts.Close)
-	return ts
+	return spinetest.ServeHTTP(t, service.New(runner, opts))
 }
 
 // post sends body to url and decodes the answer.
@@ -248,15 +215,15 @@ func TestTimeout(t *testing.T) {
 	}
 }
 
-// startSlow starts a run that sleeps until its client cancels it, and
-// returns once the server has admitted it; cancel ends it and waits for the
-// client's error.
+// startSlow starts a run of source that goes on until its client cancels
+// it, and returns once the program has begun (it calls gate(wait=False)
+// first); cancel ends it and waits for the client's error.
 func startSlow(t *testing.T, url string, source string) (cancel func()) {
 	t.Helper()
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		data, _ := json.Marshal(run{"source": source})
+		data, _ := json.Marshal(run{"source": "gate(wait=False)\n" + source})
 		req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/run", bytes.NewReader(data))
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
@@ -266,7 +233,11 @@ func startSlow(t *testing.T, url string, source string) (cancel func()) {
 		}
 		done <- err
 	}()
-	waitFor(t, "the slow run to be admitted", func() bool { return scrape(t, url)["spine_runs_in_flight"] == 1 })
+	select {
+	case <-tools.Gate.Entered:
+	case err := <-done:
+		t.Fatalf("the slow run ended before it began: %v", err)
+	}
 	return func() {
 		stop()
 		if err := <-done; !errors.Is(err, context.Canceled) {
@@ -288,7 +259,7 @@ func TestOverload(t *testing.T) {
 		t.Fatalf("stream: status %d, %+v", status, out.Error)
 	}
 	cancel()
-	waitFor(t, "the slot to be free", func() bool { return scrape(t, ts.URL)["spine_runs_in_flight"] == 0 })
+	spinetest.WaitFor(t, "the slot to be free", func() bool { return scrape(t, ts.URL)["spine_runs_in_flight"] == 0 })
 	if status, out, _ := post(t, t.Context(), ts.URL+"/v1/run", run{"source": "1"}); status != 200 || string(out.Value) != "1" {
 		t.Fatalf("after the slow run: status %d, %+v", status, out)
 	}
@@ -303,7 +274,7 @@ func TestClientCancel(t *testing.T) {
 	cancel := startSlow(t, ts.URL, "n = 0\nwhile True:\n    n += 1")
 	cancel()
 	// The handler frees the slot only when Run has returned: the run stopped.
-	waitFor(t, "the run to stop", func() bool { return scrape(t, ts.URL)["spine_runs_in_flight"] == 0 })
+	spinetest.WaitFor(t, "the run to stop", func() bool { return scrape(t, ts.URL)["spine_runs_in_flight"] == 0 })
 	metrics := scrape(t, ts.URL)
 	if metrics[`spine_runs_total{outcome="canceled"}`] != 1 || metrics[`spine_errors_total{kind="canceled"}`] != 1 {
 		t.Errorf("canceled runs %v, errors %v", metrics[`spine_runs_total{outcome="canceled"}`], metrics[`spine_errors_total{kind="canceled"}`])
@@ -315,9 +286,7 @@ func TestClientCancel(t *testing.T) {
 
 func TestStream(t *testing.T) {
 	ts := newServer(t, nil)
-	for len(lookups) > 0 {
-		<-lookups
-	}
+	tools.DrainLookups()
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", ts.URL+`/v1/run/stream?inputs={"quantity":3}`, pr)
 	type answer struct {
@@ -335,7 +304,7 @@ func TestStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case key := <-lookups:
+	case key := <-tools.Lookups:
 		if key != "book" {
 			t.Fatalf("early read of %q", key)
 		}
@@ -400,7 +369,7 @@ func TestStreamErrors(t *testing.T) {
 	if status != http.StatusRequestTimeout || out.Error.Kind != "timeout" {
 		t.Errorf("stalled stream: status %d, %+v", status, out.Error)
 	}
-	waitFor(t, "the slot to be free", func() bool { return scrape(t, ts.URL)["spine_runs_in_flight"] == 0 })
+	spinetest.WaitFor(t, "the slot to be free", func() bool { return scrape(t, ts.URL)["spine_runs_in_flight"] == 0 })
 }
 
 func TestHealthz(t *testing.T) {
@@ -448,7 +417,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	metrics := parseMetrics(t, text)
+	metrics := spinetest.ParseMetrics(t, text)
 	for name, want := range map[string]float64{
 		`spine_runs_total{outcome="ok"}`:         1,
 		`spine_runs_total{outcome="python"}`:     1,
@@ -476,69 +445,10 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-func newHandlerServer(t *testing.T, h http.Handler) *httptest.Server {
-	t.Helper()
-	ts := httptest.NewServer(h)
-	t.Cleanup(ts.Close)
-	return ts
-}
-
 // scrape returns the samples of GET url/metrics by name with labels.
 func scrape(t *testing.T, url string) map[string]float64 {
 	t.Helper()
-	return scrapeWith(t, url, "")
-}
-
-// scrapeWith is scrape with a bearer token.
-func scrapeWith(t *testing.T, url, token string) map[string]float64 {
-	t.Helper()
-	req, err := http.NewRequest("GET", url+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	text, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return parseMetrics(t, text)
-}
-
-func parseMetrics(t *testing.T, text []byte) map[string]float64 {
-	t.Helper()
-	samples := make(map[string]float64)
-	sc := bufio.NewScanner(bytes.NewReader(text))
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("metrics line %q: %v", line, err)
-		}
-		samples[line[:i]] = v
-	}
-	return samples
-}
-
-// waitFor polls cond until it holds; the test binary's -timeout bounds it.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		if t.Context().Err() != nil {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	return spinetest.Metrics(t, url, "")
 }
 
 // TestDeepInputs: inputs the Guest could not decode are refused with a 400
