@@ -1,15 +1,10 @@
 package mcpclient_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"reflect"
 	"sort"
 	"strings"
@@ -18,83 +13,29 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/mcpclient"
-	"github.com/spine-run/spine/mcpclient/internal/testtools"
 )
 
-// serverEnv switches the test binary into the test MCP server over stdio: the
-// stdio tests start it as a real subprocess. "1" is testtools' server,
-// "misbehave" the same with the tool respond (see misbehave).
-const serverEnv = "SPINE_MCPCLIENT_TEST_SERVER"
+// greeting is in the environment of every test server process.
+const greeting = "SPINE_TEST_GREETING=hello from the server"
 
 func TestMain(m *testing.M) {
-	switch os.Getenv(serverEnv) {
-	case "1":
-		serve(testtools.NewServer(2), &mcp.StdioTransport{})
-	case "misbehave":
-		server := testtools.NewServer(2)
-		server.AddTool(&mcp.Tool{Name: "respond", Description: "Answer with a response the client cannot decode.", InputSchema: json.RawMessage(`{"type":"object","properties":{"mode":{"type":"string"}},"required":["mode"]}`)},
-			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				var args struct{ Mode string }
-				json.Unmarshal(req.Params.Arguments, &args)
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "@@" + args.Mode + "@@"}}}, nil
-			})
-		serve(server, &mcp.IOTransport{Reader: os.Stdin, Writer: misbehave{os.Stdout}})
-	}
+	spinetest.ServeMCPIfAsked()
 	os.Exit(m.Run())
 }
-
-func serve(server *mcp.Server, transport mcp.Transport) {
-	if err := server.Run(context.Background(), transport); err != nil {
-		os.Stderr.WriteString(err.Error() + "\n")
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
-
-// misbehave is the misbehaving server's standard output: it rewrites the
-// answer of respond(mode=...) as the mode says, after the SDK encoded it (the
-// SDK writes one message per Write).
-type misbehave struct{ w io.WriteCloser }
-
-var rewrites = map[string][]byte{
-	"nan":      []byte("NaN"),                                                   // not JSON
-	"deep":     []byte(strings.Repeat("[", 20000) + strings.Repeat("]", 20000)), // deeper than a decoder goes
-	"badshape": []byte("5"),                                                     // JSON, but text content must be a string
-}
-
-func (m misbehave) Write(p []byte) (int, error) {
-	out := p
-	if bytes.Contains(p, []byte(`"@@garbage@@"`)) {
-		out = []byte("this is not JSON\n")
-	}
-	for mode, with := range rewrites {
-		out = bytes.ReplaceAll(out, []byte(`"@@`+mode+`@@"`), with)
-	}
-	if _, err := m.w.Write(out); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-func (m misbehave) Close() error { return m.w.Close() }
 
 // stdioTools starts the test server as a subprocess and returns its tools
 // under namespace "srv".
 func stdioTools(t *testing.T, opts *mcpclient.Options) spine.Manifest {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), serverEnv+"=1", "SPINE_TEST_GREETING=hello from the server")
-	cmd.Stderr = os.Stderr
-	return connect(t, &mcp.CommandTransport{Command: cmd}, opts)
+	return connect(t, &mcp.CommandTransport{Command: spinetest.MCPCommand("1", greeting)}, opts)
 }
 
 // httpTools serves the test server with streamable HTTP on a loopback port.
 func httpTools(t *testing.T, opts *mcpclient.Options) spine.Manifest {
 	t.Helper()
-	server := testtools.NewServer(3)
-	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
-	t.Cleanup(ts.Close)
+	ts := spinetest.ServeHTTP(t, spinetest.MCPHandler(spinetest.NewMCPServer(3)))
 	return connect(t, &mcp.StreamableClientTransport{Endpoint: ts.URL, DisableStandaloneSSE: true}, opts)
 }
 
@@ -149,8 +90,12 @@ func TestTools(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			m := tr.tools(t, &mcpclient.Options{EarlyReads: []string{"add", "get-issue"}})
 
-			// Every tool, across pages of 2 or 3.
+			// Every tool, across pages of 2 or 3; the server process has
+			// crash too.
 			want := []string{"srv.add", "srv.echo", "srv.fail", "srv.get_issue", "srv.getenv", "srv.lines", "srv.picture", "srv.slow"}
+			if tr.name == "stdio" {
+				want = append(want[:1], append([]string{"srv.crash"}, want[1:]...)...)
+			}
 			if got := names(m); !reflect.DeepEqual(got, want) {
 				t.Fatalf("tools %v, want %v", got, want)
 			}
@@ -228,10 +173,8 @@ func TestProtocolError(t *testing.T) {
 }
 
 func TestServerGone(t *testing.T) {
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), serverEnv+"=1")
 	ctx := context.Background()
-	m, session, err := mcpclient.Connect(ctx, &mcp.CommandTransport{Command: cmd}, "srv", nil)
+	m, session, err := mcpclient.Connect(ctx, &mcp.CommandTransport{Command: spinetest.MCPCommand("1")}, "srv", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,9 +185,7 @@ func TestServerGone(t *testing.T) {
 }
 
 func TestEarlyReadsUnknownTool(t *testing.T) {
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), serverEnv+"=1")
-	_, _, err := mcpclient.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, "srv", &mcpclient.Options{EarlyReads: []string{"add", "delete_everything"}})
+	_, _, err := mcpclient.Connect(context.Background(), &mcp.CommandTransport{Command: spinetest.MCPCommand("1")}, "srv", &mcpclient.Options{EarlyReads: []string{"add", "delete_everything"}})
 	if err == nil || !strings.Contains(err.Error(), "delete_everything") {
 		t.Fatalf("err = %v, want one naming delete_everything", err)
 	}
@@ -354,11 +295,7 @@ func TestValue(t *testing.T) {
 func TestThroughPython(t *testing.T) {
 	m := stdioTools(t, &mcpclient.Options{EarlyReads: []string{"add"}})
 	ctx := context.Background()
-	r, err := spine.New(ctx, m, &spine.Options{PoolSize: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
+	r := spinetest.NewRunner(t, m, &spine.Options{PoolSize: -1})
 	const source = `
 total = srv.add(a=2, b=3)["sum"] + srv.add(a=inputs["n"], b=1)["sum"]
 text = srv.echo(text="ab", times=2)

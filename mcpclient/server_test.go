@@ -4,9 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -17,25 +16,29 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/mcpclient"
-	"github.com/spine-run/spine/mcpclient/internal/testtools"
 )
 
 // dialer gives a Server its transports: each a new process of the test
-// server (mode is serverEnv's value), or a URL. Every connection after the
-// first waits for a token on gate, so that a test sees the server down for as
-// long as it likes.
+// server (mode is spinetest.MCPServerEnv's value), or a URL. Every
+// connection after the first waits for a token on gate, so that a test sees
+// the server down for as long as it likes. The Server's log tells events
+// when it loses its session and when it has a new one.
 type dialer struct {
-	mode string
-	url  string
-	gate chan struct{}
+	mode   string
+	url    string
+	gate   chan struct{}
+	events chan string
 
 	mu   sync.Mutex
 	cmds []*exec.Cmd
 	n    int
 }
 
-func newDialer(mode string) *dialer { return &dialer{mode: mode, gate: make(chan struct{})} }
+func newDialer(mode string) *dialer {
+	return &dialer{mode: mode, gate: make(chan struct{}), events: make(chan string, 1024)}
+}
 
 func (d *dialer) transport() mcp.Transport {
 	d.mu.Lock()
@@ -45,9 +48,7 @@ func (d *dialer) transport() mcp.Transport {
 	if d.url != "" {
 		t = &mcp.StreamableClientTransport{Endpoint: d.url, DisableStandaloneSSE: true}
 	} else {
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), serverEnv+"="+d.mode, "SPINE_TEST_GREETING=hello from the server")
-		cmd.Stderr = os.Stderr
+		cmd := spinetest.MCPCommand(d.mode, greeting)
 		d.cmds = append(d.cmds, cmd)
 		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}
 	}
@@ -74,7 +75,7 @@ func (d *dialer) cmd(i int) *exec.Cmd {
 // checks that every process it started has been waited for.
 func (d *dialer) dial(t *testing.T) *mcpclient.Server {
 	t.Helper()
-	s, err := mcpclient.Dial(t.Context(), d.transport, "srv", nil)
+	s, err := mcpclient.Dial(t.Context(), d.transport, "srv", &mcpclient.Options{Logger: slog.New(eventHandler{d.events})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,12 +112,45 @@ func callTool(t *testing.T, s *mcpclient.Server, name, args string) (any, error)
 	return call(t, s.Tools(), name, args)
 }
 
-// waitUp polls until s has a session.
-func waitUp(t *testing.T, s *mcpclient.Server) {
-	t.Helper()
-	for s.Err() != nil {
-		time.Sleep(5 * time.Millisecond)
+// eventHandler sends the message of every log record to events, dropping
+// it when events is full.
+type eventHandler struct{ events chan<- string }
+
+func (h eventHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h eventHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h eventHandler) WithGroup(string) slog.Handler            { return h }
+
+func (h eventHandler) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h.events <- r.Message:
+	default:
 	}
+	return nil
+}
+
+// waitEvent waits for the Server's log to tell event; the events before it
+// are dropped.
+func (d *dialer) waitEvent(t *testing.T, event string) {
+	t.Helper()
+	for e := range d.events {
+		if e == event {
+			return
+		}
+	}
+}
+
+// waitUp waits until the Server has a new session: it logs that after
+// making the session current.
+func (d *dialer) waitUp(t *testing.T) {
+	t.Helper()
+	d.waitEvent(t, "mcp server reconnected")
+}
+
+// waitDown waits until the Server has lost its session: it logs that after
+// recording the cause Err and calls report.
+func (d *dialer) waitDown(t *testing.T) {
+	t.Helper()
+	d.waitEvent(t, "mcp server down")
 }
 
 // checkDown checks that err is s's DownError and has want in its text.
@@ -164,7 +198,7 @@ func TestServerKilled(t *testing.T) {
 	_, err := callTool(t, s, "srv.echo", `{"text": "x"}`)
 	checkDown(t, "a call while down", err, "")
 	d.gate <- struct{}{} // let the reconnection through
-	waitUp(t, s)
+	d.waitUp(t)
 	checkEcho(t, s)
 	if v, err := callTool(t, s, "srv.getenv", `{"name": "SPINE_TEST_GREETING"}`); err != nil || v != "hello from the server" {
 		t.Fatalf("getenv after the restart: %v, %v", v, err)
@@ -177,14 +211,12 @@ func TestServerKilled(t *testing.T) {
 	if err := d.cmd(1).Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	for s.Err() == nil {
-		time.Sleep(5 * time.Millisecond)
-	}
+	d.waitDown(t)
 	checkDown(t, "Err", s.Err(), "the server process ended: signal: killed")
 	_, err = callTool(t, s, "srv.echo", `{"text": "x"}`)
 	checkDown(t, "a call while down", err, "the server process ended: signal: killed")
 	d.gate <- struct{}{}
-	waitUp(t, s)
+	d.waitUp(t)
 	checkEcho(t, s)
 
 	s.Close()
@@ -192,10 +224,9 @@ func TestServerKilled(t *testing.T) {
 		t.Fatalf("a call after Close: %v", err)
 	}
 	s.Close() // twice is fine
-	// Nothing of the Server runs any more.
-	for runtime.NumGoroutine() > goroutines {
-		time.Sleep(5 * time.Millisecond)
-	}
+	// Nothing of the Server runs any more. (The SDK's goroutines end after
+	// Close returns, and announce it nowhere.)
+	spinetest.WaitFor(t, "the Server's goroutines to end", func() bool { return runtime.NumGoroutine() <= goroutines })
 }
 
 // TestServerBadResponse: a server that answers with what the client cannot
@@ -216,7 +247,7 @@ func TestServerBadResponse(t *testing.T) {
 		_, err = callTool(t, s, "srv.echo", `{"text": "x"}`)
 		checkDown(t, c.mode+": a call while down", err, "")
 		d.gate <- struct{}{}
-		waitUp(t, s)
+		d.waitUp(t)
 		checkEcho(t, s)
 	}
 
@@ -240,15 +271,13 @@ func TestServerBadResponse(t *testing.T) {
 func TestServerHTTPRestart(t *testing.T) {
 	var handler atomic.Pointer[http.Handler]
 	restart := func() {
-		server := testtools.NewServer(3)
-		var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+		h := spinetest.MCPHandler(spinetest.NewMCPServer(3))
 		handler.Store(&h)
 	}
 	restart()
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ts := spinetest.ServeHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		(*handler.Load()).ServeHTTP(w, r)
 	}))
-	t.Cleanup(ts.Close)
 	d := newDialer("")
 	d.url = ts.URL
 	s := d.dial(t)
@@ -258,7 +287,7 @@ func TestServerHTTPRestart(t *testing.T) {
 	_, err := callTool(t, s, "srv.echo", `{"text": "x"}`)
 	checkDown(t, "after the restart", err, "")
 	d.gate <- struct{}{}
-	waitUp(t, s)
+	d.waitUp(t)
 	checkEcho(t, s)
 }
 
@@ -285,17 +314,11 @@ func TestServerThroughPython(t *testing.T) {
 	}
 	d := newDialer("1")
 	s := d.dial(t)
-	r, err := spine.New(t.Context(), s.Tools(), &spine.Options{PoolSize: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
+	r := spinetest.NewRunner(t, s.Tools(), &spine.Options{PoolSize: -1})
 	if err := d.cmd(0).Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	for s.Err() == nil {
-		time.Sleep(5 * time.Millisecond)
-	}
+	d.waitDown(t)
 	out, err := r.Run(t.Context(), spine.Request{Source: `
 try:
     srv.echo(text="x")

@@ -1,5 +1,5 @@
-// Command testserver is the MCP server of package testtools over stdio, for
-// tests that need a real server process.
+// Command testserver is the test MCP server of package spinetest over stdio,
+// for trying a config file by hand.
 package main
 
 import (
@@ -7,11 +7,11 @@ import (
 	"log"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/spine-run/spine/mcpclient/internal/testtools"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 func main() {
-	if err := testtools.NewServer(2).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+	if err := spinetest.NewMCPServer(2).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		log.Fatal(err)
 	}
 }
