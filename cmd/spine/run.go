@@ -264,11 +264,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	tools, err := loadManifest(ctx, o.config, o.demoTools)
 	if err != nil {
-		code := exitFailure // an MCP server failed
-		if errors.Is(err, errConfig) {
-			code = exitUsage
-		}
-		return finish(code, &runError{Kind: "failure", Message: err.Error()})
+		return finish(loadExitCode(err), &runError{Kind: "failure", Message: err.Error()})
 	}
 	defer tools.close()
 	runner, err := spine.New(ctx, tools.manifest, &spine.Options{PoolSize: -1})

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -30,10 +29,7 @@ func toolsCommand(args []string, stdout, stderr io.Writer) int {
 	tools, err := loadManifest(context.Background(), *config, *demo)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine tools:", err)
-		if errors.Is(err, errConfig) {
-			return exitUsage
-		}
-		return exitFailure
+		return loadExitCode(err)
 	}
 	defer tools.close()
 	io.WriteString(stdout, spine.Stubs(tools.manifest))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/mcpconfig"
 )
 
 // mcpServerEnv makes the test binary an MCP server over stdio (see init in
@@ -236,54 +237,27 @@ func TestLoadManifestMCP(t *testing.T) {
 	}
 }
 
+// TestConfigErrors: with --demo-tools, a server may not take a demo tool's
+// name (mcpconfig's tests check the rest of the file).
 func TestConfigErrors(t *testing.T) {
 	for _, c := range []struct{ name, config, want string }{
-		{"not JSON", `{"servers": `, "unexpected EOF"},
-		{"unknown field", `{"servers": {"a": {"command": ["x"], "early_read": ["y"]}}}`, `unknown field "early_read"`},
-		{"two values", `{} {}`, "more than one JSON value"},
-		{"command and url", `{"servers": {"a": {"command": ["x"], "url": "http://h/"}}}`, "both a command and a url"},
-		{"neither", `{"servers": {"a": {}}}`, "needs a command"},
-		{"name not an identifier", `{"servers": {"my-server": {"command": ["x"]}}}`, "must be a Python identifier"},
-		{"keyword name", `{"servers": {"class": {"command": ["x"]}}}`, "must be a Python identifier"},
-		{"headers for a command", `{"servers": {"a": {"command": ["x"], "headers": {"k": "v"}}}}`, "headers are for a url"},
-		{"env for a url", `{"servers": {"a": {"url": "http://h/", "env": {"k": "v"}}}}`, "env and dir are for a command"},
-		{"bad url", `{"servers": {"a": {"url": "ftp://h/"}}}`, "not an http(s) URL"},
-		{"bad timeout", `{"servers": {"a": {"url": "http://h/", "timeout": "forever"}}}`, "bad timeout"},
-		{"unset variable", `{"servers": {"a": {"url": "http://h/", "headers": {"Authorization": "Bearer ${SPINE_TEST_NOT_SET}"}}}}`, `"SPINE_TEST_NOT_SET" is not set`},
-		{"unclosed variable", `{"servers": {"a": {"command": ["x"], "env": {"K": "${HOME"}}}}`, "unclosed ${"},
 		{"built-in name", `{"servers": {"lookup": {"command": ["x"]}}}`, "taken by the built-in tool lookup"},
 		{"built-in namespace", `{"servers": {"prices": {"command": ["x"]}}}`, "taken by the built-in tool prices.list"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := loadManifest(context.Background(), writeFile(t, "c.json", c.config), true)
-			if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), c.want) {
+			if !errors.Is(err, mcpconfig.ErrConfig) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want a config error with %q", err, c.want)
 			}
 		})
 	}
-	if _, err := loadManifest(context.Background(), "/no/such/file.json", false); !errors.Is(err, errConfig) {
+	if _, err := loadManifest(context.Background(), "/no/such/file.json", false); !errors.Is(err, mcpconfig.ErrConfig) {
 		t.Fatalf("missing file: %v", err)
 	}
 	// Without the demo tools, their names are free.
 	_, err := loadManifest(context.Background(), writeFile(t, "c.json", `{"servers": {"lookup": {"command": ["/no/such/server"]}}}`), false)
-	if err == nil || errors.Is(err, errConfig) || !strings.Contains(err.Error(), "/no/such/server") {
+	if err == nil || errors.Is(err, mcpconfig.ErrConfig) || !strings.Contains(err.Error(), "/no/such/server") {
 		t.Fatalf("a server named lookup without the demo tools: %v", err)
-	}
-}
-
-func TestServerErrors(t *testing.T) {
-	for _, c := range []struct{ name, config, want string }{
-		{"no such command", `{"servers": {"a": {"command": ["/no/such/server"]}}}`, "no such file"},
-		{"server exits", `{"servers": {"a": {"command": ["/bin/false"], "timeout": "5s"}}}`, "server a"},
-		{"nothing listening", `{"servers": {"a": {"url": "http://127.0.0.1:1/mcp", "timeout": "5s"}}}`, "server a"},
-		{"early read of a tool the server lacks", fmt.Sprintf(`{"servers": {"a": {"command": [%q], "env": {%q: "1"}, "early_reads": ["rm_rf"]}}}`, os.Args[0], mcpServerEnv), "rm_rf"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := loadManifest(context.Background(), writeFile(t, "c.json", c.config), false)
-			if err == nil || errors.Is(err, errConfig) || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("err = %v, want a server error with %q", err, c.want)
-			}
-		})
 	}
 }
 
@@ -329,84 +303,6 @@ func spineCmd(t *testing.T, args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), cliEnv+"=1")
 	return cmd
-}
-
-// TestServerEnvironment: a server's command gets the config's env and a few
-// of spine's variables, not spine's secrets.
-func TestServerEnvironment(t *testing.T) {
-	t.Setenv("SPINE_TEST_SECRET", "hunter2")
-	tools, err := loadManifest(t.Context(), testConfig(t), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tools.close()
-	getenv := func(name string) string {
-		t.Helper()
-		v, err := tools.manifest["calc.getenv"].Call(t.Context(), json.RawMessage(fmt.Sprintf(`{"name": %q}`, name)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.(string)
-	}
-	for _, secret := range []string{"SPINE_TEST_SECRET", "SPINE_TEST_TOKEN"} {
-		if v := getenv(secret); v != "" {
-			t.Errorf("the server sees %s=%q", secret, v)
-		}
-	}
-	if v := getenv("GREETING"); v != "hello from calc" {
-		t.Errorf("GREETING=%q", v)
-	}
-	for _, name := range []string{"PATH", "HOME"} {
-		if v := getenv(name); v != os.Getenv(name) {
-			t.Errorf("%s=%q, spine has %q", name, v, os.Getenv(name))
-		}
-	}
-}
-
-// TestServerRestart: a stdio server whose process ends is started again; while
-// it is down its tools fail at once naming it, /healthz's report says so, and
-// the other server is not affected.
-func TestServerRestart(t *testing.T) {
-	gate := filepath.Join(t.TempDir(), "gate")
-	tools, err := loadManifest(t.Context(), testConfigEnv(t, map[string]string{gateEnv: gate}), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tools.close()
-	call := func(name, args string) (any, error) {
-		return tools.manifest[name].Call(t.Context(), json.RawMessage(args))
-	}
-	checkAdd := func(name string) {
-		t.Helper()
-		if v, err := call(name, `{"a": 1, "b": 2}`); err != nil || fmt.Sprint(v) != "map[sum:3]" {
-			t.Fatalf("%s: %v %v", name, v, err)
-		}
-	}
-
-	// Keep calc from starting again, then end its process.
-	if err := os.WriteFile(gate, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := call("calc.crash", `{}`); err == nil || !strings.HasPrefix(err.Error(), "mcp server calc is down: ") {
-		t.Fatalf("calc.crash: %v", err)
-	}
-	if _, err := call("calc.add", `{"a": 1, "b": 2}`); err == nil || !strings.HasPrefix(err.Error(), "mcp server calc is down: ") || !strings.HasSuffix(err.Error(), "; reconnecting") {
-		t.Fatalf("calc.add while down: %v", err)
-	}
-	if h := tools.health(); !strings.HasPrefix(h["calc"], "mcp server calc is down: ") || h["web"] != "" {
-		t.Fatalf("health while calc is down: %q", h)
-	}
-	checkAdd("web.add")
-
-	// Let it start: it comes back.
-	if err := os.Remove(gate); err != nil {
-		t.Fatal(err)
-	}
-	for tools.health()["calc"] != "" {
-		time.Sleep(10 * time.Millisecond)
-	}
-	checkAdd("calc.add")
-	checkAdd("web.add")
 }
 
 // TestDemoToolsFlag: spine run, serve and mcp, as processes, offer the demo
