@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,11 +86,20 @@ func (d *dialer) dial(t *testing.T) *mcpclient.Server {
 	t.Cleanup(func() {
 		s.Close()
 		d.mu.Lock()
-		defer d.mu.Unlock()
-		for i, cmd := range d.cmds {
-			if cmd.Process != nil && cmd.ProcessState == nil {
-				t.Errorf("process %d (pid %d) was not waited for", i, cmd.Process.Pid)
+		cmds := slices.Clone(d.cmds)
+		d.mu.Unlock()
+		// The SDK may return from closing a session before the goroutine
+		// that waits for its process has done so (when the process exits
+		// just as it gives up waiting and signals it): ask the process,
+		// whose state is safe to read while it is waited for, and wait. A
+		// process never waited for keeps the test here until -timeout.
+		for i, cmd := range cmds {
+			if cmd.Process == nil {
+				continue // never started
 			}
+			spinetest.WaitFor(t, fmt.Sprintf("process %d (pid %d) to be waited for", i, cmd.Process.Pid), func() bool {
+				return errors.Is(cmd.Process.Signal(syscall.Signal(0)), os.ErrProcessDone)
+			})
 		}
 	})
 	return s

@@ -179,12 +179,14 @@ func ServeHTTP(tb testing.TB, h http.Handler) *httptest.Server {
 // themselves nowhere a test can wait on (a gauge, a goroutine count, a
 // process coming back); where a tool or a log can signal, wait on that
 // instead. There is no deadline: the test binary's -timeout bounds the wait,
-// so a slow machine makes a test slow, never failed.
+// so a slow machine makes a test slow, never failed. A test that times out
+// there shows what it was waiting for in its log. It works in Cleanup
+// functions too.
 func WaitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	for !cond() {
-		if tb.Context().Err() != nil {
-			tb.Fatalf("gave up waiting for %s", what)
+	for i := 0; !cond(); i++ {
+		if i == 10_000 { // about 10 s
+			tb.Logf("still waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
 	}
