@@ -1,0 +1,9 @@
+# A read in a branch and one in a function.
+def price_of(key):
+    return lookup(key=key)
+
+if inputs["quantity"] > 2:
+    bulk = lookup(key="book")
+else:
+    bulk = 0
+result = bulk + price_of("pen")

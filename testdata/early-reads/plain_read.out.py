@@ -1,0 +1,2 @@
+price = lookup(key='book')
+result = price * inputs['quantity']
