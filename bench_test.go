@@ -6,6 +6,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/spine-run/spine/internal/engine"
 )
 
 // The benchmarks report medians (p50-*) besides Go's mean ns/op, because the
@@ -129,7 +131,7 @@ result = [(t1 - t0) / n, (t2 - t1) / n]
 func BenchmarkInstance(b *testing.B) {
 	ctx := context.Background()
 	modes := []StartMode{StartFresh, StartCopy}
-	if cowSupported {
+	if engine.COWSupported {
 		modes = append(modes, StartCOW)
 	}
 	for _, mode := range modes {
@@ -139,12 +141,12 @@ func BenchmarkInstance(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				start := time.Now()
-				inst, err := r.newInstance(ctx, r.image)
+				inst, err := r.engine.NewInstance(ctx)
 				if err != nil {
 					b.Fatal(err)
 				}
 				samples = append(samples, time.Since(start))
-				inst.close()
+				inst.Close()
 			}
 			reportMedian(b, samples, "ms")
 		})

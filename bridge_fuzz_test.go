@@ -7,6 +7,8 @@ import (
 	"errors"
 	"math"
 	"testing"
+
+	"github.com/spine-run/spine/internal/engine"
 )
 
 // The fuzz targets reuse one module per process; each iteration clears what
@@ -30,8 +32,8 @@ func FuzzReadRequest(f *testing.F) {
 		{`null`, 0, 0, 4},
 		{`[]`, 0, 0, 2},
 		{``, 0, 0, 0},
-		{`{}`, 0, 20 * wasmPageSize, 1},
-		{`{}`, 0, 20*wasmPageSize - 2, 2},
+		{`{}`, 0, 20 * engine.WasmPageSize, 1},
+		{`{}`, 0, 20*engine.WasmPageSize - 2, 2},
 		{`{}`, 0, 0xFFFFFFFF, 2},
 		{`{}`, 0, 0, maxMessage + 1},
 		{`{}`, 0, 0, 0xFFFFFFFF},
@@ -106,7 +108,7 @@ func FuzzReadRequest(f *testing.F) {
 // untouched, and it is responseFailed exactly when the buffer is outside
 // memory or too small.
 func FuzzWriteResponse(f *testing.F) {
-	const page = wasmPageSize
+	const page = engine.WasmPageSize
 	for _, seed := range []struct {
 		out, capacity uint32
 		response      string

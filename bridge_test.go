@@ -17,6 +17,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/spine-run/spine/internal/engine"
 )
 
 // These tests drive the Host tool bridge (bridge.go) and a run's early-read
@@ -61,7 +63,7 @@ func bridgeModule(tb testing.TB, pages uint32) api.Module {
 	if err != nil {
 		tb.Fatalf("instantiate test module: %v", err)
 	}
-	if got, want := mod.Memory().Size(), pages*wasmPageSize; got != want {
+	if got, want := mod.Memory().Size(), pages*engine.WasmPageSize; got != want {
 		tb.Fatalf("memory size = %d, want %d", got, want)
 	}
 	return mod
@@ -140,7 +142,7 @@ func (c *counter) calls() int { return int(c.n.Load()) }
 func TestBridgeReadRequestBounds(t *testing.T) {
 	small := bridgeModule(t, 1) // 64 KiB
 	big := bridgeModule(t, 20)  // 1.25 MiB, so a request over maxMessage still fits in memory
-	const page = wasmPageSize
+	const page = engine.WasmPageSize
 	for _, tc := range []struct {
 		name      string
 		mod       api.Module
@@ -188,13 +190,13 @@ func TestBridgeReadRequestMaxMessage(t *testing.T) {
 	// The whole of a one-page memory (under maxMessage) is readable too.
 	small := bridgeModule(t, 1)
 	bridgePut(t, small, 0, `{"tool":"x"}`)
-	if _, err := readRequest(small, 0, wasmPageSize); err == nil {
+	if _, err := readRequest(small, 0, engine.WasmPageSize); err == nil {
 		t.Fatal("trailing NUL bytes accepted as JSON")
 	} else if err.Error() == "tool request outside ABI bounds" {
 		t.Fatalf("whole memory reported out of bounds: %v", err)
 	}
-	bridgePut(t, small, wasmPageSize-12, `{"tool":"x"}`)
-	req, err = readRequest(small, wasmPageSize-12, 12)
+	bridgePut(t, small, engine.WasmPageSize-12, `{"tool":"x"}`)
+	req, err = readRequest(small, engine.WasmPageSize-12, 12)
 	if err != nil || req.Tool != "x" {
 		t.Fatalf("request at the very end of memory: %+v, %v", req, err)
 	}
@@ -423,7 +425,7 @@ func TestBridgeInvokeNothingCalledForUnknownTool(t *testing.T) {
 }
 
 func TestBridgeHostCall(t *testing.T) {
-	const page = wasmPageSize
+	const page = engine.WasmPageSize
 	for _, tc := range []struct {
 		name     string
 		request  string
@@ -518,7 +520,7 @@ func TestBridgeHostCall(t *testing.T) {
 }
 
 func TestBridgeWriteResponse(t *testing.T) {
-	const page = wasmPageSize
+	const page = engine.WasmPageSize
 	resp := []byte(`{"value":21}`)
 	for _, tc := range []struct {
 		name     string
@@ -633,7 +635,7 @@ func bridgeEarly(snap, lookup *counter) Manifest {
 }
 
 func TestBridgePrepareReturnsZero(t *testing.T) {
-	const page = wasmPageSize
+	const page = engine.WasmPageSize
 	for _, tc := range []struct {
 		name      string
 		early     bool
@@ -889,7 +891,7 @@ func TestBridgeResolveBadRequest(t *testing.T) {
 	if id == 0 {
 		t.Fatal("prepare = 0")
 	}
-	n := r.hostResolve(st.ctx, mod, id, wasmPageSize, 10, bridgeOut, bridgeCap)
+	n := r.hostResolve(st.ctx, mod, id, engine.WasmPageSize, 10, bridgeOut, bridgeCap)
 	if got := bridgeGet(t, mod, bridgeOut, n); got != `{"value":null,"error":"tool request outside ABI bounds"}` {
 		t.Fatalf("resolve outside memory = %s", got)
 	}

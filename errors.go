@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/spine-run/spine/internal/engine"
 )
 
 // PythonError is a run that ended with an uncaught Python exception (a
@@ -34,13 +36,14 @@ var (
 	// ErrTooLarge wraps every error for a source, inputs or result past its limit.
 	ErrTooLarge = errors.New("spine: too large")
 
-	// ErrGuest wraps every failure of the Guest outside Python: a trap (stack
-	// overflow, out-of-bounds access), an exit, or a broken response. The
-	// Runner stays usable; the instance that failed is discarded.
-	ErrGuest = errors.New("spine: guest failed")
+	// ErrGuest wraps every failure of the Guest outside Python that its
+	// program cannot be blamed for: a trap (an out-of-bounds access), or a
+	// broken response. The Runner stays usable; the Guest that failed is
+	// discarded.
+	ErrGuest = engine.ErrGuest
 
 	// ErrArtifact wraps every problem with the Guest artifact found by New.
-	ErrArtifact = errors.New("spine: bad guest artifact")
+	ErrArtifact = engine.ErrArtifact
 )
 
 // Outcome is how a run ended, in the one classification that the CLI, the

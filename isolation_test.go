@@ -174,7 +174,7 @@ func TestIsolationReuse(t *testing.T) {
 		}
 	}
 	waitReady()
-	made := r.instancesMade.Load()
+	made := r.Stats().InstancesMade
 	for i := 0; i < 5; i++ {
 		waitReady()
 		mustRun(t, r, `import os, fractions, decimal, statistics
@@ -184,7 +184,7 @@ fd = os.open("/usr/local/lib", os.O_RDONLY)
 os.close(fd)
 result = [os.fstat(3).st_mode, sorted(os.listdir("/usr/local/lib"))]`, nil)
 	}
-	if now := r.instancesMade.Load(); now != made {
+	if now := r.Stats().InstancesMade; now != made {
 		t.Fatalf("%d Guests made for 5 runs that left the state as they found it", now-made)
 	}
 }

@@ -3,6 +3,8 @@ package spine
 import (
 	"runtime"
 	"time"
+
+	"github.com/spine-run/spine/internal/engine"
 )
 
 // Options holds the Runner-wide settings. The zero value, and a nil *Options,
@@ -81,7 +83,6 @@ type Artifact struct {
 const (
 	defaultMemoryLimit = 256 << 20
 	guestMaxMemory     = 512 << 20 // the Guest's --max-memory
-	wasmPageSize       = 64 << 10
 )
 
 // withDefaults returns a copy of o (nil allowed) with every zero field set.
@@ -111,3 +112,20 @@ func (o *Options) withDefaults() Options {
 	}
 	return opts
 }
+
+// StartMode says how each run's Guest starts.
+type StartMode = engine.StartMode
+
+// The start modes.
+const (
+	// StartAuto starts from the prepared image, copy-on-write where the
+	// platform allows it (Linux), by copying elsewhere.
+	StartAuto = engine.StartAuto
+	// StartFresh starts CPython from scratch for every run: slow (about
+	// 140 ms a run), kept for comparison and debugging. No pool.
+	StartFresh = engine.StartFresh
+	// StartCopy copies the prepared image into each new instance.
+	StartCopy = engine.StartCopy
+	// StartCOW maps the prepared image copy-on-write (Linux only).
+	StartCOW = engine.StartCOW
+)

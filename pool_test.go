@@ -12,12 +12,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spine-run/spine/internal/engine"
 )
 
 // poolRunner has one pooled instance, so consecutive runs reuse the same Guest.
 func poolRunner(t testing.TB) *Runner {
 	t.Helper()
-	if !cowSupported {
+	if !engine.COWSupported {
 		t.Skip("instances are reused only with copy-on-write images")
 	}
 	return newRunner(t, testManifest(), &Options{PoolSize: 1})
@@ -34,7 +36,7 @@ func TestPoolReusesInstances(t *testing.T) {
 		mustRun(t, r, "1", nil)
 	}
 	// One instance for the image, one for the pool; every run reused the pooled one.
-	if made := r.instancesMade.Load(); made > 2 {
+	if made := r.Stats().InstancesMade; made > 2 {
 		t.Fatalf("%d instances made for 5 runs: the pool does not reuse them", made)
 	}
 }
@@ -58,7 +60,7 @@ result = {
 			t.Fatalf("state leaked through the pool:\nclean %s\nafter %s", clean.Value, after.Value)
 		}
 	}
-	if made, runs := r.instancesMade.Load(), r.runsStarted.Load(); made > runs/2+2 {
+	if made, runs := r.Stats().InstancesMade, r.Stats().Runs; made > runs/2+2 {
 		t.Fatalf("%d instances made for %d runs: the test did not exercise reuse", made, runs)
 	}
 }
@@ -81,34 +83,33 @@ sys.stdout = Noisy()
 func TestResetRestoresTheImage(t *testing.T) {
 	r := poolRunner(t)
 	ctx := context.Background()
-	inst, err := r.newInstance(ctx, r.image)
+	inst, err := r.engine.NewInstance(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer inst.close()
+	defer inst.Close()
 	request, err := r.encodeExecute(Request{}, dirtyProgram, json.RawMessage("{}"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := newRunState(r, ctx, false)
 	defer st.close()
-	inst.begin(st.ctx)
-	if _, err := inst.execute(st.ctx, request, 1<<20); err != nil {
+	if _, err := inst.Execute(inst.Begin(st.ctx), request, 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	mem := inst.mod.Memory()
+	mem := inst.Memory()
 	data, _ := mem.Read(0, mem.Size())
 	if !bytes.Contains(data, []byte("TOP-SECRET-24690")) {
 		t.Fatal("the secret is not in memory after the run: the test proves nothing")
 	}
-	if err := inst.reset(); err != nil {
+	if err := inst.Reset(); err != nil {
 		t.Fatal(err)
 	}
 	data, _ = mem.Read(0, mem.Size())
 	if bytes.Contains(data, []byte("TOP-SECRET-24690")) {
 		t.Fatal("a string of the previous run is still in memory after reset")
 	}
-	if !bytes.Equal(data[:r.image.size], r.image.memfd.view) {
+	if img := r.engine.Image(); !bytes.Equal(data[:len(img)], img) {
 		t.Fatal("memory after reset differs from the image")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/spine-run/spine/internal/engine"
 )
 
 // streamChunk is the most a single Read of Request.Stream delivers to the Guest.
@@ -15,16 +17,12 @@ const streamChunk = 32 << 10
 // program as it arrives (prefix_begin, prefix_feed), so early reads start while
 // the program is still being written, and returns the whole source at the end
 // of the stream. ctx ending stops it (and closes stream if it can be closed).
-func (r *Runner) readStream(ctx context.Context, inst *instance, stream io.Reader, inputs json.RawMessage) (string, error) {
-	begin, err := json.Marshal(struct {
-		Inputs     json.RawMessage `json:"inputs"`
-		Tools      json.RawMessage `json:"tools,omitempty"`
-		EarlyReads bool            `json:"early_reads"`
-	}{inputs, r.guestTools(), true})
+func (r *Runner) readStream(ctx context.Context, inst *engine.Instance, stream io.Reader, inputs json.RawMessage) (string, error) {
+	begin, err := json.Marshal(prefixBeginRequest{Inputs: inputs, Tools: r.guestTools(), EarlyReads: true})
 	if err != nil {
 		return "", err
 	}
-	if _, err := inst.callWithBytes(ctx, "prefix_begin", begin); err != nil {
+	if _, err := inst.PrefixBegin(ctx, begin); err != nil {
 		return "", err
 	}
 
@@ -68,7 +66,7 @@ func (r *Runner) readStream(ctx context.Context, inst *instance, stream io.Reade
 				return "", fmt.Errorf("%w: the streamed source is over the %d-byte limit", ErrTooLarge, r.opts.MaxSource)
 			}
 			source = append(source, c.data...)
-			if _, err := inst.callWithBytes(ctx, "prefix_feed", c.data); err != nil {
+			if _, err := inst.PrefixFeed(ctx, c.data); err != nil {
 				return "", err
 			}
 		}
@@ -79,26 +77,6 @@ func (r *Runner) readStream(ctx context.Context, inst *instance, stream io.Reade
 			return "", &streamReadError{c.err}
 		}
 	}
-}
-
-// callWithBytes copies data into the Guest and calls the export name(ptr, len),
-// returning its i32 answer. A negative answer is the Guest's own failure,
-// which prefix mode survives: it only means fewer early reads.
-func (inst *instance) callWithBytes(ctx context.Context, name string, data []byte) (int32, error) {
-	results, err := inst.allocFn.Call(ctx, uint64(len(data)))
-	if err != nil {
-		return 0, err
-	}
-	ptr := uint32(results[0])
-	if ptr == 0 || !inst.mod.Memory().Write(ptr, data) {
-		return 0, fmt.Errorf("%w: could not place %d bytes in Guest memory", ErrGuest, len(data))
-	}
-	defer inst.free(ctx, ptr)
-	results, err = inst.mod.ExportedFunction(name).Call(ctx, uint64(ptr), uint64(len(data)))
-	if err != nil {
-		return 0, err
-	}
-	return int32(uint32(results[0])), nil
 }
 
 // streamReadError is a failure of Request.Stream itself, not of the Guest.

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,16 +18,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/spine-run/spine/guest"
-	"github.com/spine-run/spine/internal/wasm"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
-)
 
-// guestABIVersion is the Guest ABI this Host speaks (docs/abi.md).
-const guestABIVersion = 1
+	"github.com/spine-run/spine/guest"
+	"github.com/spine-run/spine/internal/engine"
+)
 
 // Request is one program to run.
 type Request struct {
@@ -89,28 +87,14 @@ type Runner struct {
 	manifest Manifest
 	opts     Options
 	tools    json.RawMessage // the manifest as the Guest sees it, encoded once
+	engine   *engine.Engine  // the Guests: compiled, imaged, pooled
 
-	runtime  wazero.Runtime
-	cache    wazero.CompilationCache
-	cacheDir string                // "" when compiled code is cached in memory only
-	compiled wazero.CompiledModule // the Guest without its data segments
-	segments []wasm.DataSegment    // the Guest's data segments, for a start from scratch
-	stdlib   []byte                // the standard library archive
-	// instrumented says the Guest calls spine.tick from its loops and the
-	// descriptor checks before fd_close and path_open (internal/wasm).
-	instrumented bool
-	mode         StartMode // resolved: never StartAuto
-	image        *image    // nil with StartFresh
-	pool         *pool     // nil without an image or with PoolSize < 0
-
-	instancesMade atomic.Int64 // Guests instantiated, for tests and statistics
-	runsStarted   atomic.Int64
-
-	closing context.Context // done once Close begins: runs in flight stop
-	stop    context.CancelFunc
-	mu      sync.Mutex
-	closed  bool
-	runs    sync.WaitGroup
+	runsStarted atomic.Int64
+	closing     context.Context // done once Close begins: runs in flight stop
+	stop        context.CancelFunc
+	mu          sync.Mutex
+	closed      bool
+	runs        sync.WaitGroup
 }
 
 // New validates and copies manifest, then compiles the Guest once (through
@@ -132,79 +116,28 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 		artifact = *opts.Artifact
 	}
 
-	r := &Runner{manifest: m, opts: opts, tools: guestTools(m), stdlib: artifact.StdlibZip}
+	r := &Runner{manifest: m, opts: opts, tools: guestTools(m)}
 	r.closing, r.stop = context.WithCancel(context.Background())
-	if err := r.setup(ctx, artifact); err != nil {
-		r.Close(context.Background())
+	r.engine, err = engine.New(ctx, engine.Config{
+		Wasm:           artifact.Wasm,
+		StdlibZip:      artifact.StdlibZip,
+		ImageKey:       imageKey(artifactID(artifact), r.tools),
+		MemoryLimit:    opts.MemoryLimit,
+		MaxOutput:      opts.MaxOutput,
+		MaxDescriptors: opts.MaxDescriptors,
+		PoolSize:       opts.PoolSize,
+		Start:          opts.Start,
+		CacheDir:       opts.CacheDir,
+		NoDiskCache:    opts.NoDiskCache,
+		Bridge:         r.bridgeFunctions,
+		Warm:           r.warm,
+	})
+	if err != nil {
+		r.stop()
 		return nil, err
 	}
 	return r, nil
 }
-
-func (r *Runner) setup(ctx context.Context, artifact Artifact) (err error) {
-	stripped, segments, err := wasm.SplitData(artifact.Wasm)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrArtifact, err)
-	}
-	module, err := wasm.Instrument(stripped)
-	r.instrumented = err == nil
-	if !r.instrumented {
-		module = stripped // wazero's own, slower, way to stop it
-	}
-	if r.cache, r.cacheDir, err = openCodeCache(r.opts, module); err != nil {
-		return err
-	}
-	config := wazero.NewRuntimeConfig().
-		WithCloseOnContextDone(!r.instrumented).
-		WithMemoryLimitPages(uint32(r.opts.MemoryLimit / wasmPageSize)).
-		WithCompilationCache(r.cache)
-	r.runtime = wazero.NewRuntimeWithConfig(ctx, config)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.runtime); err != nil {
-		return fmt.Errorf("spine: WASI: %w", err)
-	}
-	if err := r.instantiateBridge(ctx); err != nil {
-		return fmt.Errorf("spine: host module: %w", err)
-	}
-	compiled, err := r.runtime.CompileModule(ctx, module)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrArtifact, err)
-	}
-	sealCodeCache(r.cacheDir, module)
-	exports := compiled.ExportedFunctions()
-	for _, name := range []string{"_initialize", "abi_version", "init", "alloc", "release", "execute", "prefix_begin", "prefix_feed"} {
-		if _, ok := exports[name]; !ok {
-			return fmt.Errorf("%w: it does not export %s", ErrArtifact, name)
-		}
-	}
-	r.compiled, r.segments = compiled, segments
-
-	switch r.mode = r.opts.Start; r.mode {
-	case StartAuto:
-		r.mode = StartCopy
-		if cowSupported {
-			r.mode = StartCOW
-		}
-	case StartCOW:
-		if !cowSupported {
-			return fmt.Errorf("spine: %w", errNoCOWHere)
-		}
-	case StartFresh, StartCopy:
-	default:
-		return fmt.Errorf("spine: unknown start mode %d", r.opts.Start)
-	}
-	if r.mode == StartFresh {
-		return nil
-	}
-	if r.image, err = r.prepareImage(ctx, r.mode, imageKey(artifactID(artifact), r.tools)); err != nil {
-		return err
-	}
-	if r.opts.PoolSize > 0 {
-		r.pool = newPool(r, r.image, r.opts.PoolSize)
-	}
-	return nil
-}
-
-var errNoCOWHere = errors.New("copy-on-write images need Linux")
 
 // artifactID identifies a Guest artifact: for the embedded one, its manifest,
 // which holds the hashes of its files (hashing 15 MB again would cost every
@@ -218,29 +151,11 @@ func artifactID(a Artifact) []byte {
 	return append(w[:], z[:]...)
 }
 
-// acquire returns a Guest ready for a run: from the pool, from the image, or
-// started from scratch.
-func (r *Runner) acquire(ctx context.Context) (*instance, error) {
-	if r.pool != nil {
-		return r.pool.get(ctx)
-	}
-	return r.newInstance(ctx, r.image)
-}
-
-// giveBack returns a Guest after a run; clean says the run ended without a
-// trap or a stop.
-func (r *Runner) giveBack(inst *instance, clean bool) {
-	if r.pool != nil {
-		r.pool.put(inst, clean)
-		return
-	}
-	inst.close()
-}
-
-// instantiateBridge registers the imports of Guest module "spine" without reflection.
-func (r *Runner) instantiateBridge(ctx context.Context) error {
-	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
-	_, err := r.runtime.NewHostModuleBuilder("spine").
+// bridgeFunctions adds the bridge's Host functions (bridge.go) to the
+// Guest's Host module "spine", without reflection.
+func (r *Runner) bridgeFunctions(b wazero.HostModuleBuilder) wazero.HostModuleBuilder {
+	i32 := api.ValueTypeI32
+	return b.
 		NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
 			stack[0] = uint64(r.hostCall(ctx, m, uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])))
@@ -255,41 +170,54 @@ func (r *Runner) instantiateBridge(ctx context.Context) error {
 		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
 			stack[0] = uint64(r.hostResolve(ctx, m, uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3]), uint32(stack[4])))
 		}), []api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}).
-		Export("resolve").
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-			stack[0] = tick(ctx)
-		}), nil, []api.ValueType{i32}).
-		Export(wasm.TickImport).
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-			fd := int32(stack[0])
-			stack[0] = wasiErrnoSuccess
-			if d := descriptorsFrom(ctx); d != nil {
-				stack[0] = uint64(d.beforeClose(fd))
-			}
-		}), []api.ValueType{i32}, []api.ValueType{i32}).
-		Export("fd_close").
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-			stack[0] = wasiErrnoSuccess
-			if d := descriptorsFrom(ctx); d != nil {
-				stack[0] = uint64(d.beforeOpen())
-			}
-		}), []api.ValueType{i32, i32, i32, i32, i32, i64, i64, i32, i32}, []api.ValueType{i32}).
-		Export("path_open").
-		Instantiate(ctx)
-	return err
+		Export("resolve")
 }
 
-// tick answers an instrumented Guest's spine.tick (internal/wasm): 0 when the
-// run's context has ended, so the Guest traps, or the fuel for its next loop
-// iterations. Being a call into Go, it also lets the scheduler run others.
-func tick(ctx context.Context) uint64 {
-	if ctx.Err() != nil {
-		return 0
+// warmSource runs once in the Guest the image is taken from: it imports the
+// modules programs use most, runs the early-read pass once so CPython's
+// specialized bytecode for it is in the image, then freezes everything alive
+// so the collector of a run never walks (and so never dirties) the image's
+// objects.
+const warmSource = `import json, re, math, datetime, collections, itertools, functools, ast
+import plm
+plm.warm()
+import gc
+gc.collect()
+gc.freeze()
+`
+
+// imageFormat changes whenever what an image holds changes meaning.
+const imageFormat = "spine-image-2"
+
+// imageKey names an image by everything that decides its bytes: the Guest
+// (artifact identifies it), the warm-up and the Runner's tools, which the
+// image has installed.
+func imageKey(artifact, tools []byte) string {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(imageFormat), artifact, []byte(warmSource), tools} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
 	}
-	return wasm.FuelPerTick
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// warm runs warmSource in the Guest the image is taken from, installing the
+// Runner's tools with it.
+func (r *Runner) warm(ctx context.Context, g *engine.Instance) error {
+	st := newRunState(r, ctx, false)
+	defer st.close()
+	request, err := json.Marshal(executeRequest{Source: warmSource, Inputs: json.RawMessage("{}"), Tools: r.tools})
+	if err != nil {
+		return err
+	}
+	response, err := g.Execute(st.ctx, request, maxErrorResponse)
+	if err != nil {
+		return err
+	}
+	if string(response) != `{"value":null}` {
+		return fmt.Errorf("%w: %s", ErrGuest, response)
+	}
+	return nil
 }
 
 // Run runs one program. A Python exception ends it with a *PythonError; a
@@ -327,11 +255,11 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 
 	st := newRunState(r, ctx, req.EarlyReads || req.Stream != nil)
 	defer st.close()
-	inst, err := r.acquire(st.ctx)
+	inst, err := r.engine.Acquire(st.ctx)
 	if err != nil {
 		return nil, r.runError(ctx, err)
 	}
-	guestCtx := inst.begin(st.ctx)
+	guestCtx := inst.Begin(st.ctx)
 	if req.Stream != nil {
 		var source string
 		if source, err = r.readStream(guestCtx, inst, req.Stream, inputs); err == nil {
@@ -340,26 +268,17 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 	}
 	var response []byte
 	if err == nil {
-		response, err = inst.execute(guestCtx, request, r.maxResponse(req))
+		response, err = inst.Execute(guestCtx, request, r.maxResponse(req))
 	}
-	defer func() { r.giveBack(inst, err == nil && ctx.Err() == nil) }()
-	out := &Output{
-		Stdout:          inst.stdout.String(),
-		Stderr:          inst.stderr.String(),
-		StdoutTruncated: inst.stdout.truncated,
-		StderrTruncated: inst.stderr.truncated,
-		ToolCalls:       st.calls,
-	}
+	defer func() { r.engine.Release(inst, err == nil && ctx.Err() == nil) }()
+	out := &Output{ToolCalls: st.calls}
+	out.Stdout, out.Stderr, out.StdoutTruncated, out.StderrTruncated = inst.Output()
 	if err != nil || ctx.Err() != nil {
 		// A context that ended during the run cut it short (a sleep, a tool),
 		// whatever the Guest answered.
 		return out, r.runError(ctx, err)
 	}
-	var decoded struct {
-		Value       json.RawMessage `json:"value"`
-		Error       *PythonError    `json:"error"`
-		Transformed string          `json:"transformed"`
-	}
+	var decoded executeResponse
 	if err = json.Unmarshal(response, &decoded); err != nil {
 		return out, fmt.Errorf("%w: bad execute response: %v", ErrGuest, err)
 	}
@@ -422,10 +341,10 @@ func programFailure(err error) *PythonError {
 	if errors.As(err, &exit) {
 		return &PythonError{Type: "SystemExit", Message: fmt.Sprintf("the program called os._exit(%d)", exit.ExitCode())}
 	}
-	var noResponse *noResponseError
+	var noResponse *engine.NoResponseError
 	if errors.As(err, &noResponse) {
 		msg := "the program left the Guest unable to report its outcome"
-		if last := noResponse.lastLine(); last != "" {
+		if last := noResponse.LastLine(); last != "" {
 			msg += " (its last error: " + last + ")"
 		}
 		return &PythonError{Type: "RuntimeError", Message: msg}
@@ -434,17 +353,6 @@ func programFailure(err error) *PythonError {
 		return &PythonError{Type: "RecursionError", Message: "maximum recursion depth exceeded: the program overflowed the Guest's stack"}
 	}
 	return nil
-}
-
-type executeRequest struct {
-	Source      string          `json:"source"`
-	Filename    string          `json:"filename,omitempty"`
-	Inputs      json.RawMessage `json:"inputs"`
-	Tools       json.RawMessage `json:"tools,omitempty"` // omitted: the Guest's image has them installed
-	EarlyReads  bool            `json:"early_reads"`
-	Transformed bool            `json:"transformed,omitempty"`
-	Prefix      bool            `json:"prefix,omitempty"`
-	ResultLimit int             `json:"result_limit"`
 }
 
 // checkInputs checks req's source and inputs against the limits and returns
@@ -520,7 +428,7 @@ func (r *Runner) encodeExecute(req Request, source string, inputs json.RawMessag
 // guestTools is the tool list to send the Guest with a request: none when runs
 // start from the image, whose Guest has the Runner's tools installed already.
 func (r *Runner) guestTools() json.RawMessage {
-	if r.image != nil {
+	if r.engine.HasImage() {
 		return nil
 	}
 	return r.tools
@@ -569,11 +477,8 @@ type Stats struct {
 
 // Stats returns the Runner's counters.
 func (r *Runner) Stats() Stats {
-	s := Stats{Runs: r.runsStarted.Load(), InstancesMade: r.instancesMade.Load(), Start: r.mode}
-	if r.pool != nil {
-		s.PoolSize, s.PoolReady = cap(r.pool.ready), len(r.pool.ready)
-	}
-	return s
+	e := r.engine.Stats()
+	return Stats{Runs: r.runsStarted.Load(), InstancesMade: e.InstancesMade, PoolSize: e.PoolSize, PoolReady: e.PoolReady, Start: e.Start}
 }
 
 // Close stops every run in flight, waits for them, and releases the compiled
@@ -589,18 +494,5 @@ func (r *Runner) Close(ctx context.Context) error {
 	r.mu.Unlock()
 	r.stop()
 	r.runs.Wait() // a run's Guest stops at once: its context is done
-	if r.pool != nil {
-		r.pool.close()
-	}
-	var err error
-	if r.runtime != nil {
-		err = r.runtime.Close(ctx)
-	}
-	r.image.close()
-	if r.cache != nil {
-		if cacheErr := r.cache.Close(ctx); err == nil {
-			err = cacheErr
-		}
-	}
-	return err
+	return r.engine.Close(ctx)
 }

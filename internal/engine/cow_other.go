@@ -1,8 +1,9 @@
 //go:build !linux
 
-package spine
+package engine
 
-const cowSupported = false
+// COWSupported says whether copy-on-write images work here (Linux only).
+const COWSupported = false
 
 type memfdImage struct{ view []byte }
 

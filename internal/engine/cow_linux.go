@@ -1,6 +1,6 @@
 //go:build linux
 
-package spine
+package engine
 
 import (
 	"fmt"
@@ -10,7 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const cowSupported = true
+// COWSupported says whether copy-on-write images work here (Linux only).
+const COWSupported = true
 
 // memfdImage is a prepared image in a sealed memfd: nobody can change or
 // shrink it while instances map it.

@@ -1,11 +1,8 @@
-package spine
+package engine
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -57,22 +54,6 @@ func (m StartMode) String() string {
 	return fmt.Sprintf("StartMode(%d)", int(m))
 }
 
-// warmSource runs once in the instance the image is taken from: it imports the
-// modules programs use most, runs the early-read pass once so CPython's
-// specialized bytecode for it is in the image, then freezes everything alive
-// so the collector of a run never walks (and so never dirties) the image's
-// objects.
-const warmSource = `import json, re, math, datetime, collections, itertools, functools, ast
-import plm
-plm.warm()
-import gc
-gc.collect()
-gc.freeze()
-`
-
-// imageFormat changes whenever what an image holds changes meaning.
-const imageFormat = "spine-image-2"
-
 // image is linear memory captured after CPython started and warmed up.
 type image struct {
 	size  int         // bytes, a whole number of wasm pages
@@ -80,7 +61,7 @@ type image struct {
 	memfd *memfdImage // the bytes in a sealed memfd, for StartCOW
 }
 
-func (img *image) pages() uint32 { return uint32(img.size / wasmPageSize) }
+func (img *image) pages() uint32 { return uint32(img.size / WasmPageSize) }
 
 func (img *image) close() {
 	if img != nil && img.memfd != nil {
@@ -88,28 +69,16 @@ func (img *image) close() {
 	}
 }
 
-// imageKey names an image by everything that decides its bytes: the Guest
-// (artifact identifies it), the warm-up and the Runner's tools, which the
-// image has installed.
-func imageKey(artifact, tools []byte) string {
-	h := sha256.New()
-	for _, part := range [][]byte{[]byte(imageFormat), artifact, []byte(warmSource), tools} {
-		fmt.Fprintf(h, "%d:", len(part))
-		h.Write(part)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 // prepareImage loads the image from the disk cache or captures it, and makes
-// it ready for mode (StartCopy or StartCOW).
-func (r *Runner) prepareImage(ctx context.Context, mode StartMode, key string) (*image, error) {
+// it ready for the engine's mode (StartCopy or StartCOW).
+func (e *Engine) prepareImage(ctx context.Context) (*image, error) {
 	var path string
-	if !r.opts.NoDiskCache && r.cacheDir != "" {
-		path = filepath.Join(r.cacheDir, "images", key+".img")
+	if !e.cfg.NoDiskCache && e.cacheDir != "" {
+		path = filepath.Join(e.cacheDir, "images", e.cfg.ImageKey+".img")
 	}
-	data, err := readImage(path, r.opts.MemoryLimit)
+	data, err := readImage(path, e.cfg.MemoryLimit)
 	if err != nil {
-		if data, err = r.captureImage(ctx); err != nil {
+		if data, err = e.captureImage(ctx); err != nil {
 			return nil, err
 		}
 		if path != "" {
@@ -117,7 +86,7 @@ func (r *Runner) prepareImage(ctx context.Context, mode StartMode, key string) (
 		}
 	}
 	img := &image{size: len(data)}
-	if mode == StartCOW {
+	if e.mode == StartCOW {
 		if img.memfd, err = newMemfdImage(data); err != nil {
 			return nil, fmt.Errorf("spine: copy-on-write image: %w", err)
 		}
@@ -127,26 +96,18 @@ func (r *Runner) prepareImage(ctx context.Context, mode StartMode, key string) (
 	return img, nil
 }
 
-// captureImage starts CPython from scratch, installs the Runner's tools, warms
-// it up, and copies its memory.
-func (r *Runner) captureImage(ctx context.Context) ([]byte, error) {
-	inst, err := r.newInstance(ctx, nil)
+// captureImage starts CPython from scratch, runs the warm-up in it, and
+// copies its memory.
+func (e *Engine) captureImage(ctx context.Context) ([]byte, error) {
+	inst, err := e.newInstance(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer inst.close()
-	st := newRunState(r, ctx, false)
-	defer st.close()
-	request, err := json.Marshal(executeRequest{Source: warmSource, Inputs: json.RawMessage("{}"), Tools: r.tools})
-	if err != nil {
-		return nil, err
-	}
-	response, err := inst.execute(st.ctx, request, maxErrorResponse)
-	if err != nil {
-		return nil, fmt.Errorf("spine: preparing the image: %w", err)
-	}
-	if string(response) != `{"value":null}` {
-		return nil, fmt.Errorf("%w: preparing the image: %s", ErrGuest, response)
+	defer inst.Close()
+	if e.cfg.Warm != nil {
+		if err := e.cfg.Warm(inst.Begin(ctx), inst); err != nil {
+			return nil, fmt.Errorf("spine: preparing the image: %w", err)
+		}
 	}
 	mem := inst.mod.Memory()
 	data, ok := mem.Read(0, mem.Size())
@@ -231,7 +192,7 @@ func readImageFile(f *os.File, limit uint64) ([]byte, error) {
 		return nil, errors.New("not an image of this format")
 	}
 	n := binary.LittleEndian.Uint64(h[16:])
-	if n == 0 || n%wasmPageSize != 0 || n > limit || uint64(info.Size()) != imageHeaderSize+n {
+	if n == 0 || n%WasmPageSize != 0 || n > limit || uint64(info.Size()) != imageHeaderSize+n {
 		return nil, fmt.Errorf("%d bytes for an image of %d", info.Size(), n)
 	}
 	want := binary.LittleEndian.Uint32(h[24:])
@@ -324,8 +285,8 @@ func writeImage(path string, data []byte) error {
 		tmp.Close()
 		return err
 	}
-	for off := 0; off < len(data); off += wasmPageSize {
-		page := data[off:min(off+wasmPageSize, len(data))]
+	for off := 0; off < len(data); off += WasmPageSize {
+		page := data[off:min(off+WasmPageSize, len(data))]
 		if isZero(page) {
 			continue
 		}
@@ -342,4 +303,15 @@ func writeImage(path string, data []byte) error {
 	}
 	pruneImages(filepath.Dir(path), path)
 	return nil
+}
+
+// ImageHeaderSize is the size of an image file's header; the image's bytes
+// follow it.
+const ImageHeaderSize = imageHeaderSize
+
+// CheckImageFile reads the image file at path as New does: an error means
+// New would not trust it (and it is removed).
+func CheckImageFile(path string, limit uint64) error {
+	_, err := readImage(path, limit)
+	return err
 }

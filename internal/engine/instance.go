@@ -1,4 +1,4 @@
-package spine
+package engine
 
 import (
 	"context"
@@ -8,34 +8,50 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/spine-run/spine/guest"
-	"github.com/spine-run/spine/internal/wasm"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
+
+	"github.com/spine-run/spine/guest"
+	"github.com/spine-run/spine/internal/wasm"
 )
 
-// instance is one Guest: a module instance with CPython started in it.
+// Instance is one Guest: a module instance with CPython started in it.
 // Only one goroutine uses an instance at a time.
-type instance struct {
-	mod                        api.Module
-	allocFn, releaseFn, execFn api.Function
-	stdout, stderr             *capture
-	fds                        *descriptors // the WASI descriptor table's accounting
-	cow                        *cowMemory   // nil unless started copy-on-write
-	pages                      uint32       // memory size, in pages, when ready for a run
-	runCtx                     context.Context
+type Instance struct {
+	mod            api.Module
+	fns            guestFunctions
+	stdout, stderr *capture
+	fds            *descriptors // the WASI descriptor table's accounting
+	cow            *cowMemory   // nil unless started copy-on-write
+	pages          uint32       // memory size, in pages, when ready for a run
+	runCtx         context.Context
+}
+
+// guestFunctions are the Guest's exports the Host calls, looked up once.
+type guestFunctions struct {
+	alloc, release, execute, prefixBegin, prefixFeed api.Function
+}
+
+func lookupFunctions(mod api.Module) guestFunctions {
+	return guestFunctions{
+		alloc:       mod.ExportedFunction("alloc"),
+		release:     mod.ExportedFunction("release"),
+		execute:     mod.ExportedFunction("execute"),
+		prefixBegin: mod.ExportedFunction("prefix_begin"),
+		prefixFeed:  mod.ExportedFunction("prefix_feed"),
+	}
 }
 
 // newInstance makes a Guest ready to run a program. With img nil it starts
 // CPython from scratch (data segments, _initialize, init); otherwise its memory
 // is the image, mapped copy-on-write or copied.
-func (r *Runner) newInstance(ctx context.Context, img *image) (*instance, error) {
-	r.instancesMade.Add(1)
-	inst := &instance{
-		stdout: newCapture(r.opts.MaxOutput),
-		stderr: newCapture(r.opts.MaxOutput),
-		fds:    newDescriptors(guest.StdlibFS(r.stdlib), r.opts.MaxDescriptors, r.instrumented),
+func (e *Engine) newInstance(ctx context.Context, img *image) (*Instance, error) {
+	e.instancesMade.Add(1)
+	inst := &Instance{
+		stdout: newCapture(e.cfg.MaxOutput),
+		stderr: newCapture(e.cfg.MaxOutput),
+		fds:    newDescriptors(guest.StdlibFS(e.cfg.StdlibZip), e.cfg.MaxDescriptors, e.instrumented),
 		runCtx: ctx,
 	}
 	config := wazero.NewModuleConfig().
@@ -50,7 +66,7 @@ func (r *Runner) newInstance(ctx context.Context, img *image) (*instance, error)
 		WithNanosleep(func(ns int64) { sleep(inst.runCtx, ns) })
 	instantiateCtx := ctx
 	if img != nil && img.memfd != nil {
-		cow, err := img.memfd.newMemory(r.opts.MemoryLimit)
+		cow, err := img.memfd.newMemory(e.cfg.MemoryLimit)
 		if err != nil {
 			return nil, err
 		}
@@ -58,7 +74,7 @@ func (r *Runner) newInstance(ctx context.Context, img *image) (*instance, error)
 		instantiateCtx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(
 			func(cap, max uint64) experimental.LinearMemory { return cow }))
 	}
-	mod, err := r.runtime.InstantiateModule(instantiateCtx, r.compiled, config)
+	mod, err := e.runtime.InstantiateModule(instantiateCtx, e.compiled, config)
 	if err != nil {
 		if inst.cow != nil {
 			inst.cow.Free()
@@ -66,11 +82,9 @@ func (r *Runner) newInstance(ctx context.Context, img *image) (*instance, error)
 		return nil, err
 	}
 	inst.mod = mod
-	inst.allocFn = mod.ExportedFunction("alloc")
-	inst.releaseFn = mod.ExportedFunction("release")
-	inst.execFn = mod.ExportedFunction("execute")
+	inst.fns = lookupFunctions(mod)
 	if img == nil {
-		err = inst.start(ctx, r.segments)
+		err = inst.start(ctx, e.segments)
 	} else {
 		err = inst.restore(img)
 	}
@@ -78,17 +92,17 @@ func (r *Runner) newInstance(ctx context.Context, img *image) (*instance, error)
 		_, err = touch.Call(ctx)
 	}
 	if err != nil {
-		inst.close()
+		inst.Close()
 		return nil, err
 	}
-	inst.pages = mod.Memory().Size() / wasmPageSize
+	inst.pages = mod.Memory().Size() / WasmPageSize
 	inst.fds.ready()
 	return inst, nil
 }
 
 // start does what instantiating the original module would have done, then
 // starts CPython.
-func (inst *instance) start(ctx context.Context, segments []wasm.DataSegment) error {
+func (inst *Instance) start(ctx context.Context, segments []wasm.DataSegment) error {
 	mem := inst.mod.Memory()
 	for _, seg := range segments {
 		if !mem.Write(seg.Offset, seg.Data) {
@@ -102,8 +116,8 @@ func (inst *instance) start(ctx context.Context, segments []wasm.DataSegment) er
 	if err != nil {
 		return err
 	}
-	if v := uint32(results[0]); v != guestABIVersion {
-		return fmt.Errorf("%w: Guest ABI version %d, this Host speaks %d", ErrArtifact, v, guestABIVersion)
+	if v := uint32(results[0]); v != ABIVersion {
+		return fmt.Errorf("%w: Guest ABI version %d, this Host speaks %d", ErrArtifact, v, ABIVersion)
 	}
 	results, err = inst.mod.ExportedFunction("init").Call(ctx)
 	if err != nil {
@@ -116,9 +130,9 @@ func (inst *instance) start(ctx context.Context, segments []wasm.DataSegment) er
 }
 
 // restore gives the instance the image's memory.
-func (inst *instance) restore(img *image) error {
+func (inst *Instance) restore(img *image) error {
 	mem := inst.mod.Memory()
-	if have := mem.Size() / wasmPageSize; have < img.pages() {
+	if have := mem.Size() / WasmPageSize; have < img.pages() {
 		if _, ok := mem.Grow(img.pages() - have); !ok {
 			return fmt.Errorf("spine: cannot grow memory to the image's %d bytes", img.size)
 		}
@@ -129,10 +143,10 @@ func (inst *instance) restore(img *image) error {
 	return nil
 }
 
-// begin prepares the instance for one run under ctx, and returns the context
+// Begin prepares the instance for one run under ctx, and returns the context
 // every call into the Guest during the run must use: it carries the
 // instance's descriptors to the Host's checks.
-func (inst *instance) begin(ctx context.Context) context.Context {
+func (inst *Instance) Begin(ctx context.Context) context.Context {
 	inst.runCtx = ctx
 	inst.stdout.reset()
 	inst.stderr.reset()
@@ -144,36 +158,26 @@ func (inst *instance) begin(ctx context.Context) context.Context {
 // image's once its memory is reset (docs/rationale.md, "One Guest state").
 // Its memory must not have grown past the image, and its descriptor table
 // must be as it was.
-func (inst *instance) reusable() bool {
+func (inst *Instance) reusable() bool {
 	return inst.cow != nil && !inst.mod.IsClosed() &&
-		inst.mod.Memory().Size()/wasmPageSize == inst.pages && inst.fds.intact()
+		inst.mod.Memory().Size()/WasmPageSize == inst.pages && inst.fds.intact()
 }
 
-// reset drops everything the last run wrote to memory, back to the image.
-func (inst *instance) reset() error {
+// Reset drops everything the last run wrote to memory, back to the image.
+func (inst *Instance) Reset() error {
 	inst.runCtx = nil
 	return inst.cow.reset()
 }
 
-// execute runs one execute request and returns the Guest's response bytes,
+// Execute runs one execute request and returns the Guest's response bytes,
 // refusing a response over maxResponse bytes.
-func (inst *instance) execute(ctx context.Context, request []byte, maxResponse int) ([]byte, error) {
-	results, err := inst.allocFn.Call(ctx, uint64(len(request)))
+func (inst *Instance) Execute(ctx context.Context, request []byte, maxResponse int) ([]byte, error) {
+	packed, err := inst.callWithBytes(ctx, inst.fns.execute, request)
 	if err != nil {
 		return nil, err
 	}
-	ptr := uint32(results[0])
-	if ptr == 0 || !inst.mod.Memory().Write(ptr, request) {
-		return nil, fmt.Errorf("%w: could not place the request in Guest memory", ErrGuest)
-	}
-	results, err = inst.execFn.Call(ctx, uint64(ptr), uint64(len(request)))
-	if err != nil {
-		return nil, err
-	}
-	inst.free(ctx, ptr)
-	packed := results[0]
 	if packed == 0 {
-		return nil, &noResponseError{stderr: inst.stderr.tail()}
+		return nil, &NoResponseError{Stderr: inst.stderr.tail()}
 	}
 	out, n := uint32(packed), uint32(packed>>32)
 	defer inst.free(ctx, out)
@@ -187,29 +191,73 @@ func (inst *instance) execute(ctx context.Context, request []byte, maxResponse i
 	return append([]byte(nil), data...), nil
 }
 
-// noResponseError is an execute that gave no response: the bootstrap failed
+// PrefixBegin and PrefixFeed call the Guest's prefix_begin and prefix_feed
+// with data (prefix mode), returning the Guest's i32 answer. A negative
+// answer is the Guest's own failure, which prefix mode survives: it only
+// means fewer early reads.
+func (inst *Instance) PrefixBegin(ctx context.Context, data []byte) (int32, error) {
+	r, err := inst.callWithBytes(ctx, inst.fns.prefixBegin, data)
+	return int32(uint32(r)), err
+}
+
+func (inst *Instance) PrefixFeed(ctx context.Context, data []byte) (int32, error) {
+	r, err := inst.callWithBytes(ctx, inst.fns.prefixFeed, data)
+	return int32(uint32(r)), err
+}
+
+// callWithBytes is every call that hands the Guest bytes: it copies data
+// into memory the Guest allocates, calls fn(ptr, len), frees the copy and
+// returns fn's answer. The Guest is not used again after an error.
+func (inst *Instance) callWithBytes(ctx context.Context, fn api.Function, data []byte) (uint64, error) {
+	results, err := inst.fns.alloc.Call(ctx, uint64(len(data)))
+	if err != nil {
+		return 0, err
+	}
+	ptr := uint32(results[0])
+	if ptr == 0 || !inst.mod.Memory().Write(ptr, data) {
+		return 0, fmt.Errorf("%w: could not place %d bytes in Guest memory", ErrGuest, len(data))
+	}
+	if results, err = fn.Call(ctx, uint64(ptr), uint64(len(data))); err != nil {
+		// No free: after a trap or an exit the Guest is closed, its memory
+		// unmapped, and calling into it would fault.
+		return 0, err
+	}
+	inst.free(ctx, ptr)
+	return results[0], nil
+}
+
+// Memory is the Guest's linear memory.
+func (inst *Instance) Memory() api.Memory { return inst.mod.Memory() }
+
+// Output is what the run wrote to stdout and stderr, and whether either
+// went over its cap.
+func (inst *Instance) Output() (stdout, stderr string, stdoutTruncated, stderrTruncated bool) {
+	return inst.stdout.String(), inst.stderr.String(), inst.stdout.truncated, inst.stderr.truncated
+}
+
+// NoResponseError is an execute that gave no response: the bootstrap failed
 // while it reported the program's outcome, which only the program can cause
 // (it exhausted memory or recursion just then, or broke what the bootstrap
-// uses). stderr is the end of what the Guest wrote there.
-type noResponseError struct{ stderr string }
+// uses). Stderr is the end of what the Guest wrote there.
+type NoResponseError struct{ Stderr string }
 
-func (e *noResponseError) Error() string { return "spine: guest failed: execute failed: " + e.stderr }
-func (e *noResponseError) Unwrap() error { return ErrGuest }
+func (e *NoResponseError) Error() string { return "spine: guest failed: execute failed: " + e.Stderr }
+func (e *NoResponseError) Unwrap() error { return ErrGuest }
 
-// lastLine is the last line of the Guest's stderr that is not blank: the
+// LastLine is the last line of the Guest's stderr that is not blank: the
 // exception that stopped the bootstrap.
-func (e *noResponseError) lastLine() string {
-	lines := strings.Split(strings.TrimRight(e.stderr, " \n"), "\n")
+func (e *NoResponseError) LastLine() string {
+	lines := strings.Split(strings.TrimRight(e.Stderr, " \n"), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
 }
 
-func (inst *instance) free(ctx context.Context, ptr uint32) {
-	_, _ = inst.releaseFn.Call(ctx, uint64(ptr))
+func (inst *Instance) free(ctx context.Context, ptr uint32) {
+	_, _ = inst.fns.release.Call(ctx, uint64(ptr))
 }
 
-// close closes the module; wazero then frees its memory (the cowMemory
+// Close closes the module; wazero then frees its memory (the cowMemory
 // mapping included).
-func (inst *instance) close() {
+func (inst *Instance) Close() {
 	_ = inst.mod.Close(context.Background())
 }
 

@@ -1,4 +1,4 @@
-package spine
+package engine
 
 import (
 	"context"
@@ -12,16 +12,15 @@ import (
 // out, grew its memory or left a file open is closed, and a replacement is
 // made in the background.
 type pool struct {
-	r      *Runner
-	img    *image
-	ready  chan *instance
+	e      *Engine
+	ready  chan *Instance
 	wanted chan struct{} // one token per instance the pool is short of
 	wg     sync.WaitGroup
 	resets atomic.Int32 // instances being reset in the background
 }
 
-func newPool(r *Runner, img *image, size int) *pool {
-	p := &pool{r: r, img: img, ready: make(chan *instance, size), wanted: make(chan struct{}, size)}
+func newPool(e *Engine, size int) *pool {
+	p := &pool{e: e, ready: make(chan *Instance, size), wanted: make(chan struct{}, size)}
 	for i := 0; i < size; i++ {
 		p.wanted <- struct{}{}
 	}
@@ -35,18 +34,18 @@ func (p *pool) refill() {
 	defer p.wg.Done()
 	for {
 		select {
-		case <-p.r.closing.Done():
+		case <-p.e.closing.Done():
 			return
 		case <-p.wanted:
 		}
-		inst, err := p.r.newInstance(p.r.closing, p.img)
+		inst, err := p.e.newInstance(p.e.closing, p.e.image)
 		if err != nil {
 			continue // the next run makes its own; the pool tries again when asked
 		}
 		select {
 		case p.ready <- inst:
 		default:
-			inst.close()
+			inst.Close()
 		}
 	}
 }
@@ -56,7 +55,7 @@ func (p *pool) refill() {
 const resetWait = 2 * time.Millisecond
 
 // get returns a ready instance, waits briefly for one being reset, or makes one.
-func (p *pool) get(ctx context.Context) (*instance, error) {
+func (p *pool) get(ctx context.Context) (*Instance, error) {
 	select {
 	case inst := <-p.ready:
 		return inst, nil
@@ -73,16 +72,16 @@ func (p *pool) get(ctx context.Context) (*instance, error) {
 			return nil, ctx.Err()
 		}
 	}
-	return p.r.newInstance(ctx, p.img)
+	return p.e.newInstance(ctx, p.e.image)
 }
 
 // put takes back an instance after a run; clean says the run ended without a
 // trap or a stop. The pool keeps it when it can be reset to the image (and the
 // pool is not full); otherwise it is closed and a replacement asked for. The
 // reset happens in the background, off the path of the run that just ended.
-func (p *pool) put(inst *instance, clean bool) {
+func (p *pool) put(inst *Instance, clean bool) {
 	if !clean || !inst.reusable() {
-		inst.close()
+		inst.Close()
 		p.want()
 		return
 	}
@@ -91,15 +90,15 @@ func (p *pool) put(inst *instance, clean bool) {
 	go func() {
 		defer p.wg.Done()
 		defer p.resets.Add(-1)
-		if inst.reset() != nil || p.r.closing.Err() != nil {
-			inst.close()
+		if inst.Reset() != nil || p.e.closing.Err() != nil {
+			inst.Close()
 			p.want()
 			return
 		}
 		select {
 		case p.ready <- inst:
 		default: // an extra instance made while the pool was empty
-			inst.close()
+			inst.Close()
 		}
 	}()
 }
@@ -118,7 +117,7 @@ func (p *pool) close() {
 	for {
 		select {
 		case inst := <-p.ready:
-			inst.close()
+			inst.Close()
 		default:
 			return
 		}

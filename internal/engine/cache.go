@@ -1,4 +1,4 @@
-package spine
+package engine
 
 import (
 	"errors"
@@ -39,11 +39,10 @@ const sumSuffix = ".sum"
 // entries removed, and the cache folder prepared images go under ("" when
 // compiled code is cached in memory only). After compiling module, call
 // sealCodeCache.
-func openCodeCache(opts Options, module []byte) (wazero.CompilationCache, string, error) {
-	if opts.NoDiskCache {
+func openCodeCache(noDisk bool, dir string, module []byte) (wazero.CompilationCache, string, error) {
+	if noDisk {
 		return wazero.NewCompilationCache(), "", nil
 	}
-	dir := opts.CacheDir
 	if dir == "" {
 		base, err := os.UserCacheDir()
 		if err != nil {
@@ -194,4 +193,20 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// CheckCodeCache checks every compiled entry under the cache folder dir
+// against its record, as New does before compiling, and returns how many
+// entries there are; for tests of a Runner's cache.
+func CheckCodeCache(dir string) (entries int, err error) {
+	codeEntries(filepath.Join(dir, "code", "*"), func(path string, _ os.FileInfo) {
+		if strings.HasSuffix(path, sumSuffix) {
+			return
+		}
+		entries++
+		if e := checkCodeEntry(path); e != nil && err == nil {
+			err = fmt.Errorf("%s: %w", path, e)
+		}
+	})
+	return entries, err
 }

@@ -1,0 +1,280 @@
+// Package engine is the Guest machinery under spine.Runner: the compiled
+// Guest, its instances, the prepared image they start from (copied or mapped
+// copy-on-write), the warm pool, the descriptor accounting that makes a used
+// Guest as good as a new one, and the checked caches of compiled code and
+// images. It knows nothing of tools: the Runner gives it the bridge's Host
+// functions and the warm-up to run before the image is taken.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/spine-run/spine/internal/wasm"
+)
+
+// ABIVersion is the Guest ABI this Host speaks (docs/abi.md).
+const ABIVersion = 1
+
+// WasmPageSize is the size of a page of linear memory.
+const WasmPageSize = 64 << 10
+
+var (
+	// ErrGuest wraps every failure of the Guest outside Python: a trap, an
+	// exit, or a broken response.
+	ErrGuest = errors.New("spine: guest failed")
+
+	// ErrArtifact wraps every problem with the Guest artifact found by New.
+	ErrArtifact = errors.New("spine: bad guest artifact")
+)
+
+// Config is what an Engine is made from.
+type Config struct {
+	Wasm, StdlibZip []byte // the Guest artifact
+
+	// ImageKey names the prepared image in the disk cache: it must change
+	// whenever what Warm does, or the artifact, changes.
+	ImageKey string
+
+	MemoryLimit    uint64 // bytes of linear memory per Guest
+	MaxOutput      int    // bytes of stdout, and of stderr, kept per run
+	MaxDescriptors int    // files and directories a run may hold open
+	PoolSize       int    // Guests kept ready; <= 0 for none
+	Start          StartMode
+	CacheDir       string // "" for the user's cache folder
+	NoDiskCache    bool
+
+	// Bridge adds the tool bridge's functions to the Guest's Host module
+	// "spine"; the engine adds its own (tick and the descriptor checks).
+	Bridge func(wazero.HostModuleBuilder) wazero.HostModuleBuilder
+
+	// Warm runs in a Guest just started from scratch, before its memory is
+	// taken as the image every run starts from.
+	Warm func(ctx context.Context, g *Instance) error
+}
+
+// Engine runs Guests of one artifact.
+type Engine struct {
+	cfg          Config
+	runtime      wazero.Runtime
+	cache        wazero.CompilationCache
+	cacheDir     string                // "" when compiled code is cached in memory only
+	compiled     wazero.CompiledModule // the Guest without its data segments
+	segments     []wasm.DataSegment    // the Guest's data segments, for a start from scratch
+	instrumented bool                  // the Guest has ticks and the descriptor checks
+	mode         StartMode             // resolved: never StartAuto
+	image        *image                // nil with StartFresh
+	pool         *pool                 // nil without an image or without PoolSize
+
+	instancesMade atomic.Int64
+
+	closing context.Context // done once Close begins
+	stop    context.CancelFunc
+}
+
+// New compiles the Guest (through the checked code cache), prepares its image
+// and fills the pool.
+func New(ctx context.Context, cfg Config) (*Engine, error) {
+	e := &Engine{cfg: cfg}
+	e.closing, e.stop = context.WithCancel(context.Background())
+	if err := e.setup(ctx); err != nil {
+		e.Close(context.Background())
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Engine) setup(ctx context.Context) error {
+	stripped, segments, err := wasm.SplitData(e.cfg.Wasm)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrArtifact, err)
+	}
+	module, err := wasm.Instrument(stripped)
+	e.instrumented = err == nil
+	if !e.instrumented {
+		module = stripped // wazero's own, slower, way to stop it; no reuse
+	}
+	if e.cache, e.cacheDir, err = openCodeCache(e.cfg.NoDiskCache, e.cfg.CacheDir, module); err != nil {
+		return err
+	}
+	config := wazero.NewRuntimeConfig().
+		WithCloseOnContextDone(!e.instrumented).
+		WithMemoryLimitPages(uint32(e.cfg.MemoryLimit / WasmPageSize)).
+		WithCompilationCache(e.cache)
+	e.runtime = wazero.NewRuntimeWithConfig(ctx, config)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, e.runtime); err != nil {
+		return fmt.Errorf("spine: WASI: %w", err)
+	}
+	if err := e.instantiateHost(ctx); err != nil {
+		return fmt.Errorf("spine: host module: %w", err)
+	}
+	compiled, err := e.runtime.CompileModule(ctx, module)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrArtifact, err)
+	}
+	sealCodeCache(e.cacheDir, module)
+	exports := compiled.ExportedFunctions()
+	for _, name := range []string{"_initialize", "abi_version", "init", "alloc", "release", "execute", "prefix_begin", "prefix_feed"} {
+		if _, ok := exports[name]; !ok {
+			return fmt.Errorf("%w: it does not export %s", ErrArtifact, name)
+		}
+	}
+	e.compiled, e.segments = compiled, segments
+
+	switch e.mode = e.cfg.Start; e.mode {
+	case StartAuto:
+		e.mode = StartCopy
+		if COWSupported {
+			e.mode = StartCOW
+		}
+	case StartCOW:
+		if !COWSupported {
+			return fmt.Errorf("spine: %w", errNoCOWHere)
+		}
+	case StartFresh, StartCopy:
+	default:
+		return fmt.Errorf("spine: unknown start mode %d", e.cfg.Start)
+	}
+	if e.mode == StartFresh {
+		return nil
+	}
+	if e.image, err = e.prepareImage(ctx); err != nil {
+		return err
+	}
+	if e.cfg.PoolSize > 0 {
+		e.pool = newPool(e, e.cfg.PoolSize)
+	}
+	return nil
+}
+
+var errNoCOWHere = errors.New("copy-on-write images need Linux")
+
+// instantiateHost registers the Guest's Host module "spine": the bridge's
+// functions, the tick and the descriptor checks.
+func (e *Engine) instantiateHost(ctx context.Context) error {
+	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
+	b := e.runtime.NewHostModuleBuilder("spine")
+	if e.cfg.Bridge != nil {
+		b = e.cfg.Bridge(b)
+	}
+	_, err := b.
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
+			stack[0] = tick(ctx)
+		}), nil, []api.ValueType{i32}).
+		Export(wasm.TickImport).
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
+			fd := int32(stack[0])
+			stack[0] = wasiErrnoSuccess
+			if d := descriptorsFrom(ctx); d != nil {
+				stack[0] = uint64(d.beforeClose(fd))
+			}
+		}), []api.ValueType{i32}, []api.ValueType{i32}).
+		Export("fd_close").
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
+			stack[0] = wasiErrnoSuccess
+			if d := descriptorsFrom(ctx); d != nil {
+				stack[0] = uint64(d.beforeOpen())
+			}
+		}), []api.ValueType{i32, i32, i32, i32, i32, i64, i64, i32, i32}, []api.ValueType{i32}).
+		Export("path_open").
+		Instantiate(ctx)
+	return err
+}
+
+// tick answers an instrumented Guest's spine.tick (internal/wasm): 0 when
+// the run's context has ended, so the Guest traps, or the fuel for its next
+// loop iterations. Being a call into Go, it also lets the scheduler run
+// others.
+func tick(ctx context.Context) uint64 {
+	if ctx.Err() != nil {
+		return 0
+	}
+	return wasm.FuelPerTick
+}
+
+// Acquire returns a Guest ready for a run: from the pool, from the image, or
+// started from scratch.
+func (e *Engine) Acquire(ctx context.Context) (*Instance, error) {
+	if e.pool != nil {
+		return e.pool.get(ctx)
+	}
+	return e.newInstance(ctx, e.image)
+}
+
+// Release takes back a Guest after its run; clean says the run ended without
+// a trap or a stop. The Guest is reused only when all of its state can be
+// the image's again; otherwise it is closed.
+func (e *Engine) Release(g *Instance, clean bool) {
+	if e.pool != nil {
+		e.pool.put(g, clean)
+		return
+	}
+	g.Close()
+}
+
+// NewInstance makes a Guest outside the pool, from the image (or from
+// scratch with StartFresh). The caller closes it.
+func (e *Engine) NewInstance(ctx context.Context) (*Instance, error) {
+	return e.newInstance(ctx, e.image)
+}
+
+// Image is the prepared image's bytes, nil with StartFresh.
+func (e *Engine) Image() []byte {
+	switch {
+	case e.image == nil:
+		return nil
+	case e.image.memfd != nil:
+		return e.image.memfd.view
+	}
+	return e.image.data
+}
+
+// HasImage says whether Guests start from the prepared image (and so have
+// what Warm installed), not from scratch.
+func (e *Engine) HasImage() bool { return e.image != nil }
+
+// Stats are the engine's counters.
+type Stats struct {
+	InstancesMade int64     // Guests instantiated (the image's and the pool's included)
+	PoolSize      int       // the pool's target size; 0 without a pool
+	PoolReady     int       // Guests waiting in the pool now
+	Start         StartMode // how runs start (never StartAuto)
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() Stats {
+	s := Stats{InstancesMade: e.instancesMade.Load(), Start: e.mode}
+	if e.pool != nil {
+		s.PoolSize, s.PoolReady = cap(e.pool.ready), len(e.pool.ready)
+	}
+	return s
+}
+
+// Close releases the pool, the compiled Guest, the image and the caches. The
+// caller must have ended every run first.
+func (e *Engine) Close(ctx context.Context) error {
+	e.stop()
+	if e.pool != nil {
+		e.pool.close()
+	}
+	var err error
+	if e.runtime != nil {
+		err = e.runtime.Close(ctx)
+	}
+	e.image.close()
+	if e.cache != nil {
+		if cacheErr := e.cache.Close(ctx); err == nil {
+			err = cacheErr
+		}
+	}
+	return err
+}

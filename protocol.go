@@ -1,0 +1,34 @@
+package spine
+
+import "encoding/json"
+
+// The JSON messages that cross to the Guest besides the bridge's (bridge.go):
+// what the Host asks of the Guest's execute and prefix_begin exports.
+
+// executeRequest is the request of execute: run a program (docs/abi.md).
+type executeRequest struct {
+	Source      string          `json:"source"`
+	Filename    string          `json:"filename,omitempty"`
+	Inputs      json.RawMessage `json:"inputs"`
+	Tools       json.RawMessage `json:"tools,omitempty"` // omitted: the Guest's image has them installed
+	EarlyReads  bool            `json:"early_reads"`
+	Transformed bool            `json:"transformed,omitempty"`
+	Prefix      bool            `json:"prefix,omitempty"`
+	ResultLimit int             `json:"result_limit"`
+}
+
+// prefixBeginRequest is the request of prefix_begin: a program is about to
+// stream in (prefix mode).
+type prefixBeginRequest struct {
+	Inputs     json.RawMessage `json:"inputs"`
+	Tools      json.RawMessage `json:"tools,omitempty"`
+	EarlyReads bool            `json:"early_reads"`
+}
+
+// executeResponse is execute's answer: the program's value, or its error, and
+// the rewritten program when the request asked for it.
+type executeResponse struct {
+	Value       json.RawMessage `json:"value"`
+	Error       *PythonError    `json:"error"`
+	Transformed string          `json:"transformed"`
+}
