@@ -58,7 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "tools":
 		return toolsCommand(args[1:], stdout, stderr)
 	case "bench":
-		return bench(args[1:], stdout, stderr)
+		return benchCommand(args[1:], stdout, stderr)
 	case "serve":
 		return serveCommand(args[1:], stdout, stderr)
 	case "mcp":

@@ -1,0 +1,239 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// childEnv makes the test binary the process a cold start times: it runs
+// FirstRun with the cache folder the variable names (see TestMain).
+const childEnv = "SPINE_BENCH_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(childEnv); dir != "" {
+		if err := FirstRun(context.Background(), dir, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "first run:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// childCommand starts the test binary as a cold start's process.
+func childCommand(ctx context.Context, cacheDir string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"="+cacheDir)
+	return cmd
+}
+
+// TestBench runs the whole benchmark with tiny counts and checks that every
+// row, section and target of the printed report is there with figures.
+func TestBench(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the Guest from scratch for the cold start (seconds)")
+	}
+	cfg := DefaultConfig()
+	cfg.Runs, cfg.FreshRuns, cfg.ProcRuns, cfg.ToolCallRuns = 3, 1, 1, 1
+	cfg.Instances, cfg.ColdRuns, cfg.WarmRuns = 4, 1, 1
+	cfg.Python = FindPython()
+	cfg.ColdStartCommand = childCommand
+	var progress bytes.Buffer
+	cfg.Progress = &progress
+	report, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	var stdout bytes.Buffer
+	report.Print(&stdout)
+	out := stdout.String()
+	want := []string{
+		`(?m)^\s+fresh\s+1\s+\d+\.\d{3}\s+\d+\.\d{3}\s+\d+\.\d{3}\s+\d+\s+\d+\s+\d+\s+\d+\s*$`,
+		`(?m)^\s+copy\s+3\s+\d+\.\d{3}\s+\d+\.\d{3}\s+\d+\.\d{3}\s+\d+\s+\d+\s+\d+\s+\d+\s*$`,
+		`(?m)^\s+pool\s+3\s+\d+\.\d{3}\s+\d+\.\d{3}\s+\d+\.\d{3}\s+\d+\s+\d+\s+\d+\s+\d+\s*$`,
+		`(?m)^tool call: \d+\.\d+ µs per call \(lookup \d+\.\d+ µs − plain Python call \d+\.\d+ µs`,
+		`(?m)^memory, a pool of 4 `,
+		`per instance linear memory \(smaps, 4 / 4 instances found\)`,
+		`(?m)^  empty cache folder: \d+ ms \(New \d+ ms`,
+		`(?m)^  warm caches, median of 1: \d+ ms`,
+		`(?m)^  warm run p50 ≤ 0\.3 ms\s+\d+\.\d{3} ms\s+(met|MISSED)$`,
+		`(?m)^  one tool call ≤ 15 µs\s+\d+\.\d µs\s+(met|MISSED)$`,
+		`(?m)^  ≥ 2,000 runs/s at concurrency 2\s+\d+ runs/s\s+(met|MISSED)$`,
+		// 4 instances, not 64: the memory target is not measured.
+		`(?m)^  64 idle warm instances ≤ 512 MiB RSS\s+—\s+not measured$`,
+		`(?m)^  first result in a new process ≤ 150 ms, warm caches\s+\d+ ms\s+(met|MISSED)$`,
+	}
+	if cowHere() {
+		want = append(want, `(?m)^\s+cow\s+3\s+\d+\.\d{3}`)
+	}
+	if cfg.Python != "" {
+		want = append(want,
+			`(?m)^\s+native python3[.\d]* [\d.]+ in-process, exec\s+3\s+\d+\.\d{4}`,
+			`(?m)^\s+native python3[.\d]* [\d.]+ in-process, compile\+exec\s+3\s+\d+\.\d{4}`,
+			`(?m)^\s+python3[.\d]* [\d.]+ subprocess per run\s+1\s+\d+\.\d{3}`,
+			`(?m)^  pool p50 / native compile\+exec p50\s+\d+\.\d×$`,
+			`(?m)^  python3 subprocess p50 / pool p50\s+\d+\.\d×$`,
+			`(?m)^  ≥ 30× faster than a python3 subprocess per run\s+\d+\.\d×\s+(met|MISSED)$`,
+		)
+	}
+	for _, pattern := range want {
+		if !regexp.MustCompile(pattern).MatchString(out) {
+			t.Errorf("output lacks %s", pattern)
+		}
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
+	}
+}
+
+// cowHere: copy-on-write images need Linux.
+func cowHere() bool { return runtime.GOOS == "linux" }
+
+// TestBenchJSON checks the machine-readable report of a short run.
+func TestBenchJSON(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Modes, cfg.Runs, cfg.ToolCallRuns = []string{"pool"}, 4, 1
+	cfg.Instances, cfg.ColdRuns = 0, 0
+	r, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	if err := r.WriteJSON(&stdout); err != nil {
+		t.Fatal(err)
+	}
+	var report Report
+	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout.String())
+	}
+	if len(report.Modes) != 1 || report.Modes[0].Mode != "pool" {
+		t.Fatalf("modes: %+v", report.Modes)
+	}
+	m := report.Modes[0]
+	if m.Latency.N != 4 || m.Latency.P50 <= 0 || m.Latency.P50 > m.Latency.P99 {
+		t.Errorf("latency: %+v", m.Latency)
+	}
+	for _, c := range concurrency {
+		if m.RunsPerSec[c] <= 0 {
+			t.Errorf("no runs/s at concurrency %d: %v", c, m.RunsPerSec)
+		}
+	}
+	if report.ToolCall == nil || report.ToolCall.ToolUs <= 0 {
+		t.Errorf("tool call: %+v", report.ToolCall)
+	}
+	if report.Native != nil || report.Memory != nil || report.ColdStart != nil {
+		t.Errorf("skipped sections were measured: %+v", report)
+	}
+	if len(report.Targets) != 7 {
+		t.Fatalf("%d targets, want 7", len(report.Targets))
+	}
+	measured := map[string]bool{}
+	for _, tg := range report.Targets {
+		measured[tg.Name] = tg.Met != nil
+	}
+	for name, want := range map[string]bool{
+		"warm run p50 ≤ 0.3 ms":                               true,
+		"one tool call ≤ 15 µs":                               true,
+		"≥ 2,000 runs/s at concurrency 2":                     true,
+		"≥ 30× faster than a python3 subprocess per run":      false, // no Python
+		"64 idle warm instances ≤ 512 MiB RSS":                false, // no Instances
+		"first result in a new process ≤ 150 ms, warm caches": false, // no ColdRuns
+	} {
+		if got, ok := measured[name]; !ok || got != want {
+			t.Errorf("target %q: measured %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+}
+
+// TestValidate: a Config that cannot be measured is refused before anything
+// runs.
+func TestValidate(t *testing.T) {
+	for name, change := range map[string]func(*Config){
+		"unknown mode":             func(c *Config) { c.Modes = []string{"pool", "warp"} },
+		"no runs":                  func(c *Config) { c.Runs = 0 },
+		"negative instances":       func(c *Config) { c.Instances = -1 },
+		"cold start, no command":   func(c *Config) { c.ColdStartCommand = nil },
+		"negative cold starts":     func(c *Config) { c.ColdRuns = -1 },
+		"no runs of the tool call": func(c *Config) { c.ToolCallRuns = 0 },
+	} {
+		cfg := DefaultConfig()
+		cfg.ColdStartCommand = childCommand
+		change(&cfg)
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("%s: valid", name)
+		}
+		if _, err := Run(t.Context(), cfg); err == nil {
+			t.Errorf("%s: Run measured it", name)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.ColdRuns = 0 // no command needed
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("the defaults without a cold start: %v", err)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(101-i)*time.Millisecond) // unsorted
+	}
+	s := summarize(d)
+	if s.N != 100 || s.P50 != 50 || s.P95 != 95 || s.P99 != 99 {
+		t.Fatalf("nearest-rank percentiles of 1..100 ms: %+v", s)
+	}
+	if s := summarize([]time.Duration{7 * time.Millisecond}); s.P50 != 7 || s.P99 != 7 {
+		t.Fatalf("one sample: %+v", s)
+	}
+}
+
+// TestAssess checks the targets' verdicts and ratios on made-up figures.
+func TestAssess(t *testing.T) {
+	r := &Report{
+		Modes: []ModeResult{
+			{Mode: "cow", Latency: Stats{P50: 1.0}},
+			{Mode: "pool", Latency: Stats{P50: 0.25}, RunsPerSec: map[int]float64{1: 4000, 2: 1500, 4: 1500}},
+		},
+		Native:    &Native{CompileExec: Stats{P50: 0.02}, Exec: Stats{P50: 0.001}, Subprocess: Stats{P50: 10}},
+		ToolCall:  &ToolCall{CallUs: 14},
+		Memory:    &Memory{Instances: 64, Idle: MemorySnapshot{RSSMiB: 300}, Ran: MemorySnapshot{RSSMiB: 600}},
+		ColdStart: &ColdStart{Warm: []ProcessStart{{}}, WarmFirst: Stats{P50: 100}},
+	}
+	ratios, targets := assess(r)
+	verdict := map[string]bool{}
+	for _, tg := range targets {
+		if tg.Met == nil {
+			t.Errorf("target %q not measured", tg.Name)
+			continue
+		}
+		verdict[tg.Name] = *tg.Met
+	}
+	for name, want := range map[string]bool{
+		"warm run p50 ≤ 0.3 ms":                               true,
+		"warm run p50 ≤ 10× native in-process (compile+exec)": false, // 12.5×
+		"≥ 30× faster than a python3 subprocess per run":      true,  // 40×
+		"one tool call ≤ 15 µs":                               true,
+		"≥ 2,000 runs/s at concurrency 2":                     false,
+		"64 idle warm instances ≤ 512 MiB RSS":                false, // 600 MiB after a run each
+		"first result in a new process ≤ 150 ms, warm caches": true,
+	} {
+		if got, ok := verdict[name]; !ok || got != want {
+			t.Errorf("target %q: met %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+	got := map[string]float64{}
+	for _, x := range ratios {
+		got[x.Name] = x.Value
+	}
+	if got["cow p50 / pool p50"] != 4 || got["python3 subprocess p50 / pool p50"] != 40 {
+		t.Errorf("ratios: %v", got)
+	}
+}
