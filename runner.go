@@ -361,17 +361,26 @@ func (r *Runner) checkInputs(req Request) (json.RawMessage, error) {
 	if len(req.Source) > r.opts.MaxSource {
 		return nil, fmt.Errorf("%w: source is %d bytes, over the %d-byte limit", ErrTooLarge, len(req.Source), r.opts.MaxSource)
 	}
-	inputs, err := encodeInputs(req.Inputs)
+	return r.CheckInputs(req.Inputs)
+}
+
+// CheckInputs validates inputs as Run does and returns them encoded: they
+// must encode to a JSON object (nil, an empty json.RawMessage and JSON null
+// mean {}), within MaxInputs bytes and MaxInputDepth levels. The error
+// matches ErrBadRequest or ErrTooLarge. The CLI, the service and the MCP
+// server call it to refuse a bad request before they take a slot for it.
+func (r *Runner) CheckInputs(inputs any) (json.RawMessage, error) {
+	encoded, err := encodeInputs(inputs)
 	if err != nil {
 		return nil, err
 	}
-	if len(inputs) > r.opts.MaxInputs {
-		return nil, fmt.Errorf("%w: inputs are %d bytes, over the %d-byte limit", ErrTooLarge, len(inputs), r.opts.MaxInputs)
+	if len(encoded) > r.opts.MaxInputs {
+		return nil, fmt.Errorf("%w: inputs are %d bytes, over the %d-byte limit", ErrTooLarge, len(encoded), r.opts.MaxInputs)
 	}
-	if depth := jsonDepth(inputs, MaxInputDepth); depth > MaxInputDepth {
+	if depth := jsonDepth(encoded, MaxInputDepth); depth > MaxInputDepth {
 		return nil, fmt.Errorf("%w: inputs nest more than %d levels deep, over the limit of %d", ErrBadRequest, MaxInputDepth, MaxInputDepth)
 	}
-	return inputs, nil
+	return encoded, nil
 }
 
 // MaxInputDepth is how deeply a Request's inputs may nest arrays and objects
@@ -449,6 +458,9 @@ func encodeInputs(inputs any) (json.RawMessage, error) {
 	case nil:
 		return json.RawMessage("{}"), nil
 	case json.RawMessage:
+		if t := bytes.TrimSpace(v); len(t) == 0 || string(t) == "null" {
+			return json.RawMessage("{}"), nil
+		}
 		if !json.Valid(v) {
 			return nil, fmt.Errorf("%w: inputs are not valid JSON", ErrBadRequest)
 		}

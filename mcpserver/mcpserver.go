@@ -184,13 +184,9 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	if args.Source == "" {
 		return failed(`bad arguments: "source" is missing or empty`), nil
 	}
-	var inputs any
-	switch trimmed := strings.TrimSpace(string(args.Inputs)); {
-	case trimmed == "" || trimmed == "null":
-	case trimmed[0] == '{':
-		inputs = json.RawMessage(trimmed)
-	default:
-		return failed(`bad arguments: "inputs" must be an object`), nil
+	inputs, err := h.runner.CheckInputs(args.Inputs)
+	if err != nil {
+		return failed("bad arguments: " + err.Error()), nil
 	}
 
 	select {

@@ -54,7 +54,6 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -296,9 +295,9 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, `"source" is missing or empty`)
 		return
 	}
-	inputs, msg := checkInputs(req.Inputs)
-	if msg != "" {
-		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, msg)
+	inputs, err := s.runner.CheckInputs(req.Inputs)
+	if err != nil {
+		s.refuse(w, start, outcomeStatus[spine.Classify(err)], string(spine.Classify(err)), err.Error())
 		return
 	}
 	if req.TimeoutMS < 0 {
@@ -311,18 +310,6 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		EarlyReads: req.EarlyReads,
 		Timeout:    s.timeout(req.TimeoutMS),
 	}, nil)
-}
-
-// checkInputs returns inputs as Run takes them, or why they are bad.
-func checkInputs(raw json.RawMessage) (any, string) {
-	trimmed := strings.TrimSpace(string(raw))
-	if trimmed == "" || trimmed == "null" {
-		return nil, ""
-	}
-	if trimmed[0] != '{' || !json.Valid([]byte(trimmed)) {
-		return nil, `"inputs" must be a JSON object`
-	}
-	return json.RawMessage(trimmed), ""
 }
 
 // timeout returns the run's time limit for a request's timeout_ms (0 = none).
@@ -349,9 +336,9 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		}
 		return r.Header.Get(header)
 	}
-	inputs, msg := checkInputs(json.RawMessage(param("inputs", "Spine-Inputs")))
-	if msg != "" {
-		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, msg)
+	inputs, err := s.runner.CheckInputs(json.RawMessage(param("inputs", "Spine-Inputs")))
+	if err != nil {
+		s.refuse(w, start, outcomeStatus[spine.Classify(err)], string(spine.Classify(err)), err.Error())
 		return
 	}
 	var timeoutMS int64
