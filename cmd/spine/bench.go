@@ -63,14 +63,14 @@ func (o *benchOptions) flags(fs *flag.FlagSet) {
 }
 
 // benchCommand is spine bench.
-func benchCommand(args []string, stdout, stderr io.Writer) int {
+func benchCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "first-run" { // one timed process start
-		return firstRunCommand(args[1:], stdout, stderr)
+		return firstRunCommand(args[1:], stdin, stdout, stderr)
 	}
 	var o benchOptions
 	fs := flag.NewFlagSet("spine bench", flag.ContinueOnError)
 	o.flags(fs)
-	if code, done := parseFlags(fs, args, benchUsage, stdout, stderr); done {
+	if _, code, done := parseFlags(fs, args, benchUsage, 0, stdout, stderr); done {
 		return code
 	}
 	cfg := o.cfg
@@ -99,8 +99,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stderr, "spine bench: %v\n\n%s", err, benchUsage)
-		return exitUsage
+		return usageError(stderr, fs.Name(), benchUsage, "%v", err)
 	}
 	cfg.Progress = stderr
 
@@ -140,16 +139,15 @@ type firstRunOptions struct{ cache string }
 func (o *firstRunOptions) flags(fs *flag.FlagSet) { fs.StringVar(&o.cache, "cache", "", "") }
 
 // firstRunCommand is spine bench first-run.
-func firstRunCommand(args []string, stdout, stderr io.Writer) int {
+func firstRunCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var o firstRunOptions
 	fs := flag.NewFlagSet("spine bench first-run", flag.ContinueOnError)
 	o.flags(fs)
-	if code, done := parseFlags(fs, args, firstRunUsage, stdout, stderr); done {
+	if _, code, done := parseFlags(fs, args, firstRunUsage, 0, stdout, stderr); done {
 		return code
 	}
 	if o.cache == "" {
-		fmt.Fprintf(stderr, "spine bench first-run: --cache is required\n\n%s", firstRunUsage)
-		return exitUsage
+		return usageError(stderr, fs.Name(), firstRunUsage, "--cache is required")
 	}
 	if err := bench.FirstRun(context.Background(), o.cache, stdout); err != nil {
 		fmt.Fprintln(stderr, "spine bench first-run:", err)

@@ -18,6 +18,9 @@ const (
 	defaultReadTimeout = 30 * time.Second
 	defaultIdleTimeout = 60 * time.Second
 
+	// defaultGrace is how long a shutdown waits for the requests in flight.
+	defaultGrace = 30 * time.Second
+
 	// maxHeaderTimeout bounds the time to send a request's headers when
 	// --read-timeout is longer.
 	maxHeaderTimeout = 10 * time.Second

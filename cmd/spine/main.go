@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 
 	"github.com/spine-run/spine"
 )
@@ -27,7 +28,16 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `usage: spine <command>
+// Exit codes, the same for every command (each one's usage says which apply).
+const (
+	exitOK      = 0 // done: the program ended normally, the server stopped cleanly
+	exitPython  = 1 // the program raised an uncaught Python exception
+	exitUsage   = 2 // bad command line: flags, arguments, inputs, config file
+	exitTimeout = 3 // the run went over --timeout
+	exitFailure = 4 // anything else: an MCP server, the Guest, a limit, an interrupt
+)
+
+const usage = `usage: spine <command> [flags]
 
 commands:
   demo    run the seed's demo: Python multiplies a looked-up price by a quantity
@@ -41,37 +51,74 @@ commands:
 run, tools, serve and mcp offer the tools of the MCP servers in --config; the
 demo tools (lookup, prices.list) only with --demo-tools.
 
+Every command takes long flags (--name) and prints its usage for -h or --help.
 exit codes: 0 ok, 1 Python error, 2 usage error, 3 time-out, 4 other failure
 `
+
+// commands are spine's commands by name. Each parses its arguments with
+// parseFlags and returns its exit code.
+var commands = map[string]func(args []string, stdin io.Reader, stdout, stderr io.Writer) int{
+	"demo":  demoCommand,
+	"run":   runCommand,
+	"tools": toolsCommand,
+	"bench": benchCommand,
+	"serve": serveCommand,
+	"mcp":   mcpCommand,
+	"soak":  soakCommand,
+}
 
 // run is the whole command, testable: it returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return 2
+		return exitUsage
 	}
 	switch args[0] {
-	case "demo":
-		return demo(context.Background(), stdout, stderr)
-	case "run":
-		return runCommand(args[1:], os.Stdin, stdout, stderr)
-	case "tools":
-		return toolsCommand(args[1:], stdout, stderr)
-	case "bench":
-		return benchCommand(args[1:], stdout, stderr)
-	case "serve":
-		return serveCommand(args[1:], stdout, stderr)
-	case "mcp":
-		return mcpCommand(args[1:], stdout, stderr)
-	case "soak":
-		return soakCommand(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "spine: unknown command %q\n\n%s", args[0], usage)
-		return 2
+		return exitOK
 	}
+	command, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "spine: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	return command(args[1:], os.Stdin, stdout, stderr)
+}
+
+// parseFlags parses args, the arguments of the command fs is for, whose
+// usage text is usage. Flags may come before or after the other arguments,
+// and there may be at most maxArgs of those (any number when maxArgs < 0);
+// parseFlags returns them. done says the command ends now, with code: exitOK
+// after printing usage to stdout for -h or --help, exitUsage after printing
+// what is wrong and usage to stderr for a bad flag or an argument too many.
+func parseFlags(fs *flag.FlagSet, args []string, usage string, maxArgs int, stdout, stderr io.Writer) (rest []string, code int, done bool) {
+	fs.SetOutput(io.Discard)
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(stdout, usage)
+				return nil, exitOK, true
+			}
+			return nil, usageError(stderr, fs.Name(), usage, "%v", err), true
+		}
+		if args = fs.Args(); len(args) == 0 {
+			break
+		}
+		rest = append(rest, args[0])
+		args = args[1:]
+	}
+	if maxArgs >= 0 && len(rest) > maxArgs {
+		return nil, usageError(stderr, fs.Name(), usage, "unexpected argument %q", rest[maxArgs]), true
+	}
+	return rest, 0, false
+}
+
+// usageError prints what is wrong with the command line of command name,
+// then its usage, to stderr, and returns exitUsage.
+func usageError(stderr io.Writer, name, usage, format string, args ...any) int {
+	fmt.Fprintf(stderr, "%s: %s\n\n%s", name, fmt.Sprintf(format, args...), usage)
+	return exitUsage
 }
 
 // demoSource is the seed's program: one tool call, a caught tool error, and a
@@ -85,11 +132,31 @@ except RuntimeError as err:
 result = price * inputs["quantity"]
 `
 
+const demoUsage = `usage: spine demo
+
+Runs the seed's demo: Python calls the Go tool lookup(key="book") (21),
+catches the error of an unknown key, and multiplies the price by
+inputs["quantity"] (3). Prints the program, what it printed and its result.
+
+exit codes: 0 ok, 1 Python error, 2 usage error, 4 other failure (an interrupt included)
+`
+
+// demoCommand is spine demo.
+func demoCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("spine demo", flag.ContinueOnError)
+	if _, code, done := parseFlags(fs, args, demoUsage, 0, stdout, stderr); done {
+		return code
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	return demo(ctx, stdout, stderr)
+}
+
 func demo(ctx context.Context, stdout, stderr io.Writer) int {
 	runner, err := spine.New(ctx, demoTools(), nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine:", err)
-		return 1
+		return exitFailure
 	}
 	defer runner.Close(ctx)
 	inputs := map[string]any{"quantity": 3}
@@ -101,13 +168,13 @@ func demo(ctx context.Context, stdout, stderr io.Writer) int {
 	switch {
 	case errors.As(err, &pyErr):
 		fmt.Fprintf(stderr, "python error:\n%s", pyErr.Traceback)
-		return 1
+		return exitPython
 	case err != nil:
 		fmt.Fprintln(stderr, "spine:", err)
-		return 1
+		return exitFailure
 	}
 	fmt.Fprintf(stdout, "\nresult: %s\n", out.Value)
-	return 0
+	return exitOK
 }
 
 func indent(s string) string {
@@ -121,24 +188,4 @@ func indent(s string) string {
 		start = s[i] == '\n'
 	}
 	return string(b)
-}
-
-// parseFlags parses args, which must hold flags only, for a command whose
-// usage text is usage. done says the command ends now, with code: exitOK after
-// printing usage for -h, exitUsage after a bad flag or an argument.
-func parseFlags(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, done bool) {
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, usage)
-			return exitOK, true
-		}
-		fmt.Fprintf(stderr, "%s: %v\n\n%s", fs.Name(), err, usage)
-		return exitUsage, true
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n\n%s", fs.Name(), fs.Arg(0), usage)
-		return exitUsage, true
-	}
-	return 0, false
 }

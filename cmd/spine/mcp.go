@@ -45,55 +45,82 @@ flags:
   --idle-timeout DURATION  with --http, how long an idle keep-alive connection stays open (default 60s)
   --grace DURATION         with --http, how long shutdown waits for calls in flight (default 30s)
   --verbose                log the MCP traffic's events to standard error
+
+exit codes: 0 stopped (standard input closed; with --http, SIGINT or SIGTERM
+once the calls in flight finished), 2 usage error (a bad config file
+included), 4 other failure (an MCP server, the address, calls still going
+after --grace)
 `
 
+// mcpOptions are the flags of spine mcp.
+type mcpOptions struct {
+	addr       string // --http
+	config     string
+	demo       bool
+	timeout    time.Duration
+	slots      int
+	earlyReads bool
+	grace      time.Duration
+	verbose    bool
+	http       httpFlags
+}
+
+func (o *mcpOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.addr, "http", "", "")
+	fs.StringVar(&o.config, "config", os.Getenv("SPINE_CONFIG"), "")
+	fs.BoolVar(&o.demo, "demo-tools", false, "")
+	fs.DurationVar(&o.timeout, "timeout", mcpserver.DefaultTimeout, "")
+	fs.IntVar(&o.slots, "slots", 0, "")
+	fs.BoolVar(&o.earlyReads, "early-reads", false, "")
+	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
+	fs.BoolVar(&o.verbose, "verbose", false, "")
+	o.http = addHTTPFlags(fs)
+}
+
 // mcpCommand is spine mcp.
-func mcpCommand(args []string, stdout, stderr io.Writer) int {
+func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var o mcpOptions
 	fs := flag.NewFlagSet("spine mcp", flag.ContinueOnError)
-	addr := fs.String("http", "", "")
-	config := fs.String("config", os.Getenv("SPINE_CONFIG"), "")
-	demo := fs.Bool("demo-tools", false, "")
-	timeout := fs.Duration("timeout", mcpserver.DefaultTimeout, "")
-	slots := fs.Int("slots", 0, "")
-	earlyReads := fs.Bool("early-reads", false, "")
-	grace := fs.Duration("grace", 30*time.Second, "")
-	verbose := fs.Bool("verbose", false, "")
-	httpFlags := addHTTPFlags(fs)
-	if code, done := parseFlags(fs, args, mcpUsage, stdout, stderr); done {
+	o.flags(fs)
+	if _, code, done := parseFlags(fs, args, mcpUsage, 0, stdout, stderr); done {
 		return code
 	}
-	if *timeout <= 0 || *grace < 0 || *slots < 0 {
-		fmt.Fprintf(stderr, "spine mcp: --timeout must be positive and --grace and --slots not negative\n\n%s", mcpUsage)
-		return exitUsage
+	if o.timeout <= 0 || o.grace < 0 || o.slots < 0 {
+		return usageError(stderr, fs.Name(), mcpUsage, "--timeout must be positive and --grace and --slots not negative")
 	}
 	var (
 		limits httpLimits
 		token  string
 	)
-	if *addr != "" {
+	if o.addr != "" {
 		var err error
-		if limits, err = httpFlags.limits(); err != nil {
-			fmt.Fprintf(stderr, "spine mcp: %v\n\n%s", err, mcpUsage)
-			return exitUsage
+		if limits, err = o.http.limits(); err != nil {
+			return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
 		}
-		if token, err = httpFlags.token("--http", *addr); err != nil {
+		if token, err = o.http.token("--http", o.addr); err != nil {
 			fmt.Fprintln(stderr, "spine mcp:", err)
 			return exitUsage
 		}
 	}
-	logger := newMCPLogger(stderr, *verbose) // stdout is the protocol's: logs go to stderr only
+	logger := newMCPLogger(stderr, o.verbose) // stdout is the protocol's: logs go to stderr only
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runner, manifest, _, closeRunner, code := openRunner(ctx, "spine mcp", *config, *demo, stderr)
+	runner, manifest, _, closeRunner, code := openRunner(ctx, "spine mcp", o.config, o.demo, stderr)
 	if runner == nil {
 		return code
 	}
 	defer closeRunner()
-	server := mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: *timeout, Slots: *slots, EarlyReads: *earlyReads, Logger: logger})
+	server := mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: o.timeout, Slots: o.slots, EarlyReads: o.earlyReads, Logger: logger})
 
-	if *addr == "" {
-		err := server.Run(ctx, &mcp.IOTransport{Reader: os.Stdin, Writer: nopWriteCloser{stdout}})
+	if o.addr == "" {
+		// The transport closes its reader when it ends, which unblocks a
+		// read in progress: stdin is closed too when it can be.
+		in, ok := stdin.(io.ReadCloser)
+		if !ok {
+			in = io.NopCloser(stdin)
+		}
+		err := server.Run(ctx, &mcp.IOTransport{Reader: in, Writer: nopWriteCloser{stdout}})
 		if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 			fmt.Fprintln(stderr, "spine mcp:", err)
 			return exitFailure
@@ -101,12 +128,12 @@ func mcpCommand(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine mcp:", err)
 		return exitFailure
 	}
-	return serveMCP(ctx, stop, ln, server, logger, limits, token, *grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
+	return serveMCP(ctx, stop, ln, server, logger, limits, token, o.grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
 }
 
 // newMCPLogger returns the logger of spine mcp: nil without --verbose, else

@@ -16,15 +16,6 @@ import (
 	"github.com/spine-run/spine"
 )
 
-// Exit codes of spine run (and the other commands where they apply).
-const (
-	exitOK      = 0 // the program ended normally
-	exitPython  = 1 // the program raised an uncaught Python exception
-	exitUsage   = 2 // bad command line: flags, arguments, inputs, config file
-	exitTimeout = 3 // the run went over --timeout
-	exitFailure = 4 // anything else: an MCP server, the Guest, a limit, an interrupt
-)
-
 const runUsage = `usage: spine run [flags] [FILE|-]
 
 Runs the Python program in FILE ("-" or nothing: standard input) in the
@@ -49,10 +40,9 @@ printed to a file or a pipe, or with --raw, they are left as they are.
 exit codes: 0 ok, 1 Python error, 2 usage error, 3 time-out, 4 other failure
 `
 
-// runOptions are the parsed flags of spine run.
+// runOptions are the flags of spine run.
 type runOptions struct {
-	file       string // "-" for standard input
-	inputs     json.RawMessage
+	inputs     string // --inputs as given: JSON, or @FILE
 	earlyReads bool
 	timeout    time.Duration
 	json       bool
@@ -61,50 +51,14 @@ type runOptions struct {
 	raw        bool // program output to a terminal as it is
 }
 
-// parseRunArgs parses spine run's arguments; flags may come before or after FILE.
-func parseRunArgs(args []string) (*runOptions, error) {
-	fs := flag.NewFlagSet("spine run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var o runOptions
-	var inputs string
-	fs.StringVar(&inputs, "inputs", "", "")
+func (o *runOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.inputs, "inputs", "", "")
 	fs.BoolVar(&o.earlyReads, "early-reads", false, "")
 	fs.DurationVar(&o.timeout, "timeout", 0, "")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.StringVar(&o.config, "config", os.Getenv("SPINE_CONFIG"), "")
 	fs.BoolVar(&o.demoTools, "demo-tools", false, "")
 	fs.BoolVar(&o.raw, "raw", false, "")
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, fmt.Errorf("spine run: %v", err)
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		positional = append(positional, args[0])
-		args = args[1:]
-	}
-	switch len(positional) {
-	case 0:
-		o.file = "-"
-	case 1:
-		o.file = positional[0]
-	default:
-		return nil, fmt.Errorf("spine run: one program at a time, got %d: %s", len(positional), strings.Join(positional, " "))
-	}
-	if o.timeout < 0 {
-		return nil, fmt.Errorf("spine run: --timeout must not be negative")
-	}
-	var err error
-	if o.inputs, err = readInputs(inputs); err != nil {
-		return nil, fmt.Errorf("spine run: --inputs: %v", err)
-	}
-	return &o, nil
 }
 
 // readInputs reads --inputs: JSON text, or @FILE for the JSON in FILE. The
@@ -189,16 +143,29 @@ func plain(s string) string { return s }
 
 // runCommand is spine run.
 func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	o, err := parseRunArgs(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, runUsage)
-		return exitOK
+	var o runOptions
+	fs := flag.NewFlagSet("spine run", flag.ContinueOnError)
+	o.flags(fs)
+	files, code, done := parseFlags(fs, args, runUsage, -1, stdout, stderr)
+	if done {
+		return code
 	}
+	file := "-"
+	switch len(files) {
+	case 0:
+	case 1:
+		file = files[0]
+	default:
+		return usageError(stderr, fs.Name(), runUsage, "one program at a time, got %d: %s", len(files), strings.Join(files, " "))
+	}
+	if o.timeout < 0 {
+		return usageError(stderr, fs.Name(), runUsage, "--timeout must not be negative")
+	}
+	inputs, err := readInputs(o.inputs)
 	if err != nil {
-		fmt.Fprintf(stderr, "%v\n\n%s", err, runUsage)
-		return exitUsage
+		return usageError(stderr, fs.Name(), runUsage, "--inputs: %v", err)
 	}
-	source, filename, err := readSource(o.file, stdin)
+	source, filename, err := readSource(file, stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "spine run: %v\n", err)
 		return exitUsage
@@ -278,7 +245,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	out, err := runner.Run(ctx, spine.Request{
 		Source:     source,
 		Filename:   filename,
-		Inputs:     o.inputs,
+		Inputs:     inputs,
 		EarlyReads: o.earlyReads,
 		Timeout:    o.timeout,
 	})

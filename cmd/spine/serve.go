@@ -42,70 +42,90 @@ flags:
   --idle-timeout DURATION  how long an idle keep-alive connection stays open (default 60s)
   --grace DURATION         how long shutdown waits for runs in flight (default 30s)
   --verbose                log every request, not only failures
+
+exit codes: 0 stopped by SIGINT or SIGTERM once the runs in flight finished,
+2 usage error (a bad config file included), 4 other failure (an MCP server,
+the address, runs still going after --grace)
 `
 
+// serveOptions are the flags of spine serve.
+type serveOptions struct {
+	listen      string
+	config      string
+	demo        bool
+	slots       int
+	streamSlots int
+	streamIdle  time.Duration
+	maxTimeout  time.Duration
+	grace       time.Duration
+	verbose     bool
+	http        httpFlags
+}
+
+func (o *serveOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "")
+	fs.StringVar(&o.config, "config", os.Getenv("SPINE_CONFIG"), "")
+	fs.BoolVar(&o.demo, "demo-tools", false, "")
+	fs.IntVar(&o.slots, "slots", 0, "")
+	fs.IntVar(&o.streamSlots, "stream-slots", 0, "")
+	fs.DurationVar(&o.streamIdle, "stream-idle", service.DefaultStreamIdle, "")
+	fs.DurationVar(&o.maxTimeout, "max-timeout", service.DefaultMaxTimeout, "")
+	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
+	fs.BoolVar(&o.verbose, "verbose", false, "")
+	o.http = addHTTPFlags(fs)
+}
+
 // serveCommand is spine serve.
-func serveCommand(args []string, stdout, stderr io.Writer) int {
+func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var o serveOptions
 	fs := flag.NewFlagSet("spine serve", flag.ContinueOnError)
-	listen := fs.String("listen", "127.0.0.1:8080", "")
-	config := fs.String("config", os.Getenv("SPINE_CONFIG"), "")
-	demo := fs.Bool("demo-tools", false, "")
-	slots := fs.Int("slots", 0, "")
-	streamSlots := fs.Int("stream-slots", 0, "")
-	streamIdle := fs.Duration("stream-idle", service.DefaultStreamIdle, "")
-	maxTimeout := fs.Duration("max-timeout", service.DefaultMaxTimeout, "")
-	grace := fs.Duration("grace", 30*time.Second, "")
-	verbose := fs.Bool("verbose", false, "")
-	httpFlags := addHTTPFlags(fs)
-	if code, done := parseFlags(fs, args, serveUsage, stdout, stderr); done {
+	o.flags(fs)
+	if _, code, done := parseFlags(fs, args, serveUsage, 0, stdout, stderr); done {
 		return code
 	}
-	if *slots < 0 || *maxTimeout <= 0 || *grace < 0 {
-		fmt.Fprintf(stderr, "spine serve: --slots, --max-timeout and --grace must not be negative (nor --max-timeout 0)\n\n%s", serveUsage)
-		return exitUsage
+	if o.slots < 0 || o.maxTimeout <= 0 || o.grace < 0 {
+		return usageError(stderr, fs.Name(), serveUsage, "--slots, --max-timeout and --grace must not be negative (nor --max-timeout 0)")
 	}
-	if *streamSlots < 0 || *streamIdle <= 0 {
-		fmt.Fprintf(stderr, "spine serve: --stream-slots must not be negative and --stream-idle must be positive\n\n%s", serveUsage)
-		return exitUsage
+	if o.streamSlots < 0 || o.streamIdle <= 0 {
+		return usageError(stderr, fs.Name(), serveUsage, "--stream-slots must not be negative and --stream-idle must be positive")
 	}
-	limits, err := httpFlags.limits()
+	limits, err := o.http.limits()
 	if err != nil {
-		fmt.Fprintf(stderr, "spine serve: %v\n\n%s", err, serveUsage)
-		return exitUsage
+		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
-	token, err := httpFlags.token("--listen", *listen)
+	token, err := o.http.token("--listen", o.listen)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine serve:", err)
 		return exitUsage
 	}
 	level := slog.LevelInfo
-	if *verbose {
+	if o.verbose {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", *config, *demo, stderr)
+	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, stderr)
 	if runner == nil {
 		return code
 	}
 	defer closeRunner()
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine serve:", err)
 		return exitFailure
 	}
 	svc := service.New(runner, &service.Options{
-		Slots:       *slots,
-		StreamSlots: *streamSlots,
-		StreamIdle:  *streamIdle,
-		MaxTimeout:  *maxTimeout,
+		Slots:       o.slots,
+		StreamSlots: o.streamSlots,
+		StreamIdle:  o.streamIdle,
+		MaxTimeout:  o.maxTimeout,
 		Token:       token,
 		Health:      health,
 		Logger:      logger,
 	})
-	return serveHTTP(ctx, stop, ln, svc, limits, *grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
+	return serveHTTP(ctx, stop, ln, svc, limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
 }
 
 // serveHTTP serves handler on ln until ctx ends (a signal), then shuts down:

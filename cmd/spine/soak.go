@@ -27,31 +27,45 @@ flags:
   --concurrency N        runs at once (default 3)
   --flood DURATION       the descriptor-flood run's length; 0 skips it (default 20s)
 
-exit codes: 0 every run got its own outcome and nothing leaked, 4 otherwise
+exit codes: 0 every run got its own outcome and nothing leaked, 2 usage error,
+4 otherwise (a wrong outcome, a leak, a failure, an interrupt)
 `
 
+// soakOptions are the flags of spine soak.
+type soakOptions struct {
+	runs        int
+	concurrency int
+	flood       time.Duration
+}
+
+func (o *soakOptions) flags(fs *flag.FlagSet) {
+	fs.IntVar(&o.runs, "runs", 30000, "")
+	fs.IntVar(&o.concurrency, "concurrency", 3, "")
+	fs.DurationVar(&o.flood, "flood", 20*time.Second, "")
+}
+
 // soakCommand is spine soak.
-func soakCommand(args []string, stdout, stderr io.Writer) int {
+func soakCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var o soakOptions
 	fs := flag.NewFlagSet("spine soak", flag.ContinueOnError)
-	runs := fs.Int("runs", 30000, "")
-	concurrency := fs.Int("concurrency", 3, "")
-	flood := fs.Duration("flood", 20*time.Second, "")
-	if code, done := parseFlags(fs, args, soakUsage, stdout, stderr); done {
+	o.flags(fs)
+	if _, code, done := parseFlags(fs, args, soakUsage, 0, stdout, stderr); done {
 		return code
 	}
-	if *runs <= 0 || *concurrency <= 0 || *flood < 0 {
-		fmt.Fprintf(stderr, "spine soak: --runs and --concurrency must be positive, --flood not negative\n\n%s", soakUsage)
-		return exitUsage
+	if o.runs <= 0 || o.concurrency <= 0 || o.flood < 0 {
+		return usageError(stderr, fs.Name(), soakUsage, "--runs and --concurrency must be positive, --flood not negative")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Warm the Go heap to its working size first, so that the before and
-	// after of the soak proper compare like with like.
-	if _, err := soak.Run(ctx, soak.Config{Runs: min(*runs/10, 1000), Concurrency: *concurrency}); err != nil {
+	// after of the soak proper compare like with like. (At least one run:
+	// soak.Config takes 0 for its default, 30,000.)
+	warm := max(min(o.runs/10, 1000), 1)
+	if _, err := soak.Run(ctx, soak.Config{Runs: warm, Concurrency: o.concurrency}); err != nil {
 		fmt.Fprintln(stderr, "spine soak:", err)
 		return exitFailure
 	}
-	rep, err := soak.Run(ctx, soak.Config{Runs: *runs, Concurrency: *concurrency, Flood: *flood, Progress: stderr})
+	rep, err := soak.Run(ctx, soak.Config{Runs: o.runs, Concurrency: o.concurrency, Flood: o.flood, Progress: stderr})
 	if err != nil {
 		fmt.Fprintln(stderr, "spine soak:", err)
 		return exitFailure

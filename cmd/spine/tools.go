@@ -16,17 +16,34 @@ Prints the Python stubs of the tools a program can call: those of the MCP
 servers in the config file (default $SPINE_CONFIG), and with --demo-tools the
 built-in demo tools (lookup, prices.list). Paste them into a model's prompt;
 help(tool) inside a program shows the same.
+
+flags:
+  --config FILE  MCP servers to use as tools (default $SPINE_CONFIG)
+  --demo-tools   also the built-in demo tools lookup and prices.list
+
+exit codes: 0 ok, 2 usage error (a bad config file included), 4 an MCP server failed
 `
 
+// toolsOptions are the flags of spine tools.
+type toolsOptions struct {
+	config string
+	demo   bool
+}
+
+func (o *toolsOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.config, "config", os.Getenv("SPINE_CONFIG"), "")
+	fs.BoolVar(&o.demo, "demo-tools", false, "")
+}
+
 // toolsCommand is spine tools.
-func toolsCommand(args []string, stdout, stderr io.Writer) int {
+func toolsCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var o toolsOptions
 	fs := flag.NewFlagSet("spine tools", flag.ContinueOnError)
-	config := fs.String("config", os.Getenv("SPINE_CONFIG"), "")
-	demo := fs.Bool("demo-tools", false, "")
-	if code, done := parseFlags(fs, args, toolsUsage, stdout, stderr); done {
+	o.flags(fs)
+	if _, code, done := parseFlags(fs, args, toolsUsage, 0, stdout, stderr); done {
 		return code
 	}
-	tools, err := loadManifest(context.Background(), *config, *demo)
+	tools, err := loadManifest(context.Background(), o.config, o.demo)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine tools:", err)
 		return loadExitCode(err)
