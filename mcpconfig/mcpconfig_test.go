@@ -1,129 +1,57 @@
 package mcpconfig_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/mcpconfig"
 )
 
-// serverEnv makes the test binary an MCP server over stdio (see TestMain),
-// for config files whose command is the test binary itself.
-const serverEnv = "SPINE_MCPCONFIG_TEST_SERVER"
-
-// gateEnv names a file: while it exists, the test MCP server refuses to
-// start (it exits at once), so that a test can keep it down.
-const gateEnv = "SPINE_MCPCONFIG_TEST_GATE"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(serverEnv) == "1" {
-		os.Exit(serveStdio())
-	}
+	spinetest.ServeMCPIfAsked()
 	os.Exit(m.Run())
 }
 
-// newServer has four tools, listed two per page. Each claims to be read-only:
-// the annotation must not be enough for an early read.
-func newServer() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "spine-mcpconfig-test", Version: "v0"}, &mcp.ServerOptions{PageSize: 2})
-	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}
-	type addIn struct {
-		A int `json:"a" jsonschema:"the first addend"`
-		B int `json:"b" jsonschema:"the second addend"`
-	}
-	type addOut struct {
-		Sum int `json:"sum"`
-	}
-	mcp.AddTool(s, &mcp.Tool{Name: "add", Description: "Add two integers.", Annotations: readOnly},
-		func(ctx context.Context, req *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
-			return nil, addOut{Sum: in.A + in.B}, nil
-		})
-	text := func(name, description, schema string, answer func(args map[string]any) (string, bool)) {
-		s.AddTool(&mcp.Tool{Name: name, Description: description, InputSchema: json.RawMessage(schema), Annotations: readOnly},
-			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				var args map[string]any
-				if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
-					return nil, err
-				}
-				out, failed := answer(args)
-				return &mcp.CallToolResult{IsError: failed, Content: []mcp.Content{&mcp.TextContent{Text: out}}}, nil
-			})
-	}
-	text("echo-text", "Say text back.", `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`,
-		func(args map[string]any) (string, bool) { return fmt.Sprint(args["text"]), false })
-	text("fail", "Fail with an error result.", `{"type":"object"}`,
-		func(map[string]any) (string, bool) { return "it failed", true })
-	text("getenv", "Read the server's environment.", `{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`,
-		func(args map[string]any) (string, bool) { return os.Getenv(fmt.Sprint(args["name"])), false })
-	return s
-}
-
-// serveStdio is the test MCP server over stdio, with one more tool, crash,
-// which ends the process in the middle of the call.
-func serveStdio() int {
-	if gate := os.Getenv(gateEnv); gate != "" {
-		if _, err := os.Stat(gate); err == nil {
-			fmt.Fprintln(os.Stderr, "test MCP server: gate closed")
-			return 1
-		}
-	}
-	s := newServer()
-	s.AddTool(&mcp.Tool{Name: "crash", Description: "End the server's process.", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			os.Exit(3)
-			return nil, nil
-		})
-	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
-		fmt.Fprintln(os.Stderr, "test MCP server:", err)
-		return 1
-	}
-	return 0
-}
-
-// httpServer serves the test server with streamable HTTP on a loopback port,
-// to requests that carry the token "sesame"; it returns its URL.
+// httpServer serves the test MCP server with streamable HTTP on a loopback
+// port, to requests that carry the token "sesame"; it returns its URL.
 func httpServer(t *testing.T) string {
 	t.Helper()
-	server := newServer()
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	handler := spinetest.MCPHandler(spinetest.NewMCPServer(2))
+	ts := spinetest.ServeHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer sesame" {
 			http.Error(w, "who are you?", http.StatusUnauthorized)
 			return
 		}
 		handler.ServeHTTP(w, r)
 	}))
-	t.Cleanup(ts.Close)
 	return ts.URL + "/mcp"
 }
 
 // testConfig writes a config file with a stdio server "calc" (this test
-// binary, with env added to its env) and a streamable HTTP server "web".
+// binary, with env added to its env) and a streamable HTTP server "web",
+// both the test MCP server.
 func testConfig(t *testing.T, env map[string]string) string {
 	t.Helper()
 	t.Setenv("SPINE_TEST_TOKEN", "sesame")
-	calcEnv := map[string]string{serverEnv: "1", "GREETING": "hello from calc"}
+	calcEnv := map[string]string{spinetest.MCPServerEnv: "1", "GREETING": "hello from calc"}
 	maps.Copy(calcEnv, env)
 	cfg := map[string]any{
 		"servers": map[string]any{
 			"calc": map[string]any{
 				"command":     []string{os.Args[0]},
 				"env":         calcEnv,
-				"early_reads": []string{"add", "echo-text"},
+				"early_reads": []string{"add", "echo"},
 			},
 			"web": map[string]any{
 				"url":     httpServer(t),
@@ -171,13 +99,18 @@ func call(t *testing.T, m spine.Manifest, name, args string) (any, error) {
 func TestLoad(t *testing.T) {
 	tools := load(t, testConfig(t, nil), nil)
 	m := tools.Manifest()
-	want := []string{"calc.add", "calc.crash", "calc.echo_text", "calc.fail", "calc.getenv", "web.add", "web.echo_text", "web.fail", "web.getenv"}
+	var want []string
+	for _, tool := range []string{"add", "echo", "fail", "get_issue", "getenv", "lines", "picture", "slow"} {
+		want = append(want, "calc."+tool, "web."+tool)
+	}
+	want = append(want, "calc.crash")
+	slices.Sort(want)
 	if got := slices.Sorted(maps.Keys(m)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("tools %v\nwant %v", got, want)
 	}
 	// Early reads: the config's allow-list only, whatever the annotations say.
 	for name, spec := range m {
-		early := name == "calc.add" || name == "calc.echo_text"
+		early := name == "calc.add" || name == "calc.echo"
 		if spec.AllowEarlyRead != early {
 			t.Errorf("%s: AllowEarlyRead %v, want %v", name, spec.AllowEarlyRead, early)
 		}
@@ -188,7 +121,7 @@ func TestLoad(t *testing.T) {
 	if v, err := call(t, m, "web.add", `{"a": 1, "b": 2}`); err != nil || fmt.Sprint(v) != "map[sum:3]" {
 		t.Errorf("web.add: %v %v", v, err)
 	}
-	if _, err := call(t, m, "web.fail", `{}`); err == nil || err.Error() != "it failed" {
+	if _, err := call(t, m, "web.fail", `{"reason": "a test"}`); err == nil || err.Error() != "failed on purpose: a test" {
 		t.Errorf("web.fail: %v", err)
 	}
 	if h := tools.Health(); !reflect.DeepEqual(h, map[string]string{"calc": "", "web": ""}) {
@@ -255,7 +188,7 @@ func TestServerErrors(t *testing.T) {
 		{"no such command", `{"servers": {"a": {"command": ["/no/such/server"]}}}`, "no such file"},
 		{"server exits", `{"servers": {"a": {"command": ["/bin/false"], "timeout": "5s"}}}`, "server a"},
 		{"nothing listening", `{"servers": {"a": {"url": "http://127.0.0.1:1/mcp", "timeout": "5s"}}}`, "server a"},
-		{"early read of a tool the server lacks", fmt.Sprintf(`{"servers": {"a": {"command": [%q], "env": {%q: "1"}, "early_reads": ["rm_rf"]}}}`, os.Args[0], serverEnv), "rm_rf"},
+		{"early read of a tool the server lacks", fmt.Sprintf(`{"servers": {"a": {"command": [%q], "env": {%q: "1"}, "early_reads": ["rm_rf"]}}}`, os.Args[0], spinetest.MCPServerEnv), "rm_rf"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := mcpconfig.Load(t.Context(), writeFile(t, "c.json", c.config), nil)
@@ -299,7 +232,7 @@ func TestServerEnvironment(t *testing.T) {
 // other server is not affected.
 func TestServerRestart(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "gate")
-	tools := load(t, testConfig(t, map[string]string{gateEnv: gate}), nil)
+	tools := load(t, testConfig(t, map[string]string{spinetest.MCPGateEnv: gate}), nil)
 	m := tools.Manifest()
 	checkAdd := func(name string) {
 		t.Helper()
@@ -327,9 +260,7 @@ func TestServerRestart(t *testing.T) {
 	if err := os.Remove(gate); err != nil {
 		t.Fatal(err)
 	}
-	for tools.Health()["calc"] != "" {
-		time.Sleep(10 * time.Millisecond)
-	}
+	spinetest.WaitFor(t, "calc to come back", func() bool { return tools.Health()["calc"] == "" })
 	checkAdd("calc.add")
 	checkAdd("web.add")
 }
