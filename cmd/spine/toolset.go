@@ -48,8 +48,7 @@ func loadManifest(ctx context.Context, path string, demo bool) (*toolset, error)
 	var err error
 	t.servers, err = mcpconfig.Load(ctx, path, &mcpconfig.Options{
 		Reserved: reserved,
-		Logger:   slog.New(slog.NewTextHandler(os.Stderr, nil)),
-		Stderr:   os.Stderr, // the servers' logs
+		Logger:   slog.New(slog.NewTextHandler(os.Stderr, nil)), // servers lost and regained
 	})
 	if err != nil {
 		return nil, err
