@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -39,13 +40,23 @@ func TestSourcesMatchManifest(t *testing.T) {
 	m := readManifest(t)
 	root := ".."
 	var present []string
-	for _, pattern := range []string{"*.sh", "*.py", "Setup.local", "c/*", "python/*"} {
+	for _, pattern := range []string{"*.sh", "*.py", "Setup.local", "c/*"} {
 		matches, _ := filepath.Glob(pattern)
 		for _, p := range matches {
 			if info, err := os.Stat(p); err == nil && !info.IsDir() {
 				present = append(present, filepath.ToSlash(filepath.Join("guest", p)))
 			}
 		}
+	}
+	// The Guest's Python: every .py under python/, packages included (as mkmanifest.py).
+	err := filepath.WalkDir("python", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() && strings.HasSuffix(p, ".py") {
+			present = append(present, filepath.ToSlash(filepath.Join("guest", p)))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	sort.Strings(present)
 	for _, rel := range present {

@@ -10,7 +10,8 @@ import json
 import pathlib
 import subprocess
 
-# Guest sources, relative to the repository root. Keep in step with guest/sources.go.
+# Guest sources, relative to the repository root, besides guest/python/**/*.py.
+# Keep in step with TestSourcesMatchManifest (guest_test.go).
 SOURCES = [
     "guest/build.sh",
     "guest/mkstdlib.py",
@@ -42,7 +43,7 @@ def main():
     parser.add_argument("--out", required=True, type=pathlib.Path)
     args = parser.parse_args()
     sources = sorted(SOURCES + [p.relative_to(args.root).as_posix()
-                                for p in (args.root / "guest/python").glob("*.py")])
+                                for p in (args.root / "guest/python").rglob("*.py")])
     manifest = {
         "abi_version": 1,
         "cpython": {"version": "3.11.2", "tarball": args.tarball.name, "sha256": sha256(args.tarball)},

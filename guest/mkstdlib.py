@@ -1,4 +1,5 @@
-"""Pack the standard library and the Guest's Python modules into one stored zip.
+"""Pack the standard library and the Guest's Python (guest/python: the module bootstrap
+and the package plm) into one stored zip.
 
 Every module is compiled to an unchecked hash-based .pyc (no timestamps, no
 source needed at run time) and stored uncompressed, because the Guest has no
@@ -67,8 +68,8 @@ def main():
     builddirs = list((args.build / "build").glob("lib.wasi-wasm32-*"))
     for path in builddirs[0].glob("_sysconfigdata_*.py"):
         entries[path.name] = path
-    for path in args.guest.glob("*.py"):
-        entries[path.name] = path
+    for path in args.guest.rglob("*.py"):
+        entries[path.relative_to(args.guest).as_posix()] = path
 
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:

@@ -1,4 +1,4 @@
-"""The Guest's Python side of Spine.
+"""The Guest's Python side of Spine: the module the C side imports (init).
 
 The Host calls ``execute`` (through the C export of the same name) with one JSON
 request; ``execute`` sets up ``inputs`` and the tool proxies, runs the program
@@ -11,6 +11,30 @@ the program runs; ``prefix_begin`` / ``prefix_feed`` (C exports of the same name
 read a program while it streams in (prefix mode, in ``plm``).
 """
 
+# The Guest's Python by job (plm is a package), and what each module imports: an x where
+# the row imports the column. Every x is right of the diagonal: no module imports one
+# above it, so there is no cycle.
+#
+#               imports: plm  .prefix  .rewrite  .facts  .futures  .purity  .wire
+#   bootstrap             x                                                   x
+#   plm                         x         x                 x         x
+#   plm.prefix                            x         x       x         x
+#   plm.rewrite                                     x       x         x
+#   plm.facts
+#   plm.futures                                                       x       x
+#   plm.purity
+#   plm.wire
+#
+#   bootstrap    the Host's entries (execute, prefix_begin, prefix_feed), the program's
+#                namespace, the tool proxies (make_tool, invoke_tool), errors, responses
+#   plm          reset and the warm-up; the names bootstrap uses
+#   plm.prefix   prefix mode: the program read while it streams in
+#   plm.rewrite  the PLM pass: transform, its plans, run_plans (the __spine_prepare helper)
+#   plm.facts    what each statement of a program may bind or change
+#   plm.futures  the pending reads; send, the way of every tool call (and _spine's only user)
+#   plm.purity   plain data and the evaluator of pure expressions
+#   plm.wire     a tool request's bytes
+
 import ast
 import builtins
 import json
@@ -18,32 +42,15 @@ import linecache
 import sys
 import traceback
 
-import _spine
 import plm
+from plm.wire import encode_request, encoder
 
 __all__ = ["make_tool", "invoke_tool", "decode", "execute", "prefix_begin", "prefix_feed", "Namespace"]
 
-# ensure_ascii=False keeps text readable; a lone surrogate is then written out with
-# "backslashreplace", which inside a JSON string is exactly its JSON escape.
-_encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _loads = json.loads
-# A tool call's own fast path: json's C scanner and encoder called directly,
-# without the Python layers of json.loads and JSONEncoder.encode around them.
+# A tool call's own fast path: json's C scanner called directly, without the
+# Python layer of json.loads around it.
 _scan_once = json.JSONDecoder().scan_once
-_make_encoder = json.encoder.c_make_encoder
-_encode_str = json.encoder.encode_basestring
-
-
-def _not_json(o):
-    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
-
-
-def _encode_fast(obj):
-    """_encoder.encode(obj), the same bytes, about twice as fast."""
-    if _make_encoder is None:
-        return _encoder.encode(obj)
-    encode = _make_encoder({}, _not_json, _encode_str, None, ":", ",", False, False, False)
-    return "".join(encode(obj, 0))
 _DEFAULT_FILENAME = "<agent>"
 _MAX_ERROR_TEXT = 64 << 10  # an error's message and traceback are cut to this many characters
 
@@ -63,18 +70,11 @@ def decode(raw):
     return envelope.get("value")
 
 
-def _encode_request(name, args):
-    try:
-        return _encode_fast({"tool": name, "args": args}).encode("utf-8", "backslashreplace")
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"arguments of {name}() must be JSON-encodable: {exc}") from None
-
-
 def invoke_tool(name, args):
     """Call the Host tool ``name`` with the keyword arguments ``args`` (a dict).
 
     The call claims an early read prepared for exactly these request bytes, if any."""
-    return decode(plm.send(_encode_request(name, args)))
+    return decode(plm.send(encode_request(name, args)))
 
 
 def make_tool(*, name, doc=None):
@@ -188,7 +188,7 @@ def _tools(spec_list):
 
 def _encode_value(value):
     try:
-        return _encoder.encode(value)
+        return encoder.encode(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(
             f"the result is not JSON-encodable ({type(value).__name__}): {exc}"
@@ -286,9 +286,9 @@ def _respond(value_json=None, error=None, extra=None):
         response = {"value": None, "error": error}
         if extra:
             response.update(extra)
-        text = _encoder.encode(response)
+        text = encoder.encode(response)
     elif extra:
-        text = '{"value":' + value_json + "," + _encoder.encode(extra)[1:]
+        text = '{"value":' + value_json + "," + encoder.encode(extra)[1:]
     else:
         text = '{"value":' + value_json + "}"
     return text.encode("utf-8", "backslashreplace")
@@ -344,10 +344,19 @@ def execute(raw):
 
 
 def prefix_begin(raw):
-    """The prefix_begin entry: start reading a streamed program. Never raises: 0 is
-    success, a negative number an internal failure."""
+    """The prefix_begin entry: start reading a streamed program; raw is {"inputs", "tools",
+    "early_reads"} (no tools: those installed last). Never raises: 0 is success, a
+    negative number an internal failure."""
     try:
-        return plm.prefix_begin(raw)
+        plm.reset()
+        request = _loads(raw)
+        if not request.get("early_reads"):
+            return 0
+        tools = request.get("tools")
+        if tools is None:
+            tools = _tools(None)[1]
+        plm.prefix_begin(request.get("inputs"), tools)
+        return 0
     except BaseException:
         return -1
 

@@ -5,8 +5,9 @@
 - in the real Guest: plm_test.go runs each guest/tests/test_*.py as a program, passing this
   file's source in ``inputs["harness"]``; the test sets ``result`` to the summary.
 
-Either way a test talks to a ``FakeSpine`` (patched into bootstrap and plm), so it sees
-exactly what the Guest sends to the Host: calls, prepares and resolves.
+Either way a test talks to a ``FakeSpine`` (patched into plm.futures, the Guest's only
+user of ``_spine``), so it sees exactly what the Guest sends to the Host: calls, prepares
+and resolves.
 """
 
 import contextlib
@@ -30,6 +31,7 @@ if NATIVE:  # load the Guest's modules over a fake _spine (and leave no __pycach
 
 import bootstrap  # noqa: E402
 import plm  # noqa: E402
+from plm import futures  # noqa: E402
 
 
 class FakeSpine:
@@ -89,9 +91,8 @@ class FakeSpine:
 
 
 def use(fake):
-    """Make bootstrap and plm talk to fake."""
-    bootstrap._spine = fake
-    plm._spine = fake
+    """Make the Guest talk to fake."""
+    futures._spine = fake
     return fake
 
 

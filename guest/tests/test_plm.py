@@ -1,4 +1,4 @@
-"""Unit tests of the PLM pass (guest/python/plm.py) and of the Guest's futures.
+"""Unit tests of the PLM pass (guest/python/plm/) and of the Guest's futures.
 
 Run natively with /usr/bin/python3.11 guest/tests/test_plm.py; plm_test.go runs this
 file in the real Guest too.
@@ -319,11 +319,11 @@ def lead(stmt_src):
     """The text of the call a statement makes before doing any work, if it is a candidate."""
     tree = ast.parse(stmt_src)
     stmt = tree.body[0]
-    scanner = plm._Scanner({"lookup", "market.get_price", "echo"}, set(), stmt_src)
+    scanner = plm.rewrite._Scanner({"lookup", "market.get_price", "echo"}, set(), stmt_src)
     found = []
-    for expr in plm._header(stmt):
+    for expr in plm.rewrite._header(stmt):
         scanner.scan(expr, found)
-    first = plm._first_candidate(stmt, found) if found else None
+    first = plm.rewrite._first_candidate(stmt, found) if found else None
     return [] if first is None else [first.text()]
 
 
@@ -476,23 +476,23 @@ def test_reads_prefix_mode_started_keep_first_calls_prepared():
     assert keys() == ['market.get_price(symbol="A")']
     plm.reset()
     # A read prefix mode started may be pending anywhere: the first call could take it.
-    assert plm._offer("lookup", {"key": "x"}, spare=True) is True  # as prefix mode does
+    assert plm.futures._offer("lookup", {"key": "x"}, spare=True) is True  # as prefix mode does
     assert keys() == ['lookup(key="pen")', 'market.get_price(symbol="A")']
     plm.reset()
 
 
 def test_the_quick_look_agrees_with_the_pass():
-    """plm._nothing_to_prepare spares the pass only where the pass would insert nothing."""
+    """plm.rewrite._nothing_to_prepare spares the pass only where the pass would insert nothing."""
     import random
 
     tools = {"lookup", "echo", "market.get_price"}
 
     def full_pass(src):
         tree = ast.parse(src)
-        facts = plm._Facts(tree.body, frozenset({"lookup", "echo", "get_price"}))
-        usable = plm._usable_tools(tools, facts.bound, facts.attrs)
-        p = plm._Pass(plm._Scanner(usable, facts.bound, src), facts, facts.declared, plm.HELPER)
-        start = plm._module_start(tree.body)
+        facts = plm.facts._Facts(tree.body, frozenset({"lookup", "echo", "get_price"}))
+        usable = plm.facts._usable_tools(tools, facts.bound, facts.attrs)
+        p = plm.rewrite._Pass(plm.rewrite._Scanner(usable, facts.bound, src), facts, facts.declared, plm.HELPER)
+        start = plm.rewrite._module_start(tree.body)
         if start < len(tree.body):
             p.place(tree.body, start, p.block(tree.body, start))
             p.finish()
@@ -500,8 +500,8 @@ def test_the_quick_look_agrees_with_the_pass():
 
     def quick(src):
         tree = ast.parse(src)
-        facts = plm._Facts(tree.body, frozenset({"lookup", "echo", "get_price"}))
-        return plm._nothing_to_prepare(tree.body, plm._module_start(tree.body), facts)
+        facts = plm.facts._Facts(tree.body, frozenset({"lookup", "echo", "get_price"}))
+        return plm.rewrite._nothing_to_prepare(tree.body, plm.rewrite._module_start(tree.body), facts)
 
     rng = random.Random(3)
     names = ["a", "b", "c", "d"]
@@ -765,10 +765,10 @@ def test_exit_and_exceptions_mid_way():
 
 def test_evaluator_guards():
     def value(expr, env=None):
-        fn = plm._Compiler(set()).expr(ast.parse(expr, mode="eval").body)
+        fn = plm.purity._Compiler(set()).expr(ast.parse(expr, mode="eval").body)
         try:
             return fn((None, env or {}))
-        except plm._Fail:
+        except plm.purity._Fail:
             return "fail"
 
     assert value("2 ** 100000000") == "fail"
@@ -787,8 +787,8 @@ def test_evaluator_guards():
     assert value("x == y", {"x": [1], "y": [object()]}) == "fail"
     for not_pure in ["x.attr", "f(x)", "x()", "[a for a in b]", "lambda: 1", "(y := 1)", "x.append(1)", "b'x'", "'%s' % x"]:
         try:
-            plm._Compiler(set()).expr(ast.parse(not_pure, mode="eval").body)
-        except plm._NotPure:
+            plm.purity._Compiler(set()).expr(ast.parse(not_pure, mode="eval").body)
+        except plm.purity._NotPure:
             continue
         except Exception:
             continue

@@ -1,4 +1,5 @@
-"""Unit tests of prefix mode (plm.prefix_begin / plm.prefix_feed and execute's "prefix").
+"""Unit tests of prefix mode (plm.prefix, through bootstrap.prefix_begin / prefix_feed, and
+execute's "prefix").
 
 Run natively with /usr/bin/python3.11 guest/tests/test_prefix.py; plm_test.go runs this
 file in the real Guest too.
@@ -210,13 +211,13 @@ def test_bad_streams_never_raise():
     fake = begin()
     # The first statement is complete; the bytes after it are not UTF-8: the reader stops.
     assert feed(b'a = lookup(key="pen")\n\xff\xfe = 1\nb = lookup(key="ink")\n') == [1]
-    assert feed(b"more = 1\n") == [1] and plm._prefix.stopped
+    assert feed(b"more = 1\n") == [1] and plm.prefix._prefix.stopped
     fake = begin()
     assert feed("a = (\nb = 1\nc = lookup(key='pen')\nd = 1\n") == [0]  # never parses: nothing read
     assert prepared(fake) == []
     fake = begin()
     assert feed("x = 1\n" + "y = [\n" + "1,\n" * 40000) == [0]  # a statement too long to wait for
-    assert plm._prefix.stopped
+    assert plm.prefix._prefix.stopped
     assert bootstrap.prefix_begin(b"not json") == -1
     assert bootstrap.prefix_feed(b"x = 1\n") == 0  # no prefix reader: nothing to do
 
@@ -248,7 +249,7 @@ result = [a, b, c, d]
     kinds = [e[0] for e in fake.log]
     # The PLM pass adopted the five prefix reads instead of preparing them again.
     assert kinds == ["prepare"] * 5 + ["claim"] * 5 + ["call", "call"], fake.log
-    assert plm.pending == {} and plm._spare == {}
+    assert plm.pending == {} and plm.futures._spare == {}
 
 
 def test_prefix_and_off_give_the_same_outcomes():

@@ -1,0 +1,108 @@
+"""The Guest's side of early reads' futures, and the way of every tool call.
+
+``pending`` maps the bytes of a prepared request to its handles, oldest first. Every call
+of a tool goes through ``send``: when a handle waits for exactly those bytes, the call
+claims it (``_spine.resolve``), otherwise it is a normal call (``_spine.call``). Call sites
+are never rewritten, so a call evaluates its arguments, raises and shows in tracebacks
+exactly as without early reads. ``_offer`` prepares a request (``_spine.prepare``) whose
+arguments are plain data; the reads prefix mode prepared are counted in ``_spare`` until a
+plan of the pass adopts them.
+"""
+
+from builtins import (
+    BaseException,
+    Exception,
+    dict,
+    len,
+    tuple,
+    type,
+    zip,
+)
+
+import _spine
+from plm.purity import _key_cache, _plain
+from plm.wire import encode_request
+
+__all__ = ["pending", "send", "prepare", "reset"]
+
+MAX_MESSAGE = 1 << 20  # maxMessage: the Host refuses larger requests
+
+pending = {}  # request bytes -> [handle, ...], oldest first
+_spare = {}  # request bytes -> how many of pending[request] prefix mode made and no plan adopted yet
+_spare_calls = set()  # (tool, keyword names) of every read prefix mode made in this run
+
+
+def reset():
+    """Forget every handle: the state of a run that has ended."""
+    pending.clear()
+    _spare.clear()
+    _spare_calls.clear()
+
+
+def send(request):
+    """Send one encoded tool request: claim a prepared read of exactly these bytes, or call."""
+    handles = pending.get(request) if pending else None
+    if handles:
+        handle = handles.pop(0)
+        if handles:
+            spare = _spare.get(request)
+            if spare is not None and spare > len(handles):
+                _spare[request] = len(handles)
+        else:
+            del pending[request]
+            _spare.pop(request, None)
+        return _spine.resolve(handle, request)
+    return _spine.call(request)
+
+
+def _offer(tool, args, spare=False):
+    """Prepare the call of tool with args. True: a read is pending for it; False: the Host
+    said no (stop preparing for now); None: args are not plain data."""
+    if type(args) is not dict or not _plain(args):
+        return None
+    request = encode_request(tool, args)
+    if len(request) > MAX_MESSAGE:
+        return None
+    if not spare:
+        adoptable = _spare.get(request)
+        if adoptable:
+            # Prefix mode prepared it already: this plan takes that read over.
+            if adoptable > 1:
+                _spare[request] = adoptable - 1
+            else:
+                del _spare[request]
+            return True
+    handle = _spine.prepare(request)
+    if not handle:
+        return False
+    handles = pending.get(request)
+    if handles is None:
+        pending[request] = [handle]
+    else:
+        handles.append(handle)
+    if spare:
+        _spare[request] = _spare.get(request, 0) + 1
+        _spare_calls.add((tool, tuple(args)))
+    return True
+
+
+def prepare(tool, thunk):
+    """Prepare the call of tool with the arguments thunk() returns (a dict).
+
+    Evaluating the arguments early never raises into the program: any failure just
+    means no prepare. Returns True when a read is pending for the request."""
+    try:
+        _key_cache.clear()
+        return _offer(tool, thunk()) is True
+    except BaseException:
+        return False
+
+
+def _offer_call(tool, names, fns, env, spare=False):
+    try:
+        args = {}
+        for name, fn in zip(names, fns):
+            args[name] = fn(env)
+        return _offer(tool, args, spare)
+    except Exception:
+        return None
