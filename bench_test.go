@@ -130,13 +130,17 @@ result = [(t1 - t0) / n, (t2 - t1) / n]
 // bootstrap), from the image by copy, and from the image copy-on-write.
 func BenchmarkInstance(b *testing.B) {
 	ctx := context.Background()
-	modes := []StartMode{StartFresh, StartCopy}
+	modes := []engine.StartMode{engine.StartFresh, engine.StartCopy}
 	if engine.COWSupported {
-		modes = append(modes, StartCOW)
+		modes = append(modes, engine.StartCOW)
 	}
 	for _, mode := range modes {
 		b.Run(mode.String(), func(b *testing.B) {
-			r := newRunner(b, nil, &Options{Start: mode, PoolSize: -1})
+			r, err := New(engine.WithStart(ctx, mode), testManifest(), &Options{PoolSize: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close(ctx)
 			var samples []time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

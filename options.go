@@ -3,8 +3,6 @@ package spine
 import (
 	"runtime"
 	"time"
-
-	"github.com/spine-run/spine/internal/engine"
 )
 
 // Options holds the Runner-wide settings. The zero value, and a nil *Options,
@@ -64,13 +62,9 @@ type Options struct {
 	// Request.Timeout.
 	Timeout time.Duration
 
-	// Start says how each run's Guest starts. Default StartAuto: from the
-	// prepared image, copy-on-write on Linux, copied elsewhere.
-	Start StartMode
-
 	// PoolSize is how many Guests the Runner keeps started and waiting for
 	// runs. Default runtime.GOMAXPROCS(0); negative means no pool (each run
-	// makes its own instance from the image). Ignored with StartFresh.
+	// makes its own instance from the image).
 	PoolSize int
 }
 
@@ -112,20 +106,3 @@ func (o *Options) withDefaults() Options {
 	}
 	return opts
 }
-
-// StartMode says how each run's Guest starts.
-type StartMode = engine.StartMode
-
-// The start modes.
-const (
-	// StartAuto starts from the prepared image, copy-on-write where the
-	// platform allows it (Linux), by copying elsewhere.
-	StartAuto = engine.StartAuto
-	// StartFresh starts CPython from scratch for every run: slow (about
-	// 140 ms a run), kept for comparison and debugging. No pool.
-	StartFresh = engine.StartFresh
-	// StartCopy copies the prepared image into each new instance.
-	StartCopy = engine.StartCopy
-	// StartCOW maps the prepared image copy-on-write (Linux only).
-	StartCOW = engine.StartCOW
-)

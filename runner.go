@@ -126,7 +126,7 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 		MaxOutput:      opts.MaxOutput,
 		MaxDescriptors: opts.MaxDescriptors,
 		PoolSize:       opts.PoolSize,
-		Start:          opts.Start,
+		Start:          engine.StartFrom(ctx),
 		CacheDir:       opts.CacheDir,
 		NoDiskCache:    opts.NoDiskCache,
 		Bridge:         r.bridgeFunctions,
@@ -480,17 +480,17 @@ func encodeInputs(inputs any) (json.RawMessage, error) {
 
 // Stats is a snapshot of a Runner's counters, for metrics.
 type Stats struct {
-	Runs          int64     // runs started
-	InstancesMade int64     // Guests instantiated (the image's and the pool's included)
-	PoolSize      int       // the pool's target size; 0 without a pool
-	PoolReady     int       // Guests waiting in the pool now
-	Start         StartMode // how runs start (never StartAuto)
+	Runs          int64  // runs started
+	InstancesMade int64  // Guests instantiated (the image's and the pool's included)
+	PoolSize      int    // the pool's target size; 0 without a pool
+	PoolReady     int    // Guests waiting in the pool now
+	Start         string // how runs start: "cow", "copy" or "fresh" (experimental.WithStart)
 }
 
 // Stats returns the Runner's counters.
 func (r *Runner) Stats() Stats {
 	e := r.engine.Stats()
-	return Stats{Runs: r.runsStarted.Load(), InstancesMade: e.InstancesMade, PoolSize: e.PoolSize, PoolReady: e.PoolReady, Start: e.Start}
+	return Stats{Runs: r.runsStarted.Load(), InstancesMade: e.InstancesMade, PoolSize: e.PoolSize, PoolReady: e.PoolReady, Start: e.Start.String()}
 }
 
 // Close stops every run in flight, waits for them, and releases the compiled

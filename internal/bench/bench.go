@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/experimental"
 )
 
 // source is the program every mode and both baselines run.
@@ -56,12 +57,15 @@ t2 = time.perf_counter_ns()
 result = [(t1 - t0) / n, (t2 - t1) / n]
 `
 
-// modes are the Runner options of each start mode measured.
-var modes = map[string]func() *spine.Options{
-	"fresh": func() *spine.Options { return &spine.Options{Start: spine.StartFresh} },
-	"copy":  func() *spine.Options { return &spine.Options{Start: spine.StartCopy, PoolSize: -1} },
-	"cow":   func() *spine.Options { return &spine.Options{Start: spine.StartCOW, PoolSize: -1} },
-	"pool":  func() *spine.Options { return nil }, // the defaults: StartAuto, a pool of GOMAXPROCS
+// modes are the start mode and Runner options of each mode measured.
+var modes = map[string]struct {
+	start experimental.StartMode
+	opts  *spine.Options
+}{
+	"fresh": {experimental.StartFresh, nil},
+	"copy":  {experimental.StartCopy, &spine.Options{PoolSize: -1}},
+	"cow":   {experimental.StartCOW, &spine.Options{PoolSize: -1}},
+	"pool":  {experimental.StartAuto, nil}, // the defaults: a pool of GOMAXPROCS
 }
 
 // modeOrder is the order of the modes in a report.
@@ -111,7 +115,7 @@ func (c *Config) Validate() error {
 		return errors.New("run counts must be positive")
 	}
 	for _, m := range c.Modes {
-		if modes[m] == nil {
+		if _, ok := modes[m]; !ok {
 			return fmt.Errorf("unknown mode %q (want fresh, copy, cow, pool)", m)
 		}
 	}
@@ -395,11 +399,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // measureMode makes a Runner for mode and measures latency at concurrency 1
 // and throughput at each concurrency.
 func measureMode(ctx context.Context, mode string, runs, poolSize int) (*ModeResult, error) {
-	opts := modes[mode]()
+	opts := modes[mode].opts
 	if mode == "pool" && poolSize > 0 {
 		opts = &spine.Options{PoolSize: poolSize}
 	}
-	r, err := spine.New(ctx, manifest(), opts)
+	r, err := spine.New(experimental.WithStart(ctx, modes[mode].start), manifest(), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -440,7 +444,7 @@ func measureMode(ctx context.Context, mode string, runs, poolSize int) (*ModeRes
 		samples = append(samples, time.Since(start))
 	}
 	stats := r.Stats()
-	m := &ModeResult{Mode: mode, Start: stats.Start.String(), PoolSize: stats.PoolSize, Latency: summarize(samples), RunsPerSec: map[int]float64{}}
+	m := &ModeResult{Mode: mode, Start: stats.Start, PoolSize: stats.PoolSize, Latency: summarize(samples), RunsPerSec: map[int]float64{}}
 	for _, c := range concurrency {
 		if err := waitPool(ctx, r, 0); err != nil {
 			return nil, err

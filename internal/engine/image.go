@@ -315,3 +315,17 @@ func CheckImageFile(path string, limit uint64) error {
 	_, err := readImage(path, limit)
 	return err
 }
+
+// startKey is the context key of the start mode experimental.WithStart sets.
+type startKey struct{}
+
+// WithStart returns ctx with a start mode for New to use.
+func WithStart(ctx context.Context, mode StartMode) context.Context {
+	return context.WithValue(ctx, startKey{}, mode)
+}
+
+// StartFrom is the start mode ctx carries: StartAuto unless WithStart set one.
+func StartFrom(ctx context.Context) StartMode {
+	mode, _ := ctx.Value(startKey{}).(StartMode)
+	return mode
+}
