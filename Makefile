@@ -1,8 +1,9 @@
-# The README's two commands are `make demo` and `make test`; .ci/run runs `make ci`.
+# The README's two commands are `make demo` and `make test`; .ci/run runs `make ci`, then
+# `make race`.
 
 GO ?= go
 
-.PHONY: demo test ci bench guest guest-check fuzz
+.PHONY: demo test ci race bench guest guest-check fuzz
 
 demo: ## run the seed's demo
 	$(GO) run ./cmd/spine demo
@@ -14,6 +15,9 @@ test: ## vet and run every test (real Guest included)
 ci: test
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
+
+race: ## every test with the race detector; -short skips the heaviest (soak, bench, corpora, processes)
+	$(GO) test -race -short -timeout 30m ./...
 
 bench: ## the Go benchmarks, medians reported as p50-*
 	$(GO) test -run '^$$' -bench . -benchtime 20x .
