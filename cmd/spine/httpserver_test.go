@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/mcpserver"
 	"github.com/spine-run/spine/service"
 )
@@ -54,12 +55,7 @@ func demoRunner(t *testing.T, extra spine.Manifest) (*spine.Runner, spine.Manife
 	for name, spec := range extra {
 		manifest[name] = spec
 	}
-	runner, err := spine.New(t.Context(), manifest, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { runner.Close(context.Background()) })
-	return runner, manifest
+	return spinetest.NewRunner(t, manifest, nil), manifest
 }
 
 // rawRequest writes request on a new connection to addr and returns the
@@ -290,19 +286,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // one slot: a client needs the token; a call past the slot is told to retry
 // while another runs.
 func TestMCPHTTPTokenAndSlots(t *testing.T) {
-	entered, open := make(chan struct{}, 4), make(chan struct{})
-	runner, manifest := demoRunner(t, spine.Manifest{"gate": {
-		Call: func(ctx context.Context, _ json.RawMessage) (any, error) {
-			entered <- struct{}{}
-			select {
-			case <-open:
-				return "opened", nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		},
-		Description: "Wait for the test.",
-	}})
+	gate := spinetest.NewGate()
+	runner, manifest := demoRunner(t, spine.Manifest{"gate": gate.Tool()})
 	server := mcpserver.New(runner, manifest, &mcpserver.Options{Slots: 1})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -346,16 +331,16 @@ func TestMCPHTTPTokenAndSlots(t *testing.T) {
 	}
 	answer := make(chan *mcp.CallToolResult, 1)
 	go func() { answer <- callPython("gate()") }()
-	<-entered
-	if res := callPython("1"); !res.IsError || !strings.HasPrefix(contentText(res), "busy, retry") {
-		t.Fatalf("a call past the slot: IsError %v, %q", res.IsError, contentText(res))
+	<-gate.Entered
+	if res := callPython("1"); !res.IsError || !strings.HasPrefix(spinetest.Text(res), "busy, retry") {
+		t.Fatalf("a call past the slot: IsError %v, %q", res.IsError, spinetest.Text(res))
 	}
-	close(open)
-	if res := <-answer; res.IsError || contentText(res) != `{"value":"opened","stdout":""}` {
-		t.Fatalf("the call in the slot: %q", contentText(res))
+	gate.Open()
+	if res := <-answer; res.IsError || spinetest.Text(res) != `{"value":"opened","stdout":""}` {
+		t.Fatalf("the call in the slot: %q", spinetest.Text(res))
 	}
-	if res := callPython("6 * 7"); res.IsError || contentText(res) != `{"value":42,"stdout":""}` {
-		t.Fatalf("after it: %q", contentText(res))
+	if res := callPython("6 * 7"); res.IsError || spinetest.Text(res) != `{"value":42,"stdout":""}` {
+		t.Fatalf("after it: %q", spinetest.Text(res))
 	}
 	cs.Close()
 	stop()

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/mcpserver"
 )
 
@@ -92,9 +92,9 @@ func checkMCP(t *testing.T, cs *mcp.ClientSession) {
 		Stdout string
 	}
 	if res.IsError || json.Unmarshal(structured, &got) != nil || string(got.Value) != "63" || got.Stdout != "pricing\n" {
-		t.Errorf("run: IsError %v, structuredContent %s, content %s", res.IsError, structured, contentText(res))
+		t.Errorf("run: IsError %v, structuredContent %s, content %s", res.IsError, structured, spinetest.Text(res))
 	}
-	if text := contentText(res); text != `{"value":63,"stdout":"pricing\n"}` {
+	if text := spinetest.Text(res); text != `{"value":63,"stdout":"pricing\n"}` {
 		t.Errorf("text content %q", text)
 	}
 
@@ -104,32 +104,21 @@ func checkMCP(t *testing.T, cs *mcp.ClientSession) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if text := contentText(res); !res.IsError || !strings.Contains(text, `File "<agent>", line 2`) || !strings.Contains(text, "IndexError: list index out of range") {
+	if text := spinetest.Text(res); !res.IsError || !strings.Contains(text, `File "<agent>", line 2`) || !strings.Contains(text, "IndexError: list index out of range") {
 		t.Errorf("Python error: IsError %v, text:\n%s", res.IsError, text)
 	}
 }
 
-func contentText(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
-
 // TestMCPGracefulShutdown serves MCP over HTTP in process, so that the test
-// can see a call in flight (the Runner's count of runs), then ends the
+// can see a call in flight (its program calls gate(wait=False)), then ends the
 // serving context as a signal would: the call gets its answer, and the
 // client's open event stream does not hold the shutdown up.
 func TestMCPGracefulShutdown(t *testing.T) {
-	runner, err := spine.New(t.Context(), demoTools(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer runner.Close(context.Background())
-	server := mcpserver.New(runner, demoTools(), nil)
+	gate := spinetest.NewGate()
+	manifest := demoTools()
+	manifest["gate"] = gate.Tool()
+	runner := spinetest.NewRunner(t, manifest, nil)
+	server := mcpserver.New(runner, manifest, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +135,6 @@ func TestMCPGracefulShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	before := runner.Stats().Runs
 	type answer struct {
 		res *mcp.CallToolResult
 		err error
@@ -154,16 +142,14 @@ func TestMCPGracefulShutdown(t *testing.T) {
 	answers := make(chan answer, 1)
 	go func() {
 		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{
-			"source": "import time\ntime.sleep(0.5)\n'done'",
+			"source": "gate(wait=False)\nimport time\ntime.sleep(0.5)\n'done'",
 		}})
 		answers <- answer{res, err}
 	}()
-	for runner.Stats().Runs == before {
-		time.Sleep(time.Millisecond)
-	}
+	<-gate.Entered // the call is in flight
 	stop()
 	a := <-answers
-	if a.err != nil || a.res.IsError || contentText(a.res) != `{"value":"done","stdout":""}` {
+	if a.err != nil || a.res.IsError || spinetest.Text(a.res) != `{"value":"done","stdout":""}` {
 		t.Fatalf("call in flight: %v %+v", a.err, a.res)
 	}
 	if code := <-served; code != exitOK {

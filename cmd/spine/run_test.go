@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // cliEnv makes the test binary be the spine command (see init): the tests
@@ -18,9 +20,7 @@ const cliEnv = "SPINE_TEST_CLI"
 func init() {
 	// The MCP test server first: started from a config file by a spine
 	// subprocess, it inherits cliEnv too.
-	if os.Getenv(mcpServerEnv) == "1" {
-		os.Exit(serveTestMCP())
-	}
+	spinetest.ServeMCPIfAsked()
 	if os.Getenv(cliEnv) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}

@@ -10,11 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // buildSpine builds the spine command into a folder of t's, for tests that
@@ -152,9 +152,7 @@ func TestServeProcess(t *testing.T) {
 		status, a, err := postRun(t, url, `{"source": "import time\nprint('started')\ntime.sleep(2)\nresult = 'finished'"}`)
 		results <- result{status, a, err}
 	}()
-	for runsInFlight(t, url) != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	spinetest.WaitFor(t, "the run to be in flight", func() bool { return spinetest.Metrics(t, url, "")["spine_runs_in_flight"] == 1 })
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -172,29 +170,6 @@ func TestServeProcess(t *testing.T) {
 	if code := p.wait(t); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
-}
-
-// runsInFlight reads spine_runs_in_flight from GET url/metrics.
-func runsInFlight(t *testing.T, url string) float64 {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "spine_runs_in_flight "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	t.Fatal("no spine_runs_in_flight in /metrics")
-	return 0
 }
 
 func TestServeUsage(t *testing.T) {

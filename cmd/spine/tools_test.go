@@ -34,7 +34,7 @@ func TestToolsMCP(t *testing.T) {
 	for _, s := range []string{
 		"def lookup(*, key: str) -> Any:",
 		"class calc:\n    @staticmethod\n    def add(*, a: int, b: int) -> Any:\n        \"\"\"Add two integers.\n\n        Args:\n            a: the first addend\n            b: the second addend\n        \"\"\"\n",
-		"    def echo_text(*, text: str) -> Any:\n        \"\"\"Say text back.\"\"\"",
+		"    def echo(*, text: str, times: int = 1) -> Any:\n        \"\"\"Repeat text.\n\n        Args:\n            text: what to say\n        \"\"\"",
 		"class web:\n",
 	} {
 		if !strings.Contains(r.stdout, s) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,99 +14,30 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/mcpconfig"
 )
 
-// mcpServerEnv makes the test binary an MCP server over stdio (see init in
-// run_test.go), for config files whose command is the test binary itself.
-const mcpServerEnv = "SPINE_TEST_MCP_SERVER"
-
-// newTestMCPServer has four tools, listed two per page. Each claims to be
-// read-only: the annotation must not be enough for an early read.
-func newTestMCPServer() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "spine-cmd-test", Version: "v0"}, &mcp.ServerOptions{PageSize: 2})
-	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}
-	type addIn struct {
-		A int `json:"a" jsonschema:"the first addend"`
-		B int `json:"b" jsonschema:"the second addend"`
-	}
-	type addOut struct {
-		Sum int `json:"sum"`
-	}
-	mcp.AddTool(s, &mcp.Tool{Name: "add", Description: "Add two integers.", Annotations: readOnly},
-		func(ctx context.Context, req *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
-			return nil, addOut{Sum: in.A + in.B}, nil
-		})
-	text := func(name, description, schema string, answer func(args map[string]any) (string, bool)) {
-		s.AddTool(&mcp.Tool{Name: name, Description: description, InputSchema: json.RawMessage(schema), Annotations: readOnly},
-			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				var args map[string]any
-				if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
-					return nil, err
-				}
-				out, failed := answer(args)
-				return &mcp.CallToolResult{IsError: failed, Content: []mcp.Content{&mcp.TextContent{Text: out}}}, nil
-			})
-	}
-	text("echo-text", "Say text back.", `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`,
-		func(args map[string]any) (string, bool) { return fmt.Sprint(args["text"]), false })
-	text("fail", "Fail with an error result.", `{"type":"object"}`,
-		func(map[string]any) (string, bool) { return "it failed", true })
-	text("getenv", "Read the server's environment.", `{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`,
-		func(args map[string]any) (string, bool) { return os.Getenv(fmt.Sprint(args["name"])), false })
-	return s
-}
-
-// gateEnv names a file: while it exists, the test MCP server refuses to
-// start (it exits at once), so that a test can keep it down.
-const gateEnv = "SPINE_TEST_MCP_GATE"
-
-// serveTestMCP is the test MCP server over stdio, with one more tool, crash,
-// which ends the process in the middle of the call.
-func serveTestMCP() int {
-	if gate := os.Getenv(gateEnv); gate != "" {
-		if _, err := os.Stat(gate); err == nil {
-			fmt.Fprintln(os.Stderr, "test MCP server: gate closed")
-			return 1
-		}
-	}
-	s := newTestMCPServer()
-	s.AddTool(&mcp.Tool{Name: "crash", Description: "End the server's process.", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			os.Exit(3)
-			return nil, nil
-		})
-	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
-		fmt.Fprintln(os.Stderr, "test MCP server:", err)
-		return 1
-	}
-	return 0
-}
-
-// httpMCP serves the test server with streamable HTTP on a loopback port and
-// returns its URL.
+// httpMCP serves spinetest's MCP server with streamable HTTP on a loopback
+// port, to requests that carry the token "sesame"; it returns its URL.
 func httpMCP(t *testing.T) string {
 	t.Helper()
-	server := newTestMCPServer()
-	var auth string
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if auth = r.Header.Get("Authorization"); auth != "Bearer sesame" {
+	handler := spinetest.MCPHandler(spinetest.NewMCPServer(2))
+	ts := spinetest.ServeHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer sesame" {
 			http.Error(w, "who are you?", http.StatusUnauthorized)
 			return
 		}
 		handler.ServeHTTP(w, r)
 	}))
-	t.Cleanup(ts.Close)
 	return ts.URL + "/mcp"
 }
 
 // testConfig writes a config file with a stdio server "calc" (this test
-// binary) and a streamable HTTP server "web".
+// binary as spinetest's MCP server) and a streamable HTTP server "web".
 func testConfig(t *testing.T) string {
 	t.Helper()
 	return testConfigEnv(t, nil)
@@ -117,14 +47,14 @@ func testConfig(t *testing.T) string {
 func testConfigEnv(t *testing.T, env map[string]string) string {
 	t.Helper()
 	t.Setenv("SPINE_TEST_TOKEN", "sesame") // for spine subprocesses too
-	calcEnv := map[string]string{mcpServerEnv: "1", "GREETING": "hello from calc"}
+	calcEnv := map[string]string{spinetest.MCPServerEnv: "1", "GREETING": "hello from calc"}
 	maps.Copy(calcEnv, env)
 	cfg := map[string]any{
 		"servers": map[string]any{
 			"calc": map[string]any{
 				"command":     []string{os.Args[0]},
 				"env":         calcEnv,
-				"early_reads": []string{"add", "echo-text"},
+				"early_reads": []string{"add", "get-issue"},
 			},
 			"web": map[string]any{
 				"url":     httpMCP(t),
@@ -204,13 +134,14 @@ func TestLoadManifestMCP(t *testing.T) {
 	}
 	m, closeTools := tools.manifest, tools.close
 	defer closeTools()
-	want := []string{"calc.add", "calc.crash", "calc.echo_text", "calc.fail", "calc.getenv", "lookup", "prices.list", "web.add", "web.echo_text", "web.fail", "web.getenv"}
+	want := []string{"calc.add", "calc.crash", "calc.echo", "calc.fail", "calc.get_issue", "calc.getenv", "calc.lines", "calc.picture", "calc.slow", "lookup", "prices.list",
+		"web.add", "web.echo", "web.fail", "web.get_issue", "web.getenv", "web.lines", "web.picture", "web.slow"}
 	if got := toolNames(m); !reflect.DeepEqual(got, want) {
 		t.Fatalf("tools %v\nwant %v", got, want)
 	}
 	// Early reads: the config's allow-list only, whatever the annotations say.
 	for name, spec := range m {
-		early := name == "calc.add" || name == "calc.echo_text" || name == "lookup" || name == "prices.list"
+		early := name == "calc.add" || name == "calc.get_issue" || name == "lookup" || name == "prices.list"
 		if spec.AllowEarlyRead != early {
 			t.Errorf("%s: AllowEarlyRead %v, want %v", name, spec.AllowEarlyRead, early)
 		}
@@ -224,7 +155,7 @@ func TestLoadManifestMCP(t *testing.T) {
 	if v, err := call("web.add", `{"a": 1, "b": 2}`); err != nil || fmt.Sprint(v) != "map[sum:3]" {
 		t.Errorf("web.add: %v %v", v, err)
 	}
-	if _, err := call("web.fail", `{}`); err == nil || err.Error() != "it failed" {
+	if _, err := call("web.fail", `{"reason": "test"}`); err == nil || err.Error() != "failed on purpose: test" {
 		t.Errorf("web.fail: %v", err)
 	}
 	if h := tools.health(); !reflect.DeepEqual(h, map[string]string{"calc": "", "web": ""}) {
@@ -267,14 +198,14 @@ func TestRunWithMCPServers(t *testing.T) {
 	config := testConfig(t)
 	prog := `
 total = calc.add(a=inputs["a"], b=2)["sum"]
-echo = web.echo_text(text="hi")
+echo = web.echo(text="hi")
 try:
-    calc.fail()
+    calc.fail(reason="from Python")
 except RuntimeError as err:
     failure = str(err)
 result = {"total": total, "echo": echo, "failure": failure, "greeting": calc.getenv(name="GREETING")}
 `
-	want := `{"total":42,"echo":"hi","failure":"it failed","greeting":"hello from calc"}`
+	want := `{"total":42,"echo":"hi","failure":"failed on purpose: from Python","greeting":"hello from calc"}`
 	for _, early := range []string{"--early-reads=false", "--early-reads"} {
 		r := spineCLI(t, prog, "run", "--json", "--config", config, "--inputs", `{"a": 40}`, early, "-")
 		res := decodeJSON(t, r)
@@ -352,7 +283,7 @@ func TestDemoToolsFlag(t *testing.T) {
 // /healthz: a stdio server whose process ended is down until it is back.
 func TestServeHealth(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "gate")
-	config := testConfigEnv(t, map[string]string{gateEnv: gate})
+	config := testConfigEnv(t, map[string]string{spinetest.MCPGateEnv: gate})
 	t.Setenv(cliEnv, "1") // the test binary is spine in the process below
 	p, addr := start(t, os.Args[0], "serve", "--listen", "127.0.0.1:0", "--config", config)
 	url := "http://" + addr
@@ -394,9 +325,7 @@ func TestServeHealth(t *testing.T) {
 	if err := os.Remove(gate); err != nil {
 		t.Fatal(err)
 	}
-	for s, _ := healthz(); s != "ok"; s, _ = healthz() {
-		time.Sleep(10 * time.Millisecond)
-	}
+	spinetest.WaitFor(t, "calc to be back", func() bool { s, _ := healthz(); return s == "ok" })
 	status, a, err = postRun(t, url, `{"source": "calc.add(a=1, b=2)['sum']"}`)
 	if err != nil || status != 200 || string(a.Value) != "3" {
 		t.Fatalf("calc.add after the restart: %v, status %d, %+v", err, status, a)
