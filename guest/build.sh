@@ -12,6 +12,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 work=${SPINE_GUEST_WORK:-$root/build/guest}
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
 out=$here/artifact
 check=0
 if [ "${1:-}" = "--check" ]; then
@@ -25,6 +27,9 @@ py_sha256=2411c74bda5bbcfcddaf4531f66d1adc73f247f529aee981b029513aefdbf849
 llvm=/usr/lib/llvm-19/bin
 python_build=/usr/bin/python3.11
 jobs=$(nproc 2>/dev/null || echo 2)
+# The same inputs give the same bytes: clang takes __DATE__ and __TIME__ (CPython's build
+# info, sys.version) from SOURCE_DATE_EPOCH, here CPython 3.11.2's release day.
+export SOURCE_DATE_EPOCH=1675814400
 
 log() { printf '[guest] %s\n' "$*" >&2; }
 
@@ -106,6 +111,8 @@ if ! cmp -s "$site.new" "$site" || [ ! -f "$bld/config.status" ]; then
 else
 	rm -f "$site.new"
 fi
+# The build info is compiled every time, so no build keeps the date of an earlier one.
+rm -f "$bld/Modules/getbuildinfo.o"
 log "building CPython (make -j$jobs)"
 (cd "$bld" && WASI_SDK_PATH=$sdk "$cpython/Tools/wasm/wasi-env" make -j"$jobs" >make.log 2>&1) ||
 	{ tail -40 "$bld/make.log" >&2; exit 1; }
@@ -125,7 +132,7 @@ mkdir -p "$out"
 # 6. The standard library and the Guest's Python, precompiled, in a stored zip.
 log "packing the standard library"
 "$python_build" -I "$here/mkstdlib.py" --lib "$cpython/Lib" --build "$bld" \
-	--guest "$here/python" --out "$out/python311.zip"
+	--guest "$here/python" --work "$work" --out "$out/python311.zip"
 cp "$cpython/LICENSE" "$out/LICENSE.python"
 
 # 7. The manifest: every input's hash and every output's hash.
