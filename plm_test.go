@@ -16,7 +16,7 @@ import (
 )
 
 // The tests in this file cover early reads on the Guest's side: the PLM pass
-// (guest/python/plm.py) and the Guest's futures, in the real Guest.
+// (guest/python/plm/) and the Guest's futures, in the real Guest.
 
 // TestPLMGuestUnitTests runs every guest/tests/test_*.py as a program in the
 // real Guest. Each file talks to a fake _spine (guest/tests/harness.py, passed
