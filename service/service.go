@@ -618,6 +618,8 @@ type streamBody struct {
 	err      error          // the first error other than io.EOF
 	idleOut  bool           // err is the idle deadline's
 	done     bool           // the body ended (io.EOF or an error)
+	idleAt   time.Time      // the idle deadline of the last Read
+	closedAt time.Time      // when close set a deadline in the past to end a Read
 }
 
 var errStreamClosed = errors.New("the stream was closed")
@@ -628,7 +630,8 @@ func (b *streamBody) Read(p []byte) (int, error) {
 		b.mu.Unlock()
 		return 0, errStreamClosed
 	}
-	b.deadline = b.controller.SetReadDeadline(time.Now().Add(b.idle)) == nil
+	b.idleAt = time.Now().Add(b.idle)
+	b.deadline = b.controller.SetReadDeadline(b.idleAt) == nil
 	b.reads.Add(1)
 	b.mu.Unlock()
 	defer b.reads.Done()
@@ -638,7 +641,10 @@ func (b *streamBody) Read(p []byte) (int, error) {
 		b.mu.Lock()
 		if !b.done && err != io.EOF {
 			b.err = err
-			b.idleOut = !b.closed && errors.Is(err, os.ErrDeadlineExceeded)
+			// The idle deadline's, unless close cut the Read short first:
+			// when the idle deadline fires, net/http cancels the request and
+			// the run closes the stream, which may happen before this.
+			b.idleOut = errors.Is(err, os.ErrDeadlineExceeded) && (!b.closed || !b.closedAt.Before(b.idleAt))
 		}
 		b.done = true
 		b.mu.Unlock()
@@ -658,7 +664,8 @@ func (b *streamBody) Close() error {
 // ended. b.mu is held.
 func (b *streamBody) close() {
 	if !b.closed && !b.done {
-		b.controller.SetReadDeadline(time.Now())
+		b.closedAt = time.Now()
+		b.controller.SetReadDeadline(b.closedAt)
 	}
 	b.closed = true
 }
