@@ -566,14 +566,20 @@ result = str(inspect.signature(market.get_price))`, nil)
 }
 
 func TestRunnerClose(t *testing.T) {
-	r := newRunner(t, testManifest(), nil)
+	started := make(chan struct{})
+	m := testManifest()
+	m["started"] = ToolSpec{Call: func(ctx context.Context, args json.RawMessage) (any, error) {
+		close(started)
+		return nil, nil
+	}}
+	r := newRunner(t, m, nil)
 	before := runtime.NumGoroutine()
 	done := make(chan error, 1)
 	go func() {
-		_, err := r.Run(context.Background(), Request{Source: "while True: pass"})
+		_, err := r.Run(context.Background(), Request{Source: "started()\nwhile True: pass"})
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	<-started // the run is in flight: Close must stop it
 	if err := r.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
