@@ -339,7 +339,7 @@ func connect(ctx context.Context, name string, s server, opts *Options) (*mcpcli
 	} else {
 		client := http.DefaultClient
 		if len(s.Headers) > 0 {
-			client = &http.Client{Transport: headerTransport{s.Headers, http.DefaultTransport}}
+			client = &http.Client{Transport: headerTransport{s.Headers, configuredHost(s.URL), http.DefaultTransport}}
 		}
 		transport = func() mcp.Transport {
 			return &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: client, DisableStandaloneSSE: true}
@@ -348,16 +348,31 @@ func connect(ctx context.Context, name string, s server, opts *Options) (*mcpcli
 	return mcpclient.Dial(ctx, transport, name, &mcpclient.Options{EarlyReads: s.EarlyReads, ConnectTimeout: timeout, Logger: opts.Logger})
 }
 
-// headerTransport adds the configured headers to every request.
+// headerTransport adds the configured headers (often a secret) to every
+// request to the configured host, and to no other: a redirect elsewhere goes
+// without them.
 type headerTransport struct {
 	headers map[string]string
+	host    string // scheme://host[:port] of the configured URL
 	base    http.RoundTripper
 }
 
 func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme+"://"+req.URL.Host != t.host {
+		return t.base.RoundTrip(req)
+	}
 	req = req.Clone(req.Context())
 	for k, v := range t.headers {
 		req.Header.Set(k, v)
 	}
 	return t.base.RoundTrip(req)
+}
+
+// configuredHost is the scheme://host[:port] of rawURL ("" if it does not parse).
+func configuredHost(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/mcpconfig"
+	"github.com/spine-run/spine/service"
 )
 
 // toolset is what a command's programs may call: the tools of the MCP
@@ -48,7 +49,8 @@ func loadManifest(ctx context.Context, path string, demo bool) (*toolset, error)
 	var err error
 	t.servers, err = mcpconfig.Load(ctx, path, &mcpconfig.Options{
 		Reserved: reserved,
-		Logger:   slog.New(slog.NewTextHandler(os.Stderr, nil)), // servers lost and regained
+		// Servers lost and regained; a server's error text is clipped.
+		Logger: slog.New(service.ClipLogs(slog.NewTextHandler(os.Stderr, nil))),
 	})
 	if err != nil {
 		return nil, err

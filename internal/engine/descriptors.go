@@ -23,8 +23,8 @@ import (
 //     fails with EMFILE before anything is opened, which bounds the Host
 //     memory a run's descriptors take.
 //
-// The two checks happen in the Host functions spine.fd_close and
-// spine.path_open, which the instrumented Guest calls before the WASI
+// The checks happen in the Host functions spine.fd_close, spine.fd_renumber
+// and spine.path_open, which the instrumented Guest calls before the WASI
 // functions of the same names (internal/wasm).
 type descriptors struct {
 	fs.FS
@@ -42,6 +42,7 @@ const imageDescriptors = 4
 // WASI errno values the descriptor checks answer with.
 const (
 	wasiErrnoSuccess = 0
+	wasiErrnoBADF    = 8  // bad file descriptor
 	wasiErrnoMFILE   = 33 // too many open files
 )
 
@@ -64,6 +65,20 @@ func (d *descriptors) intact() bool {
 func (d *descriptors) beforeClose(fd int32) uint32 {
 	if fd >= 0 && fd < imageDescriptors {
 		d.broken.Store(true)
+	}
+	return wasiErrnoSuccess
+}
+
+// beforeRenumber is spine.fd_renumber: moving a descriptor onto or off
+// 0–3 (stdio; wazero refuses only the preopen) marks the Guest broken, as a
+// close would; a number past what a run may hold is refused (EBADF), so the
+// table cannot be grown to it.
+func (d *descriptors) beforeRenumber(from, to int32) uint32 {
+	if from < imageDescriptors || to < imageDescriptors {
+		d.broken.Store(true)
+	}
+	if to < 0 || int64(to) >= imageDescriptors+d.baseline+d.limit {
+		return wasiErrnoBADF
 	}
 	return wasiErrnoSuccess
 }

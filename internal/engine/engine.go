@@ -180,6 +180,15 @@ func (e *Engine) instantiateHost(ctx context.Context) error {
 		Export("fd_close").
 		NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
+			from, to := int32(stack[0]), int32(stack[1])
+			stack[0] = wasiErrnoSuccess
+			if d := descriptorsFrom(ctx); d != nil {
+				stack[0] = uint64(d.beforeRenumber(from, to))
+			}
+		}), []api.ValueType{i32, i32}, []api.ValueType{i32}).
+		Export("fd_renumber").
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
 			stack[0] = wasiErrnoSuccess
 			if d := descriptorsFrom(ctx); d != nil {
 				stack[0] = uint64(d.beforeOpen())

@@ -289,6 +289,9 @@ type capture struct {
 func newCapture(max int) *capture { return &capture{max: max} }
 
 func (c *capture) Write(p []byte) (int, error) {
+	if c.truncated { // nothing after the cut, even where a cut rune left room
+		return len(p), nil
+	}
 	room := c.max - len(c.buf)
 	if len(p) <= room {
 		c.buf = append(c.buf, p...)

@@ -40,7 +40,10 @@ func (p *pool) refill() {
 		}
 		inst, err := p.e.newInstance(p.e.closing, p.e.image)
 		if err != nil {
-			continue // the next run makes its own; the pool tries again when asked
+			// The next run makes its own; the pool asks again a little
+			// later, so that a passing failure does not shrink it for good.
+			p.wantLater()
+			continue
 		}
 		select {
 		case p.ready <- inst:
@@ -99,6 +102,26 @@ func (p *pool) put(inst *Instance, clean bool) {
 		case p.ready <- inst:
 		default: // an extra instance made while the pool was empty
 			inst.Close()
+		}
+	}()
+}
+
+// refillBackoff is how long the pool waits before it tries again to make a
+// Guest it failed to make.
+const refillBackoff = 100 * time.Millisecond
+
+// wantLater asks for one more instance after refillBackoff, unless the
+// engine closes first.
+func (p *pool) wantLater() {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		timer := time.NewTimer(refillBackoff)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			p.want()
+		case <-p.e.closing.Done():
 		}
 	}()
 }

@@ -17,7 +17,7 @@ const FuelPerTick = 10000
 // GuardedImports are the WASI functions the Host checks before the Guest
 // calls them; the check for "fd_close" is the Host function spine.fd_close,
 // and so on, of the same type as the WASI function.
-var GuardedImports = []string{"fd_close", "path_open"}
+var GuardedImports = []string{"fd_close", "fd_renumber", "path_open"}
 
 // TouchPreopenExport is the name of the function Instrument adds that opens
 // the preopened folder's directory (see Instrument).
@@ -347,12 +347,18 @@ func renumberElements(payload []byte, shift func(uint64) uint64) ([]byte, error)
 		if flags != 0 {
 			return nil, fmt.Errorf("element segment %d: flags %d not supported", k, flags)
 		}
+		// The offset: i32.const N or global.get G, then end.
 		exprEnd := i + m
-		for exprEnd < len(payload) && payload[exprEnd] != 0x0b {
-			exprEnd++
+		if exprEnd >= len(payload) || (payload[exprEnd] != 0x41 && payload[exprEnd] != 0x23) {
+			return nil, fmt.Errorf("element segment %d: offset is not a constant or a global", k)
 		}
-		if exprEnd >= len(payload) {
-			return nil, errors.New("truncated element offset")
+		_, width, err := sleb64(payload, exprEnd+1) // a global's index is as long read either way
+		if err != nil {
+			return nil, err
+		}
+		exprEnd += 1 + width
+		if exprEnd >= len(payload) || payload[exprEnd] != 0x0b {
+			return nil, fmt.Errorf("element segment %d: offset expression is not a single instruction", k)
 		}
 		out = append(out, payload[i:exprEnd+1]...)
 		i = exprEnd + 1

@@ -173,3 +173,19 @@ func TestInstrumentGuards(t *testing.T) {
 		t.Fatal("touch_preopen exported by a module that does not import fd_sync")
 	}
 }
+
+// TestRenumberElementsOffset: an offset constant whose LEB128 bytes include
+// 0x0b (the end opcode), i32.const 11, is read as one instruction.
+func TestRenumberElementsOffset(t *testing.T) {
+	payload := []byte{0x01, 0x00, 0x41, 0x0b, 0x0b, 0x01, 0x02} // one segment at 11: function 2
+	out, err := renumberElements(payload, func(idx uint64) uint64 { return idx + 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []byte{0x01, 0x00, 0x41, 0x0b, 0x0b, 0x01, 0x03}; !bytes.Equal(out, want) {
+		t.Fatalf("renumbered % x, want % x", out, want)
+	}
+	if _, err := renumberElements([]byte{0x01, 0x00, 0x42, 0x00, 0x0b, 0x00}, func(i uint64) uint64 { return i }); err == nil {
+		t.Fatal("accepted an i64 offset")
+	}
+}
