@@ -11,7 +11,8 @@ import (
 // RequireToken returns a handler that passes a request to next only when it
 // carries the header "Authorization: Bearer <token>", and answers any other
 // with 401, "WWW-Authenticate: Bearer" and the JSON of a refused run (error
-// kind "unauthorized"). It compares SHA-256 digests of the two tokens in
+// kind "unauthorized"), and closes that connection: a client without the
+// token holds no keep-alive connection. It compares SHA-256 digests of the two tokens in
 // constant time, so neither the token's bytes nor its length show in the
 // time of an answer. token must not be empty.
 //
@@ -25,7 +26,7 @@ func RequireToken(token string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !authorized(r, want) {
 			w.Header().Set("WWW-Authenticate", wwwAuthenticate)
-			dropBody(w, r)
+			closeConn(w)
 			writeJSON(w, http.StatusUnauthorized, Response{
 				Value: json.RawMessage("null"),
 				Error: &Error{Kind: kindUnauthorized, Message: unauthorizedMessage},
@@ -50,6 +51,11 @@ func authorized(r *http.Request, want [sha256.Size]byte) bool {
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(credentials)))
 	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
+// closeConn makes the answer close its connection.
+func closeConn(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
 }
 
 // dropBody makes the answer to r close the connection when r has a body the

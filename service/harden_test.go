@@ -23,10 +23,7 @@ func startStream(t *testing.T, url string) (*io.PipeWriter, <-chan streamAnswer)
 	t.Helper()
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { pw.Close() })
-	req, err := http.NewRequestWithContext(t.Context(), "POST", url+"/v1/run/stream", pr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	req := streamRequest(t, url+"/v1/run/stream", pr)
 	answers := make(chan streamAnswer, 1)
 	go func() {
 		resp, err := http.DefaultClient.Do(req)
@@ -77,12 +74,12 @@ func TestStreamIdle(t *testing.T) {
 		t.Fatalf("after the idle streams: status %d, %+v", status, out)
 	}
 	// The limit is on waiting for the client, not on the run: a program
-	// that runs longer than it once its stream has ended is not cut.
-	pw, answers := startStream(t, ts.URL)
-	io.WriteString(pw, "import time\ntime.sleep(0.5)\n'slept'\n")
-	pw.Close()
-	if a := <-answers; a.err != nil || a.status != 200 || string(a.out.Value) != `"slept"` {
-		t.Fatalf("a run longer than the idle limit: %v, status %d, %+v", a.err, a.status, a.out)
+	// that runs longer than it once its stream has ended is not cut. Its
+	// body is sent whole with the headers, so that no wait for it, however
+	// busy the machine, can pass for an idle stream.
+	req := streamRequest(t, ts.URL+"/v1/run/stream", strings.NewReader("import time\ntime.sleep(0.5)\n'slept'\n"))
+	if status, out, _ := do(t, req); status != 200 || string(out.Value) != `"slept"` {
+		t.Fatalf("a run longer than the idle limit: status %d, %+v", status, out)
 	}
 }
 
@@ -209,11 +206,15 @@ func TestClipLogs(t *testing.T) {
 func TestToken(t *testing.T) {
 	const token = "s3cret-token"
 	ts := newServer(t, &service.Options{Token: token})
+	contentType := map[string]string{"/v1/run": "application/json", "/v1/run/stream": "text/x-python"}
 	send := func(method, path, auth, body string) (int, http.Header, []byte) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(t.Context(), method, ts.URL+path, strings.NewReader(body))
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
+		}
+		if ct := contentType[path]; ct != "" {
+			req.Header.Set("Content-Type", ct)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -221,6 +222,9 @@ func TestToken(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		raw, _ := io.ReadAll(resp.Body)
+		if resp.Close { // net/http's client takes "Connection: close" out of the header
+			resp.Header.Set("Connection", "close")
+		}
 		return resp.StatusCode, resp.Header, raw
 	}
 	runBody := `{"source": "6 * 7"}`
@@ -233,18 +237,25 @@ func TestToken(t *testing.T) {
 			status, header, raw := send(tc.method, tc.path, auth, tc.body)
 			var out service.Response
 			json.Unmarshal(raw, &out)
-			if status != http.StatusUnauthorized || !strings.HasPrefix(header.Get("WWW-Authenticate"), "Bearer") || out.Error == nil || out.Error.Kind != "unauthorized" {
-				t.Errorf("%s %s with %q: status %d, WWW-Authenticate %q, %s", tc.method, tc.path, auth, status, header.Get("WWW-Authenticate"), raw)
+			// The connection is closed, with or without a body: a
+			// client without the token holds no connection.
+			if status != http.StatusUnauthorized || !strings.HasPrefix(header.Get("WWW-Authenticate"), "Bearer") || out.Error == nil || out.Error.Kind != "unauthorized" ||
+				header.Get("Connection") != "close" {
+				t.Errorf("%s %s with %q: status %d, WWW-Authenticate %q, Connection %q, %s", tc.method, tc.path, auth, status, header.Get("WWW-Authenticate"), header.Get("Connection"), raw)
 			}
 		}
 		for _, auth := range []string{"Bearer " + token, "bearer  " + token} {
-			if status, _, raw := send(tc.method, tc.path, auth, tc.body); status != 200 {
-				t.Errorf("%s %s with the token (%q): status %d, %s", tc.method, tc.path, auth, status, raw)
+			if status, header, raw := send(tc.method, tc.path, auth, tc.body); status != 200 || (tc.path != "/v1/run/stream" && header.Get("Connection") != "") {
+				t.Errorf("%s %s with the token (%q): status %d, Connection %q, %s", tc.method, tc.path, auth, status, header.Get("Connection"), raw)
 			}
 		}
 	}
-	if status, _, raw := send("GET", "/healthz", "", ""); status != 200 || !bytes.Contains(raw, []byte(`"status":"ok"`)) {
-		t.Errorf("/healthz without the token: %d %s", status, raw)
+	// /healthz is open, but keeps no connection for a client without the token.
+	for auth, closes := range map[string]bool{"": true, "Bearer wrong": true, "Bearer " + token: false} {
+		status, header, raw := send("GET", "/healthz", auth, "")
+		if status != 200 || !bytes.Contains(raw, []byte(`"status":"ok"`)) || (header.Get("Connection") == "close") != closes {
+			t.Errorf("/healthz with %q: %d, Connection %q, %s", auth, status, header.Get("Connection"), raw)
+		}
 	}
 	if got := spinetest.Metrics(t, ts.URL, token)[`spine_errors_total{kind="unauthorized"}`]; got != 18 {
 		t.Errorf("unauthorized = %v, want 18", got)
@@ -264,8 +275,8 @@ func TestRequireToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != want || (want == 401) != (resp.Header.Get("WWW-Authenticate") != "") {
-			t.Errorf("%q: status %d, WWW-Authenticate %q", auth, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+		if resp.StatusCode != want || (want == 401) != (resp.Header.Get("WWW-Authenticate") != "") || (want == 401) != resp.Close {
+			t.Errorf("%q: status %d, WWW-Authenticate %q, close %v", auth, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), resp.Close)
 		}
 	}
 }

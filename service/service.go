@@ -14,10 +14,13 @@
 //
 // and, when it fails, "value" is null and "error" is
 // {"kind", "type", "message", "line", "traceback"}. The status codes: 200 ok,
-// 400 bad request, 401 no or wrong token, 408 time-out (of the run, of a
-// request body that did not arrive, of a stream that stopped sending),
-// 413 too large, 422 Python error, 429 every slot busy, 499 client went away,
-// 500 Guest failure, 503 Runner closed.
+// 400 bad request, 401 no or wrong token, 403 a Host that is not loopback
+// (without a token) or a browser's cross-origin request, 408 time-out (of the
+// run, of a request body that did not arrive, of a stream that stopped
+// sending), 413 too large, 415 wrong Content-Type (/v1/run takes
+// application/json; /v1/run/stream any type but none and the three a browser
+// sends cross-origin freely), 422 Python error, 429 every slot busy, 499
+// client went away, 500 Guest failure, 503 Runner closed.
 //
 // # Streams
 //
@@ -34,7 +37,11 @@
 // # Exposure
 //
 // With Options.Token set, every request but GET /healthz must carry
-// "Authorization: Bearer <token>" (RequireToken). The Server does not bound
+// "Authorization: Bearer <token>" (RequireToken). Without it, the Server
+// answers only requests whose Host header names the loopback interface
+// (localhost, 127.0.0.0/8, [::1]): serve it on loopback only. Either way it
+// refuses browsers' cross-origin requests and run bodies of the types a web
+// page can send without a preflight. The Server does not bound
 // how long a client takes to send headers or a /v1/run body, nor how many
 // connections it keeps: serve it with an http.Server that has
 // ReadHeaderTimeout and IdleTimeout set, a deadline on request bodies and a
@@ -50,10 +57,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -129,6 +140,10 @@ type Server struct {
 	mux      *http.ServeMux
 	registry *prometheus.Registry
 	metrics  *metrics
+
+	// crossOrigin refuses the state-changing requests a browser sends from
+	// another origin.
+	crossOrigin *http.CrossOriginProtection
 }
 
 // New returns a Server running programs with runner, which stays the
@@ -169,6 +184,8 @@ func New(runner *spine.Runner, opts *Options) *Server {
 		streams:  make(chan struct{}, o.StreamSlots),
 		mux:      http.NewServeMux(),
 		registry: prometheus.NewRegistry(),
+
+		crossOrigin: http.NewCrossOriginProtection(),
 	}
 	if o.Token != "" {
 		sum := sha256.Sum256([]byte(o.Token))
@@ -182,15 +199,90 @@ func New(runner *spine.Runner, opts *Options) *Server {
 	return s
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. Before a request reaches its endpoint it
+// checks, in order: without a token, that the Host header names the
+// loopback interface (403: a page whose name was rebound to 127.0.0.1
+// sends its own name); that a browser did not send it from another origin
+// (403, http.CrossOriginProtection); the token (401); and the media type of
+// a run's body (415), so that a page cannot send a run as one of the
+// types a browser sends cross-origin without asking the server first.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.token != nil && r.URL.Path != "/healthz" && !authorized(r, *s.token) {
+	if s.token == nil && !loopbackHost(r.Host) {
+		closeConn(w)
+		s.refuse(w, time.Now(), http.StatusForbidden, kindForbidden,
+			fmt.Sprintf("Host %q is not a loopback name: a server without a token answers only requests for localhost, 127.0.0.1 or [::1]", r.Host))
+		return
+	}
+	if err := s.crossOrigin.Check(r); err != nil {
+		closeConn(w)
+		s.refuse(w, time.Now(), http.StatusForbidden, kindForbidden, "a browser sent this request from another origin: "+err.Error())
+		return
+	}
+	authed := s.token == nil || authorized(r, *s.token)
+	if !authed && r.URL.Path != "/healthz" {
 		w.Header().Set("WWW-Authenticate", wwwAuthenticate)
-		dropBody(w, r)
+		closeConn(w) // a client without the token holds no connection
 		s.refuse(w, time.Now(), http.StatusUnauthorized, kindUnauthorized, unauthorizedMessage)
 		return
 	}
+	if !authed {
+		closeConn(w) // /healthz: answered, but no keep-alive without the token
+	}
+	if msg := badMediaType(r); msg != "" {
+		dropBody(w, r)
+		s.refuse(w, time.Now(), http.StatusUnsupportedMediaType, kindUnsupportedMediaType, msg)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// badMediaType says what is wrong with the Content-Type of a run's body, or
+// returns "". POST /v1/run takes application/json only. POST /v1/run/stream
+// takes any type but none (the body is the program whatever its label)
+// and the three a browser sends cross-origin without a preflight:
+// application/x-www-form-urlencoded, multipart/form-data and text/plain.
+func badMediaType(r *http.Request) string {
+	if r.Method != http.MethodPost {
+		return ""
+	}
+	ct := r.Header.Get("Content-Type")
+	mediaType, _, err := mime.ParseMediaType(ct)
+	switch r.URL.Path {
+	case "/v1/run":
+		if err != nil || mediaType != "application/json" {
+			return fmt.Sprintf(`POST /v1/run needs "Content-Type: application/json", not %q`, ct)
+		}
+	case "/v1/run/stream":
+		if err != nil || corsSafelisted[mediaType] {
+			return fmt.Sprintf(`POST /v1/run/stream needs a Content-Type other than %q: text/x-python, say (%s are refused: a browser sends them from any page)`,
+				ct, "application/x-www-form-urlencoded, multipart/form-data and text/plain")
+		}
+	}
+	return ""
+}
+
+// corsSafelisted are the media types a browser sends cross-origin without
+// a CORS preflight.
+var corsSafelisted = map[string]bool{
+	"application/x-www-form-urlencoded": true,
+	"multipart/form-data":               true,
+	"text/plain":                        true,
+}
+
+// loopbackHost reports whether host, a request's Host header, names the
+// loopback interface: localhost, an IP of 127.0.0.0/8 or ::1, with or
+// without a port.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else if len(host) > 2 && host[0] == '[' && host[len(host)-1] == ']' {
+		host = host[1 : len(host)-1]
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
 
 // Registry returns the Prometheus registry behind GET /metrics, so that an
@@ -224,7 +316,9 @@ type Error struct {
 	// Kind is one of python, timeout, too_large, bad_request, overloaded,
 	// canceled, guest, closed, internal, unauthorized, read_timeout (a
 	// /v1/run body that did not arrive in time), stream_idle (a stream that
-	// sent nothing for Options.StreamIdle).
+	// sent nothing for Options.StreamIdle), forbidden (a Host that is not
+	// loopback on a server without a token, or a browser's cross-origin
+	// request), unsupported_media_type (a body of the wrong Content-Type).
 	Kind string `json:"kind"`
 	// Type, Line and Traceback are set for a Python error: the exception's
 	// class, the line of the program it points to (0 when unknown) and the
@@ -256,6 +350,9 @@ const (
 	kindUnauthorized = "unauthorized"
 	kindReadTimeout  = "read_timeout"
 	kindStreamIdle   = "stream_idle"
+
+	kindForbidden            = "forbidden"
+	kindUnsupportedMediaType = "unsupported_media_type"
 )
 
 // statusClientClosed is the answer (nobody reads it) when the client went
@@ -712,7 +809,7 @@ type metrics struct {
 var (
 	runOutcomes = []string{"ok", kindPython, kindTimeout, kindTooLarge, kindBadRequest, kindCanceled, kindGuest, kindClosed, kindInternal, kindStreamIdle}
 	errorKinds  = []string{kindPython, kindTimeout, kindTooLarge, kindGuest, kindBadRequest, kindOverloaded, kindCanceled, kindClosed, kindInternal,
-		kindUnauthorized, kindReadTimeout, kindStreamIdle}
+		kindUnauthorized, kindReadTimeout, kindStreamIdle, kindForbidden, kindUnsupportedMediaType}
 )
 
 func newMetrics(s *Server) *metrics {
@@ -732,7 +829,7 @@ func newMetrics(s *Server) *metrics {
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spine_errors_total",
-			Help: "Requests that failed or were refused, by kind: python, timeout, too_large, guest, bad_request, overloaded, canceled, closed, internal, unauthorized, read_timeout, stream_idle.",
+			Help: "Requests that failed or were refused, by kind: python, timeout, too_large, guest, bad_request, overloaded, canceled, closed, internal, unauthorized, read_timeout, stream_idle, forbidden, unsupported_media_type.",
 		}, []string{"kind"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "spine_runs_in_flight",

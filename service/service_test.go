@@ -58,6 +58,18 @@ func post(t *testing.T, ctx context.Context, url string, body any) (int, service
 	return do(t, req)
 }
 
+// streamRequest returns a POST of body, a program, to url with the
+// Content-Type a client of /v1/run/stream sends.
+func streamRequest(t *testing.T, url string, body io.Reader) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "POST", url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "text/x-python")
+	return req
+}
+
 func do(t *testing.T, req *http.Request) (int, service.Response, http.Header) {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
@@ -72,6 +84,9 @@ func do(t *testing.T, req *http.Request) (int, service.Response, http.Header) {
 	var out service.Response
 	if err := json.Unmarshal(raw, &out); err != nil {
 		t.Fatalf("%s %s: status %d, body %q: %v", req.Method, req.URL, resp.StatusCode, raw, err)
+	}
+	if resp.Close { // net/http's client takes "Connection: close" out of the header
+		resp.Header.Set("Connection", "close")
 	}
 	return resp.StatusCode, out, resp.Header
 }
@@ -200,7 +215,8 @@ func TestTooLarge(t *testing.T) {
 
 func TestTimeout(t *testing.T) {
 	ts := newServer(t, nil)
-	status, out, _ := post(t, t.Context(), ts.URL+"/v1/run", run{"source": "print('looping')\nwhile True:\n    pass", "timeout_ms": 50})
+	// Long enough for the print on a busy machine; the loop never ends.
+	status, out, _ := post(t, t.Context(), ts.URL+"/v1/run", run{"source": "print('looping')\nwhile True:\n    pass", "timeout_ms": 2000})
 	if status != http.StatusRequestTimeout || out.Error == nil || out.Error.Kind != "timeout" || out.Stdout != "looping\n" {
 		t.Fatalf("status %d, %+v, stdout %q", status, out.Error, out.Stdout)
 	}
@@ -225,6 +241,7 @@ func startSlow(t *testing.T, url string, source string) (cancel func()) {
 	go func() {
 		data, _ := json.Marshal(run{"source": "gate(wait=False)\n" + source})
 		req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/run", bytes.NewReader(data))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
@@ -254,7 +271,7 @@ func TestOverload(t *testing.T) {
 		t.Fatalf("second run: status %d, %+v, Retry-After %q", status, out.Error, header.Get("Retry-After"))
 	}
 	// Streams are admitted the same way.
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/v1/run/stream", strings.NewReader("1"))
+	req := streamRequest(t, ts.URL+"/v1/run/stream", strings.NewReader("1"))
 	if status, out, _ := do(t, req); status != http.StatusTooManyRequests || out.Error.Kind != "overloaded" {
 		t.Fatalf("stream: status %d, %+v", status, out.Error)
 	}
@@ -288,7 +305,7 @@ func TestStream(t *testing.T) {
 	ts := newServer(t, nil)
 	tools.DrainLookups()
 	pr, pw := io.Pipe()
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", ts.URL+`/v1/run/stream?inputs={"quantity":3}`, pr)
+	req := streamRequest(t, ts.URL+`/v1/run/stream?inputs={"quantity":3}`, pr)
 	type answer struct {
 		status int
 		out    service.Response
@@ -323,7 +340,7 @@ func TestStream(t *testing.T) {
 	}
 
 	// Settings in headers instead of the query string; a Python error.
-	req, _ = http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/v1/run/stream", strings.NewReader("x = inputs['n']\nraise ValueError(x)\n"))
+	req = streamRequest(t, ts.URL+"/v1/run/stream", strings.NewReader("x = inputs['n']\nraise ValueError(x)\n"))
 	req.Header.Set("Spine-Inputs", `{"n": "boom"}`)
 	req.Header.Set("Spine-Timeout-Ms", "60000")
 	status, out, _ := do(t, req)
@@ -335,7 +352,7 @@ func TestStream(t *testing.T) {
 func TestStreamErrors(t *testing.T) {
 	ts := newServer(t, nil)
 	for _, query := range []string{"inputs=[1]", "inputs={", "timeout_ms=soon", "timeout_ms=-5", "early_reads=maybe"} {
-		req, _ := http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/v1/run/stream?"+query, strings.NewReader("1"))
+		req := streamRequest(t, ts.URL+"/v1/run/stream?"+query, strings.NewReader("1"))
 		if status, out, _ := do(t, req); status != 400 || out.Error.Kind != "bad_request" {
 			t.Errorf("%s: status %d, %+v", query, status, out.Error)
 		}
@@ -352,7 +369,7 @@ func TestStreamErrors(t *testing.T) {
 		}
 		pw.Close()
 	}()
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/v1/run/stream", pr)
+	req := streamRequest(t, ts.URL+"/v1/run/stream", pr)
 	status, out, _ := do(t, req)
 	pr.Close()
 	if status != http.StatusRequestEntityTooLarge || out.Error.Kind != "too_large" {
@@ -362,7 +379,7 @@ func TestStreamErrors(t *testing.T) {
 	// A client that stops writing mid-program: its time limit ends the run,
 	// and the server answers even though the body never ended.
 	pr, pw = io.Pipe()
-	req, _ = http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/v1/run/stream?timeout_ms=50", pr)
+	req = streamRequest(t, ts.URL+"/v1/run/stream?timeout_ms=50", pr)
 	go io.WriteString(pw, "x = 1\n")
 	status, out, _ = do(t, req)
 	pw.Close()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -80,7 +81,8 @@ func (f httpFlags) limits() (httpLimits, error) {
 // token returns the token a server listening on addr (the value of the flag
 // named listenFlag) requires: the content of --token-file without the white
 // space around it, else $SPINE_TOKEN's, else none. A server that listens on
-// anything but a loopback address must have one.
+// anything but a loopback address must have one (listen checks the address
+// it bound too).
 func (f httpFlags) token(listenFlag, addr string) (string, error) {
 	var token string
 	if *f.tokenFile != "" {
@@ -117,6 +119,28 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// listen listens on addr (the value of the flag named listenFlag). Without a
+// token it then checks the address it bound, not only addr's name: a name
+// such as localhost may resolve to an address that is not loopback. On
+// failure it writes why to stderr and returns nil and the exit code: 2 for
+// a bound address that is not loopback, 4 when listening failed.
+func listen(name, listenFlag, addr, token string, stderr io.Writer) (net.Listener, int) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return nil, exitFailure
+	}
+	if token == "" {
+		if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+			ln.Close()
+			fmt.Fprintf(stderr, "%s: %s %s listens on %s, which is not a loopback address: set a token with --token-file FILE or SPINE_TOKEN, "+
+				`which every request must then carry as "Authorization: Bearer <token>"`+"\n", name, listenFlag, addr, ln.Addr())
+			return nil, exitUsage
+		}
+	}
+	return ln, exitOK
 }
 
 // bodyDeadline gives a request's body d to arrive: it sets the connection's

@@ -79,11 +79,10 @@ func TestHTTPLimits(t *testing.T) {
 	runner, _ := demoRunner(t, nil)
 	short := httpLimits{readTimeout: 100 * time.Millisecond, idleTimeout: time.Hour}
 	addr := serveInProcess(t, service.New(runner, &service.Options{MaxTimeout: time.Hour}), short, nil)
-	url := "http://" + addr
 
 	t.Run("headers", func(t *testing.T) {
 		// Headers that never end: the connection is closed, unanswered.
-		_, r := rawRequest(t, addr, "GET /healthz HTTP/1.1\r\nHost: spine\r\n")
+		_, r := rawRequest(t, addr, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
 		if rest, err := io.ReadAll(r); err != nil || len(rest) != 0 {
 			t.Fatalf("read %q, %v", rest, err)
 		}
@@ -91,7 +90,7 @@ func TestHTTPLimits(t *testing.T) {
 
 	t.Run("body", func(t *testing.T) {
 		// A body shorter than its Content-Length: 408, read_timeout.
-		_, r := rawRequest(t, addr, "POST /v1/run HTTP/1.1\r\nHost: spine\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"source\": ")
+		_, r := rawRequest(t, addr, "POST /v1/run HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"source\": ")
 		resp, err := http.ReadResponse(r, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -109,7 +108,7 @@ func TestHTTPLimits(t *testing.T) {
 		// the header timeout only once a request's first bytes arrive.)
 		idle := httpLimits{readTimeout: time.Hour, idleTimeout: 100 * time.Millisecond}
 		addr := serveInProcess(t, service.New(runner, nil), idle, nil)
-		_, r := rawRequest(t, addr, "GET /healthz HTTP/1.1\r\nHost: spine\r\n\r\n")
+		_, r := rawRequest(t, addr, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
 		resp, err := http.ReadResponse(r, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -126,12 +125,17 @@ func TestHTTPLimits(t *testing.T) {
 
 	t.Run("long runs", func(t *testing.T) {
 		// Runs longer than the read timeout, whose bodies came in time,
-		// are not cut by it (nor taken for clients that went away).
-		status, a, err := postRun(t, url, `{"source": "import time\ntime.sleep(0.5)\n'slept'"}`)
+		// are not cut by it (nor taken for clients that went away). A
+		// server of its own, whose read timeout no wait for a body sent
+		// with its headers reaches, however busy the machine; the runs
+		// take three times as long.
+		limits := httpLimits{readTimeout: 500 * time.Millisecond, idleTimeout: time.Hour}
+		url := "http://" + serveInProcess(t, service.New(runner, &service.Options{MaxTimeout: time.Hour}), limits, nil)
+		status, a, err := postRun(t, url, `{"source": "import time\ntime.sleep(1.5)\n'slept'"}`)
 		if err != nil || status != 200 || string(a.Value) != `"slept"` {
 			t.Fatalf("/v1/run: %v, status %d, %+v", err, status, a)
 		}
-		resp, err := http.Post(url+"/v1/run/stream", "text/x-python", strings.NewReader("import time\ntime.sleep(0.5)\n'streamed'\n"))
+		resp, err := http.Post(url+"/v1/run/stream", "text/x-python", strings.NewReader("import time\ntime.sleep(1.5)\n'streamed'\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +205,7 @@ func TestMaxConns(t *testing.T) {
 	addr := serveInProcess(t, service.New(runner, nil), limits, counted)
 
 	// The first client keeps its connection open after an answer.
-	first, r := rawRequest(t, addr, "GET /healthz HTTP/1.1\r\nHost: spine\r\n\r\n")
+	first, r := rawRequest(t, addr, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	resp, err := http.ReadResponse(r, nil)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("first client: %v %v", resp, err)
@@ -210,7 +214,7 @@ func TestMaxConns(t *testing.T) {
 	<-waiting // the server waits for a free connection before it accepts again
 
 	// The second client connects (in the kernel's backlog) and asks.
-	second, r2 := rawRequest(t, addr, "POST /v1/run HTTP/1.1\r\nHost: spine\r\nContent-Length: 16\r\n\r\n{\"source\": \"42\"}")
+	second, r2 := rawRequest(t, addr, "POST /v1/run HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 16\r\n\r\n{\"source\": \"42\"}")
 	defer second.Close()
 	first.Close()
 	resp, err = http.ReadResponse(r2, nil)
@@ -258,6 +262,37 @@ func TestTokenRequired(t *testing.T) {
 		code := run(tc.args, &stdout, &stderr)
 		if code != exitUsage || !strings.Contains(stderr.String(), tc.out) {
 			t.Errorf("%v: exit %d, stderr %q", tc.args, code, stderr.String())
+		}
+	}
+}
+
+// TestListenBound: without a token, the address a server bound must be
+// loopback, whatever its name said; with one, any address will do.
+func TestListenBound(t *testing.T) {
+	for _, tc := range []struct {
+		addr, token string
+		code        int
+	}{
+		{"127.0.0.1:0", "", exitOK},
+		{"localhost:0", "", exitOK},
+		{"0.0.0.0:0", "", exitUsage},
+		{"0.0.0.0:0", "tok", exitOK},
+		{"127.0.0.1:-1", "", exitFailure},
+	} {
+		var stderr bytes.Buffer
+		ln, code := listen("spine serve", "--listen", tc.addr, tc.token, &stderr)
+		if ln != nil {
+			if tcp := ln.Addr().(*net.TCPAddr); tc.token == "" && !tcp.IP.IsLoopback() {
+				t.Errorf("%s: bound %v without a token", tc.addr, tcp)
+			}
+			ln.Close()
+		}
+		if code != tc.code || (ln != nil) != (code == exitOK) {
+			t.Errorf("%s, token %q: exit %d, listener %v, stderr %q", tc.addr, tc.token, code, ln != nil, stderr.String())
+		}
+		if code == exitUsage && !strings.Contains(stderr.String(), "--listen "+tc.addr+" listens on ") ||
+			code == exitUsage && !strings.Contains(stderr.String(), "which is not a loopback address: set a token") {
+			t.Errorf("%s: stderr %q", tc.addr, stderr.String())
 		}
 	}
 }
@@ -371,6 +406,9 @@ func TestTokenProcess(t *testing.T) {
 			req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
 			if auth != "" {
 				req.Header.Set("Authorization", auth)
+			}
+			if method == "POST" {
+				req.Header.Set("Content-Type", "application/json")
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {

@@ -128,10 +128,9 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 
-	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
-		fmt.Fprintln(stderr, "spine mcp:", err)
-		return exitFailure
+	ln, code := listen("spine mcp", "--http", o.addr, token, stderr)
+	if ln == nil {
+		return code
 	}
 	return serveMCP(ctx, stop, ln, server, logger, limits, token, o.grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
 }

@@ -26,7 +26,9 @@ finish (up to --grace) and exits.
 
 With a token (--token-file, else $SPINE_TOKEN), every request but /healthz
 must carry "Authorization: Bearer <token>". Without one it refuses to listen
-on anything but a loopback address.
+on anything but a loopback address and answers only requests whose Host is
+localhost, 127.x.x.x or [::1]. POST /v1/run takes Content-Type
+application/json; /v1/run/stream a type such as text/x-python.
 
 flags:
   --listen ADDR            address to listen on (default 127.0.0.1:8080)
@@ -111,10 +113,9 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return code
 	}
 	defer closeRunner()
-	ln, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		fmt.Fprintln(stderr, "spine serve:", err)
-		return exitFailure
+	ln, code := listen("spine serve", "--listen", o.listen, token, stderr)
+	if ln == nil {
+		return code
 	}
 	svc := service.New(runner, &service.Options{
 		Slots:       o.slots,
