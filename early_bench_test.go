@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// The early-read benchmark of issue 3: a tool that takes 20 ms (and honours
+// The early-read benchmark: a tool that takes 20 ms (and honours
 // ctx), programs with independent, looped and dependent reads run with early
 // reads off and on, and prefix mode on a program streamed at about 50 tokens
 // per second. Run it with

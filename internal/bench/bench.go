@@ -1063,7 +1063,7 @@ func (r *Report) Print(w io.Writer) {
 		}
 		tw.Flush()
 	}
-	fmt.Fprintln(w, "\ntargets (issue 4):")
+	fmt.Fprintln(w, "\nperformance targets:")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, t := range r.Targets {
 		verdict := "not measured"
