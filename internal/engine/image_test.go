@@ -42,8 +42,8 @@ func testImage() []byte {
 }
 
 // TestImageFile: an image read back is the image written, and any damage to
-// the file (one byte anywhere, a truncation, an extension, the old header-less
-// format) makes readImage fail and remove it.
+// the file (one byte anywhere, a truncation, an extension, the image without
+// its header) makes readImage fail and remove it.
 func TestImageFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "x.img")
