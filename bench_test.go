@@ -32,8 +32,8 @@ func reportMedian(b *testing.B, samples []time.Duration, unit string) {
 	}
 }
 
-// BenchmarkCompile measures New: compiling the Guest without a cache, and
-// loading it from a warm on-disk compilation cache.
+// BenchmarkCompile measures New: compiling the Guest and preparing its image
+// without a cache, and loading both from warm on-disk caches.
 func BenchmarkCompile(b *testing.B) {
 	ctx := context.Background()
 	measure := func(b *testing.B, opts func() *Options) {
@@ -65,8 +65,8 @@ func BenchmarkCompile(b *testing.B) {
 	})
 }
 
-// BenchmarkRunDemo is one fresh run of the seed demo: a new Guest, CPython's
-// start, one tool call.
+// BenchmarkRunDemo is one run of the seed demo with the default options: a
+// Guest from the warm pool, reset to the prepared image, and one tool call.
 func BenchmarkRunDemo(b *testing.B) {
 	r := shared(b)
 	ctx := context.Background()
