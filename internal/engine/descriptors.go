@@ -13,9 +13,9 @@ import (
 // does not expose it), so it is accounted for instead (docs/rationale.md,
 // "One Guest state"):
 //
-//   - the descriptors the image holds, 0–2 (stdio) and 3 (the preopened
-//     standard library folder), must never be closed: closing one marks the
-//     Guest broken;
+//   - the descriptors every Guest holds, 0–2 (stdio) and 3 (the preopened
+//     standard library folder), are not the run's: closing or moving one is
+//     allowed, as natively, but marks the Guest broken;
 //   - every file and directory the Guest opens goes through fs, which counts
 //     those held open; a Guest holding more than it held when it was made is
 //     not reused;
@@ -31,7 +31,7 @@ type descriptors struct {
 	open     atomic.Int64 // files and directories opened through FS and not closed
 	baseline int64        // open when the Guest was ready for its first run
 	limit    int64        // descriptors a run may hold beyond baseline
-	broken   atomic.Bool  // an image descriptor (0–3) was closed
+	broken   atomic.Bool  // a descriptor of 0–3 was closed or moved
 	watched  bool         // the Guest calls the checks; without them nothing is known
 }
 
