@@ -22,6 +22,7 @@ import (
 	"os/signal"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/seed"
 )
 
 func main() {
@@ -162,7 +163,7 @@ func demo(ctx context.Context, stdout, stderr io.Writer) int {
 	inputs := map[string]any{"quantity": 3}
 	out, err := runner.Run(ctx, spine.Request{Source: demoSource, Inputs: inputs})
 	if out != nil {
-		fmt.Fprintf(stdout, "program:\n%s\ninputs: {\"quantity\": 3}\n\ncaptured output:\n%s", indent(demoSource), indent(out.Stdout))
+		fmt.Fprintf(stdout, "program:\n%s\ninputs: {\"quantity\": 3}\n\ncaptured output:\n%s", seed.Indent(demoSource), seed.Indent(out.Stdout))
 	}
 	var pyErr *spine.PythonError
 	switch {
@@ -175,17 +176,4 @@ func demo(ctx context.Context, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "\nresult: %s\n", out.Value)
 	return exitOK
-}
-
-func indent(s string) string {
-	var b []byte
-	start := true
-	for i := 0; i < len(s); i++ {
-		if start {
-			b = append(b, "    "...)
-		}
-		b = append(b, s[i])
-		start = s[i] == '\n'
-	}
-	return string(b)
 }

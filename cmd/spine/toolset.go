@@ -14,6 +14,7 @@ import (
 	"sort"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/seed"
 	"github.com/spine-run/spine/mcpconfig"
 	"github.com/spine-run/spine/service"
 )
@@ -70,14 +71,11 @@ func loadExitCode(err error) int {
 
 // The built-in demo set: a price list, read by two tools.
 
-// prices is the demo's data, read by the lookup and prices.list tools.
-var prices = map[string]int{"book": 21, "pen": 2}
-
 // demoTools returns a fresh manifest of the built-in demo tools.
 func demoTools() spine.Manifest {
 	return spine.Manifest{
 		"lookup": {
-			Call:           lookup,
+			Call:           seed.Lookup,
 			AllowEarlyRead: true,
 			Description:    "Look up the price of an item by key.",
 			InputSchema:    json.RawMessage(`{"type":"object","properties":{"key":{"type":"string","description":"the item, e.g. \"book\""}},"required":["key"]}`),
@@ -89,20 +87,6 @@ func demoTools() spine.Manifest {
 			InputSchema:    json.RawMessage(`{"type":"object","properties":{"limit":{"type":["integer","null"],"minimum":0,"description":"how many items at most"}}}`),
 		},
 	}
-}
-
-func lookup(ctx context.Context, args json.RawMessage) (any, error) {
-	var a struct {
-		Key string `json:"key"`
-	}
-	if err := json.Unmarshal(args, &a); err != nil {
-		return nil, fmt.Errorf("lookup: bad arguments: %v", err)
-	}
-	price, ok := prices[a.Key]
-	if !ok {
-		return nil, fmt.Errorf("no such key: %q", a.Key)
-	}
-	return price, nil
 }
 
 func listPrices(ctx context.Context, args json.RawMessage) (any, error) {
@@ -118,8 +102,8 @@ func listPrices(ctx context.Context, args json.RawMessage) (any, error) {
 		Key   string `json:"key"`
 		Price int    `json:"price"`
 	}
-	items := make([]item, 0, len(prices))
-	for k, p := range prices {
+	items := make([]item, 0, len(seed.Prices))
+	for k, p := range seed.Prices {
 		items = append(items, item{k, p})
 	}
 	sort.Slice(items, func(i, j int) bool {

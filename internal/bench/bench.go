@@ -36,6 +36,7 @@ import (
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/experimental"
+	"github.com/spine-run/spine/internal/seed"
 )
 
 // source is the program every mode and both baselines run.
@@ -296,28 +297,9 @@ func FindPython() string {
 	return ""
 }
 
-// prices are the data of lookup, the program's tool, and of the baselines'
-// Python equivalent.
-var prices = map[string]int{"book": 21, "pen": 2}
-
-// lookup is the program's tool: the price of an item by key.
-func lookup(ctx context.Context, args json.RawMessage) (any, error) {
-	var a struct {
-		Key string `json:"key"`
-	}
-	if err := json.Unmarshal(args, &a); err != nil {
-		return nil, fmt.Errorf("lookup: bad arguments: %v", err)
-	}
-	price, ok := prices[a.Key]
-	if !ok {
-		return nil, fmt.Errorf("no such key: %q", a.Key)
-	}
-	return price, nil
-}
-
 // manifest is the tools of the program: lookup.
 func manifest() spine.Manifest {
-	return spine.Manifest{"lookup": {Call: lookup, AllowEarlyRead: true, Description: "Look up the price of an item by key."}}
+	return spine.Manifest{"lookup": {Call: seed.Lookup, AllowEarlyRead: true, Description: "Look up the price of an item by key."}}
 }
 
 // request is one run of the program, with its inputs.
@@ -546,7 +528,7 @@ func measureMemory(ctx context.Context, n int) (*Memory, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		return lookup(ctx, args)
+		return seed.Lookup(ctx, args)
 	}
 	r, err := spine.New(ctx, spine.Manifest{"lookup": {Call: barrier}}, &spine.Options{PoolSize: n})
 	if err != nil {
@@ -980,7 +962,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // the tool call, memory, cold start, ratios and targets.
 func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "spine bench  %s  %s, %s, %d CPUs (GOMAXPROCS %d), %s\n", r.Date, r.Platform, r.CPU, r.NumCPU, r.GOMAXPROCS, r.GoVersion)
-	fmt.Fprintf(w, "program (inputs {\"quantity\": 3}, lookup(key=\"book\") = 21):\n%s\n", indent(r.Program))
+	fmt.Fprintf(w, "program (inputs {\"quantity\": 3}, lookup(key=\"book\") = 21):\n%s\n", seed.Indent(r.Program))
 
 	type row struct {
 		name  string
@@ -1078,18 +1060,4 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.Name, figure, verdict)
 	}
 	tw.Flush()
-}
-
-// indent puts four spaces before every line of s.
-func indent(s string) string {
-	var b []byte
-	start := true
-	for i := 0; i < len(s); i++ {
-		if start {
-			b = append(b, "    "...)
-		}
-		b = append(b, s[i])
-		start = s[i] == '\n'
-	}
-	return string(b)
 }
