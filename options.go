@@ -66,6 +66,58 @@ type Options struct {
 	// runs. Default runtime.GOMAXPROCS(0); negative means no pool (each run
 	// makes its own instance from the image).
 	PoolSize int
+
+	// Sessions configures the Runner's sessions (NewSession, Restore).
+	Sessions SessionOptions
+}
+
+// SessionOptions configures sessions: their memory, how many there may be,
+// and when idle ones hibernate or end (docs/sessions.md). A zero field means
+// its default.
+type SessionOptions struct {
+	// MemoryLimit caps a session's linear memory: everything it keeps from
+	// run to run plus what its current run uses. Default, and at most,
+	// Options.MemoryLimit.
+	MemoryLimit uint64
+
+	// MaxLive caps the sessions whose Guest is live (in memory, ready to
+	// run). A session starting or waking past it first hibernates the live
+	// session used least recently that is not running. Default 64.
+	MaxLive int
+
+	// Max caps the sessions a Runner holds, live and hibernated; NewSession
+	// and Restore past it fail with ErrTooManySessions. Default 10,000.
+	Max int
+
+	// Idle is how long a live session may go unused before it hibernates: its
+	// state is kept as a snapshot (in memory, or in Dir) and its Guest freed
+	// until its next Run. Default 1 minute; negative: never, by time.
+	Idle time.Duration
+
+	// TTL, when positive, is how long a session may go unused before it is
+	// closed for good (its operations then fail with ErrSessionClosed).
+	// Default 0: sessions end only when closed.
+	TTL time.Duration
+
+	// Dir, when set, is the folder hibernated sessions' snapshots go to, one
+	// file each, readable by the owner only; by default they stay in memory.
+	Dir string
+}
+
+// sweepEvery is how often the Runner looks for sessions to hibernate or end:
+// a quarter of the shorter of Idle and TTL, within [10 ms, 10 s]; 0 when
+// neither is set.
+func (o SessionOptions) sweepEvery() time.Duration {
+	var every time.Duration
+	for _, d := range []time.Duration{o.Idle, o.TTL} {
+		if d > 0 && (every == 0 || d < every) {
+			every = d
+		}
+	}
+	if every == 0 {
+		return 0
+	}
+	return min(max(every/4, 10*time.Millisecond), 10*time.Second)
 }
 
 // Artifact is a Guest build: the wasm module and its standard library archive.
@@ -103,6 +155,15 @@ func (o *Options) withDefaults() Options {
 	setInt(&opts.MaxDescriptors, 64)
 	if opts.PoolSize == 0 {
 		opts.PoolSize = runtime.GOMAXPROCS(0)
+	}
+	if opts.Sessions.MemoryLimit == 0 || opts.Sessions.MemoryLimit > opts.MemoryLimit {
+		opts.Sessions.MemoryLimit = opts.MemoryLimit
+	}
+	opts.Sessions.MemoryLimit -= opts.Sessions.MemoryLimit % (64 << 10)
+	setInt(&opts.Sessions.MaxLive, 64)
+	setInt(&opts.Sessions.Max, 10000)
+	if opts.Sessions.Idle == 0 {
+		opts.Sessions.Idle = time.Minute
 	}
 	return opts
 }

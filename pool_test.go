@@ -89,7 +89,7 @@ func TestResetRestoresTheImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer inst.Close()
-	request, err := r.encodeExecute(Request{}, dirtyProgram, json.RawMessage("{}"), false)
+	request, err := r.encodeExecute(Request{}, dirtyProgram, json.RawMessage("{}"), false, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ type executeRequest struct {
 	EarlyReads  bool            `json:"early_reads"`
 	Transformed bool            `json:"transformed,omitempty"`
 	Prefix      bool            `json:"prefix,omitempty"`
+	Session     bool            `json:"session,omitempty"` // run in the session's namespace, kept from run to run
 	ResultLimit int             `json:"result_limit"`
 }
 
@@ -23,6 +24,7 @@ type prefixBeginRequest struct {
 	Inputs     json.RawMessage `json:"inputs"`
 	Tools      json.RawMessage `json:"tools,omitempty"`
 	EarlyReads bool            `json:"early_reads"`
+	Session    bool            `json:"session,omitempty"` // tools rebound in the session's namespace are not early
 }
 
 // executeResponse is execute's answer: the program's value, or its error, and

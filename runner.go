@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -88,6 +89,8 @@ type Runner struct {
 	opts     Options
 	tools    json.RawMessage // the manifest as the Guest sees it, encoded once
 	engine   *engine.Engine  // the Guests: compiled, imaged, pooled
+	identity snapshotIdentity
+	sessions *sessions
 
 	runsStarted atomic.Int64
 	closing     context.Context // done once Close begins: runs in flight stop
@@ -111,17 +114,28 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 	if opts.MemoryLimit < 64<<20 {
 		return nil, fmt.Errorf("spine: MemoryLimit %d is under the 64 MiB CPython needs", opts.MemoryLimit)
 	}
+	if opts.Sessions.MemoryLimit < 64<<20 {
+		return nil, fmt.Errorf("spine: Sessions.MemoryLimit %d is under the 64 MiB CPython needs", opts.Sessions.MemoryLimit)
+	}
+	if opts.Sessions.Dir != "" {
+		if err := os.MkdirAll(opts.Sessions.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("spine: Sessions.Dir: %w", err)
+		}
+	}
 	artifact := Artifact{Wasm: guest.Wasm, StdlibZip: guest.StdlibZip}
 	if opts.Artifact != nil {
 		artifact = *opts.Artifact
 	}
 
-	r := &Runner{manifest: m, opts: opts, tools: guestTools(m)}
+	r := &Runner{manifest: m, opts: opts, tools: guestTools(m), sessions: newSessions()}
 	r.closing, r.stop = context.WithCancel(context.Background())
+	id := artifactID(artifact)
+	key := imageKey(id, r.tools)
+	r.identity = newSnapshotIdentity(id, r.tools, key)
 	r.engine, err = engine.New(ctx, engine.Config{
 		Wasm:           artifact.Wasm,
 		StdlibZip:      artifact.StdlibZip,
-		ImageKey:       imageKey(artifactID(artifact), r.tools),
+		ImageKey:       key,
 		MemoryLimit:    opts.MemoryLimit,
 		MaxOutput:      opts.MaxOutput,
 		MaxDescriptors: opts.MaxDescriptors,
@@ -135,6 +149,10 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 	if err != nil {
 		r.stop()
 		return nil, err
+	}
+	if every := opts.Sessions.sweepEvery(); every > 0 {
+		r.sessions.wg.Add(1)
+		go r.sweeper(every)
 	}
 	return r, nil
 }
@@ -229,6 +247,11 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 		return nil, err
 	}
 	defer r.runs.Done()
+	return r.run(ctx, req, nil)
+}
+
+// run runs one program on a Guest from the pool, or on session s's Guest.
+func (r *Runner) run(ctx context.Context, req Request, s *Session) (*Output, error) {
 	if req.Stream != nil && req.Source != "" {
 		return nil, fmt.Errorf("%w: a Request has a Source or a Stream, not both", ErrBadRequest)
 	}
@@ -236,9 +259,10 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
+	session := s != nil
 	var request []byte
 	if req.Stream == nil { // a streamed program is encoded once it has arrived
-		if request, err = r.encodeExecute(req, req.Source, inputs, false); err != nil {
+		if request, err = r.encodeExecute(req, req.Source, inputs, false, session); err != nil {
 			return nil, err
 		}
 	}
@@ -255,22 +279,31 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 
 	st := newRunState(r, ctx, req.EarlyReads || req.Stream != nil)
 	defer st.close()
-	inst, err := r.engine.Acquire(st.ctx)
+	var inst *engine.Instance
+	if session {
+		inst, err = s.guest(st.ctx)
+	} else {
+		inst, err = r.engine.Acquire(st.ctx)
+	}
 	if err != nil {
 		return nil, r.runError(ctx, err)
 	}
 	guestCtx := inst.Begin(st.ctx)
 	if req.Stream != nil {
 		var source string
-		if source, err = r.readStream(guestCtx, inst, req.Stream, inputs); err == nil {
-			request, err = r.encodeExecute(req, source, inputs, true)
+		if source, err = r.readStream(guestCtx, inst, req.Stream, inputs, session); err == nil {
+			request, err = r.encodeExecute(req, source, inputs, true, session)
 		}
 	}
 	var response []byte
 	if err == nil {
 		response, err = inst.Execute(guestCtx, request, r.maxResponse(req))
 	}
-	defer func() { r.engine.Release(inst, err == nil && ctx.Err() == nil) }()
+	if session {
+		defer func() { s.runEnded(inst.Failed(), err) }()
+	} else {
+		defer func() { r.engine.Release(inst, err == nil && ctx.Err() == nil) }()
+	}
 	out := &Output{ToolCalls: st.calls}
 	out.Stdout, out.Stderr, out.StdoutTruncated, out.StderrTruncated = inst.Output()
 	if err != nil || ctx.Err() != nil {
@@ -420,8 +453,9 @@ func jsonDepth(data []byte, limit int) int {
 }
 
 // encodeExecute encodes the Guest's execute request; prefix says the program
-// was streamed in and its prepared reads are waiting.
-func (r *Runner) encodeExecute(req Request, source string, inputs json.RawMessage, prefix bool) ([]byte, error) {
+// was streamed in and its prepared reads are waiting, session that it runs in
+// its session's namespace.
+func (r *Runner) encodeExecute(req Request, source string, inputs json.RawMessage, prefix, session bool) ([]byte, error) {
 	return json.Marshal(executeRequest{
 		Source:      source,
 		Filename:    req.Filename,
@@ -430,6 +464,7 @@ func (r *Runner) encodeExecute(req Request, source string, inputs json.RawMessag
 		EarlyReads:  req.EarlyReads || prefix,
 		Transformed: req.Transformed,
 		Prefix:      prefix,
+		Session:     session,
 		ResultLimit: r.opts.MaxResult,
 	})
 }
@@ -506,5 +541,6 @@ func (r *Runner) Close(ctx context.Context) error {
 	r.mu.Unlock()
 	r.stop()
 	r.runs.Wait() // a run's Guest stops at once: its context is done
+	r.closeSessions()
 	return r.engine.Close(ctx)
 }

@@ -146,6 +146,10 @@ class Namespace:
         return f"<tool namespace {self.__name}>"
 
 
+# Every tool's proxy by its full name, as installed.
+_proxies_by_name = {}
+
+
 def _install_tools(namespace, tools):
     for spec in tools:
         name = spec["name"]
@@ -163,6 +167,7 @@ def _install_tools(namespace, tools):
                     setattr(target, part, current)
             target = current
         proxy = make_tool(name=name, doc=spec.get("doc"))
+        _proxies_by_name[name] = proxy
         if isinstance(target, dict):
             target[parts[-1]] = proxy
         else:
@@ -294,6 +299,37 @@ def _respond(value_json=None, error=None, extra=None):
     return text.encode("utf-8", "backslashreplace")
 
 
+# A session's namespace: a session's Guest is never reset, so what one run defines is
+# there in the next. None until the session's first run.
+_session = None
+
+
+def _session_namespace(proxies):
+    global _session
+    if _session is None:
+        _session = {"__name__": "__main__", "__builtins__": builtins}
+        _session.update(proxies)
+    return _session
+
+
+def _still_tool(namespace, name):
+    """Whether name (dotted for a namespaced tool) still reaches its tool's proxy in
+    namespace: an earlier run of a session may have rebound it, and then a call of it is
+    no call of the tool, so the PLM pass must not prepare it. Asked in every session
+    run, early reads on or off, so that whatever a planted key's __eq__ does happens
+    the same in both."""
+    try:
+        parts = name.split(".")
+        target = dict.get(namespace, parts[0])
+        for part in parts[1:]:
+            if type(target) is not Namespace:
+                return False
+            target = dict.get(object.__getattribute__(target, "__dict__"), part)
+        return target is not None and target is _proxies_by_name.get(name)
+    except BaseException:
+        return False
+
+
 def execute(raw):
     """The execute entry: one JSON request in, one JSON response out (both bytes)."""
     try:
@@ -306,14 +342,20 @@ def execute(raw):
         early = request.get("early_reads") is True
         rendered = {} if request.get("transformed") is True else None
         prefix = request.get("prefix") is True
+        session = request.get("session") is True
     except Exception as exc:  # the Host sent something this Guest does not understand
         plm.reset()
         return _respond(error=_error("SpineError", f"bad execute request: {exc}"))
 
     if not prefix:
         plm.reset()  # prefix mode's prepared reads stay, for this run to claim
-    namespace = {"__name__": "__main__", "__builtins__": builtins}
-    namespace.update(proxies)
+    if session:
+        namespace = _session_namespace(proxies)
+        namespace.pop("result", None)  # result is each run's own, as inputs are
+        early_names = [name for name in early_names if _still_tool(namespace, name)]
+    else:
+        namespace = {"__name__": "__main__", "__builtins__": builtins}
+        namespace.update(proxies)
     namespace["inputs"] = {} if inputs is None else inputs
     early_tools = set(early_names) if early else None
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
@@ -355,6 +397,9 @@ def prefix_begin(raw):
         tools = request.get("tools")
         if tools is None:
             tools = _tools(None)[1]
+        if request.get("session") is True:
+            namespace = _session_namespace(_tools(None)[0])
+            tools = [t for t in tools if not t.get("early") or _still_tool(namespace, t["name"])]
         plm.prefix_begin(request.get("inputs"), tools)
         return 0
     except BaseException:

@@ -169,3 +169,27 @@ func pagePrivate(entry []byte) bool {
 		uint64(entry[4])<<32 | uint64(entry[5])<<40 | uint64(entry[6])<<48 | uint64(entry[7])<<56
 	return e&(1<<62) != 0 || (e&(1<<63) != 0 && e&(1<<61) == 0)
 }
+
+// touched returns the 4 KiB pages among the first size bytes of the memory
+// that may differ from the image: in the image, the private ones; past it,
+// every page present. ok is false when pagemap cannot tell (the caller then
+// compares every page).
+func (c *cowMemory) touched(size int) (pages []uint32, ok bool) {
+	if c == nil || c.image.pagemap == nil || size > len(c.buf) {
+		return nil, false
+	}
+	n := size / pageSize
+	entries := make([]byte, n*8)
+	base := uintptr(unsafe.Pointer(&c.buf[0]))
+	if got, err := c.image.pagemap.ReadAt(entries, int64(base/pageSize*8)); err != nil || got != len(entries) {
+		return nil, false
+	}
+	imagePages := c.imageSize / pageSize
+	for p := 0; p < n; p++ {
+		e := entries[p*8:]
+		if p < imagePages && pagePrivate(e) || p >= imagePages && e[7]&(1<<7|1<<6) != 0 {
+			pages = append(pages, uint32(p))
+		}
+	}
+	return pages, true
+}

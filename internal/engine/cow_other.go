@@ -16,3 +16,4 @@ type cowMemory struct{}
 func (*cowMemory) Reallocate(uint64) []byte { return nil }
 func (*cowMemory) Free()                    {}
 func (*cowMemory) reset() error             { return errNoCOWHere }
+func (*cowMemory) touched(int) ([]uint32, bool) { return nil, false }

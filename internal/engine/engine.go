@@ -216,7 +216,7 @@ func (e *Engine) Acquire(ctx context.Context) (*Instance, error) {
 	if e.pool != nil {
 		return e.pool.get(ctx)
 	}
-	return e.newInstance(ctx, e.image)
+	return e.newInstance(ctx, e.image, 0)
 }
 
 // Release takes back a Guest after its run; clean says the run ended without
@@ -233,7 +233,7 @@ func (e *Engine) Release(g *Instance, clean bool) {
 // NewInstance makes a Guest outside the pool, from the image (or from
 // scratch with StartFresh). The caller closes it.
 func (e *Engine) NewInstance(ctx context.Context) (*Instance, error) {
-	return e.newInstance(ctx, e.image)
+	return e.newInstance(ctx, e.image, 0)
 }
 
 // Image is the prepared image's bytes, nil with StartFresh.

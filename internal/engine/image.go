@@ -99,7 +99,7 @@ func (e *Engine) prepareImage(ctx context.Context) (*image, error) {
 // captureImage starts CPython from scratch, runs the warm-up in it, and
 // copies its memory.
 func (e *Engine) captureImage(ctx context.Context) ([]byte, error) {
-	inst, err := e.newInstance(ctx, nil)
+	inst, err := e.newInstance(ctx, nil, 0)
 	if err != nil {
 		return nil, err
 	}

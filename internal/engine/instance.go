@@ -24,7 +24,9 @@ type Instance struct {
 	stdout, stderr *capture
 	fds            *descriptors // the WASI descriptor table's accounting
 	cow            *cowMemory   // nil unless started copy-on-write
+	img            *image       // the image the instance started from; nil from scratch
 	pages          uint32       // memory size, in pages, when ready for a run
+	failed         bool         // a call into the Guest did not return: it stopped mid-instruction
 	runCtx         context.Context
 }
 
@@ -45,10 +47,15 @@ func lookupFunctions(mod api.Module) guestFunctions {
 
 // newInstance makes a Guest ready to run a program. With img nil it starts
 // CPython from scratch (data segments, _initialize, init); otherwise its memory
-// is the image, mapped copy-on-write or copied.
-func (e *Engine) newInstance(ctx context.Context, img *image) (*Instance, error) {
+// is the image, mapped copy-on-write or copied. maxMemory caps its linear
+// memory below the engine's MemoryLimit; 0 means MemoryLimit.
+func (e *Engine) newInstance(ctx context.Context, img *image, maxMemory uint64) (*Instance, error) {
+	if maxMemory == 0 || maxMemory > e.cfg.MemoryLimit {
+		maxMemory = e.cfg.MemoryLimit
+	}
 	e.instancesMade.Add(1)
 	inst := &Instance{
+		img:    img,
 		stdout: newCapture(e.cfg.MaxOutput),
 		stderr: newCapture(e.cfg.MaxOutput),
 		fds:    newDescriptors(guest.StdlibFS(e.cfg.StdlibZip), e.cfg.MaxDescriptors, e.instrumented),
@@ -65,14 +72,18 @@ func (e *Engine) newInstance(ctx context.Context, img *image) (*Instance, error)
 		WithStderr(inst.stderr).
 		WithNanosleep(func(ns int64) { sleep(inst.runCtx, ns) })
 	instantiateCtx := ctx
-	if img != nil && img.memfd != nil {
-		cow, err := img.memfd.newMemory(e.cfg.MemoryLimit)
+	switch {
+	case img != nil && img.memfd != nil:
+		cow, err := img.memfd.newMemory(maxMemory)
 		if err != nil {
 			return nil, err
 		}
 		inst.cow = cow
 		instantiateCtx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(
 			func(cap, max uint64) experimental.LinearMemory { return cow }))
+	case maxMemory < e.cfg.MemoryLimit:
+		instantiateCtx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(
+			func(cap, max uint64) experimental.LinearMemory { return &sliceMemory{max: maxMemory} }))
 	}
 	mod, err := e.runtime.InstantiateModule(instantiateCtx, e.compiled, config)
 	if err != nil {
@@ -211,6 +222,7 @@ func (inst *Instance) PrefixFeed(ctx context.Context, data []byte) (int32, error
 func (inst *Instance) callWithBytes(ctx context.Context, fn api.Function, data []byte) (uint64, error) {
 	results, err := inst.fns.alloc.Call(ctx, uint64(len(data)))
 	if err != nil {
+		inst.failed = true
 		return 0, err
 	}
 	ptr := uint32(results[0])
@@ -218,6 +230,7 @@ func (inst *Instance) callWithBytes(ctx context.Context, fn api.Function, data [
 		return 0, fmt.Errorf("%w: could not place %d bytes in Guest memory", ErrGuest, len(data))
 	}
 	if results, err = fn.Call(ctx, uint64(ptr), uint64(len(data))); err != nil {
+		inst.failed = true
 		// No free: after a trap or an exit the Guest is closed, its memory
 		// unmapped, and calling into it would fault.
 		return 0, err
@@ -225,6 +238,11 @@ func (inst *Instance) callWithBytes(ctx context.Context, fn api.Function, data [
 	inst.free(ctx, ptr)
 	return results[0], nil
 }
+
+// Failed reports whether a call into the Guest failed (a trap, an exit, a
+// stop): the Guest stopped in the middle of its work and cannot be trusted to
+// run again.
+func (inst *Instance) Failed() bool { return inst.failed }
 
 // Memory is the Guest's linear memory.
 func (inst *Instance) Memory() api.Memory { return inst.mod.Memory() }

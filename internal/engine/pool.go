@@ -38,7 +38,7 @@ func (p *pool) refill() {
 			return
 		case <-p.wanted:
 		}
-		inst, err := p.e.newInstance(p.e.closing, p.e.image)
+		inst, err := p.e.newInstance(p.e.closing, p.e.image, 0)
 		if err != nil {
 			// The next run makes its own; the pool asks again a little
 			// later, so that a passing failure does not shrink it for good.
@@ -75,7 +75,7 @@ func (p *pool) get(ctx context.Context) (*Instance, error) {
 			return nil, ctx.Err()
 		}
 	}
-	return p.e.newInstance(ctx, p.e.image)
+	return p.e.newInstance(ctx, p.e.image, 0)
 }
 
 // put takes back an instance after a run; clean says the run ended without a

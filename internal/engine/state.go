@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+)
+
+// State is a Guest's state between two runs, as a difference from the image
+// it started from (docs/rationale.md, "One Guest state"): the size of its
+// linear memory and the pages that differ from the image's. The rest of the
+// instance's state is the image's by construction: the descriptor table holds
+// only the Guest's own descriptors (State refuses otherwise), the stack
+// pointer is back at its start between calls, and the captures are per run.
+type State struct {
+	Memory uint64   // bytes of linear memory, a whole number of wasm pages
+	Pages  []uint32 // the StatePageSize pages that differ from the image, ascending
+	Data   []byte   // each of those pages XOR the image's (zero past its end), in order
+}
+
+// StatePageSize is the unit of a State's difference: the host's page, which
+// is what copy-on-write tracks.
+const StatePageSize = 4096
+
+// ErrFilesOpen is State's error for a Guest holding files or directories
+// open: wazero keeps them outside linear memory, where no State can carry them.
+var ErrFilesOpen = errors.New("the Guest holds files open")
+
+// NewSession makes a Guest for a session: from the image, outside the pool,
+// with at most maxMemory bytes of linear memory (0: MemoryLimit). The caller
+// closes it; it never goes back to the pool.
+func (e *Engine) NewSession(ctx context.Context, maxMemory uint64) (*Instance, error) {
+	return e.newInstance(ctx, e.image, maxMemory)
+}
+
+// imageBytes is the image inst started from, nil when it started from scratch.
+func (inst *Instance) imageBytes() []byte {
+	switch {
+	case inst.img == nil:
+		return nil
+	case inst.img.memfd != nil:
+		return inst.img.memfd.view
+	}
+	return inst.img.data
+}
+
+// FilesOpen is how many files and directories the Guest holds open beyond
+// its own descriptors.
+func (inst *Instance) FilesOpen() int64 { return inst.fds.open.Load() - inst.fds.baseline }
+
+// State returns the Guest's state as a difference from its image. It must
+// not be running. A Guest that holds files open has a state no difference
+// can carry: ErrFilesOpen.
+func (inst *Instance) State() (*State, error) {
+	base := inst.imageBytes()
+	if base == nil {
+		return nil, errors.New("spine: a Guest started from scratch has no image to differ from")
+	}
+	if n := inst.FilesOpen(); n > 0 {
+		return nil, fmt.Errorf("%w (%d)", ErrFilesOpen, n)
+	}
+	mem := inst.mod.Memory()
+	size := mem.Size()
+	buf, ok := mem.Read(0, size)
+	if !ok {
+		return nil, fmt.Errorf("%w: cannot read memory", ErrGuest)
+	}
+	st := &State{Memory: uint64(size)}
+	diff := func(p int) {
+		page := buf[p*StatePageSize : (p+1)*StatePageSize]
+		var was []byte
+		if (p+1)*StatePageSize <= len(base) {
+			was = base[p*StatePageSize : (p+1)*StatePageSize]
+		}
+		if was == nil && isZero(page) || was != nil && bytes.Equal(page, was) {
+			return
+		}
+		st.Pages = append(st.Pages, uint32(p))
+		start := len(st.Data)
+		st.Data = append(st.Data, page...)
+		if was != nil {
+			subtle.XORBytes(st.Data[start:], page, was)
+		}
+	}
+	if candidates, ok := inst.cow.touched(len(buf)); ok {
+		for _, p := range candidates {
+			diff(int(p))
+		}
+	} else {
+		for p := 0; p < len(buf)/StatePageSize; p++ {
+			diff(p)
+		}
+	}
+	return st, nil
+}
+
+// Check reports whether st could be the state of a Guest of this engine with
+// at most maxMemory bytes of memory (0: MemoryLimit), without restoring it.
+func (e *Engine) Check(st *State, maxMemory uint64) error {
+	if e.image == nil {
+		return errors.New("a Guest started from scratch has no image to restore onto")
+	}
+	if maxMemory == 0 || maxMemory > e.cfg.MemoryLimit {
+		maxMemory = e.cfg.MemoryLimit
+	}
+	switch {
+	case st.Memory%WasmPageSize != 0:
+		return fmt.Errorf("memory of %d bytes is not a whole number of pages", st.Memory)
+	case st.Memory < uint64(e.image.size):
+		return fmt.Errorf("memory of %d bytes is smaller than the image's %d", st.Memory, e.image.size)
+	case st.Memory > maxMemory:
+		return fmt.Errorf("memory of %d bytes is over the limit of %d", st.Memory, maxMemory)
+	case uint64(len(st.Data)) != uint64(len(st.Pages))*StatePageSize:
+		return fmt.Errorf("%d bytes of data for %d pages", len(st.Data), len(st.Pages))
+	}
+	last := -1
+	for _, p := range st.Pages {
+		if int(p) <= last || uint64(p) >= st.Memory/StatePageSize {
+			return fmt.Errorf("page %d out of order or past the memory's end", p)
+		}
+		last = int(p)
+	}
+	return nil
+}
+
+// Restore makes a session's Guest whose state is st (as Check allows).
+func (e *Engine) Restore(ctx context.Context, st *State, maxMemory uint64) (*Instance, error) {
+	if err := e.Check(st, maxMemory); err != nil {
+		return nil, err
+	}
+	inst, err := e.newInstance(ctx, e.image, maxMemory)
+	if err != nil {
+		return nil, err
+	}
+	mem := inst.mod.Memory()
+	if have, want := mem.Size()/WasmPageSize, uint32(st.Memory/WasmPageSize); want > have {
+		if _, ok := mem.Grow(want - have); !ok {
+			inst.Close()
+			return nil, fmt.Errorf("spine: cannot grow a Guest's memory to %d bytes", st.Memory)
+		}
+	}
+	buf, ok := mem.Read(0, mem.Size())
+	if !ok {
+		inst.Close()
+		return nil, fmt.Errorf("%w: cannot read memory", ErrGuest)
+	}
+	// The new Guest's memory is the image (zero past its end), so each page
+	// is the image's XOR the difference.
+	for i, p := range st.Pages {
+		page := buf[int(p)*StatePageSize : (int(p)+1)*StatePageSize]
+		subtle.XORBytes(page, page, st.Data[i*StatePageSize:(i+1)*StatePageSize])
+	}
+	inst.pages = mem.Size() / WasmPageSize
+	return inst, nil
+}
+
+// sliceMemory is linear memory in a Go slice with a cap of its own, for a
+// Guest whose memory limit is below the engine's without a copy-on-write
+// mapping to carry it.
+type sliceMemory struct {
+	buf []byte
+	max uint64
+}
+
+// Reallocate implements experimental.LinearMemory.
+func (m *sliceMemory) Reallocate(size uint64) []byte {
+	if size > m.max {
+		return nil
+	}
+	if size <= uint64(cap(m.buf)) {
+		m.buf = m.buf[:size]
+		return m.buf
+	}
+	grown := make([]byte, size, min(max(size, 2*uint64(cap(m.buf))), m.max))
+	copy(grown, m.buf)
+	m.buf = grown
+	return m.buf
+}
+
+// Free implements experimental.LinearMemory.
+func (m *sliceMemory) Free() { m.buf = nil }
