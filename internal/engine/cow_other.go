@@ -13,7 +13,7 @@ func (*memfdImage) newMemory(uint64) (*cowMemory, error) { return nil, errNoCOWH
 
 type cowMemory struct{}
 
-func (*cowMemory) Reallocate(uint64) []byte { return nil }
-func (*cowMemory) Free()                    {}
-func (*cowMemory) reset() error             { return errNoCOWHere }
+func (*cowMemory) Reallocate(uint64) []byte     { return nil }
+func (*cowMemory) Free()                        {}
+func (*cowMemory) reset() error                 { return errNoCOWHere }
 func (*cowMemory) touched(int) ([]uint32, bool) { return nil, false }
