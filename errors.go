@@ -60,6 +60,10 @@ const (
 	OutcomeCanceled   Outcome = "canceled"    // stopped from outside: its context canceled, its stream failed
 	OutcomeClosed     Outcome = "closed"      // ErrClosed: the Runner is closing
 	OutcomeGuest      Outcome = "guest"       // the Guest failed (ErrGuest), or anything else
+
+	OutcomeSessionGone     Outcome = "session_gone"      // ErrSessionClosed or ErrSessionLost: the session cannot run
+	OutcomeBadSnapshot     Outcome = "bad_snapshot"      // ErrSnapshot, ErrSnapshotMismatch, ErrSessionState
+	OutcomeTooManySessions Outcome = "too_many_sessions" // ErrTooManySessions
 )
 
 // Classify returns the Outcome of the error Run returned (nil: OutcomeOK).
@@ -77,6 +81,12 @@ func Classify(err error) Outcome {
 		return OutcomeTooLarge
 	case errors.Is(err, ErrClosed):
 		return OutcomeClosed
+	case errors.Is(err, ErrSessionClosed), errors.Is(err, ErrSessionLost):
+		return OutcomeSessionGone
+	case errors.Is(err, ErrSnapshot), errors.Is(err, ErrSnapshotMismatch), errors.Is(err, ErrSessionState):
+		return OutcomeBadSnapshot
+	case errors.Is(err, ErrTooManySessions):
+		return OutcomeTooManySessions
 	case errors.Is(err, context.DeadlineExceeded):
 		return OutcomeTimeout
 	case errors.Is(err, context.Canceled), errors.As(err, &readErr):
