@@ -356,7 +356,8 @@ func (r *Runner) runError(ctx context.Context, err error) error {
 		return perr
 	}
 	var readErr *streamReadError
-	if errors.Is(err, ErrGuest) || errors.Is(err, ErrArtifact) || errors.Is(err, ErrTooLarge) || errors.As(err, &readErr) {
+	if errors.Is(err, ErrGuest) || errors.Is(err, ErrArtifact) || errors.Is(err, ErrTooLarge) || errors.As(err, &readErr) ||
+		errors.Is(err, ErrTooManySessions) || errors.Is(err, ErrSnapshot) || errors.Is(err, ErrSnapshotMismatch) {
 		return err
 	}
 	return fmt.Errorf("%w: %v", ErrGuest, err)

