@@ -199,3 +199,45 @@ func ExampleClassify() {
 	// too_large
 	// bad_request
 }
+
+// A session keeps what one run defines for the next; its snapshot restores
+// it, here or in another process.
+func ExampleRunner_NewSession() {
+	ctx := context.Background()
+	r, err := spine.New(ctx, spine.Manifest{"lookup": {Call: lookup}}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close(ctx)
+
+	s, err := r.NewSession(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close(ctx)
+	steps := []string{
+		`prices = {k: lookup(key=k) for k in ("book", "pen")}`,
+		`def total(n): return n * sum(prices.values())`,
+		`total(inputs["n"])`,
+	}
+	for _, src := range steps {
+		if _, err := s.Run(ctx, spine.Request{Source: src, Inputs: map[string]int{"n": 2}}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	blob, err := s.Snapshot(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	restored, err := r.Restore(ctx, blob)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer restored.Close(ctx)
+	out, err := restored.Run(ctx, spine.Request{Source: `total(10)`})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(out.Value))
+	// Output: 230
+}
