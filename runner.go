@@ -356,9 +356,13 @@ func (r *Runner) runError(ctx context.Context, err error) error {
 		return perr
 	}
 	var readErr *streamReadError
-	if errors.Is(err, ErrGuest) || errors.Is(err, ErrArtifact) || errors.Is(err, ErrTooLarge) || errors.As(err, &readErr) ||
-		errors.Is(err, ErrTooManySessions) || errors.Is(err, ErrSnapshot) || errors.Is(err, ErrSnapshotMismatch) {
+	if errors.As(err, &readErr) {
 		return err
+	}
+	for _, known := range []error{ErrGuest, ErrArtifact, ErrTooLarge, ErrTooManySessions, ErrSessionLost, ErrSnapshot, ErrSnapshotMismatch} {
+		if errors.Is(err, known) {
+			return err
+		}
 	}
 	return fmt.Errorf("%w: %v", ErrGuest, err)
 }

@@ -296,14 +296,22 @@ func (s *Session) guest(ctx context.Context) (*engine.Instance, error) {
 		return s.inst, nil
 	}
 	blob, err := s.thawed()
-	if err != nil {
-		return nil, err
+	if err == nil {
+		var st *engine.State
+		if st, err = decodeSnapshot(s.r.identity, blob, s.r.opts.Sessions.MemoryLimit); err == nil {
+			return s.wake(ctx, st)
+		}
 	}
-	st, err := decodeSnapshot(s.r.identity, blob, s.r.opts.Sessions.MemoryLimit)
-	if err != nil {
-		return nil, err
-	}
-	err = s.r.admit(s, func() (*engine.Instance, error) {
+	// The snapshot is gone or damaged (a file in Dir removed or changed
+	// behind the Runner's back): the session cannot come back.
+	s.forgetSnapshot()
+	s.lost = fmt.Errorf("%w: its hibernated state could not be read: %v", ErrSessionLost, err)
+	return nil, s.lost
+}
+
+// wake restores the hibernated session's state st into a new live Guest.
+func (s *Session) wake(ctx context.Context, st *engine.State) (*engine.Instance, error) {
+	err := s.r.admit(s, func() (*engine.Instance, error) {
 		return s.r.engine.Restore(ctx, st, s.r.opts.Sessions.MemoryLimit)
 	})
 	if err != nil {

@@ -583,3 +583,33 @@ func TestSessionEarlyReads(t *testing.T) {
 		mu.Unlock()
 	}
 }
+
+// TestSessionHibernatedFileDamaged: a hibernated session whose file is
+// removed or changed behind the Runner's back is lost, clearly.
+func TestSessionHibernatedFileDamaged(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := newRunner(t, testManifest(), &Options{PoolSize: -1, Sessions: SessionOptions{Dir: dir}})
+	for _, damage := range []func(path string){
+		func(path string) { os.Remove(path) },
+		func(path string) { os.WriteFile(path, []byte("not a snapshot"), 0o600) },
+	} {
+		s := newSession(t, r)
+		step(t, s, "x = 1")
+		if err := s.Hibernate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*.snapshot"))
+		if len(files) != 1 {
+			t.Fatalf("files: %v", files)
+		}
+		damage(files[0])
+		if _, err := s.Run(ctx, Request{Source: "x"}); !errors.Is(err, ErrSessionLost) {
+			t.Fatalf("waking: %v", err)
+		}
+		s.Close(ctx)
+		if files, _ := filepath.Glob(filepath.Join(dir, "*")); len(files) != 0 {
+			t.Fatalf("left behind: %v", files)
+		}
+	}
+}
