@@ -243,20 +243,7 @@ func TestNoLeaks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("10,000 runs; skipped with -short")
 	}
-	// threads: Go never ends an OS thread it started, and each keeps a
-	// stack, a guard page and a malloc arena, so mappings get 4 a new thread.
-	count := func() (goroutines, fds, maps, threads int) {
-		runtime.GC()
-		entries, _ := os.ReadDir("/proc/self/fd")
-		data, _ := os.ReadFile("/proc/self/maps")
-		status, _ := os.ReadFile("/proc/self/status")
-		if _, rest, ok := strings.Cut(string(status), "Threads:"); ok {
-			threads, _ = strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
-		}
-		return runtime.NumGoroutine(), len(entries), bytes.Count(data, []byte("\n")), threads
-	}
-	g0, f0, m0, t0 := count()
-	leaked := func(g, f, m, th int) bool { return g > g0 || f > f0 || m > m0+8+4*max(th-t0, 0) }
+	before := countResources()
 	r, err := New(context.Background(), testManifest(), &Options{PoolSize: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -283,16 +270,45 @@ func TestNoLeaks(t *testing.T) {
 	if err := r.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// Goroutines that are ending may not be gone yet: give them a few
-	// collections before the counts must be back.
-	g1, f1, m1, t1 := count()
-	for i := 0; i < 100 && leaked(g1, f1, m1, t1); i++ {
+	before.check(t)
+}
+
+// resources is what the process holds: goroutines, descriptors, memory
+// mappings and OS threads.
+type resources struct{ goroutines, fds, maps, threads int }
+
+func countResources() resources {
+	runtime.GC()
+	entries, _ := os.ReadDir("/proc/self/fd")
+	data, _ := os.ReadFile("/proc/self/maps")
+	status, _ := os.ReadFile("/proc/self/status")
+	var threads int
+	if _, rest, ok := strings.Cut(string(status), "Threads:"); ok {
+		threads, _ = strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
+	}
+	return resources{runtime.NumGoroutine(), len(entries), bytes.Count(data, []byte("\n")), threads}
+}
+
+// leakedSince reports whether now holds more than before. Go never ends an
+// OS thread it started, and each keeps a stack, a guard page and a malloc
+// arena, so mappings may grow by 4 a new thread.
+func (before resources) leakedSince(now resources) bool {
+	return now.goroutines > before.goroutines || now.fds > before.fds ||
+		now.maps > before.maps+8+4*max(now.threads-before.threads, 0)
+}
+
+// check fails t if the process holds more than before. Goroutines that are
+// ending may not be gone yet: it gives them a few collections first.
+func (before resources) check(t *testing.T) {
+	t.Helper()
+	now := countResources()
+	for i := 0; i < 100 && before.leakedSince(now); i++ {
 		runtime.Gosched()
 		time.Sleep(10 * time.Millisecond)
-		g1, f1, m1, t1 = count()
+		now = countResources()
 	}
-	t.Logf("goroutines %d -> %d, fds %d -> %d, mappings %d -> %d, threads %d -> %d", g0, g1, f0, f1, m0, m1, t0, t1)
-	if leaked(g1, f1, m1, t1) {
-		t.Fatalf("leak: goroutines %d -> %d, fds %d -> %d, mappings %d -> %d", g0, g1, f0, f1, m0, m1)
+	t.Logf("%+v -> %+v", before, now)
+	if before.leakedSince(now) {
+		t.Fatalf("leak: %+v -> %+v", before, now)
 	}
 }

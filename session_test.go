@@ -613,3 +613,62 @@ func TestSessionHibernatedFileDamaged(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionNoLeaks takes sessions through every path — new, run, a lost
+// run, snapshot, restore, hibernate to a folder and wake, close, a Runner
+// closed with sessions open — and checks that goroutines, descriptors and
+// mappings come back.
+func TestSessionNoLeaks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a thousand sessions; skipped with -short")
+	}
+	ctx := context.Background()
+	before := countResources()
+	r, err := New(ctx, testManifest(), &Options{PoolSize: 1, Sessions: SessionOptions{MaxLive: 4, Dir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open []*Session
+	for i := 0; i < 1000; i++ {
+		s, err := r.NewSession(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Run(ctx, Request{Source: fmt.Sprintf("n = %d\nresult = lookup(key='book')", i)}); err != nil {
+			t.Fatal(err)
+		}
+		switch i % 5 {
+		case 0:
+			s.Run(ctx, Request{Source: "while True: pass", Timeout: time.Millisecond})
+		case 1:
+			blob, err := s.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			restored, err := r.Restore(ctx, blob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := step(t, restored, "n"); got != fmt.Sprint(i) {
+				t.Fatalf("restored n = %s", got)
+			}
+			restored.Close(ctx)
+		case 2:
+			if err := s.Hibernate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			step(t, s, "n")
+		case 3:
+			open = append(open, s) // left for Runner.Close
+			continue
+		}
+		s.Close(ctx)
+	}
+	if st := r.SessionStats(); st.Sessions != len(open) || st.Live > 4 {
+		t.Fatalf("stats %+v with %d open", st, len(open))
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before.check(t)
+}

@@ -82,6 +82,7 @@ func (m *memfdImage) close() error {
 // start. A run pays only for the pages it touches; reset drops them.
 type cowMemory struct {
 	buf       []byte // the whole mapping; wazero sees buf[:size]
+	limit     uint64 // when not 0, the most it may grow to, below len(buf)
 	imageSize int
 	image     *memfdImage
 	entries   []byte // pagemap entries, reused by reset
@@ -105,7 +106,7 @@ func (m *memfdImage) newMemory(max uint64) (*cowMemory, error) {
 
 // Reallocate implements experimental.LinearMemory: growth never moves memory.
 func (c *cowMemory) Reallocate(size uint64) []byte {
-	if size > uint64(len(c.buf)) {
+	if size > uint64(len(c.buf)) || c.limit != 0 && size > c.limit {
 		return nil
 	}
 	return c.buf[:size]
@@ -192,4 +193,14 @@ func (c *cowMemory) touched(size int) (pages []uint32, ok bool) {
 		}
 	}
 	return pages, true
+}
+
+// setLimit lowers the most the memory may grow to (a session's limit on a
+// Guest taken from the pool); false when the memory is already larger.
+func (c *cowMemory) setLimit(limit uint64) bool {
+	if c.buf == nil || limit > uint64(len(c.buf)) || uint64(c.imageSize) > limit {
+		return false
+	}
+	c.limit = limit
+	return true
 }

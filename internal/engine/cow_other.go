@@ -17,3 +17,4 @@ func (*cowMemory) Reallocate(uint64) []byte     { return nil }
 func (*cowMemory) Free()                        {}
 func (*cowMemory) reset() error                 { return errNoCOWHere }
 func (*cowMemory) touched(int) ([]uint32, bool) { return nil, false }
+func (*cowMemory) setLimit(uint64) bool         { return false }
