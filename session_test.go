@@ -620,7 +620,7 @@ func TestSessionHibernatedFileDamaged(t *testing.T) {
 // mappings come back.
 func TestSessionNoLeaks(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a thousand sessions; skipped with -short")
+		t.Skip("400 sessions; skipped with -short")
 	}
 	ctx := context.Background()
 	before := countResources()
@@ -629,7 +629,7 @@ func TestSessionNoLeaks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var open []*Session
-	for i := 0; i < 1000; i++ {
+	for i := 0; i < 400; i++ {
 		s, err := r.NewSession(ctx)
 		if err != nil {
 			t.Fatal(err)
