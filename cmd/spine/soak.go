@@ -17,7 +17,8 @@ const soakUsage = `usage: spine soak [flags]
 
 Makes many mixed runs at once on one Runner — ordinary ones, Python errors,
 tool errors, early reads, time-outs, memory bombs, exits, stack overflows,
-closed standard descriptors, descriptor floods and descriptors left open —
+closed standard descriptors, descriptor floods, descriptors left open and
+sessions (runs that build on each other, a snapshot restored, hibernation) —
 checks that every run got exactly its own outcome, then runs one program that
 floods descriptors for --flood, and reports goroutines, open descriptors,
 memory mappings and RSS before, during and after (docs/performance.md).

@@ -142,9 +142,42 @@ func kinds(maxFDs int) []kind {
 		{"descriptor flood", 50, program("import os\nfds = []\ntry:\n    while True:\n        fds.append(os.open('/usr/local/lib', os.O_RDONLY))\nexcept OSError as e:\n    result = [inputs['n'], len(fds), e.errno]"),
 			wantValue(fmt.Sprintf("[N,%d,33]", maxFDs))},
 		{"descriptor left open", 50, program("import os\nresult = [inputs['n'], os.open('/usr/local/lib', os.O_RDONLY)]"), wantValue("[N,4]")},
+		{"session", 30, nil, func(n int, out *spine.Output, err error) error {
+			return wantValue(fmt.Sprintf("[%d,%d,%d,false]", n, 2*n, 3*n))(n, out, err)
+		}},
 		{"stack overflow", 1, program("import sys, json\nsys.setrecursionlimit(10**7)\nx = []\nfor _ in range(5 * 10**5):\n    x = [x]\njson.dumps(x)"),
 			wantPython("RecursionError", "")},
 	}
+}
+
+// session takes a session through its life while pooled runs go on: runs
+// that build on each other, a snapshot restored into a second session,
+// hibernation and waking. Its last run checks the state is the session's own.
+func session(ctx context.Context, r *spine.Runner, n int) (*spine.Output, error) {
+	s, err := r.NewSession(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close(ctx)
+	in := inputs(n)
+	for _, src := range []string{"n = inputs['n']\nacc = [n]", "acc.append(mul(a=n, b=2))"} {
+		if _, err := s.Run(ctx, spine.Request{Source: src, Inputs: in}); err != nil {
+			return nil, err
+		}
+	}
+	blob, err := s.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	restored, err := r.Restore(ctx, blob)
+	if err != nil {
+		return nil, err
+	}
+	defer restored.Close(ctx)
+	if err := restored.Hibernate(ctx); err != nil {
+		return nil, err
+	}
+	return restored.Run(ctx, spine.Request{Source: "acc.append(n * 3)\nresult = acc + ['fds' in globals()]"})
 }
 
 func manifest() spine.Manifest {
@@ -219,7 +252,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				k := table[weights[(i*2654435761)%len(weights)]]
 				n := i + 1
 				began := time.Now()
-				out, err := r.Run(ctx, k.request(n))
+				var out *spine.Output
+				var err error
+				if k.request == nil { // the one kind that is more than a run
+					out, err = session(ctx, r, n)
+				} else {
+					out, err = r.Run(ctx, k.request(n))
+				}
 				took := time.Since(began)
 				failure := k.check(n, out, err)
 				mu.Lock()
