@@ -45,12 +45,18 @@ const (
 // authorized reports whether r carries the bearer token whose SHA-256 digest
 // is want.
 func authorized(r *http.Request, want [sha256.Size]byte) bool {
+	got, ok := bearerDigest(r)
+	return ok && subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
+// bearerDigest returns the SHA-256 digest of r's bearer token, and false
+// when r has none. A session is marked with it as its owner's.
+func bearerDigest(r *http.Request) ([sha256.Size]byte, bool) {
 	scheme, credentials, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+		return [sha256.Size]byte{}, false
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(credentials)))
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+	return sha256.Sum256([]byte(strings.TrimSpace(credentials))), true
 }
 
 // closeConn makes the answer close its connection.

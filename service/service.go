@@ -2,10 +2,15 @@
 // with a spine.Runner, admits only as many runs at once as it has slots, and
 // exports Prometheus metrics.
 //
-//	POST /v1/run         {"source", "inputs", "timeout_ms", "early_reads"} → run result
-//	POST /v1/run/stream  the program as the (chunked) request body: prefix mode
-//	GET  /healthz        liveness, slot use and the health of Options.Health's components
-//	GET  /metrics        Prometheus text format, from the Server's own registry
+//	POST   /v1/run                    {"source", "inputs", "timeout_ms", "early_reads"} → run result
+//	POST   /v1/run/stream             the program as the (chunked) request body: prefix mode
+//	POST   /v1/sessions               → 201 {"id": "..."}: a session (sessions.go)
+//	POST   /v1/sessions/{id}/run      as /v1/run, in the session
+//	GET    /v1/sessions/{id}/snapshot → the session's snapshot, application/octet-stream
+//	POST   /v1/sessions/restore       a snapshot as the body → 201 {"id": "..."}
+//	DELETE /v1/sessions/{id}          → 204
+//	GET    /healthz                   liveness, slot use and the health of Options.Health's components
+//	GET    /metrics                   Prometheus text format, from the Server's own registry
 //
 // Every run answers with the same JSON object:
 //
@@ -13,14 +18,19 @@
 //	 "error": null, "timing": {"total_ms": 1.2, "run_ms": 0.9}}
 //
 // and, when it fails, "value" is null and "error" is
-// {"kind", "type", "message", "line", "traceback"}. The status codes: 200 ok,
-// 400 bad request, 401 no or wrong token, 403 a Host that is not loopback
-// (without a token) or a browser's cross-origin request, 408 time-out (of the
-// run, of a request body that did not arrive, of a stream that stopped
-// sending), 413 too large, 415 wrong Content-Type (/v1/run takes
-// application/json; /v1/run/stream any type but none and the three a browser
-// sends cross-origin freely), 422 Python error, 429 every slot busy, 499
-// client went away, 500 Guest failure, 503 Runner closed.
+// {"kind", "type", "message", "line", "traceback"}; a refused request of
+// any endpoint has the same shape, with "value" null. The status codes: 200
+// ok (201 a session made, 204 one deleted), 400 bad request or bad snapshot,
+// 401 no or wrong token, 403 a Host that is not loopback (without a token)
+// or a browser's cross-origin request, 404 no such session (for this
+// token), 408 time-out (of the run, of a request body that did not arrive,
+// of a stream that stopped sending), 409 a snapshot of a session holding
+// files open, 410 a session an earlier run lost, 413 too large, 415 wrong
+// Content-Type (/v1/run and a session's run take application/json;
+// /v1/run/stream any type but none and the three a browser sends
+// cross-origin freely; a restore application/octet-stream), 422 Python
+// error, 429 every slot busy, 499 client went away, 500 Guest failure, 503
+// Runner or Server closed, or too many sessions.
 //
 // # Streams
 //
@@ -36,11 +46,12 @@
 //
 // # Exposure
 //
-// With Options.Token set, every request but GET /healthz must carry
-// "Authorization: Bearer <token>" (RequireToken). Without it, the Server
+// With Options.Token (or Options.Tokens) set, every request but GET /healthz
+// must carry "Authorization: Bearer <token>" (RequireToken); a session is
+// then its token's alone. Without one, the Server
 // answers only requests whose Host header names the loopback interface
 // (localhost, 127.0.0.0/8, [::1]): serve it on loopback only. Either way it
-// refuses browsers' cross-origin requests and run bodies of the types a web
+// refuses browsers' cross-origin requests and bodies of the types a web
 // page can send without a preflight. The Server does not bound
 // how long a client takes to send headers or a /v1/run body, nor how many
 // connections it keeps: serve it with an http.Server that has
@@ -52,6 +63,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,6 +119,26 @@ type Options struct {
 	// "Authorization: Bearer <token>"; others get 401 (RequireToken).
 	Token string
 
+	// Tokens are more tokens, each accepted as Token is: one for each
+	// client. A session belongs to the token that made it; to requests with
+	// another token it does not exist (404).
+	Tokens []string
+
+	// SessionTTL, when positive, is how long a session may go unused through
+	// the Server before the Server closes and forgets it. Give it the
+	// Runner's SessionOptions.TTL when that is set: the Server then forgets
+	// the sessions the Runner closed for it, by the time it next makes one,
+	// rather than when a request next finds one closed. Default 0: sessions
+	// end when deleted, or when the Runner ends them.
+	SessionTTL time.Duration
+
+	// MaxSnapshot caps the body of POST /v1/sessions/restore, a snapshot,
+	// in bytes; past it the answer is 413. The body is read into memory,
+	// holding a slot. Default DefaultMaxSnapshot, which holds every snapshot
+	// of a session within the default session memory limit (256 MiB); for
+	// a limit of M bytes, M + M/512 + 1 MiB is enough.
+	MaxSnapshot int64
+
 	// Health, when set, is called on every GET /healthz: it returns the
 	// state of components the Server depends on (the MCP servers behind its
 	// tools, say), by name: "" for a healthy one, else a short error text.
@@ -122,21 +154,24 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultMaxTimeout, DefaultMaxBody and DefaultStreamIdle are the defaults of
-// Options.MaxTimeout, Options.MaxBody and Options.StreamIdle.
+// DefaultMaxTimeout, DefaultMaxBody, DefaultStreamIdle and DefaultMaxSnapshot
+// are the defaults of Options.MaxTimeout, Options.MaxBody, Options.StreamIdle
+// and Options.MaxSnapshot.
 const (
-	DefaultMaxTimeout       = 30 * time.Second
-	DefaultMaxBody    int64 = 1 << 20
-	DefaultStreamIdle       = 10 * time.Second
+	DefaultMaxTimeout        = 30 * time.Second
+	DefaultMaxBody     int64 = 1 << 20
+	DefaultStreamIdle        = 10 * time.Second
+	DefaultMaxSnapshot int64 = 257 << 20
 )
 
 // Server is the HTTP API over one spine.Runner. It is an http.Handler.
 type Server struct {
 	runner   *spine.Runner
 	opts     Options
-	slots    chan struct{} // a token per admitted run
-	streams  chan struct{} // a token per admitted stream, which holds a slot too
-	token    *[sha256.Size]byte
+	slots    chan struct{}       // a token per admitted run
+	streams  chan struct{}       // a token per admitted stream, which holds a slot too
+	tokens   [][sha256.Size]byte // SHA-256 of each token; none: no token needed
+	sessions sessionTable
 	mux      *http.ServeMux
 	registry *prometheus.Registry
 	metrics  *metrics
@@ -147,7 +182,8 @@ type Server struct {
 }
 
 // New returns a Server running programs with runner, which stays the
-// caller's: close it after the Server has stopped serving. opts may be nil.
+// caller's: close it after the Server has stopped serving (and after
+// Server.Close, which ends the sessions made through it). opts may be nil.
 func New(runner *spine.Runner, opts *Options) *Server {
 	o := Options{}
 	if opts != nil {
@@ -172,6 +208,9 @@ func New(runner *spine.Runner, opts *Options) *Server {
 	if o.StreamIdle <= 0 {
 		o.StreamIdle = DefaultStreamIdle
 	}
+	if o.MaxSnapshot <= 0 {
+		o.MaxSnapshot = DefaultMaxSnapshot
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	} else {
@@ -184,16 +223,23 @@ func New(runner *spine.Runner, opts *Options) *Server {
 		streams:  make(chan struct{}, o.StreamSlots),
 		mux:      http.NewServeMux(),
 		registry: prometheus.NewRegistry(),
+		sessions: sessionTable{byID: map[string]*session{}, now: time.Now},
 
 		crossOrigin: http.NewCrossOriginProtection(),
 	}
-	if o.Token != "" {
-		sum := sha256.Sum256([]byte(o.Token))
-		s.token = &sum
+	for _, token := range append([]string{o.Token}, o.Tokens...) {
+		if token != "" {
+			s.tokens = append(s.tokens, sha256.Sum256([]byte(token)))
+		}
 	}
 	s.metrics = newMetrics(s)
-	s.mux.HandleFunc("POST /v1/run", s.handleRun)
-	s.mux.HandleFunc("POST /v1/run/stream", s.handleStream)
+	s.mux.Handle("POST /v1/run", s.accept(needJSON, "POST /v1/run", s.handleRun))
+	s.mux.Handle("POST /v1/run/stream", s.accept(needProgram, "POST /v1/run/stream", s.handleStream))
+	s.mux.Handle("POST /v1/sessions", s.accept(noneOrJSON, "POST /v1/sessions", s.handleNewSession))
+	s.mux.Handle("POST /v1/sessions/restore", s.accept(needOctets, "POST /v1/sessions/restore", s.handleRestore))
+	s.mux.Handle("POST /v1/sessions/{id}/run", s.accept(needJSON, "POST /v1/sessions/{id}/run", s.handleSessionRun))
+	s.mux.HandleFunc("GET /v1/sessions/{id}/snapshot", s.handleSnapshot)
+	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.handleDeleteSession)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	return s
@@ -203,11 +249,12 @@ func New(runner *spine.Runner, opts *Options) *Server {
 // checks, in order: without a token, that the Host header names the
 // loopback interface (403: a page whose name was rebound to 127.0.0.1
 // sends its own name); that a browser did not send it from another origin
-// (403, http.CrossOriginProtection); the token (401); and the media type of
-// a run's body (415), so that a page cannot send a run as one of the
-// types a browser sends cross-origin without asking the server first.
+// (403, http.CrossOriginProtection); the token (401); and then, for each
+// POST endpoint, the media type of its body (415), so that a page cannot
+// send a run, a snapshot or a new session as one of the types a browser
+// sends cross-origin without asking the server first.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.token == nil && !loopbackHost(r.Host) {
+	if len(s.tokens) == 0 && !loopbackHost(r.Host) {
 		closeConn(w)
 		s.refuse(w, time.Now(), http.StatusForbidden, kindForbidden,
 			fmt.Sprintf("Host %q is not a loopback name: a server without a token answers only requests for localhost, 127.0.0.1 or [::1]", r.Host))
@@ -218,7 +265,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, time.Now(), http.StatusForbidden, kindForbidden, "a browser sent this request from another origin: "+err.Error())
 		return
 	}
-	authed := s.token == nil || authorized(r, *s.token)
+	authed := s.authorized(r)
 	if !authed && r.URL.Path != "/healthz" {
 		w.Header().Set("WWW-Authenticate", wwwAuthenticate)
 		closeConn(w) // a client without the token holds no connection
@@ -228,37 +275,79 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !authed {
 		closeConn(w) // /healthz: answered, but no keep-alive without the token
 	}
-	if msg := badMediaType(r); msg != "" {
-		dropBody(w, r)
-		s.refuse(w, time.Now(), http.StatusUnsupportedMediaType, kindUnsupportedMediaType, msg)
-		return
-	}
 	s.mux.ServeHTTP(w, r)
 }
 
-// badMediaType says what is wrong with the Content-Type of a run's body, or
-// returns "". POST /v1/run takes application/json only. POST /v1/run/stream
-// takes any type but none (the body is the program whatever its label)
-// and the three a browser sends cross-origin without a preflight:
-// application/x-www-form-urlencoded, multipart/form-data and text/plain.
-func badMediaType(r *http.Request) string {
-	if r.Method != http.MethodPost {
-		return ""
+// authorized reports whether r may use the Server: it carries one of the
+// tokens, or the Server has none. Every token is compared, in constant time.
+func (s *Server) authorized(r *http.Request) bool {
+	if len(s.tokens) == 0 {
+		return true
 	}
+	got, ok := bearerDigest(r)
+	match := 0
+	for _, want := range s.tokens {
+		match |= subtle.ConstantTimeCompare(got[:], want[:])
+	}
+	return ok && match == 1
+}
+
+// bodyRule is what an endpoint takes as its body's Content-Type.
+type bodyRule int
+
+const (
+	// needJSON: application/json only (POST /v1/run and a session's run).
+	needJSON bodyRule = iota
+	// needProgram: any type but none (the body is the program whatever its
+	// label) and the three a browser sends cross-origin without a
+	// preflight: application/x-www-form-urlencoded, multipart/form-data and
+	// text/plain (POST /v1/run/stream).
+	needProgram
+	// needOctets: application/octet-stream only (a snapshot to restore).
+	needOctets
+	// noneOrJSON: no Content-Type, or application/json (POST /v1/sessions,
+	// which takes no body or {}): a form's types are refused, even empty.
+	noneOrJSON
+)
+
+// problem says what is wrong with the Content-Type of r, sent to the
+// endpoint named what, or returns "".
+func (b bodyRule) problem(r *http.Request, what string) string {
 	ct := r.Header.Get("Content-Type")
 	mediaType, _, err := mime.ParseMediaType(ct)
-	switch r.URL.Path {
-	case "/v1/run":
+	switch b {
+	case needJSON:
 		if err != nil || mediaType != "application/json" {
-			return fmt.Sprintf(`POST /v1/run needs "Content-Type: application/json", not %q`, ct)
+			return fmt.Sprintf(`%s needs "Content-Type: application/json", not %q`, what, ct)
 		}
-	case "/v1/run/stream":
+	case needProgram:
 		if err != nil || corsSafelisted[mediaType] {
-			return fmt.Sprintf(`POST /v1/run/stream needs a Content-Type other than %q: text/x-python, say (%s are refused: a browser sends them from any page)`,
-				ct, "application/x-www-form-urlencoded, multipart/form-data and text/plain")
+			return fmt.Sprintf(`%s needs a Content-Type other than %q: text/x-python, say (%s are refused: a browser sends them from any page)`,
+				what, ct, "application/x-www-form-urlencoded, multipart/form-data and text/plain")
+		}
+	case needOctets:
+		if err != nil || mediaType != "application/octet-stream" {
+			return fmt.Sprintf(`%s needs "Content-Type: application/octet-stream", not %q`, what, ct)
+		}
+	case noneOrJSON:
+		if ct != "" && (err != nil || mediaType != "application/json") {
+			return fmt.Sprintf(`%s takes no Content-Type or "application/json", not %q`, what, ct)
 		}
 	}
 	return ""
+}
+
+// accept returns h behind the media type check of rule for the endpoint
+// named what: a request of another type is answered 415, unread.
+func (s *Server) accept(rule bodyRule, what string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if msg := rule.problem(r, what); msg != "" {
+			dropBody(w, r)
+			s.refuse(w, time.Now(), http.StatusUnsupportedMediaType, kindUnsupportedMediaType, msg)
+			return
+		}
+		h(w, r)
+	})
 }
 
 // corsSafelisted are the media types a browser sends cross-origin without
@@ -318,7 +407,11 @@ type Error struct {
 	// /v1/run body that did not arrive in time), stream_idle (a stream that
 	// sent nothing for Options.StreamIdle), forbidden (a Host that is not
 	// loopback on a server without a token, or a browser's cross-origin
-	// request), unsupported_media_type (a body of the wrong Content-Type).
+	// request), unsupported_media_type (a body of the wrong Content-Type);
+	// for sessions, not_found (no such session for this token: never made,
+	// deleted or expired), session_gone (a run before left it broken: delete
+	// it), bad_snapshot (a blob Restore refuses; a session holding files
+	// open, which cannot be snapshotted) and too_many_sessions.
 	Kind string `json:"kind"`
 	// Type, Line and Traceback are set for a Python error: the exception's
 	// class, the line of the program it points to (0 when unknown) and the
@@ -353,6 +446,11 @@ const (
 
 	kindForbidden            = "forbidden"
 	kindUnsupportedMediaType = "unsupported_media_type"
+
+	kindNotFound        = "not_found"
+	kindSessionGone     = string(spine.OutcomeSessionGone)
+	kindBadSnapshot     = string(spine.OutcomeBadSnapshot)
+	kindTooManySessions = string(spine.OutcomeTooManySessions)
 )
 
 // statusClientClosed is the answer (nobody reads it) when the client went
@@ -360,7 +458,13 @@ const (
 const statusClientClosed = 499
 
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
+	s.runJSON(w, r, time.Now(), nil)
+}
+
+// runJSON answers a run whose request is r's JSON body (POST /v1/run, and
+// POST /v1/sessions/{id}/run), run in session sess or, when sess is nil, in
+// a Guest of the Runner's pool.
+func (s *Server) runJSON(w http.ResponseWriter, r *http.Request, start time.Time, sess *session) {
 	var req runRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
 	dec.DisallowUnknownFields()
@@ -406,7 +510,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		Inputs:     inputs,
 		EarlyReads: req.EarlyReads,
 		Timeout:    s.timeout(req.TimeoutMS),
-	}, nil)
+	}, nil, sess)
 }
 
 // timeout returns the run's time limit for a request's timeout_ms (0 = none).
@@ -463,16 +567,41 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		Inputs:     inputs,
 		EarlyReads: true,
 		Timeout:    s.timeout(timeoutMS),
-	}, body)
+	}, body, nil)
 }
 
 // run admits req if a slot is free, runs it and answers. body is the
-// streamed program, nil for /v1/run.
-func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, body *streamBody) {
+// streamed program, nil for /v1/run. sess is the session to run it in, nil
+// for a Guest of the pool: a session's run first waits, holding no slot,
+// for the session's previous run or snapshot to end, for at most its own
+// time limit.
+func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, body *streamBody, sess *session) {
+	// The time limit is this context's, not Request.Timeout: its Err
+	// tells a time-out from a client that went away, whichever came second.
+	limit := req.Timeout
+	req.Timeout = 0
+	ctx, cancel := context.WithTimeout(r.Context(), limit)
+	defer cancel()
+	target := s.runner.Run
+	if sess != nil {
+		if err := s.waitTurn(ctx, sess); err != nil {
+			s.sessionFailed(w, r, start, opRun, sess, err)
+			return
+		}
+		target = sess.s.Run
+	}
+	// giveTurn gives the session's turn back, after the slot: the request
+	// waiting for the turn then finds the slot free.
+	giveTurn := func() {
+		if sess != nil {
+			sess.turn <- struct{}{}
+		}
+	}
 	if body != nil {
 		select {
 		case s.streams <- struct{}{}:
 		default:
+			giveTurn()
 			w.Header().Set("Retry-After", "1")
 			s.refuse(w, start, http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d stream slots are busy (streams may hold %d of the %d run slots); try again later", cap(s.streams), cap(s.streams), cap(s.slots)))
 			return
@@ -484,6 +613,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 		if body != nil {
 			<-s.streams
 		}
+		giveTurn()
 		w.Header().Set("Retry-After", "1")
 		s.refuse(w, start, http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d run slots are busy; try again later", cap(s.slots)))
 		return
@@ -498,9 +628,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 		runTime time.Duration
 	)
 	func() {
-		// Free the slot before answering (and even if Run panicked): a
-		// client that has its answer can be sure its next request finds the
-		// slot free.
+		// Free the slot, and then the session's turn, before answering (and
+		// even if Run panicked): a client that has its answer can be sure
+		// its next request finds the slot free.
+		defer giveTurn()
 		s.metrics.inFlight.Inc()
 		defer func() {
 			<-s.slots
@@ -513,18 +644,12 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 				s.metrics.streamsInFlight.Dec()
 			}()
 		}
-		// The time limit is this context's, not Request.Timeout: its Err
-		// tells a time-out from a client that went away, whichever came second.
-		limit := req.Timeout
-		req.Timeout = 0
-		ctx, cancel := context.WithTimeout(r.Context(), limit)
-		defer cancel()
 		if body != nil {
 			defer body.finish() // even if Run panicked
 		}
 		runStart := time.Now()
 		var err error
-		out, err = s.runner.Run(ctx, req)
+		out, err = target(ctx, req)
 		runTime = time.Since(runStart)
 		if body != nil {
 			// A Read still pending in the Runner's reader returns, and how
@@ -532,7 +657,13 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 			body.finish()
 		}
 		status, e = classify(ctx, limit, err, body)
+		if sess != nil && e != nil {
+			status, e = s.sessionRunError(r.Context(), sess, err, status, e)
+		}
 	}()
+	if e != nil && e.Kind == kindTooManySessions {
+		w.Header().Set("Retry-After", "1")
+	}
 
 	outcome := "ok"
 	if e != nil {
@@ -617,6 +748,12 @@ var outcomeStatus = map[spine.Outcome]int{
 	spine.OutcomeCanceled:   statusClientClosed,
 	spine.OutcomeClosed:     http.StatusServiceUnavailable,
 	spine.OutcomeGuest:      http.StatusInternalServerError,
+
+	// A session closed (deleted, expired) is 404, as an unknown id, before
+	// its outcome is looked up here: what is left is a lost session.
+	spine.OutcomeSessionGone:     http.StatusGone,
+	spine.OutcomeBadSnapshot:     http.StatusBadRequest,
+	spine.OutcomeTooManySessions: http.StatusServiceUnavailable,
 }
 
 // refuse answers a request that never ran.
@@ -657,7 +794,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		StreamsBusy: len(s.streams),
 	}
 	if s.opts.Health != nil {
-		details := s.token == nil || authorized(r, *s.token)
+		details := s.authorized(r)
 		states := s.opts.Health()
 		h.Components = make(map[string]string, len(states))
 		for name, problem := range states {
@@ -802,14 +939,20 @@ type metrics struct {
 	inFlight  prometheus.Gauge
 
 	streamsInFlight prometheus.Gauge
+
+	sessionOps   *prometheus.CounterVec
+	sessionWaits prometheus.Gauge
 }
 
 // Outcomes of an admitted run (labels of spine_runs_total and
 // spine_run_duration_seconds), and every error kind (spine_errors_total).
 var (
-	runOutcomes = []string{"ok", kindPython, kindTimeout, kindTooLarge, kindBadRequest, kindCanceled, kindGuest, kindClosed, kindInternal, kindStreamIdle}
-	errorKinds  = []string{kindPython, kindTimeout, kindTooLarge, kindGuest, kindBadRequest, kindOverloaded, kindCanceled, kindClosed, kindInternal,
-		kindUnauthorized, kindReadTimeout, kindStreamIdle, kindForbidden, kindUnsupportedMediaType}
+	runOutcomes = []string{"ok", kindPython, kindTimeout, kindTooLarge, kindBadRequest, kindCanceled, kindGuest, kindClosed, kindInternal, kindStreamIdle,
+		kindNotFound, kindSessionGone, kindTooManySessions}
+	errorKinds = []string{kindPython, kindTimeout, kindTooLarge, kindGuest, kindBadRequest, kindOverloaded, kindCanceled, kindClosed, kindInternal,
+		kindUnauthorized, kindReadTimeout, kindStreamIdle, kindForbidden, kindUnsupportedMediaType,
+		kindNotFound, kindSessionGone, kindBadSnapshot, kindTooManySessions}
+	sessionOperations = []string{opCreate, opRestore, opSnapshot, opDelete}
 )
 
 func newMetrics(s *Server) *metrics {
@@ -829,16 +972,27 @@ func newMetrics(s *Server) *metrics {
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spine_errors_total",
-			Help: "Requests that failed or were refused, by kind: python, timeout, too_large, guest, bad_request, overloaded, canceled, closed, internal, unauthorized, read_timeout, stream_idle, forbidden, unsupported_media_type.",
+			Help: "Requests that failed or were refused, by kind: python, timeout, too_large, guest, bad_request, overloaded, canceled, closed, internal, unauthorized, read_timeout, stream_idle, forbidden, unsupported_media_type, not_found, session_gone, bad_snapshot, too_many_sessions.",
 		}, []string{"kind"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "spine_runs_in_flight",
-			Help: "Runs holding a slot now.",
+			Help: "Runs, and session operations (create, restore, snapshot), holding a slot now.",
 		}),
 		streamsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "spine_streams_in_flight",
 			Help: "Streams (POST /v1/run/stream) holding a slot now, counted in spine_runs_in_flight too.",
 		}),
+		sessionOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spine_session_operations_total",
+			Help: "Session requests other than runs (counted in spine_runs_total), by operation (create, restore, snapshot, delete) and outcome (ok or an error kind).",
+		}, []string{"operation", "outcome"}),
+		sessionWaits: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "spine_session_requests_waiting",
+			Help: "Requests waiting, without a slot, for their session's previous run or snapshot to end.",
+		}),
+	}
+	for _, op := range sessionOperations {
+		m.sessionOps.WithLabelValues(op, "ok")
 	}
 	for _, o := range runOutcomes {
 		m.runs.WithLabelValues(o)
@@ -854,7 +1008,12 @@ func newMetrics(s *Server) *metrics {
 		Name: "spine_stream_slots",
 		Help: "How many of the slots streams may hold at once; past it streams get 429.",
 	}, func() float64 { return float64(cap(s.streams)) })
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "spine_server_sessions",
+		Help: "Sessions made through this server and not yet deleted, expired or found closed.",
+	}, func() float64 { return float64(s.sessions.size()) })
 	s.registry.MustRegister(m.runs, m.duration, m.toolCalls, m.errors, m.inFlight, m.streamsInFlight, slots, streamSlots,
+		m.sessionOps, m.sessionWaits, held,
 		runnerCollector{s.runner},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -869,6 +1028,8 @@ var (
 	descPoolSize      = prometheus.NewDesc("spine_pool_size", "The pool's target size (0 without a pool).", nil, nil)
 	descInstancesMade = prometheus.NewDesc("spine_instances_made_total", "Guest instances instantiated by the Runner.", nil, nil)
 	descRunsStarted   = prometheus.NewDesc("spine_runner_runs_started_total", "Runs started by the Runner, whoever asked.", nil, nil)
+	descSessions      = prometheus.NewDesc("spine_sessions", "Sessions the Runner holds, live and hibernated, whoever made them.", nil, nil)
+	descSessionsLive  = prometheus.NewDesc("spine_sessions_live", "Of those, sessions with a live Guest (the rest are hibernated).", nil, nil)
 )
 
 func (c runnerCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -876,6 +1037,8 @@ func (c runnerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descPoolSize
 	ch <- descInstancesMade
 	ch <- descRunsStarted
+	ch <- descSessions
+	ch <- descSessionsLive
 }
 
 func (c runnerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -884,4 +1047,7 @@ func (c runnerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descPoolSize, prometheus.GaugeValue, float64(st.PoolSize))
 	ch <- prometheus.MustNewConstMetric(descInstancesMade, prometheus.CounterValue, float64(st.InstancesMade))
 	ch <- prometheus.MustNewConstMetric(descRunsStarted, prometheus.CounterValue, float64(st.Runs))
+	ss := c.runner.SessionStats()
+	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(ss.Sessions))
+	ch <- prometheus.MustNewConstMetric(descSessionsLive, prometheus.GaugeValue, float64(ss.Live))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,12 +14,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/service"
 )
 
 const serveUsage = `usage: spine serve [flags]
 
-Serves the HTTP API: POST /v1/run, POST /v1/run/stream, GET /healthz and
+Serves the HTTP API: POST /v1/run, POST /v1/run/stream, the sessions
+(POST /v1/sessions, POST /v1/sessions/{id}/run, GET /v1/sessions/{id}/snapshot,
+POST /v1/sessions/restore, DELETE /v1/sessions/{id}), GET /healthz and
 GET /metrics (README, "spine serve"). Programs call the tools of the MCP
 servers in the config file (and the built-in demo tools with --demo-tools).
 On SIGINT or SIGTERM it stops accepting requests, lets the runs in flight
@@ -28,7 +32,8 @@ With a token (--token-file, else $SPINE_TOKEN), every request but /healthz
 must carry "Authorization: Bearer <token>". Without one it refuses to listen
 on anything but a loopback address and answers only requests whose Host is
 localhost, 127.x.x.x or [::1]. POST /v1/run takes Content-Type
-application/json; /v1/run/stream a type such as text/x-python.
+application/json; /v1/run/stream a type such as text/x-python; a restore
+application/octet-stream.
 
 flags:
   --listen ADDR            address to listen on (default 127.0.0.1:8080)
@@ -44,6 +49,14 @@ flags:
   --idle-timeout DURATION  how long an idle keep-alive connection stays open (default 60s)
   --grace DURATION         how long shutdown waits for runs in flight (default 30s)
   --verbose                log every request, not only failures
+
+session flags:
+  --sessions N             sessions held at once, live and hibernated; more get 503 (default 10000)
+  --live-sessions N        of those, how many keep a live Guest (default 64)
+  --session-memory MIB     memory of a session's Guest, 64 to 256 (default 256)
+  --session-idle DURATION  an unused session hibernates after this; 0: never by time (default 1m)
+  --session-ttl DURATION   an unused session is closed after this; 0: never (default 1h)
+  --session-dir DIR        hibernated sessions' snapshots go here, not in memory
 
 exit codes: 0 stopped by SIGINT or SIGTERM once the runs in flight finished,
 2 usage error (a bad config file included), 4 other failure (an MCP server,
@@ -62,7 +75,23 @@ type serveOptions struct {
 	grace       time.Duration
 	verbose     bool
 	http        httpFlags
+
+	sessions      int
+	liveSessions  int
+	sessionMemory int // MiB
+	sessionIdle   time.Duration
+	sessionTTL    time.Duration
+	sessionDir    string
 }
+
+// defaultSessionTTL is --session-ttl's default. The library's is none; an
+// HTTP client may go away without deleting its sessions, which would then
+// be kept until --sessions is reached.
+const defaultSessionTTL = time.Hour
+
+// maxSessionMemory is the most memory a session may have, in MiB: a run's
+// (spine.Options.MemoryLimit's default).
+const maxSessionMemory = 256
 
 func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "")
@@ -75,6 +104,35 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
 	fs.BoolVar(&o.verbose, "verbose", false, "")
 	o.http = addHTTPFlags(fs)
+	fs.IntVar(&o.sessions, "sessions", 10000, "")
+	fs.IntVar(&o.liveSessions, "live-sessions", 64, "")
+	fs.IntVar(&o.sessionMemory, "session-memory", maxSessionMemory, "")
+	fs.DurationVar(&o.sessionIdle, "session-idle", time.Minute, "")
+	fs.DurationVar(&o.sessionTTL, "session-ttl", defaultSessionTTL, "")
+	fs.StringVar(&o.sessionDir, "session-dir", "", "")
+}
+
+// sessionOptions returns the Runner's SessionOptions the flags set, or why
+// they are bad.
+func (o *serveOptions) sessionOptions() (spine.SessionOptions, error) {
+	if o.sessions < 1 || o.liveSessions < 1 || o.sessionTTL < 0 {
+		return spine.SessionOptions{}, errors.New("--sessions and --live-sessions must be positive, --session-ttl not negative")
+	}
+	if o.sessionMemory < 64 || o.sessionMemory > maxSessionMemory {
+		return spine.SessionOptions{}, fmt.Errorf("--session-memory must be from 64 (what CPython needs) to %d (MiB)", maxSessionMemory)
+	}
+	idle := o.sessionIdle
+	if idle == 0 {
+		idle = -1 // never
+	}
+	return spine.SessionOptions{
+		MemoryLimit: uint64(o.sessionMemory) << 20,
+		MaxLive:     o.liveSessions,
+		Max:         o.sessions,
+		Idle:        idle,
+		TTL:         o.sessionTTL,
+		Dir:         o.sessionDir,
+	}, nil
 }
 
 // serveCommand is spine serve.
@@ -95,6 +153,10 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if err != nil {
 		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
+	sessions, err := o.sessionOptions()
+	if err != nil {
+		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
+	}
 	token, err := o.http.token("--listen", o.listen)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine serve:", err)
@@ -108,7 +170,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, stderr)
+	runner, manifest, health, closeRunner, code := openServeRunner(ctx, o.config, o.demo, sessions, stderr)
 	if runner == nil {
 		return code
 	}
@@ -125,8 +187,37 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		Token:       token,
 		Health:      health,
 		Logger:      logger,
+		SessionTTL:  sessions.TTL,
+		MaxSnapshot: maxSnapshot(sessions.MemoryLimit),
 	})
-	return serveHTTP(ctx, stop, ln, svc, limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
+	code = serveHTTP(ctx, stop, ln, svc, limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
+	svc.Close(context.Background()) // the requests have ended: nothing waits
+	return code
+}
+
+// maxSnapshot is the largest snapshot of a session of memory bytes: its
+// changed pages, each with its number, and the format's overhead.
+func maxSnapshot(memory uint64) int64 {
+	return int64(memory + memory/512 + 1<<20)
+}
+
+// openServeRunner is openRunner with the sessions' options.
+func openServeRunner(ctx context.Context, config string, demo bool, sessions spine.SessionOptions, stderr io.Writer) (runner *spine.Runner, manifest spine.Manifest, health func() map[string]string, close func(), code int) {
+	tools, err := loadManifest(ctx, config, demo)
+	if err != nil {
+		fmt.Fprintf(stderr, "spine serve: %v\n", err)
+		return nil, nil, nil, nil, loadExitCode(err)
+	}
+	runner, err = spine.New(ctx, tools.manifest, &spine.Options{Sessions: sessions})
+	if err != nil {
+		tools.close()
+		fmt.Fprintf(stderr, "spine serve: %v\n", err)
+		return nil, nil, nil, nil, exitFailure
+	}
+	return runner, tools.manifest, tools.health, func() {
+		runner.Close(context.Background())
+		tools.close()
+	}, 0
 }
 
 // serveHTTP serves handler on ln until ctx ends (a signal), then shuts down:

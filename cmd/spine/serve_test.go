@@ -114,7 +114,11 @@ type serveAnswer struct {
 }
 
 func postRun(t *testing.T, url string, body string) (int, serveAnswer, error) {
-	resp, err := http.Post(url+"/v1/run", "application/json", strings.NewReader(body))
+	return post(t, url+"/v1/run", body)
+}
+
+func post(t *testing.T, url string, body string) (int, serveAnswer, error) {
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		return 0, serveAnswer{}, err
 	}
@@ -127,19 +131,54 @@ func postRun(t *testing.T, url string, body string) (int, serveAnswer, error) {
 	return resp.StatusCode, a, nil
 }
 
+// createSession makes a session with POST /v1/sessions and returns its id.
+func createSession(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/sessions", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var info struct{ ID string }
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil || resp.StatusCode != http.StatusCreated || info.ID == "" {
+		t.Fatalf("POST /v1/sessions: status %d, %+v, %v", resp.StatusCode, info, err)
+	}
+	return info.ID
+}
+
 // TestServeProcess runs spine serve as a process: a run with the demo tools,
-// then SIGTERM while a run is in flight: the run completes, the process exits 0.
+// a session (left open), then SIGTERM while a run is in flight: the run
+// completes, the process exits 0.
 func TestServeProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the spine command")
 	}
 	bin := buildSpine(t)
-	p, addr := start(t, bin, "serve", "--listen", "127.0.0.1:0", "--slots", "2", "--demo-tools")
+	p, addr := start(t, bin, "serve", "--listen", "127.0.0.1:0", "--slots", "2", "--demo-tools",
+		"--session-memory", "128", "--session-ttl", "10m", "--live-sessions", "1", "--session-dir", t.TempDir())
 	url := "http://" + addr
 
 	status, a, err := postRun(t, url, `{"source": "result = lookup(key='book') * inputs['quantity'] + len(prices.list())", "inputs": {"quantity": 3}}`)
 	if err != nil || status != 200 || string(a.Value) != "65" {
 		t.Fatalf("run: %v, status %d, %+v", err, status, a)
+	}
+
+	// Two sessions, with one live Guest: the first hibernates to
+	// --session-dir when the second starts, and wakes for its next run.
+	first, second := createSession(t, url), createSession(t, url)
+	for _, step := range []struct{ id, source, want string }{
+		{first, "x = lookup(key='book')", "null"},
+		{second, "x = 1", "null"},
+		{first, "x * 2", "42"},
+		{second, "x", "1"},
+	} {
+		status, a, err := post(t, url+"/v1/sessions/"+step.id+"/run", `{"source": "`+step.source+`"}`)
+		if err != nil || status != 200 || string(a.Value) != step.want {
+			t.Fatalf("%s in %s: %v, status %d, %+v", step.source, step.id, err, status, a)
+		}
+	}
+	if got := spinetest.Metrics(t, url, "")["spine_sessions"]; got != 2 {
+		t.Errorf("spine_sessions %v", got)
 	}
 
 	type result struct {
@@ -184,9 +223,13 @@ func TestServeUsage(t *testing.T) {
 		{[]string{"serve", "--frobnicate"}, exitUsage, "flag provided but not defined"},
 		{[]string{"serve", "extra"}, exitUsage, `unexpected argument "extra"`},
 		{[]string{"serve", "--config", "/no/such/spine.json"}, exitUsage, "no such file"},
+		{[]string{"serve", "--session-memory", "32"}, exitUsage, "--session-memory must be from 64"},
+		{[]string{"serve", "--session-memory", "512"}, exitUsage, "--session-memory must be from 64"},
+		{[]string{"serve", "--sessions", "0"}, exitUsage, "--sessions and --live-sessions must be positive"},
+		{[]string{"serve", "--session-ttl", "-1s"}, exitUsage, "--session-ttl not negative"},
 		{[]string{"mcp", "-h"}, exitOK, "usage: spine mcp"},
 		{[]string{"mcp", "--config", "/no/such/spine.json"}, exitUsage, "no such file"},
-		{[]string{"mcp", "--timeout", "0s"}, exitUsage, "--timeout must be positive"},
+		{[]string{"mcp", "--timeout", "0s"}, exitUsage, "must be positive"},
 		{[]string{"mcp", "extra"}, exitUsage, `unexpected argument "extra"`},
 	} {
 		var stdout, stderr bytes.Buffer

@@ -1,0 +1,537 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spine-run/spine"
+)
+
+// The session endpoints (README, "spine serve"; docs/sessions.md):
+//
+//	POST   /v1/sessions                no body, or {}                    → 201 {"id": "..."}
+//	POST   /v1/sessions/{id}/run       as POST /v1/run                   → as POST /v1/run
+//	GET    /v1/sessions/{id}/snapshot                                    → 200 the snapshot (application/octet-stream)
+//	POST   /v1/sessions/restore        a snapshot (application/octet-stream) → 201 {"id": "..."}
+//	DELETE /v1/sessions/{id}                                             → 204
+//
+// A session's id is 128 random bits. With tokens, a session belongs to the
+// token that made it: to a request with another token it does not exist
+// (404, as for an id never made: not 403, which would say that it does).
+// Creating, restoring, snapshotting and running all hold a slot; a request
+// for a session whose previous run or snapshot is still going waits for it,
+// without a slot, for at most its own time limit.
+
+// SessionInfo is the body of the answer to POST /v1/sessions and POST
+// /v1/sessions/restore.
+type SessionInfo struct {
+	ID string `json:"id"` // the session's id in the paths of its endpoints
+}
+
+// session is a spine.Session the Server made, with who may use it.
+type session struct {
+	id    string
+	s     *spine.Session
+	owner [sha256.Size]byte // SHA-256 of the token that made it; zero without tokens
+	turn  chan struct{}     // holds a token while no request runs or snapshots it
+
+	// Guarded by sessionTable.mu.
+	used time.Time // when its last request ended
+	busy int       // requests holding it now (waiting included)
+}
+
+// sessionTable is the Server's sessions by id. It holds only sessions the
+// Runner has open, or had until lately: one closed by the Runner (its
+// SessionOptions.TTL) is forgotten when a request finds it closed, or when
+// Options.SessionTTL has passed without use, which every create checks.
+type sessionTable struct {
+	mu     sync.Mutex
+	byID   map[string]*session
+	closed bool             // Server.Close was called
+	now    func() time.Time // time.Now; tests set it
+}
+
+// errNoSession is the answer for an id the table does not hold for the
+// request's token.
+var errNoSession = errors.New("no such session: it was never made, was deleted or expired, or another token made it")
+
+// acquire returns the session id names for the owner, marked busy until
+// release; nil when there is none. It returns spine.ErrClosed after Close.
+func (t *sessionTable) acquire(id string, owner [sha256.Size]byte) (*session, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, spine.ErrClosed
+	}
+	e := t.byID[id]
+	if e == nil || subtle.ConstantTimeCompare(e.owner[:], owner[:]) != 1 {
+		return nil, errNoSession
+	}
+	e.busy++
+	return e, nil
+}
+
+// release ends a request's hold on e.
+func (t *sessionTable) release(e *session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e.busy--
+	e.used = t.now()
+}
+
+// has reports whether e is still in the table.
+func (t *sessionTable) has(e *session) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[e.id] == e
+}
+
+// forget takes e out of the table; it reports whether e was there.
+func (t *sessionTable) forget(e *session) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID[e.id] != e {
+		return false
+	}
+	delete(t.byID, e.id)
+	return true
+}
+
+// add puts e in the table, unless the Server is closed (false). It first
+// takes out the sessions unused for ttl (when positive) and returns them
+// for the caller to close.
+func (t *sessionTable) add(e *session, ttl time.Duration) (ok bool, expired []*session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false, nil
+	}
+	now := t.now()
+	if ttl > 0 {
+		for id, old := range t.byID {
+			if old.busy == 0 && now.Sub(old.used) >= ttl {
+				delete(t.byID, id)
+				expired = append(expired, old)
+			}
+		}
+	}
+	e.used = now
+	t.byID[e.id] = e
+	return true, expired
+}
+
+// size returns how many sessions the table holds.
+func (t *sessionTable) size() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID)
+}
+
+// closeAll marks the table closed and returns every session it held.
+func (t *sessionTable) closeAll() []*session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	all := make([]*session, 0, len(t.byID))
+	for id, e := range t.byID {
+		all = append(all, e)
+		delete(t.byID, id)
+	}
+	return all
+}
+
+// isClosed reports whether Close was called.
+func (t *sessionTable) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
+// Close ends every session made through the Server (a run in flight in one
+// stops) and makes the session endpoints answer 503 from then on. Call it
+// once the http.Server has stopped serving, before closing the Runner (whose
+// Close would end them too). It returns the first error of a session's
+// Close: ctx ended before that session's operation in flight did.
+func (s *Server) Close(ctx context.Context) error {
+	var first error
+	for _, e := range s.sessions.closeAll() {
+		if err := e.s.Close(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// newSessionID returns 128 random bits as 32 hex digits.
+func newSessionID() string {
+	id := make([]byte, 16)
+	rand.Read(id) // never fails (crypto/rand)
+	return hex.EncodeToString(id)
+}
+
+// owner returns who a session made by r belongs to: the SHA-256 of r's
+// bearer token when the Server has tokens (r has passed the check, so it is
+// one of them), else zero.
+func (s *Server) owner(r *http.Request) [sha256.Size]byte {
+	if len(s.tokens) == 0 {
+		return [sha256.Size]byte{}
+	}
+	sum, _ := bearerDigest(r)
+	return sum
+}
+
+// lookup returns the session of r's {id} for r's token, held until
+// sessions.release; it answers the request and returns nil when there is
+// none.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request, start time.Time, op string) *session {
+	e, err := s.sessions.acquire(r.PathValue("id"), s.owner(r))
+	if err != nil {
+		dropBody(w, r)
+		s.sessionRefused(w, start, op, err)
+		return nil
+	}
+	return e
+}
+
+// handleNewSession is POST /v1/sessions: it takes no body, or an empty
+// JSON object (room for settings to come).
+func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
+	if err != nil {
+		s.bodyFailed(w, start, opCreate, err)
+		return
+	}
+	if len(body) > 0 {
+		if msg := needJSON.problem(r, "POST /v1/sessions with a body"); msg != "" {
+			s.sessionOp(opCreate, kindUnsupportedMediaType)
+			s.refuse(w, start, http.StatusUnsupportedMediaType, kindUnsupportedMediaType, msg)
+			return
+		}
+		if err := decodeOne(body, &struct{}{}); err != nil {
+			s.sessionOp(opCreate, kindBadRequest)
+			s.refuse(w, start, http.StatusBadRequest, kindBadRequest, "POST /v1/sessions takes no body or {}: "+err.Error())
+			return
+		}
+	}
+	s.startSession(w, r, start, opCreate, func(ctx context.Context) (*spine.Session, error) {
+		return s.runner.NewSession(ctx)
+	})
+}
+
+// handleRestore is POST /v1/sessions/restore: the body is a snapshot, at
+// most Options.MaxSnapshot bytes. The slot is taken before the body is
+// read, so that the snapshots held in memory at once are bounded by the
+// slots.
+func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	s.startSession(w, r, start, opRestore, func(ctx context.Context) (*spine.Session, error) {
+		var blob bytes.Buffer
+		if n := r.ContentLength; n > 0 && n <= s.opts.MaxSnapshot {
+			blob.Grow(int(n) + bytes.MinRead) // read without growing
+		}
+		if _, err := blob.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxSnapshot)); err != nil {
+			return nil, bodyError{err}
+		}
+		return s.runner.Restore(ctx, blob.Bytes())
+	})
+}
+
+// bodyError is a request body that could not be read.
+type bodyError struct{ err error }
+
+func (e bodyError) Error() string { return "reading the request body: " + e.err.Error() }
+func (e bodyError) Unwrap() error { return e.err }
+
+// startSession makes a session with open, holding a slot, and answers 201
+// with its id.
+func (s *Server) startSession(w http.ResponseWriter, r *http.Request, start time.Time, op string, open func(context.Context) (*spine.Session, error)) {
+	if s.sessions.isClosed() {
+		dropBody(w, r)
+		s.sessionRefused(w, start, op, spine.ErrClosed)
+		return
+	}
+	free, ok := s.takeSlot(w, r, start, op)
+	if !ok {
+		return
+	}
+	sess, err := func() (*spine.Session, error) {
+		defer free()
+		ctx, cancel := context.WithTimeout(r.Context(), s.opts.MaxTimeout)
+		defer cancel()
+		return open(ctx)
+	}()
+	if err != nil {
+		var be bodyError
+		if errors.As(err, &be) {
+			s.bodyFailed(w, start, op, be.err)
+			return
+		}
+		s.sessionFailed(w, r, start, op, nil, err)
+		return
+	}
+	e := &session{id: newSessionID(), s: sess, owner: s.owner(r), turn: make(chan struct{}, 1)}
+	e.turn <- struct{}{}
+	added, expired := s.sessions.add(e, s.opts.SessionTTL)
+	for _, old := range expired {
+		old.s.Close(context.Background()) // unused: nothing to wait for
+	}
+	if !added {
+		sess.Close(context.Background())
+		s.sessionRefused(w, start, op, spine.ErrClosed)
+		return
+	}
+	s.sessionOp(op, "ok")
+	w.Header().Set("Location", "/v1/sessions/"+e.id)
+	writeJSON(w, http.StatusCreated, SessionInfo{ID: e.id})
+}
+
+// handleSessionRun is POST /v1/sessions/{id}/run: POST /v1/run in the
+// session.
+func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	e := s.lookup(w, r, start, opRun)
+	if e == nil {
+		return
+	}
+	defer s.sessions.release(e)
+	s.runJSON(w, r, start, e)
+}
+
+// handleSnapshot is GET /v1/sessions/{id}/snapshot.
+func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	e := s.lookup(w, r, start, opSnapshot)
+	if e == nil {
+		return
+	}
+	defer s.sessions.release(e)
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.MaxTimeout)
+	defer cancel()
+	if err := s.waitTurn(ctx, e); err != nil {
+		s.sessionFailed(w, r, start, opSnapshot, e, err)
+		return
+	}
+	var (
+		blob []byte
+		err  error
+		ok   bool
+	)
+	func() {
+		defer func() { e.turn <- struct{}{} }() // after the slot
+		var free func()
+		if free, ok = s.takeSlot(w, r, start, opSnapshot); !ok {
+			return
+		}
+		defer free()
+		blob, err = e.s.Snapshot(ctx)
+	}()
+	if !ok {
+		return
+	}
+	if err != nil {
+		s.sessionFailed(w, r, start, opSnapshot, e, err)
+		return
+	}
+	s.sessionOp(opSnapshot, "ok")
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Length", fmt.Sprint(len(blob)))
+	h.Set("Cache-Control", "no-store") // it holds what the session's programs saw
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	w.Write(blob)
+}
+
+// handleDeleteSession is DELETE /v1/sessions/{id}: the session ends at
+// once, a run in flight in it stopped (its request is answered 404).
+func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	e := s.lookup(w, r, start, opDelete)
+	if e == nil {
+		return
+	}
+	defer s.sessions.release(e)
+	if !s.sessions.forget(e) { // deleted by a request before this one
+		s.sessionRefused(w, start, opDelete, errNoSession)
+		return
+	}
+	// Close stops a run in flight and waits for it to return, which it
+	// does at once: not the request's ctx, which could leave it half-closed.
+	e.s.Close(context.Background())
+	s.sessionOp(opDelete, "ok")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// waitTurn waits until no other request runs or snapshots e, or ctx ends.
+// The caller gives the turn back (e.turn <- struct{}{}).
+func (s *Server) waitTurn(ctx context.Context, e *session) error {
+	select {
+	case <-e.turn:
+		return nil
+	default:
+	}
+	s.metrics.sessionWaits.Inc()
+	defer s.metrics.sessionWaits.Dec()
+	select {
+	case <-e.turn:
+		return nil
+	case <-ctx.Done():
+		return errTurn{ctx.Err()}
+	}
+}
+
+// errTurn is a request that stopped waiting for its session's previous run.
+type errTurn struct{ err error }
+
+func (e errTurn) Error() string {
+	return "the session's previous run or snapshot did not end in time: " + e.err.Error()
+}
+func (e errTurn) Unwrap() error { return e.err }
+
+// takeSlot takes a run slot for a session operation, or answers 429 and
+// returns false. free gives the slot back.
+func (s *Server) takeSlot(w http.ResponseWriter, r *http.Request, start time.Time, op string) (free func(), ok bool) {
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		dropBody(w, r)
+		w.Header().Set("Retry-After", "1")
+		s.sessionOp(op, kindOverloaded)
+		s.refuse(w, start, http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d run slots are busy; try again later", cap(s.slots)))
+		return nil, false
+	}
+	s.metrics.inFlight.Inc()
+	return func() {
+		<-s.slots
+		s.metrics.inFlight.Dec()
+	}, true
+}
+
+// sessionFailed answers a session operation that failed with err; e is the
+// session, nil for create and restore.
+func (s *Server) sessionFailed(w http.ResponseWriter, r *http.Request, start time.Time, op string, e *session, err error) {
+	status, kind, msg := s.sessionError(r.Context(), e, err)
+	if kind == kindGuest {
+		s.opts.Logger.Error("session operation failed", "operation", op, "status", status, "error", msg)
+	}
+	if status == http.StatusServiceUnavailable && kind == kindTooManySessions {
+		w.Header().Set("Retry-After", "1")
+	}
+	s.sessionOp(op, kind)
+	s.refuse(w, start, status, kind, msg)
+}
+
+// sessionRefused answers a session operation refused before it began: no
+// such session (404), or the Server closed (503).
+func (s *Server) sessionRefused(w http.ResponseWriter, start time.Time, op string, err error) {
+	status, kind, msg := s.sessionError(context.Background(), nil, err)
+	s.sessionOp(op, kind)
+	s.refuse(w, start, status, kind, msg)
+}
+
+// sessionError maps the error of an operation on session e (nil: none yet)
+// to a status, an error kind and a message. reqCtx is the request's
+// context. A session the Runner closed (its TTL, say) or that a DELETE
+// ended during the operation is forgotten and answered 404, as an unknown
+// id is.
+func (s *Server) sessionError(reqCtx context.Context, e *session, err error) (int, string, string) {
+	gone := errors.Is(err, spine.ErrSessionClosed) || errors.Is(err, errNoSession)
+	if e != nil && (gone || !s.sessions.has(e)) {
+		s.sessions.forget(e)
+		gone = true
+	}
+	var turn errTurn
+	switch {
+	case gone && s.sessions.isClosed(), errors.Is(err, spine.ErrClosed):
+		return http.StatusServiceUnavailable, kindClosed, "the server is shutting down"
+	case gone:
+		return http.StatusNotFound, kindNotFound, errNoSession.Error()
+	case reqCtx.Err() != nil:
+		return statusClientClosed, kindCanceled, "the client went away"
+	case errors.As(err, &turn) && errors.Is(err, context.DeadlineExceeded):
+		return http.StatusRequestTimeout, kindTimeout, turn.Error() + "; it is left to finish"
+	case errors.Is(err, spine.ErrSessionState):
+		return http.StatusConflict, kindBadSnapshot, err.Error()
+	}
+	outcome := spine.Classify(err)
+	status, ok := outcomeStatus[outcome]
+	if !ok || outcome == spine.OutcomeOK {
+		return http.StatusInternalServerError, kindInternal, err.Error()
+	}
+	return status, string(outcome), err.Error()
+}
+
+// bodyFailed answers a request whose body could not be read.
+func (s *Server) bodyFailed(w http.ResponseWriter, start time.Time, op string, err error) {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		s.sessionOp(op, kindTooLarge)
+		s.refuse(w, start, http.StatusRequestEntityTooLarge, kindTooLarge, fmt.Sprintf("the request body is over the %d-byte limit", tooBig.Limit))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		s.sessionOp(op, kindReadTimeout)
+		s.refuse(w, start, http.StatusRequestTimeout, kindReadTimeout, "the request body did not arrive within the server's read timeout")
+	default:
+		s.sessionOp(op, kindBadRequest)
+		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, "reading the request body: "+err.Error())
+	}
+}
+
+// sessionOp counts a session operation (not a run: runs count in
+// spine_runs_total) by its outcome.
+func (s *Server) sessionOp(op, outcome string) {
+	if op != opRun {
+		s.metrics.sessionOps.WithLabelValues(op, outcome).Inc()
+	}
+}
+
+// The session operations, label values of spine_session_operations_total.
+const (
+	opCreate   = "create"
+	opRestore  = "restore"
+	opSnapshot = "snapshot"
+	opDelete   = "delete"
+	opRun      = "run" // counted in spine_runs_total instead
+)
+
+// decodeOne decodes data, one JSON value and nothing after it, into v,
+// refusing unknown fields.
+func decodeOne(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if extra := dec.Decode(&struct{}{}); extra != io.EOF {
+		if extra == nil {
+			return errors.New("more than one JSON value in the body")
+		}
+		return extra
+	}
+	return nil
+}
+
+// sessionRunError revises the answer (status, e) to a run in session sess
+// that failed with err: a session closed under the run — deleted, expired,
+// or the Server closing — is answered as an unknown id is (404; 503 once the
+// Server is closed).
+func (s *Server) sessionRunError(reqCtx context.Context, sess *session, err error, status int, e *Error) (int, *Error) {
+	if !errors.Is(err, spine.ErrSessionClosed) && s.sessions.has(sess) {
+		return status, e
+	}
+	status, kind, msg := s.sessionError(reqCtx, sess, err)
+	return status, &Error{Kind: kind, Message: msg}
+}
