@@ -484,6 +484,11 @@ func (s *Session) end(why error) {
 	t.mu.Unlock()
 }
 
+// Done is closed once the session is closed: by Close, by Runner.Close, or by
+// the Runner after SessionOptions.TTL without use. A service that keeps
+// sessions by id can drop the ones whose Done is closed.
+func (s *Session) Done() <-chan struct{} { return s.closing.Done() }
+
 // SessionStats counts a Runner's sessions.
 type SessionStats struct {
 	Sessions int // open sessions, live and hibernated

@@ -124,14 +124,6 @@ type Options struct {
 	// another token it does not exist (404).
 	Tokens []string
 
-	// SessionTTL, when positive, is how long a session may go unused through
-	// the Server before the Server closes and forgets it. Give it the
-	// Runner's SessionOptions.TTL when that is set: the Server then forgets
-	// the sessions the Runner closed for it, by the time it next makes one,
-	// rather than when a request next finds one closed. Default 0: sessions
-	// end when deleted, or when the Runner ends them.
-	SessionTTL time.Duration
-
 	// MaxSnapshot caps the body of POST /v1/sessions/restore, a snapshot,
 	// in bytes; past it the answer is 413. The body is read into memory,
 	// holding a slot. Default DefaultMaxSnapshot, which holds every snapshot
@@ -223,7 +215,7 @@ func New(runner *spine.Runner, opts *Options) *Server {
 		streams:  make(chan struct{}, o.StreamSlots),
 		mux:      http.NewServeMux(),
 		registry: prometheus.NewRegistry(),
-		sessions: sessionTable{byID: map[string]*session{}, now: time.Now},
+		sessions: sessionTable{byID: map[string]*session{}},
 
 		crossOrigin: http.NewCrossOriginProtection(),
 	}

@@ -48,19 +48,29 @@ type session struct {
 	turn  chan struct{}     // holds a token while no request runs or snapshots it
 
 	// Guarded by sessionTable.mu.
-	used time.Time // when its last request ended
-	busy int       // requests holding it now (waiting included)
+	busy int // requests holding it now (waiting included)
 }
 
 // sessionTable is the Server's sessions by id. It holds only sessions the
-// Runner has open, or had until lately: one closed by the Runner (its
-// SessionOptions.TTL) is forgotten when a request finds it closed, or when
-// Options.SessionTTL has passed without use, which every create checks.
+// Runner has open, or had until lately: one the Runner closed (after its
+// SessionOptions.TTL without use) is forgotten when a request finds it, or
+// by the next create, which drops every closed one. So the table never
+// holds more than the Runner's SessionOptions.Max, and the ones closed since
+// the last create.
 type sessionTable struct {
 	mu     sync.Mutex
 	byID   map[string]*session
-	closed bool             // Server.Close was called
-	now    func() time.Time // time.Now; tests set it
+	closed bool // Server.Close was called
+}
+
+// ended reports whether the Runner closed e's session.
+func (e *session) ended() bool {
+	select {
+	case <-e.s.Done():
+		return true
+	default:
+		return false
+	}
 }
 
 // errNoSession is the answer for an id the table does not hold for the
@@ -79,6 +89,10 @@ func (t *sessionTable) acquire(id string, owner [sha256.Size]byte) (*session, er
 	if e == nil || subtle.ConstantTimeCompare(e.owner[:], owner[:]) != 1 {
 		return nil, errNoSession
 	}
+	if e.busy == 0 && e.ended() {
+		delete(t.byID, id)
+		return nil, errNoSession
+	}
 	e.busy++
 	return e, nil
 }
@@ -88,7 +102,6 @@ func (t *sessionTable) release(e *session) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e.busy--
-	e.used = t.now()
 }
 
 // has reports whether e is still in the table.
@@ -110,26 +123,20 @@ func (t *sessionTable) forget(e *session) bool {
 }
 
 // add puts e in the table, unless the Server is closed (false). It first
-// takes out the sessions unused for ttl (when positive) and returns them
-// for the caller to close.
-func (t *sessionTable) add(e *session, ttl time.Duration) (ok bool, expired []*session) {
+// drops the sessions the Runner closed.
+func (t *sessionTable) add(e *session) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return false, nil
+		return false
 	}
-	now := t.now()
-	if ttl > 0 {
-		for id, old := range t.byID {
-			if old.busy == 0 && now.Sub(old.used) >= ttl {
-				delete(t.byID, id)
-				expired = append(expired, old)
-			}
+	for id, old := range t.byID {
+		if old.busy == 0 && old.ended() {
+			delete(t.byID, id)
 		}
 	}
-	e.used = now
 	t.byID[e.id] = e
-	return true, expired
+	return true
 }
 
 // size returns how many sessions the table holds.
@@ -284,11 +291,7 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, start time
 	}
 	e := &session{id: newSessionID(), s: sess, owner: s.owner(r), turn: make(chan struct{}, 1)}
 	e.turn <- struct{}{}
-	added, expired := s.sessions.add(e, s.opts.SessionTTL)
-	for _, old := range expired {
-		old.s.Close(context.Background()) // unused: nothing to wait for
-	}
-	if !added {
+	if !s.sessions.add(e) {
 		sess.Close(context.Background())
 		s.sessionRefused(w, start, op, spine.ErrClosed)
 		return

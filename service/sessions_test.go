@@ -476,39 +476,26 @@ func TestSessionDeleteDuringRun(t *testing.T) {
 	wantError(t, "the run in flight", <-statuses, <-answers, 404, "not_found")
 }
 
-// TestSessionTTL: a session unused through the Server for SessionTTL is
-// closed and forgotten when the next session is made.
+// TestSessionTTL: a session the Runner closes after its SessionOptions.TTL
+// is 404 from then on, and the next create drops it from the Server's table.
 func TestSessionTTL(t *testing.T) {
-	svc, ts := newSessionServer(t, nil, &service.Options{SessionTTL: time.Minute})
-	var mu sync.Mutex
-	now := time.Now()
-	service.SetClock(svc, func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return now
-	})
-	advance := func(d time.Duration) {
-		mu.Lock()
-		defer mu.Unlock()
-		now = now.Add(d)
+	r, err := spine.New(t.Context(), spinetest.NewTools().Manifest(), &spine.Options{PoolSize: -1, Sessions: spine.SessionOptions{TTL: time.Nanosecond}})
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { r.Close(context.Background()) })
+	_, ts := newSessionServer(t, r, nil)
 	c := client{t: t, url: ts.URL}
-	old, used := c.create(), c.create()
-	advance(40 * time.Second)
-	c.mustRun(used, "1")
-	advance(40 * time.Second)
-	before := runner.SessionStats().Sessions
-	fresh := c.create()
-	if got := runner.SessionStats().Sessions; got != before {
-		t.Errorf("the Runner holds %d sessions, %d before the create that expired one", got, before)
-	}
-	status, out := c.run(old, "1")
+	id := c.create()
+	// The Runner's sweeper closes the session unused for a nanosecond the
+	// next time it looks (every 10 ms): no deadline here, only the state.
+	spinetest.WaitFor(t, "the Runner to close the session", func() bool { return r.SessionStats().Sessions == 0 })
+	spinetest.WaitFor(t, "the server to count it gone", func() bool {
+		c.create()
+		return scrape(t, ts.URL)["spine_server_sessions"] <= 1
+	})
+	status, out := c.run(id, "1")
 	wantError(t, "the expired session", status, out, 404, "not_found")
-	c.mustRun(used, "1")
-	c.mustRun(fresh, "1")
-	if got := scrape(t, ts.URL)["spine_server_sessions"]; got != 2 {
-		t.Errorf("server sessions %v, want 2", got)
-	}
 }
 
 // TestSessionClose: Server.Close ends the Server's sessions; the session

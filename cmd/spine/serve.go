@@ -187,7 +187,6 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		Token:       token,
 		Health:      health,
 		Logger:      logger,
-		SessionTTL:  sessions.TTL,
 		MaxSnapshot: maxSnapshot(sessions.MemoryLimit),
 	})
 	code = serveHTTP(ctx, stop, ln, svc, limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
