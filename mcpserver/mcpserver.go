@@ -1,7 +1,30 @@
 // Package mcpserver offers a spine.Runner to LLM clients as a Model Context
-// Protocol server with one tool, run_python(source, inputs): code mode for any
-// MCP client. The tool's description carries the Python stubs of the Runner's
-// tools (spine.Stubs), so the model knows what it can call from its program.
+// Protocol server with one tool, run_python(source, inputs, fresh): code mode
+// for any MCP client. The tool's description carries the Python stubs of the
+// Runner's tools (spine.Stubs), so the model knows what it can call from its
+// program.
+//
+// Each MCP session (each connection over stdio or in memory, each
+// Mcp-Session-Id over streamable HTTP) has its own spine.Session, made on its
+// first run_python call: the variables, imports and functions one program
+// defines are there for the client's next program, as in a notebook, and no
+// other client sees them. fresh=true starts the client afresh. A session lost
+// to a run that did not end cleanly (its time limit, a cancellation) is
+// replaced by a new one on the client's next call, whose result says that the
+// state was lost. The spine.Session ends with its MCP session
+// (mcp.ServerSession.Wait returns), and at most Options.MaxSessions are kept:
+// past it, the least recently used one is closed, and its client is told on
+// its next call. Options.Stateless runs every call on a clean Guest instead.
+// (An HTTP client that goes away without ending its MCP session keeps it until
+// the handler's SessionTimeout, if any: MaxSessions bounds what such sessions
+// hold.)
+//
+// Sessions need MCP sessions that last from call to call. Over stdio and in
+// memory the connection is one, whatever the protocol version; over
+// streamable HTTP, the SDK's default handler keeps them (Mcp-Session-Id). With
+// StreamableHTTPOptions.Stateless (and in the sessionless protocol of
+// 2026-07-28, which the SDK serves only that way) every request is an MCP
+// session of its own: set Options.Stateless there too.
 //
 // The Server New returns is the official Go SDK's; serve it over any of its
 // transports:
@@ -12,7 +35,8 @@
 //		func(*http.Request) *mcp.Server { return server }, nil)
 //
 // A successful run answers with structuredContent {"value", "stdout",
-// "stderr"} and the same JSON as text. A program that fails — a Python
+// "stderr"} — headed by "notice" when the state of earlier calls was lost —
+// and the same JSON as text. A program that fails — a Python
 // exception, its time limit, a limit on its size — answers with a tool result
 // whose IsError is set and whose text is the traceback (or the reason) and the
 // program's output, so the model can read it and try again; only a client that
@@ -21,7 +45,10 @@
 // The server runs at most Options.Slots programs at once. A call that finds
 // every slot busy is answered at once with the tool error "busy, retry: …"
 // rather than queued: queued calls would pile up without bound behind slow
-// programs, while the model (or its client) can simply call again.
+// programs, while the model (or its client) can simply call again. The calls
+// of one client run one at a time, in its session; a call waiting for the
+// client's previous one to end holds its slot, and its time limit starts when
+// its program does.
 package mcpserver
 
 import (
@@ -32,6 +59,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -60,6 +88,19 @@ type Options struct {
 	// tools marked AllowEarlyRead start before the program reaches them.
 	EarlyReads bool
 
+	// Stateless runs every call on a clean Guest from the Runner's pool,
+	// as Runner.Run does: nothing persists from one call to the next, and
+	// run_python has no fresh argument. By default each MCP session keeps
+	// a spine.Session (see the package's documentation).
+	Stateless bool
+
+	// MaxSessions caps the spine.Sessions the server keeps, one per MCP
+	// session that has called run_python. A client past it takes the place
+	// of the session used least recently that is not running, which is
+	// closed; its client's next call runs in a new session and is told so.
+	// Default DefaultMaxSessions.
+	MaxSessions int
+
 	// Logger is given to the SDK's server. nil means no logging.
 	Logger *slog.Logger
 }
@@ -67,11 +108,11 @@ type Options struct {
 // DefaultTimeout is the default of Options.Timeout.
 const DefaultTimeout = 30 * time.Second
 
-// New returns an MCP server whose tool run_python runs programs with runner.
-// manifest is the Runner's manifest: only its descriptions and schemas are
-// used, for the stubs in the tool's description. runner stays the caller's:
-// close it when the server is done. opts may be nil.
-func New(runner *spine.Runner, manifest spine.Manifest, opts *Options) *mcp.Server {
+// DefaultMaxSessions is the default of Options.MaxSessions.
+const DefaultMaxSessions = 100
+
+// withDefaults returns a copy of opts (nil allowed) with every zero field set.
+func withDefaults(runner *spine.Runner, opts *Options) Options {
 	o := Options{}
 	if opts != nil {
 		o = *opts
@@ -85,23 +126,43 @@ func New(runner *spine.Runner, manifest spine.Manifest, opts *Options) *mcp.Serv
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
-	if o.Slots <= 0 {
+	if o.Slots <= 0 && runner != nil {
 		o.Slots = runner.Stats().PoolSize
-		if o.Slots <= 0 {
-			o.Slots = runtime.GOMAXPROCS(0)
-		}
+	}
+	if o.Slots <= 0 {
+		o.Slots = runtime.GOMAXPROCS(0)
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	return o
+}
+
+// New returns an MCP server whose tool run_python runs programs with runner.
+// manifest is the Runner's manifest: only its descriptions and schemas are
+// used, for the stubs in the tool's description. runner stays the caller's:
+// close it when the server is done. opts may be nil.
+func New(runner *spine.Runner, manifest spine.Manifest, opts *Options) *mcp.Server {
+	o := withDefaults(runner, opts)
+	instructions := "Call " + ToolName + " with a Python program that uses the tools listed in its description; " +
+		"one program can make many tool calls and combine their results."
+	if !o.Stateless {
+		instructions += " Variables, imports and functions persist from one call to the next."
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: o.Name, Title: "Spine: sandboxed Python with tools", Version: o.Version}, &mcp.ServerOptions{
-		Instructions: "Call " + ToolName + " with a Python program that uses the tools listed in its description; " +
-			"one program can make many tool calls and combine their results.",
-		Logger: o.Logger,
+		Instructions: instructions,
+		Logger:       o.Logger,
 	})
-	h := &handler{runner: runner, opts: o, slots: make(chan struct{}, o.Slots)}
+	h := &handler{runner: runner, opts: o, slots: make(chan struct{}, o.Slots), clients: map[*mcp.ServerSession]*client{}}
+	schema := inputSchema
+	if o.Stateless {
+		schema = statelessInputSchema
+	}
 	server.AddTool(&mcp.Tool{
 		Name:         ToolName,
 		Title:        "Run Python",
-		Description:  Description(manifest, o.Timeout),
-		InputSchema:  inputSchema,
+		Description:  Description(manifest, &o),
+		InputSchema:  schema,
 		OutputSchema: outputSchema,
 		Annotations: &mcp.ToolAnnotations{
 			Title:           "Run Python",
@@ -118,6 +179,17 @@ var inputSchema = json.RawMessage(`{
 	"type": "object",
 	"properties": {
 		"source": {"type": "string", "description": "The Python 3.11 program."},
+		"inputs": {"type": "object", "description": "Values for the program's global dict inputs (default {})."},
+		"fresh": {"type": "boolean", "description": "true: forget the variables, imports and functions of earlier calls and run in a new, empty session (default false)."}
+	},
+	"required": ["source"],
+	"additionalProperties": false
+}`)
+
+var statelessInputSchema = json.RawMessage(`{
+	"type": "object",
+	"properties": {
+		"source": {"type": "string", "description": "The Python 3.11 program."},
 		"inputs": {"type": "object", "description": "Values for the program's global dict inputs (default {})."}
 	},
 	"required": ["source"],
@@ -127,6 +199,7 @@ var inputSchema = json.RawMessage(`{
 var outputSchema = json.RawMessage(`{
 	"type": "object",
 	"properties": {
+		"notice": {"type": "string", "description": "Set when the state of earlier calls was lost and the program ran in a new, empty session."},
 		"value": {"description": "The program's result: the global result, else its last expression's value."},
 		"stdout": {"type": "string", "description": "What the program printed."},
 		"stderr": {"type": "string", "description": "What the program wrote to sys.stderr."}
@@ -134,14 +207,21 @@ var outputSchema = json.RawMessage(`{
 	"required": ["value", "stdout"]
 }`)
 
-// Description returns run_python's description for manifest: how programs
-// run, and the stubs of the tools they can call.
-func Description(manifest spine.Manifest, timeout time.Duration) string {
+// Description returns run_python's description for manifest and a server
+// with opts (nil: the defaults): how programs run, whether state persists
+// from call to call, and the stubs of the tools programs can call.
+func Description(manifest spine.Manifest, opts *Options) string {
+	o := withDefaults(nil, opts)
 	var b strings.Builder
 	b.WriteString(`Run a Python 3.11 program in a sandbox and return its result.
 
-The program calls the tools listed below as ordinary Python functions, with keyword arguments only (a class in the list is a namespace: call its tools as namespace.tool(...)); a tool's error is raised at the call as RuntimeError, which the program may catch. Prefer one program that makes several tool calls, loops and computations over many separate run_python calls. The global dict ` + "`inputs`" + ` holds the "inputs" argument. The run's value is the global ` + "`result`" + ` if the program sets it, else the value of its last expression; it must be JSON-encodable. print() output comes back as stdout. The standard library is available; files, network, environment, subprocesses and threads are not, and nothing persists from one call to the next.`)
-	fmt.Fprintf(&b, " A run is stopped after %v.\n\n", timeout)
+The program calls the tools listed below as ordinary Python functions, with keyword arguments only (a class in the list is a namespace: call its tools as namespace.tool(...)); a tool's error is raised at the call as RuntimeError, which the program may catch. Prefer one program that makes several tool calls, loops and computations over many separate run_python calls. The global dict ` + "`inputs`" + ` holds the "inputs" argument. The run's value is the global ` + "`result`" + ` if the program sets it, else the value of its last expression; it must be JSON-encodable. print() output comes back as stdout. The standard library is available; files, network, environment, subprocesses and threads are not.`)
+	if o.Stateless {
+		b.WriteString(" Nothing persists from one call to the next.")
+	} else {
+		b.WriteString(" State persists from one call to the next, as in a notebook: the variables, imports, functions and classes a program defines are there for your later programs (`inputs` and `result` are each call's own). Pass \"fresh\": true to start from a new, empty session. If the state was lost (after a program was stopped by its time limit, or the session went unused for long), the next call runs in a new session and its result says so.")
+	}
+	fmt.Fprintf(&b, " A run is stopped after %v.\n\n", o.Timeout)
 	if len(manifest) == 0 {
 		b.WriteString("No tools are available to the program.\n")
 		return b.String()
@@ -156,10 +236,16 @@ type handler struct {
 	runner *spine.Runner
 	opts   Options
 	slots  chan struct{} // a token per call running a program
+
+	mu      sync.Mutex
+	clients map[*mcp.ServerSession]*client // the clients that called run_python, until their MCP session ends
+	open    int                            // clients holding a spine.Session, at most opts.MaxSessions
+	calls   uint64                         // calls so far: when a client was used last
 }
 
 // Result is run_python's structuredContent.
 type Result struct {
+	Notice          string          `json:"notice,omitempty"` // the state of earlier calls was lost: why
 	Value           json.RawMessage `json:"value"`
 	Stdout          string          `json:"stdout"`
 	Stderr          string          `json:"stderr,omitempty"`
@@ -171,6 +257,7 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	var args struct {
 		Source string          `json:"source"`
 		Inputs json.RawMessage `json:"inputs"`
+		Fresh  bool            `json:"fresh"` // accepted when stateless too: every call is fresh there
 	}
 	raw := req.Params.Arguments
 	if len(raw) == 0 {
@@ -195,12 +282,28 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	default:
 		return failed(fmt.Sprintf("busy, retry: all %d run slots are in use; call %s again in a moment", cap(h.slots), ToolName)), nil
 	}
-	runCtx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
-	defer cancel()
-	out, err := h.runner.Run(runCtx, spine.Request{Source: args.Source, Inputs: inputs, EarlyReads: h.opts.EarlyReads})
-	var result Result
+	request := spine.Request{Source: args.Source, Inputs: inputs, EarlyReads: h.opts.EarlyReads}
+	if h.opts.Stateless || req.Session == nil {
+		runCtx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
+		defer cancel()
+		out, err := h.runner.Run(runCtx, request)
+		return h.answer(ctx, runCtx, out, err, "", false)
+	}
+	return h.sessionCall(ctx, req.Session, request, args.Fresh)
+}
+
+// answer turns a run's output and error into run_python's result. notice,
+// when set, heads it; inSession says the run was in a session.
+func (h *handler) answer(ctx, runCtx context.Context, out *spine.Output, err error, notice string, inSession bool) (*mcp.CallToolResult, error) {
+	result := Result{Notice: notice}
 	if out != nil {
-		result = Result{Stdout: out.Stdout, Stderr: out.Stderr, StdoutTruncated: out.StdoutTruncated, StderrTruncated: out.StderrTruncated}
+		result.Stdout, result.Stderr, result.StdoutTruncated, result.StderrTruncated = out.Stdout, out.Stderr, out.StdoutTruncated, out.StderrTruncated
+	}
+	failed := func(text string) *mcp.CallToolResult {
+		if notice != "" {
+			text = notice + "\n\n" + text
+		}
+		return failed(text + output(result))
 	}
 	outcome := spine.Classify(err)
 	switch {
@@ -221,17 +324,23 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 		if text == "" {
 			text = pyErr.Type + ": " + pyErr.Message
 		}
-		return failed(text + output(result)), nil
+		return failed(text), nil
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
-		return failed(fmt.Sprintf("TimeoutError: the program did not finish within its time limit of %v", h.opts.Timeout) + output(result)), nil
+		text := fmt.Sprintf("TimeoutError: the program did not finish within its time limit of %v", h.opts.Timeout)
+		if inSession {
+			text += ". The state of earlier calls may be lost with it: if it is, your next call runs in a new, empty session and says so"
+		}
+		return failed(text), nil
 	case ctx.Err() != nil:
 		return nil, ctx.Err() // the client went away or cancelled the call
 	case outcome == spine.OutcomeClosed:
 		return nil, err
+	case outcome == spine.OutcomeTooManySessions:
+		return failed(fmt.Sprintf("busy, retry: %v; call %s again in a moment", err, ToolName)), nil
 	case outcome == spine.OutcomeTooLarge, outcome == spine.OutcomeBadRequest, outcome == spine.OutcomeTimeout:
-		return failed(err.Error() + output(result)), nil
+		return failed(err.Error()), nil
 	default: // the Guest failed (a trap, memory): the program may try again
-		return failed("the sandbox failed: " + err.Error() + output(result)), nil
+		return failed("the sandbox failed: " + err.Error()), nil
 	}
 }
 

@@ -22,11 +22,16 @@ import (
 
 const mcpUsage = `usage: spine mcp [flags]
 
-Serves the Model Context Protocol with one tool, run_python(source, inputs),
-whose description lists the Python stubs of the tools a program can call: the
-tools of the MCP servers in the config file (and the built-in demo tools
-with --demo-tools). Over standard input and output by default; with --http,
-over streamable HTTP at http://ADDR/mcp (README, "spine mcp").
+Serves the Model Context Protocol with one tool, run_python(source, inputs,
+fresh), whose description lists the Python stubs of the tools a program can
+call: the tools of the MCP servers in the config file (and the built-in demo
+tools with --demo-tools). Over standard input and output by default; with
+--http, over streamable HTTP at http://ADDR/mcp (README, "spine mcp").
+
+Each client (MCP session) has a Python session of its own: what one program
+defines is there for the client's next one, until fresh=true, the end of
+the MCP session, or a program stopped by --timeout. With --stateless, every
+call starts from a clean sandbox.
 
 With --http and a token (--token-file, else $SPINE_TOKEN), every request must
 carry "Authorization: Bearer <token>". Without one it refuses to listen on
@@ -39,6 +44,8 @@ flags:
   --timeout DURATION       time limit of every run (default 30s)
   --slots N                run_python calls at once; more get the tool error "busy, retry" (default: the pool size, GOMAXPROCS)
   --early-reads            start allow-listed read-only tools early
+  --stateless              keep nothing from one call to the next: no sessions, no fresh argument
+  --max-sessions N         Python sessions kept; past it the one used least recently is closed (default 100)
   --token-file FILE        with --http, the bearer token, one word (default $SPINE_TOKEN)
   --max-conns N            with --http, connections open at once; more wait to be accepted (default 256)
   --read-timeout DURATION  with --http, time to send a request's headers (at most 10s) and body (default 30s)
@@ -60,6 +67,8 @@ type mcpOptions struct {
 	timeout    time.Duration
 	slots      int
 	earlyReads bool
+	stateless  bool
+	sessions   int // --max-sessions
 	grace      time.Duration
 	verbose    bool
 	http       httpFlags
@@ -72,6 +81,8 @@ func (o *mcpOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.timeout, "timeout", mcpserver.DefaultTimeout, "")
 	fs.IntVar(&o.slots, "slots", 0, "")
 	fs.BoolVar(&o.earlyReads, "early-reads", false, "")
+	fs.BoolVar(&o.stateless, "stateless", false, "")
+	fs.IntVar(&o.sessions, "max-sessions", mcpserver.DefaultMaxSessions, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
 	fs.BoolVar(&o.verbose, "verbose", false, "")
 	o.http = addHTTPFlags(fs)
@@ -85,8 +96,8 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if _, code, done := parseFlags(fs, args, mcpUsage, 0, stdout, stderr); done {
 		return code
 	}
-	if o.timeout <= 0 || o.grace < 0 || o.slots < 0 {
-		return usageError(stderr, fs.Name(), mcpUsage, "--timeout must be positive and --grace and --slots not negative")
+	if o.timeout <= 0 || o.grace < 0 || o.slots < 0 || o.sessions <= 0 {
+		return usageError(stderr, fs.Name(), mcpUsage, "--timeout must be positive, --max-sessions too, and --grace and --slots not negative")
 	}
 	var (
 		limits httpLimits
@@ -111,7 +122,9 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer closeRunner()
-	server := mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: o.timeout, Slots: o.slots, EarlyReads: o.earlyReads, Logger: logger})
+	server := mcpserver.New(runner, manifest, &mcpserver.Options{
+		Timeout: o.timeout, Slots: o.slots, EarlyReads: o.earlyReads, Stateless: o.stateless, MaxSessions: o.sessions, Logger: logger,
+	})
 
 	if o.addr == "" {
 		// The transport closes its reader when it ends, which unblocks a

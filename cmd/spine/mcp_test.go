@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -17,7 +18,8 @@ import (
 )
 
 // TestMCPProcess drives spine mcp, built and run as a process, with the SDK's
-// MCP client: over stdio, then over streamable HTTP.
+// MCP client: over stdio, then over streamable HTTP, then over stdio with
+// --stateless.
 func TestMCPProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the spine command")
@@ -33,6 +35,7 @@ func TestMCPProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkMCP(t, cs)
+		checkMCPState(t, cs, true)
 		// Closing stdin ends the server; CommandTransport waits for it.
 		if err := cs.Close(); err != nil {
 			t.Errorf("close: %v", err)
@@ -40,6 +43,18 @@ func TestMCPProcess(t *testing.T) {
 		if code := cmd.ProcessState.ExitCode(); code != 0 {
 			t.Errorf("exit code %d", code)
 		}
+	})
+
+	t.Run("stdio stateless", func(t *testing.T) {
+		cmd := exec.Command(bin, "mcp", "--demo-tools", "--stateless")
+		cmd.Env = append(os.Environ(), "SPINE_CONFIG=")
+		client := mcp.NewClient(&mcp.Implementation{Name: "spine-test", Version: "v0"}, nil)
+		cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		checkMCPState(t, cs, false)
 	})
 
 	t.Run("http", func(t *testing.T) {
@@ -53,6 +68,7 @@ func TestMCPProcess(t *testing.T) {
 		}
 		defer cs.Close()
 		checkMCP(t, cs)
+		checkMCPState(t, cs, true)
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -60,6 +76,25 @@ func TestMCPProcess(t *testing.T) {
 			t.Errorf("exit code %d after SIGTERM", code)
 		}
 	})
+}
+
+// checkMCPState checks that what one call defines is there for the next one
+// (kept) or not.
+func checkMCPState(t *testing.T, cs *mcp.ClientSession, kept bool) {
+	t.Helper()
+	for i, source := range []string{"x = lookup(key='book')", "'x' in globals()"} {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"source": source}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `{"value":null,"stdout":""}`
+		if i == 1 {
+			want = fmt.Sprintf(`{"value":%v,"stdout":""}`, kept)
+		}
+		if res.IsError || spinetest.Text(res) != want {
+			t.Errorf("%q: IsError %v, %q, want %s", source, res.IsError, spinetest.Text(res), want)
+		}
+	}
 }
 
 // checkMCP checks the server's one tool: its description with the demo
