@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -32,12 +33,21 @@ flags:
   --config FILE         MCP servers to use as tools (default $SPINE_CONFIG)
   --demo-tools          also the built-in demo tools lookup and prices.list
   --raw                 print the program's output as it is, even to a terminal
+  --session FILE        run in the Python session saved in FILE (a new one when FILE does not exist) and save it back there
 
 On a terminal, the control characters the program printed (escape sequences,
 a lone \r, C1 controls) are shown escaped, like \x1b, instead of being obeyed;
 printed to a file or a pipe, or with --raw, they are left as they are.
 
-exit codes: 0 ok, 1 Python error, 2 usage error, 3 time-out, 4 other failure
+With --session FILE, the program runs in the session saved in FILE, with the
+variables, imports and functions earlier programs left there, and the
+session is saved back to FILE (mode 0600) after the run, after a Python error
+too. A run that does not end cleanly (a time-out, an interrupt, os._exit)
+leaves FILE as it was. FILE must have been saved by spine run with the same
+tools (--config, --demo-tools) and the same version of Spine.
+
+exit codes: 0 ok, 1 Python error, 2 usage error (a --session FILE that is not
+a session of these tools included), 3 time-out, 4 other failure
 `
 
 // runOptions are the flags of spine run.
@@ -48,7 +58,8 @@ type runOptions struct {
 	json       bool
 	config     string
 	demoTools  bool
-	raw        bool // program output to a terminal as it is
+	raw        bool   // program output to a terminal as it is
+	session    string // --session FILE
 }
 
 func (o *runOptions) flags(fs *flag.FlagSet) {
@@ -59,6 +70,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.config, "config", os.Getenv("SPINE_CONFIG"), "")
 	fs.BoolVar(&o.demoTools, "demo-tools", false, "")
 	fs.BoolVar(&o.raw, "raw", false, "")
+	fs.StringVar(&o.session, "session", "", "")
 }
 
 // readInputs reads --inputs: JSON text, or @FILE for the JSON in FILE. The
@@ -117,6 +129,15 @@ type runResult struct {
 	ToolCalls       int             `json:"tool_calls"`
 	Timing          runTiming       `json:"timing"`
 	ExitCode        int             `json:"exit_code"`
+	Session         *runSession     `json:"session,omitempty"`
+}
+
+// runSession is what --json says of --session FILE.
+type runSession struct {
+	File     string `json:"file"`
+	Restored bool   `json:"restored"`       // FILE held a session, which the program ran in
+	Saved    bool   `json:"saved"`          // FILE holds the session as the program left it
+	Note     string `json:"note,omitempty"` // why it was not saved
 }
 
 // runError is a failed run: kind "python" (type, message, line and traceback
@@ -169,6 +190,14 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "spine run: %v\n", err)
 		return exitUsage
+	}
+	var saved []byte // the session in --session FILE; nil for a new one
+	if o.session != "" {
+		saved, err = os.ReadFile(o.session)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(stderr, "spine run: --session: %v\n", err)
+			return exitUsage
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -226,6 +255,9 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		default:
 			fmt.Fprintf(stderr, "spine run: %s\n", errText(e.Message))
 		}
+		if res.Session != nil && res.Session.Note != "" {
+			fmt.Fprintf(stderr, "spine run: %s\n", res.Session.Note)
+		}
 		return code
 	}
 
@@ -239,10 +271,32 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return finish(exitFailure, &runError{Kind: "failure", Message: err.Error()})
 	}
 	defer runner.Close(context.Background())
+	run := runner.Run
+	var session *spine.Session
+	if o.session != "" {
+		res.Session = &runSession{File: o.session}
+		if saved != nil {
+			session, err = runner.Restore(ctx, saved)
+			res.Session.Restored = err == nil
+		} else {
+			session, err = runner.NewSession(ctx)
+		}
+		if err != nil {
+			if errors.Is(err, spine.ErrSnapshot) || errors.Is(err, spine.ErrSnapshotMismatch) {
+				return finish(exitUsage, &runError{Kind: "failure", Message: fmt.Sprintf("--session %s: cannot restore the session, the file is left as it is: %v", o.session, err)})
+			}
+			if ctx.Err() != nil {
+				return finish(exitFailure, &runError{Kind: "failure", Message: "interrupted"})
+			}
+			return finish(exitFailure, &runError{Kind: "failure", Message: err.Error()})
+		}
+		defer session.Close(context.Background())
+		run = session.Run
+	}
 	res.Timing.SetupMS = runMillis(time.Since(start))
 
 	began := time.Now()
-	out, err := runner.Run(ctx, spine.Request{
+	out, err := run(ctx, spine.Request{
 		Source:     source,
 		Filename:   filename,
 		Inputs:     inputs,
@@ -255,22 +309,74 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		res.StdoutTruncated, res.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
 		res.ToolCalls = out.ToolCalls
 	}
-	switch outcome := spine.Classify(err); outcome {
+	code, e := exitOK, (*runError)(nil)
+	outcome := spine.Classify(err)
+	switch outcome {
 	case spine.OutcomeOK:
 		res.Value = out.Value
-		return finish(exitOK, nil)
 	case spine.OutcomePython:
 		var pyErr *spine.PythonError
 		errors.As(err, &pyErr)
-		return finish(exitPython, &runError{Kind: "python", Type: pyErr.Type, Message: pyErr.Message, Line: pyErr.Line, Traceback: pyErr.Traceback})
+		code, e = exitPython, &runError{Kind: "python", Type: pyErr.Type, Message: pyErr.Message, Line: pyErr.Line, Traceback: pyErr.Traceback}
 	case spine.OutcomeTimeout:
-		return finish(exitTimeout, &runError{Kind: "timeout", Message: fmt.Sprintf("the program ran over its time limit of %v", o.timeout)})
-	case spine.OutcomeBadRequest:
-		return finish(exitUsage, &runError{Kind: "failure", Message: err.Error()})
+		code, e = exitTimeout, &runError{Kind: "timeout", Message: fmt.Sprintf("the program ran over its time limit of %v", o.timeout)}
+	case spine.OutcomeBadRequest, spine.OutcomeBadSnapshot:
+		code, e = exitUsage, &runError{Kind: "failure", Message: err.Error()}
 	case spine.OutcomeCanceled:
 		if ctx.Err() != nil {
-			return finish(exitFailure, &runError{Kind: "failure", Message: "interrupted"})
+			code, e = exitFailure, &runError{Kind: "failure", Message: "interrupted"}
+			break
+		}
+		fallthrough
+	default: // the Guest, a limit, OutcomeSessionGone, OutcomeTooManySessions
+		code, e = exitFailure, &runError{Kind: "failure", Message: err.Error()}
+	}
+	if session != nil {
+		switch outcome {
+		case spine.OutcomeOK, spine.OutcomePython, spine.OutcomeTooLarge: // the program ended
+			if err := saveSession(ctx, session, o.session); err != nil {
+				res.Session.Note = err.Error()
+				if code == exitOK {
+					code = exitFailure
+				}
+			} else {
+				res.Session.Saved = true
+			}
+		default:
+			res.Session.Note = fmt.Sprintf("the run did not end cleanly, so the session was not saved: %s keeps its state from before the run", o.session)
 		}
 	}
-	return finish(exitFailure, &runError{Kind: "failure", Message: err.Error()})
+	return finish(code, e)
+}
+
+// saveSession writes the session's state to file, through a temporary file
+// in the same folder, readable by the owner only, renamed into place. A
+// session that the run lost (os._exit, a stack overflow) leaves file as it
+// is.
+func saveSession(ctx context.Context, s *spine.Session, file string) error {
+	blob, err := s.Snapshot(ctx)
+	switch {
+	case errors.Is(err, spine.ErrSessionLost):
+		return fmt.Errorf("the run left the interpreter unusable (os._exit, a stack overflow), so the session was lost: %s keeps its state from before the run", file)
+	case err != nil:
+		return fmt.Errorf("the session could not be saved (%v): %s keeps its state from before the run", err, file)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*.tmp")
+	if err == nil {
+		defer os.Remove(tmp.Name()) // nothing left to remove once renamed
+		_, err = tmp.Write(blob)
+		if err == nil {
+			err = tmp.Sync()
+		}
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), file)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("the session could not be saved: %v; %s keeps its state from before the run", err, file)
+	}
+	return nil
 }

@@ -145,7 +145,7 @@ func TestRunUsage(t *testing.T) {
 	}
 	r := spineCLI(t, "", "run", "-h")
 	r.check(t, 0, "*")
-	for _, s := range []string{"usage: spine run", "--inputs", "--early-reads", "--timeout", "--json", "--config", "3 time-out"} {
+	for _, s := range []string{"usage: spine run", "--inputs", "--early-reads", "--timeout", "--json", "--config", "--session", "3 time-out"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("help lacks %q", s)
 		}
@@ -168,6 +168,11 @@ type jsonResult struct {
 		RunMS   float64 `json:"run_ms"`
 		TotalMS float64 `json:"total_ms"`
 	} `json:"timing"`
+	Session *struct {
+		File            string
+		Restored, Saved bool
+		Note            string
+	} `json:"session"`
 }
 
 func decodeJSON(t *testing.T, r cliResult) jsonResult {
@@ -229,4 +234,79 @@ func TestRunTooLarge(t *testing.T) {
 	// Past the source limit: not a usage error, not Python's: exit 4.
 	big := "x = 1\n" + strings.Repeat("#", 1<<20)
 	spineCLI(t, big, "run", "-").check(t, 4, "", "too large")
+}
+
+// TestRunSession: runs with one --session FILE share what their programs
+// define; the state a Python error leaves is saved too; a program that ends
+// the interpreter leaves FILE as it was.
+func TestRunSession(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "work.session")
+	spineCLI(t, "import math\nx = 40\ndef f():\n    return x + math.floor(2.5)\n", "run", "--session", file, "-").check(t, 0, "")
+	if info, err := os.Stat(file); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("the session file: %v, %v", info, err)
+	}
+	spineCLI(t, "f()", "run", "--session", file).check(t, 0, "42\n")
+
+	spineCLI(t, "y = 1\nraise ValueError('boom')\n", "run", "--session", file).check(t, 1, "", "ValueError: boom")
+	before := readFile(t, file)
+	spineCLI(t, "import os\ny = 2\nos._exit(3)\n", "run", "--session", file).check(t, 1, "",
+		"SystemExit", "the session was lost: "+file+" keeps its state from before the run")
+	if !bytes.Equal(readFile(t, file), before) {
+		t.Error("a lost session changed its file")
+	}
+
+	r := spineCLI(t, "[x, y]", "run", "--json", "--session", file)
+	res := decodeJSON(t, r)
+	if r.code != 0 || compact(t, res.Value) != "[40,1]" || res.Session == nil || res.Session.File != file || !res.Session.Restored || !res.Session.Saved {
+		t.Errorf("--json: exit %d, value %s, session %+v", r.code, res.Value, res.Session)
+	}
+	if files, _ := os.ReadDir(filepath.Dir(file)); len(files) != 1 {
+		t.Errorf("the folder holds %d files: temporary files were left", len(files))
+	}
+}
+
+// TestRunSessionBad: a --session FILE that is not a session of these tools
+// is a usage error and stays as it was.
+func TestRunSessionBad(t *testing.T) {
+	demo := filepath.Join(t.TempDir(), "demo.session")
+	spineCLI(t, "x = 1", "run", "--demo-tools", "--session", demo).check(t, 0, "")
+	damaged := readFile(t, demo)
+	damaged[len(damaged)/2] ^= 1
+	for _, c := range []struct {
+		name  string
+		data  []byte // nil: demo, unchanged
+		wants []string
+	}{
+		{"not a snapshot", []byte(strings.Repeat("not a snapshot\n", 20)), []string{"not a Spine snapshot"}},
+		{"short", []byte("x = 1\n"), []string{"too short for a snapshot"}},
+		{"damaged", damaged, []string{"checksum mismatch"}},
+		{"other tools", nil, []string{"another tool list"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			file := demo
+			if c.data != nil {
+				file = filepath.Join(t.TempDir(), "bad.session")
+				if err := os.WriteFile(file, c.data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := readFile(t, file)
+			wants := append([]string{"spine run: --session " + file + ": cannot restore the session, the file is left as it is"}, c.wants...)
+			spineCLI(t, "x = 2", "run", "--session", file).check(t, 2, "", wants...)
+			if !bytes.Equal(readFile(t, file), before) {
+				t.Error("the file changed")
+			}
+		})
+	}
+	// A FILE that cannot be read is a usage error too.
+	spineCLI(t, "1", "run", "--session", t.TempDir()).check(t, 2, "", "spine run: --session: ")
+}
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
