@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spine-run/spine/internal/engine"
@@ -38,11 +39,12 @@ type Session struct {
 	stop    context.CancelFunc // ends closing
 
 	// Owned by whoever holds the turn.
-	inst   *engine.Instance // the live Guest; nil while hibernated, lost or closed
-	frozen []byte           // the snapshot, while hibernated in memory
-	file   string           // the snapshot's file, while hibernated in SessionOptions.Dir
-	lost   error            // why the Guest is gone, once a run broke it
-	ended  error            // ErrSessionClosed, with why, once closed
+	inst   *engine.Instance      // the live Guest; nil while hibernated, lost or closed
+	frozen []byte                // the snapshot, while hibernated in memory
+	file   string                // the snapshot's file, while hibernated in SessionOptions.Dir
+	lost   error                 // why the Guest is gone, once a run broke it
+	ended  error                 // ErrSessionClosed, with why, once closed
+	broken atomic.Pointer[error] // lost or ended, for Err, which holds no turn
 
 	// Guarded by the Runner's sessions.mu.
 	used time.Time     // when its last operation ended
@@ -305,7 +307,7 @@ func (s *Session) guest(ctx context.Context) (*engine.Instance, error) {
 	// The snapshot is gone or damaged (a file in Dir removed or changed
 	// behind the Runner's back): the session cannot come back.
 	s.forgetSnapshot()
-	s.lost = fmt.Errorf("%w: its hibernated state could not be read: %v", ErrSessionLost, err)
+	s.fail(fmt.Errorf("%w: its hibernated state could not be read: %v", ErrSessionLost, err))
 	return nil, s.lost
 }
 
@@ -333,7 +335,7 @@ func (s *Session) runEnded(failed bool, cause error) {
 	if cause == nil {
 		cause = errors.New("the Guest failed")
 	}
-	s.lost = fmt.Errorf("%w: a run did not end cleanly (%v)", ErrSessionLost, cause)
+	s.fail(fmt.Errorf("%w: a run did not end cleanly (%v)", ErrSessionLost, cause))
 }
 
 // Snapshot returns the session's state as a self-describing, versioned,
@@ -471,6 +473,7 @@ func (s *Session) end(why error) {
 		return
 	}
 	s.ended = why
+	s.broken.Store(&why)
 	s.stop()
 	if s.inst != nil {
 		s.inst.Close()
@@ -482,6 +485,23 @@ func (s *Session) end(why error) {
 	t.mu.Lock()
 	delete(t.all, s)
 	t.mu.Unlock()
+}
+
+// fail records that the session is lost, and why.
+func (s *Session) fail(why error) {
+	s.lost = why
+	s.broken.Store(&why)
+}
+
+// Err is nil while the session can run, and otherwise why not: an error
+// matching ErrSessionLost once a run left its Guest broken (the Run that did
+// returns that run's own error, a time-out say), or ErrSessionClosed (or
+// ErrClosed) once it is closed. It does not wait for a run in progress.
+func (s *Session) Err() error {
+	if why := s.broken.Load(); why != nil {
+		return *why
+	}
+	return nil
 }
 
 // Done is closed once the session is closed: by Close, by Runner.Close, or by

@@ -71,6 +71,9 @@ var carried = []struct{ src, want string }{
 
 func TestSessionKeepsState(t *testing.T) {
 	s := newSession(t, shared(t))
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range carried {
 		if got := step(t, s, c.src); got != c.want {
 			t.Fatalf("%q: got %s, want %s", c.src, got, c.want)
@@ -365,6 +368,9 @@ func TestSessionLostAfterTimeout(t *testing.T) {
 	if _, err := s.Run(ctx, Request{Source: "while True: pass", Timeout: 50 * time.Millisecond}); Classify(err) != OutcomeTimeout {
 		t.Fatalf("loop: %v", err)
 	}
+	if err := s.Err(); !errors.Is(err, ErrSessionLost) {
+		t.Fatalf("Err after the timeout: %v", err)
+	}
 	if _, err := s.Run(ctx, Request{Source: "x"}); !errors.Is(err, ErrSessionLost) || Classify(err) != OutcomeSessionGone {
 		t.Fatalf("after the timeout: %v", err)
 	}
@@ -393,8 +399,13 @@ func TestSessionClose(t *testing.T) {
 	if err := <-running; err == nil {
 		t.Fatal("the run in flight went on after Close")
 	}
-	if _, err := s.Run(ctx, Request{Source: "1"}); !errors.Is(err, ErrSessionClosed) {
-		t.Fatalf("after Close: %v", err)
+	if _, err := s.Run(ctx, Request{Source: "1"}); !errors.Is(err, ErrSessionClosed) || !errors.Is(s.Err(), ErrSessionClosed) {
+		t.Fatalf("after Close: %v (Err %v)", err, s.Err())
+	}
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("Done is open after Close")
 	}
 	if err := s.Close(ctx); err != nil {
 		t.Fatalf("second Close: %v", err)
