@@ -287,14 +287,14 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 		runCtx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
 		defer cancel()
 		out, err := h.runner.Run(runCtx, request)
-		return h.answer(ctx, runCtx, out, err, "", false)
+		return h.answer(ctx, runCtx, out, err, "", nil)
 	}
 	return h.sessionCall(ctx, req.Session, request, args.Fresh)
 }
 
 // answer turns a run's output and error into run_python's result. notice,
-// when set, heads it; inSession says the run was in a session.
-func (h *handler) answer(ctx, runCtx context.Context, out *spine.Output, err error, notice string, inSession bool) (*mcp.CallToolResult, error) {
+// when set, heads it; session is the session the run was in, or nil.
+func (h *handler) answer(ctx, runCtx context.Context, out *spine.Output, err error, notice string, session *spine.Session) (*mcp.CallToolResult, error) {
 	result := Result{Notice: notice}
 	if out != nil {
 		result.Stdout, result.Stderr, result.StdoutTruncated, result.StderrTruncated = out.Stdout, out.Stderr, out.StdoutTruncated, out.StderrTruncated
@@ -327,8 +327,8 @@ func (h *handler) answer(ctx, runCtx context.Context, out *spine.Output, err err
 		return failed(text), nil
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
 		text := fmt.Sprintf("TimeoutError: the program did not finish within its time limit of %v", h.opts.Timeout)
-		if inSession {
-			text += ". The state of earlier calls may be lost with it: if it is, your next call runs in a new, empty session and says so"
+		if session != nil && errors.Is(session.Err(), spine.ErrSessionLost) {
+			text += ". Stopping it lost the Python state of earlier calls: your next call runs in a new, empty session"
 		}
 		return failed(text), nil
 	case ctx.Err() != nil:

@@ -337,6 +337,18 @@ func TestSessionLost(t *testing.T) {
 	}
 }
 
+// TestSessionTimeout: a call that runs past its time limit says that it
+// lost the session's state (TestSessionLost has what the next call says).
+// The loop never ends, so the time limit is certain to pass, however slow or
+// fast the machine.
+func TestSessionTimeout(t *testing.T) {
+	cs := spinetest.ConnectInMemory(t, mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: time.Millisecond}))
+	res := call(t, cs, source("x = 1\nwhile True:\n    pass"))
+	if text := spinetest.Text(res); !res.IsError || !strings.Contains(text, "TimeoutError") || !strings.Contains(text, "lost the Python state of earlier calls") {
+		t.Fatalf("the time-out: IsError %v, %q", res.IsError, text)
+	}
+}
+
 // TestMaxSessions: past MaxSessions, a new client's session takes the place
 // of the one used least recently, whose client is told on its next call.
 func TestMaxSessions(t *testing.T) {

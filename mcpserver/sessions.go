@@ -66,7 +66,7 @@ func (h *handler) sessionCall(ctx context.Context, ss *mcp.ServerSession, req sp
 		defer cancel()
 		out, err = c.session.Run(runCtx, req)
 	}
-	return h.answer(ctx, runCtx, out, err, notice, true)
+	return h.answer(ctx, runCtx, out, err, notice, c.session)
 }
 
 // gone says why a session's Run error means the session cannot run any
