@@ -117,7 +117,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runner, manifest, _, closeRunner, code := openRunner(ctx, "spine mcp", o.config, o.demo, stderr)
+	runner, manifest, _, closeRunner, code := openRunner(ctx, "spine mcp", o.config, o.demo, nil, stderr)
 	if runner == nil {
 		return code
 	}

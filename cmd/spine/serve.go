@@ -170,7 +170,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runner, manifest, health, closeRunner, code := openServeRunner(ctx, o.config, o.demo, sessions, stderr)
+	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, &spine.Options{Sessions: sessions}, stderr)
 	if runner == nil {
 		return code
 	}
@@ -198,25 +198,6 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 // changed pages, each with its number, and the format's overhead.
 func maxSnapshot(memory uint64) int64 {
 	return int64(memory + memory/512 + 1<<20)
-}
-
-// openServeRunner is openRunner with the sessions' options.
-func openServeRunner(ctx context.Context, config string, demo bool, sessions spine.SessionOptions, stderr io.Writer) (runner *spine.Runner, manifest spine.Manifest, health func() map[string]string, close func(), code int) {
-	tools, err := loadManifest(ctx, config, demo)
-	if err != nil {
-		fmt.Fprintf(stderr, "spine serve: %v\n", err)
-		return nil, nil, nil, nil, loadExitCode(err)
-	}
-	runner, err = spine.New(ctx, tools.manifest, &spine.Options{Sessions: sessions})
-	if err != nil {
-		tools.close()
-		fmt.Fprintf(stderr, "spine serve: %v\n", err)
-		return nil, nil, nil, nil, exitFailure
-	}
-	return runner, tools.manifest, tools.health, func() {
-		runner.Close(context.Background())
-		tools.close()
-	}, 0
 }
 
 // serveHTTP serves handler on ln until ctx ends (a signal), then shuts down:

@@ -128,13 +128,13 @@ func listPrices(ctx context.Context, args json.RawMessage) (any, error) {
 // (serve, mcp). On failure it reports on stderr as cmd and returns the exit
 // code; otherwise health reports the MCP servers (toolset.health) and close
 // releases the Runner, then the MCP servers.
-func openRunner(ctx context.Context, cmd, path string, demo bool, stderr io.Writer) (runner *spine.Runner, manifest spine.Manifest, health func() map[string]string, close func(), code int) {
+func openRunner(ctx context.Context, cmd, path string, demo bool, opts *spine.Options, stderr io.Writer) (runner *spine.Runner, manifest spine.Manifest, health func() map[string]string, close func(), code int) {
 	tools, err := loadManifest(ctx, path, demo)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return nil, nil, nil, nil, loadExitCode(err)
 	}
-	runner, err = spine.New(ctx, tools.manifest, nil)
+	runner, err = spine.New(ctx, tools.manifest, opts)
 	if err != nil {
 		tools.close()
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)

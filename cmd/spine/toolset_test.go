@@ -95,7 +95,7 @@ func TestLoadManifestDemo(t *testing.T) {
 func TestOpenRunnerDemo(t *testing.T) {
 	for _, demo := range []bool{false, true} {
 		var stderr strings.Builder
-		runner, manifest, health, closeRunner, code := openRunner(t.Context(), "spine test", "", demo, &stderr)
+		runner, manifest, health, closeRunner, code := openRunner(t.Context(), "spine test", "", demo, nil, &stderr)
 		if runner == nil {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}
