@@ -358,27 +358,72 @@ func TestSessionRunsAreSerialised(t *testing.T) {
 	}
 }
 
-// TestSessionLostAfterTimeout: a run stopped by its time limit leaves the
-// Guest mid-instruction; the session says so from then on.
-func TestSessionLostAfterTimeout(t *testing.T) {
+// TestSessionInterrupt: a session's run whose ctx ends (its time limit, a
+// cancel) gets KeyboardInterrupt wherever it is, and the session keeps what
+// the run left; a program that will not stop (its SIGINT handler does
+// nothing) is stopped by force, and the session is lost. Each program waits
+// at the gate, so that the stop comes after the lines before it ran, however
+// slow the machine.
+func TestSessionInterrupt(t *testing.T) {
 	ctx := context.Background()
-	r := shared(t)
+	g := newHoldTool()
+	r := newRunner(t, g.manifest, &Options{PoolSize: -1})
 	s := newSession(t, r)
+	stop := func(src string) error {
+		t.Helper()
+		runCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Run(runCtx, Request{Source: src})
+			done <- err
+		}()
+		<-g.entered
+		cancel()
+		return <-done
+	}
 	step(t, s, "x = 1")
-	if _, err := s.Run(ctx, Request{Source: "while True: pass", Timeout: 50 * time.Millisecond}); Classify(err) != OutcomeTimeout {
+	// The interrupt comes in the gate's error or in the loop: either way
+	// the program stops there, and x stays 2.
+	if err := stop("x = 2\ntry:\n    gate()\nexcept RuntimeError:\n    pass\nwhile True: pass"); Classify(err) != OutcomeCanceled {
 		t.Fatalf("loop: %v", err)
 	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("Err after the interrupted loop: %v", err)
+	}
+	if got := step(t, s, "x"); got != "2" {
+		t.Fatalf("after the interrupted loop x = %s", got)
+	}
+	stubborn := "import signal\nsignal.signal(signal.SIGINT, lambda *args: None)\ntry:\n    gate()\nexcept RuntimeError:\n    pass\nwhile True: pass"
+	if err := stop(stubborn); Classify(err) != OutcomeCanceled {
+		t.Fatalf("stubborn loop: %v", err)
+	}
 	if err := s.Err(); !errors.Is(err, ErrSessionLost) {
-		t.Fatalf("Err after the timeout: %v", err)
+		t.Fatalf("Err after the stubborn loop: %v", err)
 	}
 	if _, err := s.Run(ctx, Request{Source: "x"}); !errors.Is(err, ErrSessionLost) || Classify(err) != OutcomeSessionGone {
-		t.Fatalf("after the timeout: %v", err)
+		t.Fatalf("after the stubborn loop: %v", err)
 	}
 	if _, err := s.Snapshot(ctx); !errors.Is(err, ErrSessionLost) {
-		t.Fatalf("snapshot after the timeout: %v", err)
+		t.Fatalf("snapshot after the stubborn loop: %v", err)
 	}
-	if live := r.SessionStats().Live; live < 0 {
-		t.Fatal(live)
+}
+
+// TestSessionTimeout: the time limit stops a session's run as a cancel does
+// (TestSessionInterrupt): wherever the interrupt lands — in the program's
+// loop, or before the program began on a slow machine — the session runs on.
+func TestSessionTimeout(t *testing.T) {
+	ctx := context.Background()
+	s := newSession(t, shared(t))
+	step(t, s, "x = 1")
+	if _, err := s.Run(ctx, Request{Source: "while True: pass", Timeout: 20 * time.Millisecond}); Classify(err) != OutcomeTimeout {
+		t.Fatalf("loop: %v", err)
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("Err after the time-out: %v", err)
+	}
+	if got := step(t, s, "x"); got != "1" {
+		t.Fatalf("x = %s", got)
 	}
 }
 

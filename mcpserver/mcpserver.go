@@ -8,10 +8,11 @@
 // Mcp-Session-Id over streamable HTTP) has its own spine.Session, made on its
 // first run_python call: the variables, imports and functions one program
 // defines are there for the client's next program, as in a notebook, and no
-// other client sees them. fresh=true starts the client afresh. A session lost
-// to a run that did not end cleanly (its time limit, a cancellation) is
-// replaced by a new one on the client's next call, whose result says that the
-// state was lost. The spine.Session ends with its MCP session
+// other client sees them. fresh=true starts the client afresh. A program
+// stopped by its time limit or a cancellation gets KeyboardInterrupt and the
+// session keeps its state; a session lost to a program that would not stop,
+// or to a crash, is replaced by a new one on the client's next call, whose
+// result says that the state was lost. The spine.Session ends with its MCP session
 // (mcp.ServerSession.Wait returns), and at most Options.MaxSessions are kept:
 // past it, the least recently used one is closed, and its client is told on
 // its next call. Options.Stateless runs every call on a clean Guest instead.
@@ -219,7 +220,7 @@ The program calls the tools listed below as ordinary Python functions, with keyw
 	if o.Stateless {
 		b.WriteString(" Nothing persists from one call to the next.")
 	} else {
-		b.WriteString(" State persists from one call to the next, as in a notebook: the variables, imports, functions and classes a program defines are there for your later programs (`inputs` and `result` are each call's own). Pass \"fresh\": true to start from a new, empty session. If the state was lost (after a program was stopped by its time limit, or the session went unused for long), the next call runs in a new session and its result says so.")
+		b.WriteString(" State persists from one call to the next, as in a notebook: the variables, imports, functions and classes a program defines are there for your later programs (`inputs` and `result` are each call's own). Pass \"fresh\": true to start from a new, empty session. A program stopped by its time limit gets KeyboardInterrupt and the state it left stays. If the state was lost (a program that would not stop, or a session unused for long), the next call runs in a new session and its result says so.")
 	}
 	fmt.Fprintf(&b, " A run is stopped after %v.\n\n", o.Timeout)
 	if len(manifest) == 0 {

@@ -76,7 +76,7 @@ func gone(err error) string {
 	case err == nil:
 		return ""
 	case errors.Is(err, spine.ErrSessionLost):
-		return "an earlier program was stopped before it finished (by its time limit, a cancellation or a crash), which leaves a session unusable"
+		return "an earlier program left the interpreter unusable (it would not stop at its time limit, or it crashed)"
 	case errors.Is(err, spine.ErrSessionClosed):
 		return "the session was closed after going unused for too long"
 	case errors.Is(err, spine.ErrSnapshot), errors.Is(err, spine.ErrSnapshotMismatch):

@@ -41,10 +41,11 @@ printed to a file or a pipe, or with --raw, they are left as they are.
 
 With --session FILE, the program runs in the session saved in FILE, with the
 variables, imports and functions earlier programs left there, and the
-session is saved back to FILE (mode 0600) after the run, after a Python error
-too. A run that does not end cleanly (a time-out, an interrupt, os._exit)
-leaves FILE as it was. FILE must have been saved by spine run with the same
-tools (--config, --demo-tools) and the same version of Spine.
+session is saved back to FILE (mode 0600) after the run, after a Python error,
+a time-out or an interrupt too (the program stops with KeyboardInterrupt, as in
+a notebook). A run that leaves the interpreter unusable (os._exit, a program
+that will not stop) leaves FILE as it was. FILE must have been saved by spine
+run with the same tools (--config, --demo-tools) and the same version of Spine.
 
 exit codes: 0 ok, 1 Python error, 2 usage error (a --session FILE that is not
 a session of these tools included), 3 time-out, 4 other failure
@@ -332,18 +333,16 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		code, e = exitFailure, &runError{Kind: "failure", Message: err.Error()}
 	}
 	if session != nil {
-		switch outcome {
-		case spine.OutcomeOK, spine.OutcomePython, spine.OutcomeTooLarge: // the program ended
-			if err := saveSession(ctx, session, o.session); err != nil {
-				res.Session.Note = err.Error()
-				if code == exitOK {
-					code = exitFailure
-				}
-			} else {
-				res.Session.Saved = true
+		// A program stopped by its time limit or an interrupt got
+		// KeyboardInterrupt and left the session whole, as in a notebook:
+		// it is saved like any other; only a session the run lost is not.
+		if err := saveSession(context.WithoutCancel(ctx), session, o.session); err != nil {
+			res.Session.Note = err.Error()
+			if code == exitOK {
+				code = exitFailure
 			}
-		default:
-			res.Session.Note = fmt.Sprintf("the run did not end cleanly, so the session was not saved: %s keeps its state from before the run", o.session)
+		} else {
+			res.Session.Saved = true
 		}
 	}
 	return finish(code, e)
@@ -351,13 +350,13 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // saveSession writes the session's state to file, through a temporary file
 // in the same folder, readable by the owner only, renamed into place. A
-// session that the run lost (os._exit, a stack overflow) leaves file as it
-// is.
+// session that the run lost (os._exit, a stack overflow, a program that would
+// not stop) leaves file as it is.
 func saveSession(ctx context.Context, s *spine.Session, file string) error {
 	blob, err := s.Snapshot(ctx)
 	switch {
 	case errors.Is(err, spine.ErrSessionLost):
-		return fmt.Errorf("the run left the interpreter unusable (os._exit, a stack overflow), so the session was lost: %s keeps its state from before the run", file)
+		return fmt.Errorf("the run left the interpreter unusable (os._exit, a stack overflow, a program that would not stop), so the session was lost: %s keeps its state from before the run", file)
 	case err != nil:
 		return fmt.Errorf("the session could not be saved (%v): %s keeps its state from before the run", err, file)
 	}

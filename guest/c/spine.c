@@ -252,12 +252,27 @@ spine_release(uint32_t ptr)
  * whose response JSON is copied into a buffer the Host frees with release.
  * It returns len << 32 | ptr, or 0 when this bridge itself failed.
  */
+/*
+ * drop_interrupt forgets an interrupt (see interrupt, below) that came too late
+ * for the run it was meant for — after its program ended, in the Guest's own
+ * work — so that no run starts with a KeyboardInterrupt that is not its own.
+ * A SIGINT handler an earlier program of a session installed runs now.
+ */
+static void
+drop_interrupt(void)
+{
+	if (PyErr_CheckSignals() < 0) {
+		PyErr_Clear();
+	}
+}
+
 __attribute__((export_name("execute"))) uint64_t
 spine_execute(uint32_t ptr, uint32_t len)
 {
 	if (execute_entry == NULL) {
 		return 0;
 	}
+	drop_interrupt();
 	PyObject *request = PyBytes_FromStringAndSize((const char *)(uintptr_t)ptr, (Py_ssize_t)len);
 	if (request == NULL) {
 		PyErr_Clear();
@@ -266,8 +281,14 @@ spine_execute(uint32_t ptr, uint32_t len)
 	PyObject *response = PyObject_CallOneArg(execute_entry, request);
 	Py_DECREF(request);
 	if (response == NULL || !PyBytes_Check(response)) {
-		/* Not PyErr_Print: it would exit the process on SystemExit. */
-		if (PyErr_Occurred()) {
+		/*
+		 * Not PyErr_Print: it would exit the process on SystemExit. A
+		 * KeyboardInterrupt here is the Host's interrupt landing in the
+		 * bootstrap's own work: the Host knows, the program's stderr need not.
+		 */
+		if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+			PyErr_Clear();
+		} else if (PyErr_Occurred()) {
 			PyErr_WriteUnraisable(execute_entry);
 		}
 		Py_XDECREF(response);
@@ -326,6 +347,7 @@ call_int(PyObject *entry, uint32_t ptr, uint32_t len)
 __attribute__((export_name("prefix_begin"))) int32_t
 spine_prefix_begin(uint32_t ptr, uint32_t len)
 {
+	drop_interrupt();
 	return call_int(prefix_begin_entry, ptr, len);
 }
 
@@ -339,4 +361,17 @@ __attribute__((export_name("prefix_feed"))) int32_t
 spine_prefix_feed(uint32_t ptr, uint32_t len)
 {
 	return call_int(prefix_feed_entry, ptr, len);
+}
+
+/*
+ * interrupt asks the running program to stop as Ctrl-C does natively: the
+ * interpreter raises KeyboardInterrupt at its next check (every backward jump
+ * and call). The Host calls it from its tick, in the middle of execute, when a
+ * session's run is out of time; like a signal handler it only sets flags, so
+ * any point of the Guest's work is a safe one. 2 is SIGINT.
+ */
+__attribute__((export_name("interrupt"))) int32_t
+spine_interrupt(void)
+{
+	return PyErr_SetInterruptEx(2);
 }

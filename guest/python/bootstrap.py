@@ -45,6 +45,12 @@ import traceback
 import plm
 from plm.wire import encode_request, encoder
 
+# As in native CPython, where it is loaded at start-up: _signal gives SIGINT its handler,
+# default_int_handler, so that the Host's interrupt (a session's run out of time, see
+# docs/sessions.md) raises KeyboardInterrupt in the program. Without it the interrupt
+# would be dropped as a signal with no handler.
+import _signal  # noqa: F401
+
 __all__ = ["make_tool", "invoke_tool", "decode", "execute", "prefix_begin", "prefix_feed", "Namespace"]
 
 _loads = json.loads

@@ -199,13 +199,13 @@ func (e *Engine) instantiateHost(ctx context.Context) error {
 	return err
 }
 
-// tick answers an instrumented Guest's spine.tick (internal/wasm): 0 when
-// the run's context has ended, so the Guest traps, or the fuel for its next
-// loop iterations. Being a call into Go, it also lets the scheduler run
+// tick answers an instrumented Guest's spine.tick (internal/wasm): the fuel
+// for its next loop iterations or, once the run's context has ended, 0, so the
+// Guest traps — after an interrupt and a grace for a session's run. Being a call into Go, it also lets the scheduler run
 // others.
 func tick(ctx context.Context) uint64 {
 	if ctx.Err() != nil {
-		return 0
+		return stopTick(ctx)
 	}
 	return wasm.FuelPerTick
 }

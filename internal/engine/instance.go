@@ -27,12 +27,14 @@ type Instance struct {
 	img            *image       // the image the instance started from; nil from scratch
 	pages          uint32       // memory size, in pages, when ready for a run
 	failed         bool         // a call into the Guest did not return: it stopped mid-instruction
+	session        bool         // a session's: a run out of time is interrupted before it is stopped
 	runCtx         context.Context
 }
 
 // guestFunctions are the Guest's exports the Host calls, looked up once.
 type guestFunctions struct {
 	alloc, release, execute, prefixBegin, prefixFeed api.Function
+	interrupt                                        api.Function // nil in a Guest without it
 }
 
 func lookupFunctions(mod api.Module) guestFunctions {
@@ -42,6 +44,7 @@ func lookupFunctions(mod api.Module) guestFunctions {
 		execute:     mod.ExportedFunction("execute"),
 		prefixBegin: mod.ExportedFunction("prefix_begin"),
 		prefixFeed:  mod.ExportedFunction("prefix_feed"),
+		interrupt:   mod.ExportedFunction("interrupt"),
 	}
 }
 
@@ -156,12 +159,53 @@ func (inst *Instance) restore(img *image) error {
 
 // Begin prepares the instance for one run under ctx, and returns the context
 // every call into the Guest during the run must use: it carries the
-// instance's descriptors to the Host's checks.
+// instance's descriptors to the Host's checks and, for a session's Guest,
+// what the tick needs to interrupt the run when ctx ends.
 func (inst *Instance) Begin(ctx context.Context) context.Context {
 	inst.runCtx = ctx
 	inst.stdout.reset()
 	inst.stderr.reset()
-	return context.WithValue(ctx, descriptorsKey{}, inst.fds)
+	ctx = context.WithValue(ctx, descriptorsKey{}, inst.fds)
+	if inst.session && inst.fns.interrupt != nil {
+		ctx = context.WithValue(ctx, interruptKey{}, &interrupter{fn: inst.fns.interrupt, grace: interruptGrace})
+	}
+	return ctx
+}
+
+// interruptGrace is how many ticks (each FuelPerTick loop iterations, a few
+// hundred microseconds of the interpreter) a session's run has, once
+// interrupted, to unwind before it is stopped by force: plenty for
+// KeyboardInterrupt to reach the top (the interpreter checks for it at every
+// backward jump and call) and the Guest to answer; a program that catches it
+// every time and goes on, or is stuck in one long C call, uses them up.
+const interruptGrace = 100
+
+// interrupter is a session run's soft stop: when the run's context ends, the
+// tick asks the Guest to raise KeyboardInterrupt in the program, which leaves
+// the interpreter whole, so the session keeps its state. It asks again at
+// every tick (a bare except may have caught the last one); a run still going
+// grace ticks later is stopped by a trap, and its session lost.
+type interrupter struct {
+	fn    api.Function
+	grace int
+}
+
+type interruptKey struct{}
+
+// stopTick is the tick's answer once the run's context has ended: more fuel
+// while an interrupted session run unwinds, 0 (a trap) otherwise.
+func stopTick(ctx context.Context) uint64 {
+	in, _ := ctx.Value(interruptKey{}).(*interrupter)
+	if in == nil || in.grace <= 0 {
+		return 0
+	}
+	in.grace--
+	// The Guest's interrupt only sets flags; it runs under a context that
+	// has not ended, so that its own ticks (if any) do not stop it.
+	if _, err := in.fn.Call(context.WithoutCancel(ctx)); err != nil {
+		return 0
+	}
+	return wasm.FuelPerTick
 }
 
 // reusable reports whether, after a run that ended without a trap or a stop,

@@ -51,13 +51,19 @@ func (e *Engine) NewSession(ctx context.Context, maxMemory uint64) (*Instance, e
 		case inst := <-e.pool.ready:
 			e.pool.want()
 			if maxMemory == e.cfg.MemoryLimit || inst.cow.setLimit(maxMemory) {
+				inst.session = true
 				return inst, nil
 			}
 			inst.Close()
 		default:
 		}
 	}
-	return e.newInstance(ctx, e.image, maxMemory)
+	inst, err := e.newInstance(ctx, e.image, maxMemory)
+	if err != nil {
+		return nil, err
+	}
+	inst.session = true
+	return inst, nil
 }
 
 // imageBytes is the image inst started from, nil when it started from scratch.
