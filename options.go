@@ -102,6 +102,12 @@ type SessionOptions struct {
 	// Dir, when set, is the folder hibernated sessions' snapshots go to, one
 	// file each, readable by the owner only; by default they stay in memory.
 	Dir string
+
+	// HibernatedMemory caps the bytes of snapshots hibernated sessions keep
+	// in memory (without Dir). A session that would take them past it stays
+	// live, and a session starting or waking with no room fails with
+	// ErrTooManySessions. Default 1 GiB.
+	HibernatedMemory uint64
 }
 
 // sweepEvery is how often the Runner looks for sessions to hibernate or end:
@@ -162,6 +168,9 @@ func (o *Options) withDefaults() Options {
 	opts.Sessions.MemoryLimit -= opts.Sessions.MemoryLimit % (64 << 10)
 	setInt(&opts.Sessions.MaxLive, 64)
 	setInt(&opts.Sessions.Max, 10000)
+	if opts.Sessions.HibernatedMemory == 0 {
+		opts.Sessions.HibernatedMemory = 1 << 30
+	}
 	if opts.Sessions.Idle == 0 {
 		opts.Sessions.Idle = time.Minute
 	}

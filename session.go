@@ -1,6 +1,7 @@
 package spine
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"crypto/rand"
@@ -71,12 +72,25 @@ var (
 
 // sessions is a Runner's table of sessions.
 type sessions struct {
-	mu    sync.Mutex
-	all   map[*Session]struct{}
-	live  *list.List // sessions with a live Guest, least recently used first
-	now   func() time.Time
-	wg    sync.WaitGroup // the sweeper
-	awake chan struct{}  // closed when the sweeper should stop
+	mu     sync.Mutex
+	all    map[*Session]struct{}
+	frozen int64      // bytes of the snapshots hibernated sessions keep in memory
+	live   *list.List // sessions with a live Guest, least recently used first
+	now    func() time.Time
+	wg     sync.WaitGroup // the sweeper
+	awake  chan struct{}  // closed when the sweeper should stop
+}
+
+// hold counts n more bytes of snapshots kept in memory (n < 0: fewer),
+// unless that would take them past limit (when n > 0): then it reports false.
+func (t *sessions) hold(n int, limit uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n > 0 && uint64(t.frozen)+uint64(n) > limit {
+		return false
+	}
+	t.frozen += int64(n)
+	return true
 }
 
 func newSessions() *sessions {
@@ -199,8 +213,14 @@ func (r *Runner) admit(s *Session, start func() (*engine.Instance, error)) error
 				break
 			}
 		}
+		// A session holding files open cannot be hibernated; rather than
+		// let such sessions hold every live place for good, the one used
+		// least recently is lost.
+		for i := 0; !freed && i < len(idle); i++ {
+			freed = idle[i].evictIfIdle()
+		}
 		if !freed {
-			return fmt.Errorf("%w: all %d live sessions are running or hold files open", ErrTooManySessions, r.opts.Sessions.MaxLive)
+			return fmt.Errorf("%w: none of the %d live sessions can make room: each is running, or its snapshot would take hibernated sessions past HibernatedMemory", ErrTooManySessions, r.opts.Sessions.MaxLive)
 		}
 	}
 	inst, err := start()
@@ -285,7 +305,15 @@ func (s *Session) stopped(err error) error {
 }
 
 // usable reports why the session (whose turn the caller holds) cannot run.
+// It finishes a Close whose ctx ended before it had the turn.
 func (s *Session) usable() error {
+	if s.ended == nil && s.closing.Err() != nil {
+		why := ErrSessionClosed
+		if s.r.closing.Err() != nil {
+			why = ErrClosed
+		}
+		s.end(why)
+	}
 	if s.ended != nil {
 		return s.ended
 	}
@@ -298,6 +326,9 @@ func (s *Session) guest(ctx context.Context) (*engine.Instance, error) {
 		return s.inst, nil
 	}
 	blob, err := s.thawed()
+	if err != nil && s.file != "" && !errors.Is(err, os.ErrNotExist) {
+		return nil, err // a passing failure to read the file (EMFILE, EIO): try again later
+	}
 	if err == nil {
 		var st *engine.State
 		if st, err = decodeSnapshot(s.r.identity, blob, s.r.opts.Sessions.MemoryLimit); err == nil {
@@ -356,7 +387,8 @@ func (s *Session) Snapshot(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	if s.inst == nil {
-		return s.thawed()
+		blob, err := s.thawed()
+		return bytes.Clone(blob), err // the caller's to change
 	}
 	return s.snapshot()
 }
@@ -404,6 +436,26 @@ func (s *Session) hibernateIfIdle() bool {
 	return s.usable() == nil && s.inst != nil && s.hibernate() == nil
 }
 
+// evictIfIdle loses the session if no operation has it now and it holds a
+// live Guest, and reports whether it did: room is needed among the live
+// sessions, and this one cannot be hibernated (it holds files open).
+func (s *Session) evictIfIdle() bool {
+	select {
+	case <-s.turn:
+	default:
+		return false
+	}
+	defer func() { s.turn <- struct{}{} }()
+	if s.usable() != nil || s.inst == nil || s.inst.FilesOpen() == 0 {
+		return false
+	}
+	s.inst.Close()
+	s.inst = nil
+	s.r.leaveLive(s)
+	s.fail(fmt.Errorf("%w: it held files open, so it could not be hibernated when room was needed among the %d live sessions", ErrSessionLost, s.r.opts.Sessions.MaxLive))
+	return true
+}
+
 // hibernate keeps the live Guest's snapshot and frees the Guest.
 func (s *Session) hibernate() error {
 	if s.inst == nil {
@@ -420,6 +472,9 @@ func (s *Session) hibernate() error {
 		}
 		s.file = path
 	} else {
+		if !s.r.sessions.hold(len(blob), s.r.opts.Sessions.HibernatedMemory) {
+			return fmt.Errorf("%w: hibernated sessions hold their limit of %d bytes of snapshots", ErrTooManySessions, s.r.opts.Sessions.HibernatedMemory)
+		}
 		s.frozen = blob
 	}
 	s.inst.Close()
@@ -449,18 +504,25 @@ func (s *Session) forgetSnapshot() {
 		os.Remove(s.file)
 		s.file = ""
 	}
-	s.frozen = nil
+	if s.frozen != nil {
+		s.r.sessions.hold(-len(s.frozen), 0)
+		s.frozen = nil
+	}
 }
 
 // Close ends the session: a run in progress stops, and the session's Guest
 // and snapshot are freed. Later operations fail with ErrSessionClosed. It is
 // safe to call more than once.
 func (s *Session) Close(ctx context.Context) error {
-	s.stop()
+	s.stop() // from now on, whoever takes the turn next ends the session (usable)
 	select {
 	case <-s.turn:
-	case <-ctx.Done():
-		return ctx.Err()
+	default:
+		select {
+		case <-s.turn:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	defer func() { s.turn <- struct{}{} }()
 	s.end(ErrSessionClosed)
@@ -543,14 +605,26 @@ func (r *Runner) sweep(now time.Time) {
 	for _, s := range expired {
 		select {
 		case <-s.turn:
-			s.end(fmt.Errorf("%w: unused for %v, its time to live", ErrSessionClosed, r.opts.Sessions.TTL))
+			if s.unusedFor(now) >= r.opts.Sessions.TTL { // not used since it was chosen
+				s.end(fmt.Errorf("%w: unused for %v, its time to live", ErrSessionClosed, r.opts.Sessions.TTL))
+			}
 			s.turn <- struct{}{}
 		default:
 		}
 	}
 	for _, s := range idle {
-		s.hibernateIfIdle()
+		if s.unusedFor(now) >= r.opts.Sessions.Idle {
+			s.hibernateIfIdle()
+		}
 	}
+}
+
+// unusedFor is how long, as of now, the session has gone unused.
+func (s *Session) unusedFor(now time.Time) time.Duration {
+	t := s.r.sessions
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return now.Sub(s.used)
 }
 
 // sweeper sweeps the sessions every so often until the Runner closes.

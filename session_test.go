@@ -2,6 +2,7 @@ package spine
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -307,6 +308,19 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	f.Add(good[:snapshotHeaderSize])
 	f.Add([]byte(snapshotMagic))
 	f.Fuzz(func(t *testing.T, blob []byte) {
+		// Each input also goes in with its checksum made right, so that the
+		// fuzzer reaches the header's checks, the payload and the pages.
+		if len(blob) >= snapshotHeaderSize {
+			body := blob[:len(blob)-min(len(blob)-snapshotHeaderSize, snapshotSumSize)]
+			sum := sha256.Sum256(body)
+			decodeChecked(t, id, append(append([]byte(nil), body...), sum[:]...))
+		}
+		decodeChecked(t, id, blob)
+	})
+}
+
+func decodeChecked(t *testing.T, id snapshotIdentity, blob []byte) {
+	{
 		st, err := decodeSnapshot(id, blob, 64<<20)
 		if err != nil {
 			if !errors.Is(err, ErrSnapshot) && !errors.Is(err, ErrSnapshotMismatch) {
@@ -314,10 +328,10 @@ func FuzzDecodeSnapshot(f *testing.F) {
 			}
 			return
 		}
-		if uint64(len(st.Data)) != uint64(len(st.Pages))*engine.StatePageSize || st.Memory > 64<<20 {
+		if uint64(len(st.Data)) != uint64(len(st.Pages))*engine.StatePageSize || st.Memory > 64<<20 || len(st.Raw) != (len(st.Pages)+7)/8 {
 			t.Fatalf("decoded an impossible state: %d pages, %d bytes, memory %d", len(st.Pages), len(st.Data), st.Memory)
 		}
-	})
+	}
 }
 
 // TestSessionRunsAreSerialised holds a session's run in a tool call and
@@ -525,7 +539,9 @@ func TestSessionHibernation(t *testing.T) {
 // TestSessionIdleAndTTL sweeps with a clock of its own: idle sessions
 // hibernate, and expire after their time to live.
 func TestSessionIdleAndTTL(t *testing.T) {
-	r := newRunner(t, testManifest(), &Options{PoolSize: -1, Sessions: SessionOptions{Idle: time.Hour, TTL: 24 * time.Hour}})
+	// No sweeper: the test sweeps, with its own clock.
+	r := newRunner(t, testManifest(), &Options{PoolSize: -1, Sessions: SessionOptions{Idle: -1}})
+	r.opts.Sessions.Idle, r.opts.Sessions.TTL = time.Hour, 24*time.Hour
 	var mu sync.Mutex
 	now := time.Unix(1e9, 0)
 	r.sessions.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -727,4 +743,67 @@ func TestSessionNoLeaks(t *testing.T) {
 		t.Fatal(err)
 	}
 	before.check(t)
+}
+
+// TestSessionBudgets: the bytes hibernated sessions keep in memory are
+// capped, and sessions holding files open cannot keep every live place.
+func TestSessionBudgets(t *testing.T) {
+	ctx := context.Background()
+	r := newRunner(t, testManifest(), &Options{PoolSize: -1, Sessions: SessionOptions{MaxLive: 1, HibernatedMemory: 64 << 10}})
+	a := newSession(t, r)
+	step(t, a, "x = 'a'")
+	// b makes room by hibernating a (a small snapshot fits the budget).
+	b := newSession(t, r)
+	step(t, b, "import os\nkeep = os.urandom(1 << 20)")
+	// a wakes: b would hibernate to make room, but its snapshot is over the
+	// budget, so a cannot wake.
+	if _, err := a.Run(ctx, Request{Source: "x"}); !errors.Is(err, ErrTooManySessions) || !strings.Contains(err.Error(), "HibernatedMemory") {
+		t.Fatalf("waking a past the budget: %v", err)
+	}
+	b.Close(ctx)
+	if got := step(t, a, "x"); got != `"a"` {
+		t.Fatal(got)
+	}
+	// A session holding a file open is lost, not kept, when room is needed.
+	step(t, a, "f = open('/usr/local/lib/python311.zip', 'rb')")
+	c := newSession(t, r)
+	if got := step(t, c, "1"); got != "1" {
+		t.Fatal(got)
+	}
+	if _, err := a.Run(ctx, Request{Source: "x"}); !errors.Is(err, ErrSessionLost) || !strings.Contains(err.Error(), "files open") {
+		t.Fatalf("a after it held a live place with a file open: %v", err)
+	}
+	// Snapshot of a hibernated session is the caller's to change.
+	if err := c.Hibernate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	blob, err := c.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(blob)
+	if got := step(t, c, "1 + 1"); got != "2" {
+		t.Fatal(got)
+	}
+}
+
+// TestSessionCloseCtxEnded: a Close whose ctx ends before it has the turn is
+// finished by the next operation, which says the session is closed.
+func TestSessionCloseCtxEnded(t *testing.T) {
+	ctx := context.Background()
+	r := newRunner(t, testManifest(), &Options{PoolSize: -1})
+	s := newSession(t, r)
+	<-s.turn // an operation holds the session
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Close(ended); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Close: %v", err)
+	}
+	s.turn <- struct{}{}
+	if _, err := s.Run(ctx, Request{Source: "1"}); !errors.Is(err, ErrSessionClosed) {
+		t.Fatalf("Run after the half-done Close: %v", err)
+	}
+	if st := r.SessionStats(); st.Sessions != 0 || st.Live != 0 {
+		t.Fatalf("stats %+v", st)
+	}
 }

@@ -68,10 +68,11 @@ func newSnapshotIdentity(artifact, tools []byte, imageKey string) snapshotIdenti
 	return id
 }
 
-// The encoder and decoder are safe for concurrent EncodeAll and DecodeAll.
+// The encoder and decoder are safe for concurrent EncodeAll and DecodeAll,
+// GOMAXPROCS of each at once.
 var (
-	snapshotEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
-	snapshotDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecodeAllCapLimit(true),
+	snapshotEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	snapshotDecoder, _ = zstd.NewReader(nil, zstd.WithDecodeAllCapLimit(true),
 		zstd.WithDecoderMaxMemory(guestMaxMemory+guestMaxMemory/engine.StatePageSize*5))
 )
 
@@ -138,6 +139,9 @@ func decodeSnapshot(id snapshotIdentity, blob []byte, maxMemory uint64) (*engine
 	pages := uint64(binary.LittleEndian.Uint32(blob[128:]))
 	if st.Memory > maxMemory {
 		return bad("its session has %d bytes of memory, over this Runner's session limit of %d", st.Memory, maxMemory)
+	}
+	if st.Memory%engine.WasmPageSize != 0 {
+		return bad("memory of %d bytes is not a whole number of wasm pages", st.Memory)
 	}
 	if pages > st.Memory/engine.StatePageSize {
 		return bad("%d pages in %d bytes of memory", pages, st.Memory)

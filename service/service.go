@@ -83,6 +83,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/spine-run/spine"
 )
 
@@ -123,6 +124,13 @@ type Options struct {
 	// client. A session belongs to the token that made it; to requests with
 	// another token it does not exist (404).
 	Tokens []string
+
+	// SessionsPerToken, when positive, caps the sessions each token (each
+	// client, see Tokens) may hold at once through the Server, so that one
+	// client cannot take all of the Runner's SessionOptions.Max; past it a
+	// create or restore gets 503 too_many_sessions. Default 0: no cap of its
+	// own.
+	SessionsPerToken int
 
 	// MaxSnapshot caps the body of POST /v1/sessions/restore, a snapshot,
 	// in bytes; past it the answer is 413. The body is read into memory,
@@ -215,7 +223,7 @@ func New(runner *spine.Runner, opts *Options) *Server {
 		streams:  make(chan struct{}, o.StreamSlots),
 		mux:      http.NewServeMux(),
 		registry: prometheus.NewRegistry(),
-		sessions: sessionTable{byID: map[string]*session{}},
+		sessions: sessionTable{byID: map[string]*session{}, perOwner: map[[sha256.Size]byte]int{}},
 
 		crossOrigin: http.NewCrossOriginProtection(),
 	}

@@ -58,9 +58,10 @@ type session struct {
 // holds more than the Runner's SessionOptions.Max, and the ones closed since
 // the last create.
 type sessionTable struct {
-	mu     sync.Mutex
-	byID   map[string]*session
-	closed bool // Server.Close was called
+	mu       sync.Mutex
+	byID     map[string]*session
+	perOwner map[[sha256.Size]byte]int // sessions in byID by owner
+	closed   bool                      // Server.Close was called
 }
 
 // ended reports whether the Runner closed e's session.
@@ -90,7 +91,7 @@ func (t *sessionTable) acquire(id string, owner [sha256.Size]byte) (*session, er
 		return nil, errNoSession
 	}
 	if e.busy == 0 && e.ended() {
-		delete(t.byID, id)
+		t.remove(e)
 		return nil, errNoSession
 	}
 	e.busy++
@@ -118,25 +119,51 @@ func (t *sessionTable) forget(e *session) bool {
 	if t.byID[e.id] != e {
 		return false
 	}
-	delete(t.byID, e.id)
+	t.remove(e)
 	return true
 }
 
-// add puts e in the table, unless the Server is closed (false). It first
-// drops the sessions the Runner closed.
-func (t *sessionTable) add(e *session) bool {
+// remove takes e out of the table; t.mu is held.
+func (t *sessionTable) remove(e *session) {
+	delete(t.byID, e.id)
+	if t.perOwner[e.owner]--; t.perOwner[e.owner] <= 0 {
+		delete(t.perOwner, e.owner)
+	}
+}
+
+// owned is how many sessions the table holds for owner.
+func (t *sessionTable) owned(owner [sha256.Size]byte) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.perOwner[owner]
+}
+
+// add puts e in the table: spine.ErrClosed once the Server is closed, and
+// an error matching spine.ErrTooManySessions when e's owner holds perOwner
+// sessions already (perOwner > 0). It first drops the sessions the Runner
+// closed.
+func (t *sessionTable) add(e *session, perOwner int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return false
+		return spine.ErrClosed
 	}
-	for id, old := range t.byID {
+	for _, old := range t.byID {
 		if old.busy == 0 && old.ended() {
-			delete(t.byID, id)
+			t.remove(old)
 		}
 	}
+	if perOwner > 0 && t.perOwner[e.owner] >= perOwner {
+		return errTooManyForToken(perOwner)
+	}
 	t.byID[e.id] = e
-	return true
+	t.perOwner[e.owner]++
+	return nil
+}
+
+// errTooManyForToken is the refusal of a session past Options.SessionsPerToken.
+func errTooManyForToken(n int) error {
+	return fmt.Errorf("%w: this token holds %d sessions, its limit; delete one first", spine.ErrTooManySessions, n)
 }
 
 // size returns how many sessions the table holds.
@@ -152,9 +179,9 @@ func (t *sessionTable) closeAll() []*session {
 	defer t.mu.Unlock()
 	t.closed = true
 	all := make([]*session, 0, len(t.byID))
-	for id, e := range t.byID {
+	for _, e := range t.byID {
 		all = append(all, e)
-		delete(t.byID, id)
+		t.remove(e)
 	}
 	return all
 }
@@ -270,6 +297,11 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, start time
 		s.sessionRefused(w, start, op, spine.ErrClosed)
 		return
 	}
+	if n := s.opts.SessionsPerToken; n > 0 && s.sessions.owned(s.owner(r)) >= n {
+		dropBody(w, r)
+		s.sessionRefused(w, start, op, errTooManyForToken(n))
+		return
+	}
 	free, ok := s.takeSlot(w, r, start, op)
 	if !ok {
 		return
@@ -291,9 +323,9 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, start time
 	}
 	e := &session{id: newSessionID(), s: sess, owner: s.owner(r), turn: make(chan struct{}, 1)}
 	e.turn <- struct{}{}
-	if !s.sessions.add(e) {
+	if err := s.sessions.add(e, s.opts.SessionsPerToken); err != nil {
 		sess.Close(context.Background())
-		s.sessionRefused(w, start, op, spine.ErrClosed)
+		s.sessionRefused(w, start, op, err)
 		return
 	}
 	s.sessionOp(op, "ok")

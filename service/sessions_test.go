@@ -255,6 +255,22 @@ func TestSessionDelete(t *testing.T) {
 
 // TestSessionOwner: a session belongs to the token that made it; to
 // another token it does not exist, with the same answer as an unknown id.
+// TestSessionsPerToken: one client cannot take more than its share.
+func TestSessionsPerToken(t *testing.T) {
+	_, ts := newSessionServer(t, nil, &service.Options{Token: "token-a", Tokens: []string{"token-b"}, SessionsPerToken: 1})
+	a := client{t: t, url: ts.URL, token: "token-a"}
+	b := client{t: t, url: ts.URL, token: "token-b"}
+	first := a.create()
+	status, raw, _ := a.send("POST", "/v1/sessions", "", nil)
+	wantError(t, "a's second session", status, a.answer(status, raw), http.StatusServiceUnavailable, "too_many_sessions")
+	b.mustRun(b.create(), "1")
+	status, raw, _ = a.send("DELETE", "/v1/sessions/"+first, "", nil)
+	if status != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", status, raw)
+	}
+	a.mustRun(a.create(), "1")
+}
+
 func TestSessionOwner(t *testing.T) {
 	_, ts := newSessionServer(t, nil, &service.Options{Token: "token-a", Tokens: []string{"token-b"}})
 	a := client{t: t, url: ts.URL, token: "token-a"}
@@ -371,12 +387,24 @@ func TestSessionLost(t *testing.T) {
 	_, ts := newSessionServer(t, nil, nil)
 	c := client{t: t, url: ts.URL}
 	id := c.create()
-	body, _ := json.Marshal(run{"source": "while True:\n    pass", "timeout_ms": 100})
-	status, raw, _ := c.send("POST", "/v1/sessions/"+id+"/run", "application/json", body)
-	wantError(t, "the endless run", status, c.answer(status, raw), http.StatusRequestTimeout, "timeout")
+	// A run out of time is interrupted (KeyboardInterrupt): the session
+	// keeps what it left. (The loop never ends: the time limit is certain.)
+	endless := func() {
+		t.Helper()
+		body, _ := json.Marshal(run{"source": "x = 1\nwhile True:\n    pass", "timeout_ms": 100})
+		status, raw, _ := c.send("POST", "/v1/sessions/"+id+"/run", "application/json", body)
+		wantError(t, "the endless run", status, c.answer(status, raw), http.StatusRequestTimeout, "timeout")
+	}
+	c.mustRun(id, "x = 0")
+	endless()
+	c.mustRun(id, "x")
+	// A program that will not stop (its SIGINT handler swallows the
+	// interrupt) is stopped by force, and the session is lost.
+	c.mustRun(id, "import signal\n_ = signal.signal(signal.SIGINT, lambda *args: None)")
+	endless()
 	status, out := c.run(id, "1")
 	wantError(t, "a run after", status, out, http.StatusGone, "session_gone")
-	status, raw, _ = c.send("GET", "/v1/sessions/"+id+"/snapshot", "", nil)
+	status, raw, _ := c.send("GET", "/v1/sessions/"+id+"/snapshot", "", nil)
 	wantError(t, "a snapshot after", status, c.answer(status, raw), http.StatusGone, "session_gone")
 	if status, _, _ := c.send("DELETE", "/v1/sessions/"+id, "", nil); status != http.StatusNoContent {
 		t.Errorf("DELETE of the lost session: %d", status)

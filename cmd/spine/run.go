@@ -338,8 +338,8 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// it is saved like any other; only a session the run lost is not.
 		if err := saveSession(context.WithoutCancel(ctx), session, o.session); err != nil {
 			res.Session.Note = err.Error()
-			if code == exitOK {
-				code = exitFailure
+			if code == exitOK { // the program ran, but its session is not where it was asked to be
+				code, e = exitFailure, &runError{Kind: "failure", Message: err.Error()}
 			}
 		} else {
 			res.Session.Saved = true

@@ -314,7 +314,9 @@ func (e *NoResponseError) LastLine() string {
 }
 
 func (inst *Instance) free(ctx context.Context, ptr uint32) {
-	_, _ = inst.fns.release.Call(ctx, uint64(ptr))
+	if _, err := inst.fns.release.Call(ctx, uint64(ptr)); err != nil {
+		inst.failed = true // stopped inside free: the allocator may be half-updated
+	}
 }
 
 // Close closes the module; wazero then frees its memory (the cowMemory

@@ -50,7 +50,7 @@ func (e *Engine) NewSession(ctx context.Context, maxMemory uint64) (*Instance, e
 		select {
 		case inst := <-e.pool.ready:
 			e.pool.want()
-			if maxMemory == e.cfg.MemoryLimit || inst.cow.setLimit(maxMemory) {
+			if maxMemory == e.cfg.MemoryLimit || inst.cow != nil && inst.cow.setLimit(maxMemory) {
 				inst.session = true
 				return inst, nil
 			}
