@@ -807,3 +807,36 @@ func TestSessionCloseCtxEnded(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// TestSessionCopyMode: sessions where images are copied rather than mapped
+// copy-on-write (every platform but Linux): a pooled Guest with a lower
+// session memory limit, and a snapshot taken by comparing every page.
+func TestSessionCopyMode(t *testing.T) {
+	ctx := context.Background()
+	r, err := New(engine.WithStart(ctx, engine.StartCopy), testManifest(), &Options{PoolSize: 1, Sessions: SessionOptions{MemoryLimit: 96 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	s := newSession(t, r)
+	for _, c := range carried[:2] {
+		if got := step(t, s, c.src); got != c.want {
+			t.Fatalf("%q: %s", c.src, got)
+		}
+	}
+	if _, err := s.Run(ctx, Request{Source: "big = bytearray(100 << 20)"}); Classify(err) != OutcomePython {
+		t.Fatalf("over the session's memory: %v", err)
+	}
+	blob, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored, err := r.Restore(ctx, blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restored.Close(ctx)
+	if got := step(t, restored, carried[2].src); got != carried[2].want {
+		t.Fatalf("restored: %s", got)
+	}
+}
