@@ -204,3 +204,28 @@ func (c *cowMemory) setLimit(limit uint64) bool {
 	c.limit = limit
 	return true
 }
+
+// populate makes the given pages (ascending page numbers, 4 KiB) this
+// memory's own before the caller writes them: one madvise(MADV_POPULATE_WRITE)
+// per run of consecutive pages instead of a page fault per page, which costs
+// 30-60 microseconds on a busy 2-core virtual machine. A kernel without it
+// (before 5.14) leaves the pages to fault.
+func (c *cowMemory) populate(pages []uint32) {
+	if c == nil {
+		return
+	}
+	for i := 0; i < len(pages); {
+		j := i + 1
+		for j < len(pages) && pages[j] == pages[j-1]+1 {
+			j++
+		}
+		start, end := int(pages[i])*pageSize, (int(pages[j-1])+1)*pageSize
+		if end > len(c.buf) {
+			return
+		}
+		if unix.Madvise(c.buf[start:end], unix.MADV_POPULATE_WRITE) != nil {
+			return
+		}
+		i = j
+	}
+}

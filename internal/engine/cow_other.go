@@ -18,3 +18,4 @@ func (*cowMemory) Free()                        {}
 func (*cowMemory) reset() error                 { return errNoCOWHere }
 func (*cowMemory) touched(int) ([]uint32, bool) { return nil, false }
 func (*cowMemory) setLimit(uint64) bool         { return false }
+func (*cowMemory) populate([]uint32)            {}

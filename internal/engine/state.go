@@ -188,6 +188,7 @@ func (e *Engine) Restore(ctx context.Context, st *State, maxMemory uint64) (*Ins
 		inst.Close()
 		return nil, fmt.Errorf("%w: cannot read memory", ErrGuest)
 	}
+	inst.cow.populate(st.Pages)
 	// The new Guest's memory is the image (zero past its end), so each page
 	// is the image's XOR the difference, or the page kept whole.
 	for i, p := range st.Pages {
