@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -20,8 +21,10 @@ Measures the seed demo's program in each start mode (fresh, copy, cow, pool)
 and, in the same command, native python3 executing it in-process and one
 python3 process per run: latency percentiles, runs per second at concurrency
 1, 2 and 4, the memory of a pool, the cost of one tool call, process start to
-first result with cold and warm caches, the ratios and the targets (README,
-"Benchmarks"). Progress goes to standard error.
+first result with cold and warm caches, sessions (a run in one, Snapshot,
+Restore, and one Runner holding thousands hibernated: its memory and the
+wake of one), the ratios and the targets (docs/performance.md). Progress goes
+to standard error.
 
 flags:
   --runs N           runs per mode (latency, and each concurrency level), and native in-process runs (default 300)
@@ -31,6 +34,10 @@ flags:
   --instances N      pooled instances for the memory measurement; 0 skips it (default 64)
   --cold-runs N      process starts with an empty cache folder; 0 skips the cold start (default 1)
   --warm-runs N      process starts with warm caches (default 5)
+  --session-runs N   runs of each sessions measurement, and wakes of hibernated sessions (default 300)
+  --sessions N       sessions one Runner holds, hibernated, for its memory and wakes; 0 skips that part (default 10000)
+  --sessions-on-disk  those sessions hibernate to files in a temporary folder (SessionOptions.Dir), not memory
+  --suites LIST      what to measure, comma-separated (default memory,native,modes,toolcall,sessions,cold)
   --modes LIST       start modes to measure, comma-separated (default fresh,copy,cow,pool)
   --pool-size N      the pool mode's pool size (default: GOMAXPROCS)
   --python PATH      python3 for the baselines; auto finds one, none skips them (default auto)
@@ -43,6 +50,7 @@ exit codes: 0 ok, 2 usage error, 4 a measurement failed or was interrupted
 type benchOptions struct {
 	cfg    bench.Config
 	modes  string
+	suites string
 	python string
 	json   bool
 }
@@ -56,6 +64,10 @@ func (o *benchOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.cfg.Instances, "instances", d.Instances, "")
 	fs.IntVar(&o.cfg.ColdRuns, "cold-runs", d.ColdRuns, "")
 	fs.IntVar(&o.cfg.WarmRuns, "warm-runs", d.WarmRuns, "")
+	fs.IntVar(&o.cfg.SessionRuns, "session-runs", d.SessionRuns, "")
+	fs.IntVar(&o.cfg.Sessions, "sessions", d.Sessions, "")
+	fs.BoolVar(&o.cfg.OnDisk, "sessions-on-disk", d.OnDisk, "")
+	fs.StringVar(&o.suites, "suites", strings.Join(d.Suites, ","), "")
 	fs.StringVar(&o.modes, "modes", strings.Join(d.Modes, ","), "")
 	fs.IntVar(&o.cfg.PoolSize, "pool-size", d.PoolSize, "")
 	fs.StringVar(&o.python, "python", "auto", "")
@@ -74,10 +86,9 @@ func benchCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return code
 	}
 	cfg := o.cfg
-	for _, m := range strings.Split(o.modes, ",") {
-		if m = strings.TrimSpace(m); m != "" {
-			cfg.Modes = append(cfg.Modes, m)
-		}
+	cfg.Modes, cfg.Suites = benchList(o.modes), benchList(o.suites)
+	if cfg.Suites == nil {
+		cfg.Suites = []string{} // --suites "": nothing, not everything
 	}
 	switch o.python {
 	case "none", "":
@@ -88,7 +99,7 @@ func benchCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	default:
 		cfg.Python = o.python
 	}
-	if cfg.ColdRuns > 0 {
+	if slices.Contains(cfg.Suites, "cold") && cfg.ColdRuns > 0 {
 		exe, err := os.Executable()
 		if err != nil {
 			fmt.Fprintln(stderr, "spine bench:", err)
@@ -119,6 +130,17 @@ func benchCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	}
 	report.Print(stdout)
 	return exitOK
+}
+
+// benchList splits a comma-separated flag, dropping empty items.
+func benchList(s string) []string {
+	var items []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			items = append(items, item)
+		}
+	}
+	return items
 }
 
 const firstRunUsage = `usage: spine bench first-run --cache DIR

@@ -3,8 +3,9 @@
 // native CPython executing the program in-process, and one python3 process
 // per run — and reports latency percentiles, runs per second at concurrency
 // 1, 2 and 4, the memory of a pool, the cost of one tool call, process start
-// to first result with cold and warm caches, the ratios of those figures and
-// the project's performance targets, met or missed.
+// to first result with cold and warm caches, sessions (their runs, snapshots,
+// restores, and one Runner holding thousands of them hibernated), the ratios
+// of those figures and the project's performance targets, met or missed.
 //
 // Run measures what a Config asks for and returns a Report; Report.Print
 // writes it as text, Report.WriteJSON as JSON. The cold start times new
@@ -77,13 +78,21 @@ var concurrency = []int{1, 2, 4}
 
 // Config is what Run measures.
 type Config struct {
-	Runs         int // runs per mode (latency, and each concurrency level), and native in-process runs
-	FreshRuns    int // runs for the fresh mode (60–100 ms each)
-	ProcRuns     int // python3 subprocess runs
-	ToolCallRuns int // runs of the 1,000-call loop
-	Instances    int // pooled instances for the memory measurement; 0 skips it
-	ColdRuns     int // process starts with an empty cache folder; 0 skips the cold start
-	WarmRuns     int // process starts with warm caches, after the cold ones
+	Runs         int  // runs per mode (latency, and each concurrency level), and native in-process runs
+	FreshRuns    int  // runs for the fresh mode (60–100 ms each)
+	ProcRuns     int  // python3 subprocess runs
+	ToolCallRuns int  // runs of the 1,000-call loop
+	Instances    int  // pooled instances for the memory measurement; 0 skips it
+	ColdRuns     int  // process starts with an empty cache folder; 0 skips the cold start
+	WarmRuns     int  // process starts with warm caches, after the cold ones
+	SessionRuns  int  // runs of each sessions measurement, and wakes of held sessions
+	Sessions     int  // sessions one Runner holds, hibernated, for its memory and wakes; 0 skips that part
+	OnDisk       bool // those sessions hibernate to files (SessionOptions.Dir) rather than memory
+
+	// Suites are the parts to measure (nil: all of them): "modes" (the start
+	// modes in Modes), "native" (the baselines, with Python), "toolcall",
+	// "memory" (with Instances), "cold" (with ColdRuns) and "sessions".
+	Suites []string
 
 	Modes    []string // start modes to measure, in order: "fresh", "copy", "cow", "pool"
 	PoolSize int      // the pool mode's PoolSize; 0: the default (GOMAXPROCS)
@@ -104,15 +113,22 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Runs: 300, FreshRuns: 20, ProcRuns: 50, ToolCallRuns: 50,
-		Instances: 64, ColdRuns: 1, WarmRuns: 5,
-		Modes: slices.Clone(modeOrder),
+		Instances: 64, ColdRuns: 1, WarmRuns: 5, SessionRuns: 300, Sessions: 10000,
+		Modes: slices.Clone(modeOrder), Suites: slices.Clone(suiteOrder),
 	}
 }
 
+// suiteOrder is the suites of a Config, in the order Run measures them.
+var suiteOrder = []string{"memory", "native", "modes", "toolcall", "sessions", "cold"}
+
+// has reports whether c measures suite.
+func (c *Config) has(suite string) bool { return c.Suites == nil || slices.Contains(c.Suites, suite) }
+
 // Validate reports what is wrong with c, if anything: counts out of range, an
-// unknown mode, a cold start without its command.
+// unknown mode or suite, a cold start without its command.
 func (c *Config) Validate() error {
-	if c.Runs < 1 || c.FreshRuns < 1 || c.ProcRuns < 1 || c.ToolCallRuns < 1 || c.Instances < 0 || c.ColdRuns < 0 || c.WarmRuns < 0 {
+	if c.Runs < 1 || c.FreshRuns < 1 || c.ProcRuns < 1 || c.ToolCallRuns < 1 || c.Instances < 0 || c.ColdRuns < 0 || c.WarmRuns < 0 ||
+		c.SessionRuns < 1 || c.Sessions < 0 {
 		return errors.New("run counts must be positive")
 	}
 	for _, m := range c.Modes {
@@ -120,7 +136,12 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("unknown mode %q (want fresh, copy, cow, pool)", m)
 		}
 	}
-	if c.ColdRuns > 0 && c.ColdStartCommand == nil {
+	for _, s := range c.Suites {
+		if !slices.Contains(suiteOrder, s) {
+			return fmt.Errorf("unknown suite %q (want %s)", s, strings.Join(suiteOrder, ", "))
+		}
+	}
+	if c.has("cold") && c.ColdRuns > 0 && c.ColdStartCommand == nil {
 		return errors.New("a cold start needs ColdStartCommand")
 	}
 	return nil
@@ -281,6 +302,7 @@ type Report struct {
 	ToolCall   *ToolCall    `json:"tool_call,omitempty"`
 	Memory     *Memory      `json:"memory,omitempty"`
 	ColdStart  *ColdStart   `json:"cold_start,omitempty"`
+	Sessions   *Sessions    `json:"sessions,omitempty"`
 	Ratios     []Ratio      `json:"ratios"`
 	Targets    []Target     `json:"targets"`
 }
@@ -328,7 +350,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	// Memory first, while the process holds nothing else.
-	if cfg.Instances > 0 {
+	if cfg.has("memory") && cfg.Instances > 0 {
 		progress("memory: %d pooled instances", cfg.Instances)
 		m, err := measureMemory(ctx, cfg.Instances)
 		if err != nil {
@@ -336,7 +358,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		report.Memory = m
 	}
-	if cfg.Python != "" {
+	if cfg.has("native") && cfg.Python != "" {
 		progress("native baselines with %s", cfg.Python)
 		n, err := measureNative(ctx, cfg)
 		if err != nil {
@@ -345,6 +367,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		report.Native = n
 	}
 	for _, mode := range cfg.Modes {
+		if !cfg.has("modes") {
+			break
+		}
 		runs := cfg.Runs
 		if mode == "fresh" {
 			runs = cfg.FreshRuns
@@ -360,13 +385,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		report.Modes = append(report.Modes, *m)
 	}
-	progress("tool call: %d runs of the 1,000-call loop", cfg.ToolCallRuns)
-	tc, err := measureToolCall(ctx, cfg.ToolCallRuns)
-	if err != nil {
-		return nil, fmt.Errorf("tool call: %w", err)
+	if cfg.has("toolcall") {
+		progress("tool call: %d runs of the 1,000-call loop", cfg.ToolCallRuns)
+		tc, err := measureToolCall(ctx, cfg.ToolCallRuns)
+		if err != nil {
+			return nil, fmt.Errorf("tool call: %w", err)
+		}
+		report.ToolCall = tc
 	}
-	report.ToolCall = tc
-	if cfg.ColdRuns > 0 {
+	if cfg.has("sessions") {
+		s, err := measureSessions(ctx, cfg.SessionRuns, cfg.Sessions, cfg.OnDisk, progress)
+		if err != nil {
+			return nil, fmt.Errorf("sessions: %w", err)
+		}
+		report.Sessions = s
+	}
+	if cfg.has("cold") && cfg.ColdRuns > 0 {
 		progress("cold start: %d cold, %d warm process starts", cfg.ColdRuns, cfg.WarmRuns)
 		c, err := measureColdStart(ctx, cfg)
 		if err != nil {
@@ -910,6 +944,15 @@ func assess(r *Report) ([]Ratio, []Target) {
 		}
 	}
 
+	if ss := r.Sessions; ss != nil {
+		add("session run p50 / pooled p50 (sessions suite)", ss.Run.P50, ss.Pool.P50)
+		add("session snapshot p50 / pooled p50", ss.Snapshot.P50, ss.Pool.P50)
+		add("restore + first run p50 / pooled p50", ss.RestoreRun.P50, ss.Pool.P50)
+		if h := ss.Held; h != nil {
+			add("wake of a hibernated session p50 / pooled p50", h.Wake.P50, ss.Pool.P50)
+		}
+	}
+
 	var targets []Target
 	check := func(name, figure string, value float64, measured, met bool) {
 		t := Target{Name: name, Figure: figure, Value: value}
@@ -948,6 +991,27 @@ func assess(r *Report) ([]Ratio, []Target) {
 		first = r.ColdStart.WarmFirst.P50
 	}
 	check("first result in a new process ≤ 150 ms, warm caches", fmt.Sprintf("%.0f ms", first), first, coldOK, first <= 150)
+
+	ss := r.Sessions
+	var snapKiB, snapMs, restoreMore, sessionRatio float64
+	if ss != nil {
+		snapKiB, snapMs = float64(ss.SnapshotBytes.P50)/1024, ss.Snapshot.P50
+		restoreMore = ss.RestoreRun.P50 - ss.Pool.P50
+		sessionRatio = ss.Run.P50 / ss.Pool.P50
+	}
+	check("session snapshot ≤ 256 KiB", fmt.Sprintf("%.0f KiB", snapKiB), snapKiB, ss != nil, snapKiB <= 256)
+	check("session snapshot p50 ≤ 5 ms", fmt.Sprintf("%.2f ms", snapMs), snapMs, ss != nil, snapMs <= 5)
+	check("restore + first run p50 ≤ pooled run p50 + 5 ms", fmt.Sprintf("%+.2f ms", restoreMore), restoreMore, ss != nil, restoreMore <= 5)
+	check("session run p50 ≤ 1.2× pooled run p50", fmt.Sprintf("%.2f×", sessionRatio), sessionRatio, ss != nil, sessionRatio <= 1.2)
+	var heldRSS, wake50, wake99 float64
+	held := ss != nil && ss.Held != nil
+	heldOK := held && ss.Held.Sessions >= 10000 && !ss.Held.Held.noProc()
+	if held {
+		heldRSS, wake50, wake99 = ss.Held.Held.RSSMiB, ss.Held.Wake.P50, ss.Held.Wake.P99
+	}
+	check("10,000 sessions in one Runner ≤ 2 GiB RSS", fmt.Sprintf("%.0f MiB", heldRSS), heldRSS, heldOK, heldRSS <= 2048)
+	check("wake of a hibernated session p50 ≤ 10 ms", fmt.Sprintf("%.2f ms", wake50), wake50, held, wake50 <= 10)
+	check("wake of a hibernated session p99 ≤ 10 ms", fmt.Sprintf("%.2f ms", wake99), wake99, held, wake99 <= 10)
 	return ratios, targets
 }
 
@@ -989,7 +1053,9 @@ func (r *Report) Print(w io.Writer) {
 		width = max(width, len(x.name))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\truns\tp50 ms\tp95 ms\tp99 ms\truns/s c=1\tc=2\tc=4\tRSS MiB\t\n", width, "mode (latency at concurrency 1)")
+	if len(rows) > 0 {
+		fmt.Fprintf(tw, "%-*s\truns\tp50 ms\tp95 ms\tp99 ms\truns/s c=1\tc=2\tc=4\tRSS MiB\t\n", width, "mode (latency at concurrency 1)")
+	}
 	for _, x := range rows {
 		cells := append(x.cells, make([]string, 8-min(len(x.cells), 8))...)
 		fmt.Fprintf(tw, "%-*s\t%s\t\n", width, x.name, strings.Join(cells, "\t"))
@@ -1036,6 +1102,9 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "  warm caches, median of %d: %.0f ms (New %.0f ms, Run %.1f ms; exit at %.0f ms); p95 %.0f ms\n",
 				len(c.Warm), c.WarmFirst.P50, c.WarmNew.P50, c.WarmRun.P50, c.WarmExit.P50, c.WarmFirst.P95)
 		}
+	}
+	if ss := r.Sessions; ss != nil {
+		ss.print(w)
 	}
 	if len(r.Ratios) > 0 {
 		fmt.Fprintln(w, "\nratios (p50s measured in this command):")

@@ -44,6 +44,7 @@ func TestBench(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Runs, cfg.FreshRuns, cfg.ProcRuns, cfg.ToolCallRuns = 3, 1, 1, 1
 	cfg.Instances, cfg.ColdRuns, cfg.WarmRuns = 4, 1, 1
+	cfg.SessionRuns, cfg.Sessions = 2, 3
 	cfg.Python = FindPython()
 	cfg.ColdStartCommand = childCommand
 	var progress bytes.Buffer
@@ -70,6 +71,20 @@ func TestBench(t *testing.T) {
 		// 4 instances, not 64: the memory target is not measured.
 		`(?m)^  64 idle warm instances ≤ 512 MiB RSS\s+—\s+not measured$`,
 		`(?m)^  first result in a new process ≤ 150 ms, warm caches\s+\d+ ms\s+(met|MISSED)$`,
+		`(?m)^\s+pooled run \(the baseline\)\s+2\s+\d+\.\d{3}\s+\d+\.\d{3}\s+\d+\.\d{3}\s+1\.00×`,
+		`(?m)^\s+run in a session\s+2\s+\d+\.\d{3}\s+\d+\.\d{3}\s+\d+\.\d{3}\s+\d+\.\d{2}×`,
+		`(?m)^\s+Snapshot, after a run\s+2\s+\d+\.\d{3}.*\d+\.\d KiB \(`,
+		`(?m)^\s+Restore \+ first run\s+2\s+\d+\.\d{3}.*[+-]\d+\.\d{2} ms over the pooled p50`,
+		`(?m)^\s+wake a hibernated session \(its first run\)\s+2\s+\d+\.\d{3}.*one of 3, at random`,
+		`(?m)^one Runner holding 3 sessions \(MaxLive 64; .* in memory\):`,
+		`(?m)^  process RSS: \d+\.\d MiB before the Runner, \d+\.\d MiB holding them`,
+		`(?m)^  session run p50 / pooled p50 \(sessions suite\)\s+\d+\.\d×$`,
+		`(?m)^  session snapshot ≤ 256 KiB\s+\d+ KiB\s+(met|MISSED)$`,
+		`(?m)^  restore \+ first run p50 ≤ pooled run p50 \+ 5 ms\s+[+-]\d+\.\d{2} ms\s+(met|MISSED)$`,
+		`(?m)^  session run p50 ≤ 1\.2× pooled run p50\s+\d+\.\d{2}×\s+(met|MISSED)$`,
+		`(?m)^  wake of a hibernated session p99 ≤ 10 ms\s+\d+\.\d{2} ms\s+(met|MISSED)$`,
+		// 3 sessions, not 10,000: the memory target is not measured.
+		`(?m)^  10,000 sessions in one Runner ≤ 2 GiB RSS\s+—\s+not measured$`,
 	}
 	if cowHere() {
 		want = append(want, `(?m)^\s+cow\s+3\s+\d+\.\d{3}`)
@@ -101,6 +116,7 @@ func cowHere() bool { return runtime.GOOS == "linux" }
 func TestBenchJSON(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Modes, cfg.Runs, cfg.ToolCallRuns = []string{"pool"}, 4, 1
+	cfg.Suites = []string{"modes", "toolcall", "memory", "cold"} // memory and cold skipped by their counts
 	cfg.Instances, cfg.ColdRuns = 0, 0
 	r, err := Run(t.Context(), cfg)
 	if err != nil {
@@ -129,11 +145,11 @@ func TestBenchJSON(t *testing.T) {
 	if report.ToolCall == nil || report.ToolCall.ToolUs <= 0 {
 		t.Errorf("tool call: %+v", report.ToolCall)
 	}
-	if report.Native != nil || report.Memory != nil || report.ColdStart != nil {
+	if report.Native != nil || report.Memory != nil || report.ColdStart != nil || report.Sessions != nil {
 		t.Errorf("skipped sections were measured: %+v", report)
 	}
-	if len(report.Targets) != 7 {
-		t.Fatalf("%d targets, want 7", len(report.Targets))
+	if len(report.Targets) != 14 {
+		t.Fatalf("%d targets, want 14", len(report.Targets))
 	}
 	measured := map[string]bool{}
 	for _, tg := range report.Targets {
@@ -146,6 +162,8 @@ func TestBenchJSON(t *testing.T) {
 		"≥ 30× faster than a python3 subprocess per run":      false, // no Python
 		"64 idle warm instances ≤ 512 MiB RSS":                false, // no Instances
 		"first result in a new process ≤ 150 ms, warm caches": false, // no ColdRuns
+		"session run p50 ≤ 1.2× pooled run p50":               false, // not among the suites
+		"wake of a hibernated session p99 ≤ 10 ms":            false,
 	} {
 		if got, ok := measured[name]; !ok || got != want {
 			t.Errorf("target %q: measured %v (present %v), want %v", name, got, ok, want)
@@ -163,6 +181,9 @@ func TestValidate(t *testing.T) {
 		"cold start, no command":   func(c *Config) { c.ColdStartCommand = nil },
 		"negative cold starts":     func(c *Config) { c.ColdRuns = -1 },
 		"no runs of the tool call": func(c *Config) { c.ToolCallRuns = 0 },
+		"no session runs":          func(c *Config) { c.SessionRuns = 0 },
+		"negative sessions":        func(c *Config) { c.Sessions = -1 },
+		"unknown suite":            func(c *Config) { c.Suites = []string{"sessions", "warp"} },
 	} {
 		cfg := DefaultConfig()
 		cfg.ColdStartCommand = childCommand
@@ -178,6 +199,64 @@ func TestValidate(t *testing.T) {
 	cfg.ColdRuns = 0 // no command needed
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("the defaults without a cold start: %v", err)
+	}
+	cfg = DefaultConfig()
+	cfg.Suites = []string{"sessions"} // no cold start, so no command needed
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("the sessions suite alone: %v", err)
+	}
+}
+
+// TestSessions runs the sessions suite alone with tiny counts, the held
+// sessions' snapshots in memory and on disk, and checks the figures are there
+// and consistent.
+func TestSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("makes a dozen sessions, each running an import of statistics")
+	}
+	for _, onDisk := range []bool{false, true} {
+		t.Run(map[bool]string{false: "memory", true: "disk"}[onDisk], func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Suites, cfg.SessionRuns, cfg.Sessions, cfg.OnDisk = []string{"sessions"}, 3, 4, onDisk
+			r, err := Run(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Modes) != 0 || r.ToolCall != nil || r.Memory != nil || r.Native != nil || r.ColdStart != nil {
+				t.Errorf("suites other than sessions were measured: %+v", r)
+			}
+			ss := r.Sessions
+			if ss == nil {
+				t.Fatal("no sessions")
+			}
+			for name, st := range map[string]Stats{"pool": ss.Pool, "session run": ss.Run, "snapshot": ss.Snapshot,
+				"restore": ss.Restore, "first run": ss.FirstRun, "restore + first run": ss.RestoreRun} {
+				if st.N != 3 || st.P50 <= 0 || st.P50 > st.P99 {
+					t.Errorf("%s: %+v", name, st)
+				}
+			}
+			if b := ss.SnapshotBytes; b.N != 3 || b.Min <= 0 || b.Min > b.P50 || b.P50 > b.Max {
+				t.Errorf("snapshot sizes: %+v", b)
+			}
+			h := ss.Held
+			if h == nil {
+				t.Fatal("no held sessions")
+			}
+			if h.Sessions != 4 || h.OnDisk != onDisk || h.Make.N != 4 || h.Hibernate.N != 4 || h.Wake.N != 3 || h.Live != 0 {
+				t.Errorf("held: %+v", h)
+			}
+			if h.SnapshotMiB <= 0 {
+				t.Errorf("held snapshots: %.3f MiB", h.SnapshotMiB)
+			}
+			if cowHere() && (h.Held.noProc() || h.HeapMiB <= 0) {
+				t.Errorf("held memory: %+v, heap %.1f MiB", h.Held, h.HeapMiB)
+			}
+			var out bytes.Buffer
+			r.Print(&out)
+			if !bytes.Contains(out.Bytes(), []byte("one Runner holding 4 sessions")) {
+				t.Errorf("output:\n%s", out.String())
+			}
+		})
 	}
 }
 
@@ -206,6 +285,11 @@ func TestAssess(t *testing.T) {
 		ToolCall:  &ToolCall{CallUs: 14},
 		Memory:    &Memory{Instances: 64, Idle: MemorySnapshot{RSSMiB: 300}, Ran: MemorySnapshot{RSSMiB: 600}},
 		ColdStart: &ColdStart{Warm: []ProcessStart{{}}, WarmFirst: Stats{P50: 100}},
+		Sessions: &Sessions{
+			Pool: Stats{P50: 0.5}, Run: Stats{P50: 0.65}, Snapshot: Stats{P50: 4},
+			SnapshotBytes: SizeStats{P50: 300 << 10}, RestoreRun: Stats{P50: 5.4},
+			Held: &HeldSessions{Sessions: 10000, Held: MemorySnapshot{RSSMiB: 1900}, Wake: Stats{P50: 6, P99: 12}},
+		},
 	}
 	ratios, targets := assess(r)
 	verdict := map[string]bool{}
@@ -224,6 +308,13 @@ func TestAssess(t *testing.T) {
 		"≥ 2,000 runs/s at concurrency 2":                     false,
 		"64 idle warm instances ≤ 512 MiB RSS":                false, // 600 MiB after a run each
 		"first result in a new process ≤ 150 ms, warm caches": true,
+		"session snapshot ≤ 256 KiB":                          false, // 300 KiB
+		"session snapshot p50 ≤ 5 ms":                         true,
+		"restore + first run p50 ≤ pooled run p50 + 5 ms":     true,  // +4.9 ms
+		"session run p50 ≤ 1.2× pooled run p50":               false, // 1.3×
+		"10,000 sessions in one Runner ≤ 2 GiB RSS":           true,
+		"wake of a hibernated session p50 ≤ 10 ms":            true,
+		"wake of a hibernated session p99 ≤ 10 ms":            false,
 	} {
 		if got, ok := verdict[name]; !ok || got != want {
 			t.Errorf("target %q: met %v (present %v), want %v", name, got, ok, want)
@@ -233,7 +324,7 @@ func TestAssess(t *testing.T) {
 	for _, x := range ratios {
 		got[x.Name] = x.Value
 	}
-	if got["cow p50 / pool p50"] != 4 || got["python3 subprocess p50 / pool p50"] != 40 {
+	if got["cow p50 / pool p50"] != 4 || got["python3 subprocess p50 / pool p50"] != 40 || got["session run p50 / pooled p50 (sessions suite)"] != 1.3 {
 		t.Errorf("ratios: %v", got)
 	}
 }
