@@ -95,7 +95,10 @@ func encodeSnapshot(id snapshotIdentity, st *engine.State) []byte {
 	blob = snapshotEncoder.EncodeAll(raw, blob)
 	binary.LittleEndian.PutUint64(blob[136:], uint64(len(blob)-snapshotHeaderSize))
 	sum := sha256.Sum256(blob)
-	return append(blob, sum[:]...)
+	// Exactly as long as it is: a hibernated session keeps it, and the
+	// buffer EncodeAll grew may be more than twice the snapshot.
+	exact := make([]byte, 0, len(blob)+len(sum))
+	return append(append(exact, blob...), sum[:]...)
 }
 
 // decodeSnapshot checks blob and returns the state it holds. maxMemory is the
