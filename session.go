@@ -387,8 +387,10 @@ func (s *Session) Snapshot(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	if s.inst == nil {
-		blob, err := s.thawed()
-		return bytes.Clone(blob), err // the caller's to change
+		if s.frozen != nil {
+			return bytes.Clone(s.frozen), nil // the caller's to change
+		}
+		return s.thawed() // read from its file: the caller's already
 	}
 	return s.snapshot()
 }

@@ -423,11 +423,7 @@ func measureMode(ctx context.Context, mode string, runs, poolSize int) (*ModeRes
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		r.Close(ctx)
-		runtime.GC()
-		debug.FreeOSMemory()
-	}()
+	defer closeRunner(ctx, r)
 	req := request()
 	once := func() error {
 		out, err := r.Run(ctx, req)
@@ -568,11 +564,7 @@ func measureMemory(ctx context.Context, n int) (*Memory, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		r.Close(ctx)
-		runtime.GC()
-		debug.FreeOSMemory()
-	}()
+	defer closeRunner(ctx, r)
 	if err := waitPool(ctx, r, 1); err != nil {
 		return nil, err
 	}
@@ -1129,4 +1121,12 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.Name, figure, verdict)
 	}
 	tw.Flush()
+}
+
+// closeRunner closes r and gives its memory back to the system, so that the
+// next measurement's RSS starts from what the process holds without it.
+func closeRunner(ctx context.Context, r *spine.Runner) {
+	r.Close(ctx)
+	runtime.GC()
+	debug.FreeOSMemory()
 }

@@ -136,11 +136,7 @@ func measureSessions(ctx context.Context, runs, held int, onDisk bool, progress 
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		r.Close(ctx)
-		runtime.GC()
-		debug.FreeOSMemory()
-	}()
+	defer closeRunner(ctx, r)
 	if err := waitPool(ctx, r, 0); err != nil {
 		return nil, err
 	}
@@ -293,11 +289,7 @@ func measureHeld(ctx context.Context, n, wakes int, onDisk bool, progress func(s
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		r.Close(ctx)
-		runtime.GC()
-		debug.FreeOSMemory()
-	}()
+	defer closeRunner(ctx, r)
 	progress("sessions: making %d sessions, each hibernated after its setup run", n)
 	all := make([]*spine.Session, 0, n)
 	makes := make([]time.Duration, 0, n)
