@@ -87,6 +87,18 @@ func TestArtifactMatchesManifest(t *testing.T) {
 			t.Errorf("%s does not match manifest.json", name)
 		}
 	}
+	// Every file of the artifact, the licences beside it included, is the one the manifest names.
+	for name, want := range m.Artifact {
+		data, err := os.ReadFile(filepath.Join("artifact", name))
+		if err != nil || sum(data) != want {
+			t.Errorf("artifact/%s does not match manifest.json (%v)", name, err)
+		}
+	}
+	for _, name := range []string{"LICENSE.zlib", "LICENSE.bzip2", "LICENSE.xz", "LICENSE.sqlite3", "LICENSE.tzdata"} {
+		if _, ok := m.Artifact[name]; !ok {
+			t.Errorf("manifest.json does not name %s", name)
+		}
+	}
 	if m.ABIVersion != 1 {
 		t.Errorf("abi_version %d", m.ABIVersion)
 	}

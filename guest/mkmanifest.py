@@ -18,6 +18,7 @@ SOURCES = [
     "guest/mkmanifest.py",
     "guest/Setup.local",
     "guest/c/spine.c",
+    "guest/c/sqlite_vfs.c",
 ]
 
 
@@ -40,18 +41,31 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", required=True, type=pathlib.Path)
     parser.add_argument("--tarball", required=True, type=pathlib.Path)
+    parser.add_argument("--input", action="append", default=[], metavar="NAME=VERSION=PATH",
+                        help="a file of a Debian package the build used (repeated)")
     parser.add_argument("--out", required=True, type=pathlib.Path)
+    parser.add_argument("licences", nargs="*", help="the licence files beside the artifact")
     args = parser.parse_args()
+    packages = {}
+    for spec in args.input:
+        name, version, path = spec.split("=", 2)
+        entry = packages.setdefault(name, {"version": version, "files": {}})
+        if entry["version"] != version:
+            parser.error(f"{name} is given as {entry['version']} and {version}")
+        path = pathlib.Path(path)
+        entry["files"][path.name] = sha256(path)
     sources = sorted(SOURCES + [p.relative_to(args.root).as_posix()
                                 for p in (args.root / "guest/python").rglob("*.py")])
     manifest = {
         "abi_version": 1,
         "cpython": {"version": "3.11.2", "tarball": args.tarball.name, "sha256": sha256(args.tarball)},
+        "packages": packages,
         "toolchain": {name: package(name) for name in
-                      ["clang-19", "lld-19", "wasi-libc", "libclang-rt-19-dev-wasm32", "python3.11"]},
+                      ["clang-19", "lld-19", "wasi-libc", "libclang-rt-19-dev-wasm32", "python3.11",
+                       "tcl8.6", "libc-bin", "dpkg-dev"]},
         "sources": {rel: sha256(args.root / rel) for rel in sources},
         "artifact": {name: sha256(args.out / name)
-                     for name in ["spine.wasm", "python311.zip", "LICENSE.python"]},
+                     for name in ["spine.wasm", "python311.zip", *args.licences]},
     }
     print(json.dumps(manifest, indent=2, sort_keys=True))
 

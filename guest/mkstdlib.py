@@ -1,11 +1,18 @@
-"""Pack the standard library and the Guest's Python (guest/python: the module bootstrap
-and the package plm) into one stored zip.
+"""Pack the standard library, the Guest's Python (guest/python: the module bootstrap
+and the package plm) and the IANA time-zone database into one stored zip.
 
 Every module is compiled to an unchecked hash-based .pyc (no timestamps, no
-source needed at run time) and stored uncompressed, because the Guest has no
-zlib and zipimport reads stored entries directly. Entries are sorted and dated
-1980-01-01, and the build's sysconfig data names the build folder as /build, so
-the same inputs give the same bytes wherever they are built.
+source needed at run time) and stored uncompressed: zipimport reads a stored
+entry directly, where a deflated one would cost an inflate on every import.
+Entries are sorted and dated 1980-01-01, and the build's sysconfig data names
+the build folder as /build, so the same inputs give the same bytes wherever
+they are built.
+
+The time-zone database (zic's output, given as --tzdata) becomes the package
+tzdata, laid out as the tzdata distribution lays it out, which zoneinfo falls
+back to when no folder on its TZPATH has the zone: tzdata/zoneinfo/<key> holds
+each compiled zone, every folder under tzdata is a package (an empty
+__init__), and tzdata/zones lists every key, for zoneinfo.available_timezones().
 """
 
 import argparse
@@ -21,7 +28,7 @@ import zipfile
 # What the sandbox cannot use or a program has no business importing.
 OMIT_DIRS = {
     "__phello__", "ctypes", "curses", "distutils", "ensurepip", "idlelib", "lib2to3",
-    "msilib", "multiprocessing", "pydoc_data", "site-packages", "sqlite3", "test",
+    "msilib", "multiprocessing", "pydoc_data", "site-packages", "test",
     "tests", "idle_test", "tkinter", "turtledemo", "venv", "wsgiref", "xmlrpc",
 }
 OMIT_FILES = {
@@ -69,12 +76,35 @@ def sysconfig_data(source, work):
     return text.encode("utf-8")
 
 
+def tzdata(folder, version):
+    """The package tzdata from zic's output folder: the sources of its (empty) modules
+    and its data files, each by its name in the zip."""
+    zones = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    if "Europe/Paris" not in zones or "UTC" not in zones:
+        sys.exit(f"mkstdlib: {folder} does not look like zic's output")
+    for key in zones:
+        # zoneinfo turns a key into a package name: every folder must be an identifier.
+        if not all(part.isidentifier() for part in key.split("/")[:-1]):
+            sys.exit(f"mkstdlib: the zone {key} has a folder that cannot be a package")
+    sources = {"tzdata/__init__.py": f'__version__ = "{version}"\n'.encode(),
+               "tzdata/zoneinfo/__init__.py": b""}
+    data = {"tzdata/zones": "".join(key + "\n" for key in zones).encode()}
+    for key in zones:
+        parts = key.split("/")
+        for i in range(1, len(parts)):
+            sources["tzdata/zoneinfo/" + "/".join(parts[:i]) + "/__init__.py"] = b""
+        data["tzdata/zoneinfo/" + key] = (folder / key).read_bytes()
+    return sources, data
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--lib", required=True, type=pathlib.Path)
     parser.add_argument("--build", required=True, type=pathlib.Path)
     parser.add_argument("--guest", required=True, type=pathlib.Path)
     parser.add_argument("--work", required=True, type=pathlib.Path, help="the build folder (absolute)")
+    parser.add_argument("--tzdata", required=True, type=pathlib.Path, help="zic's output folder")
+    parser.add_argument("--tzversion", required=True, help="the time-zone database's version")
     parser.add_argument("--out", required=True, type=pathlib.Path)
     args = parser.parse_args()
 
@@ -90,20 +120,33 @@ def main():
         sysconfig_files.add(path.name)
     for path in args.guest.rglob("*.py"):
         entries[path.relative_to(args.guest).as_posix()] = path
+    sources = {rel: entries[rel].read_bytes() for rel in entries}
+    tz_sources, data_files = tzdata(args.tzdata, args.tzversion)
+    clash = set(tz_sources) & set(sources)
+    if clash:
+        sys.exit(f"mkstdlib: the time-zone database would replace {sorted(clash)}")
+    sources.update(tz_sources)
 
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
-        for rel in sorted(entries):
-            source = entries[rel].read_bytes()
-            if rel in sysconfig_files:
-                source = sysconfig_data(source, args.work)
-            data = pyc(source, rel)
-            info = zipfile.ZipInfo(rel[:-3] + ".pyc", DATE)
+        files = {rel[:-3] + ".pyc": rel for rel in sources}
+        files.update({rel: None for rel in data_files})
+        for name in sorted(files):
+            rel = files[name]
+            if rel is None:
+                data = data_files[name]
+            else:
+                source = sources[rel]
+                if rel in sysconfig_files:
+                    source = sysconfig_data(source, args.work)
+                data = pyc(source, rel)
+            info = zipfile.ZipInfo(name, DATE)
             info.compress_type = zipfile.ZIP_STORED
             info.external_attr = 0o444 << 16
             zf.writestr(info, data)
     args.out.write_bytes(buf.getvalue())
-    print(f"{len(entries)} modules, {len(buf.getvalue())} bytes", file=sys.stderr)
+    print(f"{len(sources)} modules, {len(data_files)} data files, {len(buf.getvalue())} bytes",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":
