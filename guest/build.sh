@@ -4,6 +4,9 @@
 #
 #   guest/build.sh            build (idempotent) and write guest/artifact/
 #   guest/build.sh --check    rebuild in a scratch folder and compare with guest/artifact/
+#   guest/build.sh --source-only
+#                             fetch, verify and extract CPython's source only, and print
+#                             its folder (make cpython-tests runs its Lib/test)
 #
 # Everything comes from Debian's packages: clang-19, lld-19, wasi-libc,
 # libclang-rt-19-dev-wasm32 and the python3.11 source package. Nothing else is fetched.
@@ -16,10 +19,16 @@ mkdir -p "$work"
 work=$(cd "$work" && pwd)
 out=$here/artifact
 check=0
-if [ "${1:-}" = "--check" ]; then
+source_only=0
+case "${1:-}" in
+--check)
 	check=1
 	out=$work/check-artifact
-fi
+	;;
+--source-only) source_only=1 ;;
+"") ;;
+*) printf '[guest] unknown argument %s (want --check or --source-only)\n' "$1" >&2; exit 2 ;;
+esac
 
 py_version=3.11.2
 py_tarball=python3.11_${py_version}.orig.tar.gz
@@ -33,12 +42,14 @@ export SOURCE_DATE_EPOCH=1675814400
 
 log() { printf '[guest] %s\n' "$*" >&2; }
 
-# 1. Toolchain from Debian's packages.
+# 1. Toolchain from Debian's packages (the source alone needs only Python and apt's source tools).
 need_pkgs=()
-[ -x "$llvm/clang" ] || need_pkgs+=(clang-19)
-[ -x "$llvm/wasm-ld" ] || need_pkgs+=(lld-19)
-[ -f /usr/lib/wasm32-wasi/libc.a ] || need_pkgs+=(wasi-libc)
-[ -f /usr/lib/llvm-19/lib/clang/19/lib/wasi/libclang_rt.builtins-wasm32.a ] || need_pkgs+=(libclang-rt-19-dev-wasm32)
+if [ $source_only = 0 ]; then
+	[ -x "$llvm/clang" ] || need_pkgs+=(clang-19)
+	[ -x "$llvm/wasm-ld" ] || need_pkgs+=(lld-19)
+	[ -f /usr/lib/wasm32-wasi/libc.a ] || need_pkgs+=(wasi-libc)
+	[ -f /usr/lib/llvm-19/lib/clang/19/lib/wasi/libclang_rt.builtins-wasm32.a ] || need_pkgs+=(libclang-rt-19-dev-wasm32)
+fi
 [ -x "$python_build" ] || need_pkgs+=(python3.11)
 command -v dpkg-source >/dev/null || need_pkgs+=(dpkg-dev)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -70,6 +81,10 @@ if [ ! -f "$cpython/.extracted" ]; then
 	rm -rf "$cpython"
 	tar -C "$work" -xzf "$work/src/$py_tarball"
 	touch "$cpython/.extracted"
+fi
+if [ $source_only = 1 ]; then
+	echo "$cpython"
+	exit 0
 fi
 
 # 3. A WASI-SDK-shaped folder over Debian's llvm-19 and wasi-libc.
