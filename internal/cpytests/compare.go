@@ -89,6 +89,8 @@ func differences(g, n *Report) []Difference {
 			kind = "passes in the Guest, fails natively"
 		case a.Outcome == Skip:
 			kind = "skipped in the Guest only"
+		case b.Outcome == Skip && !good(a.Outcome):
+			kind = "fails in the Guest, skipped natively"
 		case b.Outcome == Skip:
 			kind = "skipped natively only"
 		default:
@@ -192,12 +194,9 @@ func Details(w io.Writer, modules []*Module) {
 				lines = append(lines, fmt.Sprintf("  %s: %s %s", s.name, s.r.Status, firstLines(s.r.Detail, 6)))
 			}
 		}
-		if m.Guest.Status != StatusOK && len(m.Guest.Tests) == 0 || m.Native.Status != StatusOK && len(m.Native.Tests) == 0 {
-			lines = append(lines, fmt.Sprintf("  not compared test by test: %d tests differ", len(m.Differences)))
-		} else {
-			for _, d := range m.Differences {
-				lines = append(lines, fmt.Sprintf("  %s: %s\n      Guest:  %s\n      native: %s", d.Kind, d.ID, d.Guest, d.Native))
-			}
+		for _, g := range groups(m.Differences) {
+			lines = append(lines, fmt.Sprintf("  %d× %s, e.g. %s\n      Guest:  %s\n      native: %s",
+				len(g), g[0].Kind, g[0].ID, g[0].Guest, g[0].Native))
 		}
 		for _, s := range []struct {
 			name  string
@@ -211,6 +210,26 @@ func Details(w io.Writer, modules []*Module) {
 			fmt.Fprintf(w, "%s\n%s\n", m.Module, strings.Join(lines, "\n"))
 		}
 	}
+}
+
+// groups puts together the differences of one kind whose two sides read the same
+// (outcome and detail), the largest group first; a whole module absent on one side is
+// one group.
+func groups(ds []Difference) [][]Difference {
+	index := map[[3]string]int{}
+	var out [][]Difference
+	for _, d := range ds {
+		key := [3]string{d.Kind, d.Guest, d.Native}
+		i, ok := index[key]
+		if !ok {
+			i = len(out)
+			index[key] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], d)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
 }
 
 func firstLines(s string, n int) string {

@@ -2,14 +2,17 @@
 
 The same file runs on both sides, so their outcomes compare test id by test id:
 
-- in the Guest, as a Spine program: inputs = {"module": ..., "resources": [...]}; the
-  report is the run's value;
-- natively: python3.11 -I driver.py LIBDIR MODULE RESOURCES OUTFILE, where LIBDIR holds the
-  test package and RESOURCES is a comma-separated list; the report is written to OUTFILE.
+- in the Guest, as a Spine program: inputs = {"module": ..., "resources": [...],
+  "assume": [...]}; the report is the run's value;
+- natively: python3.11 -I driver.py LIBDIR MODULE RESOURCES ASSUME OUTFILE, where LIBDIR
+  holds the test package and RESOURCES and ASSUME are comma-separated lists; the report is
+  written to OUTFILE.
 
 A module runs as CPython's regrtest runs it: its test_main() when it has one, else the
 tests unittest loads from it (load_tests included), with test.support.use_resources set
-to RESOURCES. The report:
+to RESOURCES. ASSUME names flags of test.support set to True before the module is
+imported (has_socket_support, for asyncio's tests, which CPython skips wholesale on WASI).
+The report:
 
     {"module", "status": "ok" | "module missing" | "import error" | "crashed",
      "detail", "tests": [[id, outcome, detail], ...], "seconds"}
@@ -67,7 +70,10 @@ class Recorder(unittest.TestResult):
         """The exception as one line: its type and the last line of its message (the
         message of a module that failed to import is a whole traceback)."""
         lines = [line for line in str(err[1]).splitlines() if line.strip()]
-        return f"{err[0].__name__}: {lines[-1].strip()}" if lines else err[0].__name__
+        if not lines:
+            return err[0].__name__
+        line = lines[-1] if lines[0].startswith("Failed to import test module") else lines[0]
+        return f"{err[0].__name__}: {line.strip()}"
 
     def addSuccess(self, test):
         super().addSuccess(test)
@@ -208,15 +214,15 @@ def missing_module(exc):
     return None
 
 
-def run(module_name, resources):
+def run(module_name, resources, assume=()):
     try:
-        return run_module(module_name, resources)
+        return run_module(module_name, resources, assume)
     except BaseException:
         return {"module": module_name, "status": "crashed", "detail": traceback.format_exc()[-TRACE:],
                 "tests": []}
 
 
-def run_module(module_name, resources):
+def run_module(module_name, resources, assume):
     started = time.perf_counter()
     report = {"module": module_name, "status": "ok", "detail": "", "tests": []}
     recorder = Recorder()
@@ -225,6 +231,8 @@ def run_module(module_name, resources):
     else:
         support = None  # a test package of its own (the Go tests'), without test.support
     if support is not None:
+        for name in assume:
+            setattr(support, name, True)
         support.use_resources = list(resources)
         support.verbose = 0
         support.load_package_tests = load_package_tests_from_importer(support.load_package_tests)
@@ -268,12 +276,12 @@ def run_module(module_name, resources):
 
 if "inputs" in globals():  # in the Guest, as a Spine program
     zip_files(next(p for p in sys.path if p.endswith(".zip")))
-    result = run(inputs["module"], inputs.get("resources", []))  # noqa: F821
+    result = run(inputs["module"], inputs.get("resources", []), inputs.get("assume", []))  # noqa: F821
 elif __name__ == "__main__":  # natively
     import json
 
-    lib, module_name, resources, out = sys.argv[1:5]
+    lib, module_name, resources, assume, out = sys.argv[1:6]
     sys.path.insert(0, lib)
-    report = run(module_name, [r for r in resources.split(",") if r])
+    report = run(module_name, [r for r in resources.split(",") if r], [a for a in assume.split(",") if a])
     with open(out, "w", encoding="utf-8") as f:
         json.dump(report, f)
