@@ -70,7 +70,7 @@ func differences(g, n *Report) []Difference {
 		}
 	}
 	sort.Strings(ids)
-	var out []Difference
+	out := []Difference{}
 	for _, id := range ids {
 		a, b := gt[id], nt[id]
 		var kind string
