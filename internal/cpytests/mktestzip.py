@@ -48,6 +48,7 @@ def main():
     args = parser.parse_args()
     if sys.version_info[:3] != (3, 11, 2):
         sys.exit(f"mktestzip: needs CPython 3.11.2 (the Guest's), not {sys.version.split()[0]}")
+    sys.dont_write_bytecode = True  # leave no __pycache__ in guest/
     sys.path.insert(0, str(args.guest))
     import mkstdlib  # noqa: E402  (guest/mkstdlib.py: one way to compile the Guest's Python)
 
