@@ -3,7 +3,7 @@
 
 GO ?= go
 
-.PHONY: demo test ci race bench guest guest-check fuzz
+.PHONY: demo test ci race bench guest guest-check fuzz cpython-tests
 
 demo: ## run the seed's demo
 	$(GO) run ./cmd/spine demo
@@ -32,3 +32,7 @@ guest: ## rebuild the Guest artifact (needs Debian's WASI toolchain; installs it
 
 guest-check: ## rebuild the Guest in a scratch folder and compare with the committed artifact
 	guest/build.sh --check
+
+cpython-tests: ## CPython 3.11.2's own tests in the Guest and natively, compared (slow; docs/fidelity.md)
+	src=$$(guest/build.sh --source-only) && \
+	$(GO) run ./internal/cpytests/cmd/cpytests -source "$$src" -work build/cpython-tests $(CPYTESTS_FLAGS)

@@ -5,6 +5,9 @@
 #
 #   guest/build.sh            build (idempotent) and write guest/artifact/
 #   guest/build.sh --check    rebuild in a scratch folder and compare with guest/artifact/
+#   guest/build.sh --source-only
+#                             fetch, verify and extract CPython's source only, and print
+#                             its folder (make cpython-tests runs its Lib/test)
 #
 # Everything comes from Debian's packages: clang-19, lld-19, wasi-libc,
 # libclang-rt-19-dev-wasm32, tcl (to generate SQLite's amalgamation), libc-bin's zic, and
@@ -19,10 +22,16 @@ mkdir -p "$work"
 work=$(cd "$work" && pwd)
 out=$here/artifact
 check=0
-if [ "${1:-}" = "--check" ]; then
+source_only=0
+case "${1:-}" in
+--check)
 	check=1
 	out=$work/check-artifact
-fi
+	;;
+--source-only) source_only=1 ;;
+"") ;;
+*) printf '[guest] unknown argument %s (want --check or --source-only)\n' "$1" >&2; exit 2 ;;
+esac
 
 py_version=3.11.2
 py_tarball=python3.11_${py_version}.orig.tar.gz
@@ -69,17 +78,19 @@ export LC_ALL=C
 
 log() { printf '[guest] %s\n' "$*" >&2; }
 
-# 1. Toolchain from Debian's packages.
+# 1. Toolchain from Debian's packages (the source alone needs only Python and apt's source tools).
 need_pkgs=()
-[ -x "$llvm/clang" ] || need_pkgs+=(clang-19)
-[ -x "$llvm/wasm-ld" ] || need_pkgs+=(lld-19)
-[ -f /usr/lib/wasm32-wasi/libc.a ] || need_pkgs+=(wasi-libc)
-[ -f /usr/lib/llvm-19/lib/clang/19/lib/wasi/libclang_rt.builtins-wasm32.a ] || need_pkgs+=(libclang-rt-19-dev-wasm32)
+if [ $source_only = 0 ]; then
+	[ -x "$llvm/clang" ] || need_pkgs+=(clang-19)
+	[ -x "$llvm/wasm-ld" ] || need_pkgs+=(lld-19)
+	[ -f /usr/lib/wasm32-wasi/libc.a ] || need_pkgs+=(wasi-libc)
+	[ -f /usr/lib/llvm-19/lib/clang/19/lib/wasi/libclang_rt.builtins-wasm32.a ] || need_pkgs+=(libclang-rt-19-dev-wasm32)
+	command -v tclsh8.6 >/dev/null || need_pkgs+=(tcl8.6)
+	command -v make >/dev/null || need_pkgs+=(make)
+	[ -x /usr/sbin/zic ] || need_pkgs+=(libc-bin)
+fi
 [ -x "$python_build" ] || need_pkgs+=(python3.11)
 command -v dpkg-source >/dev/null || need_pkgs+=(dpkg-dev)
-command -v tclsh8.6 >/dev/null || need_pkgs+=(tcl8.6)
-command -v make >/dev/null || need_pkgs+=(make)
-[ -x /usr/sbin/zic ] || need_pkgs+=(libc-bin)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
 	log "installing ${need_pkgs[*]}"
 	apt-get update -qq
@@ -121,22 +132,28 @@ fetch_source() {
 	done
 }
 fetch_source python3.11 "$py_tarball=$py_sha256"
-fetch_source "zlib=$zlib_version" "${zlib_files[@]}"
-fetch_source "bzip2=$bzip2_version" "${bzip2_files[@]}"
-fetch_source "xz-utils=$xz_version" "${xz_files[@]}"
-fetch_source "sqlite3=$sqlite_version" "${sqlite_files[@]}"
-if [ ! -f "$work/src/$tzdata_deb" ]; then
-	log "fetching the tzdata package"
-	(cd "$work/src" && apt-get download "tzdata=$tzdata_version" >/dev/null 2>&1 || true)
-	[ -f "$work/src/$tzdata_deb" ] || { log "could not fetch $tzdata_deb"; exit 1; }
+if [ $source_only = 0 ]; then
+	fetch_source "zlib=$zlib_version" "${zlib_files[@]}"
+	fetch_source "bzip2=$bzip2_version" "${bzip2_files[@]}"
+	fetch_source "xz-utils=$xz_version" "${xz_files[@]}"
+	fetch_source "sqlite3=$sqlite_version" "${sqlite_files[@]}"
+	if [ ! -f "$work/src/$tzdata_deb" ]; then
+		log "fetching the tzdata package"
+		(cd "$work/src" && apt-get download "tzdata=$tzdata_version" >/dev/null 2>&1 || true)
+		[ -f "$work/src/$tzdata_deb" ] || { log "could not fetch $tzdata_deb"; exit 1; }
+	fi
+	verify "$tzdata_deb" "$tzdata_sha256"
 fi
-verify "$tzdata_deb" "$tzdata_sha256"
 
 cpython=$work/Python-$py_version
 if [ ! -f "$cpython/.extracted" ]; then
 	rm -rf "$cpython"
 	tar -C "$work" -xzf "$work/src/$py_tarball"
 	touch "$cpython/.extracted"
+fi
+if [ $source_only = 1 ]; then
+	echo "$cpython"
+	exit 0
 fi
 deps=$work/deps
 mkdir -p "$deps/include" "$deps/lib"
