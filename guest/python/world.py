@@ -79,12 +79,9 @@ def start(fn, args, kwargs, deliver):
     when the call is claimed (settle). Returns a token for settle, or None: then the caller
     makes the call itself."""
     fn, args, kwargs = _unwrap(fn, args, kwargs)
-    if args or not _early:
+    if args or not _early or type(fn) is not types.FunctionType:  # a proxy is a function
         return None
-    try:
-        name = _tool_names.get(fn)
-    except TypeError:  # an unhashable callable: no tool
-        return None
+    name = _tool_names.get(fn)  # a function hashes by identity: no code of the program runs
     if name is None or name not in _early:
         return None
 
