@@ -192,11 +192,14 @@ func (r *Runner) bridgeFunctions(b wazero.HostModuleBuilder) wazero.HostModuleBu
 }
 
 // warmSource runs once in the Guest the image is taken from: it imports the
-// modules programs use most, runs the early-read pass once so CPython's
-// specialized bytecode for it is in the image, then freezes everything alive
-// so the collector of a run never walks (and so never dirties) the image's
-// objects.
+// modules programs use most (asyncio and concurrent.futures among them: their
+// import would cost a run hundreds of milliseconds, docs/python.md), runs the
+// early-read pass once so CPython's specialized bytecode for it is in the
+// image, then freezes everything alive so the collector of a run never walks
+// (and so never dirties) the image's objects.
 const warmSource = `import json, re, math, datetime, collections, itertools, functools, ast
+import asyncio, concurrent.futures.thread
+asyncio.run(asyncio.sleep(0))
 import plm
 plm.warm()
 import gc

@@ -191,6 +191,13 @@ spine_init(void)
 	config.user_site_directory = 0;
 	config.parse_argv = 0;
 	config.safe_path = 1;
+	/*
+	 * The standard library comes from python311.zip, frozen modules included, so
+	 * that each carries __file__ as one imported from a zip does. Only the import
+	 * system itself (importlib._bootstrap, its external half and zipimport) stays
+	 * frozen: CPython needs it to read the zip.
+	 */
+	config.use_frozen_modules = 0;
 	status = PyConfig_SetString(&config, &config.home, L"/usr/local");
 	if (!PyStatus_Exception(status)) {
 		status = PyConfig_SetString(&config, &config.program_name, L"spine");

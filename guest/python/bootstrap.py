@@ -15,18 +15,22 @@ read a program while it streams in (prefix mode, in ``plm``).
 # the row imports the column. Every x is right of the diagonal: no module imports one
 # above it, so there is no cycle.
 #
-#               imports: plm  .prefix  .rewrite  .facts  .futures  .purity  .wire
-#   bootstrap             x                                                   x
-#   plm                         x         x                 x         x
-#   plm.prefix                            x         x       x         x
-#   plm.rewrite                                     x       x         x
+#              imports: world  plm  .prefix  .rewrite  .facts  .futures  .purity  .wire
+#   c.f.thread            x
+#   bootstrap             x      x                                                   x
+#   world                        x                                 x
+#   plm                                x         x                 x         x
+#   plm.prefix                                   x         x       x         x
+#   plm.rewrite                                            x       x         x
 #   plm.facts
-#   plm.futures                                                       x       x
+#   plm.futures                                                              x       x
 #   plm.purity
 #   plm.wire
 #
+#   c.f.thread   concurrent.futures.thread: the Guest's ThreadPoolExecutor (docs/python.md)
 #   bootstrap    the Host's entries (execute, prefix_begin, prefix_feed), the program's
 #                namespace, the tool proxies (make_tool, invoke_tool), errors, responses
+#   world        the program's world: asyncio's loop, threads, sockets; executor calls on the Host
 #   plm          reset and the warm-up; the names bootstrap uses
 #   plm.prefix   prefix mode: the program read while it streams in
 #   plm.rewrite  the PLM pass: transform, its plans, run_plans (the __spine_prepare helper)
@@ -41,8 +45,10 @@ import json
 import linecache
 import sys
 import traceback
+from types import ModuleType
 
 import plm
+import world
 from plm.wire import encode_request, encoder
 
 # As in native CPython, where it is loaded at start-up: _signal gives SIGINT its handler,
@@ -194,6 +200,7 @@ def _tools(spec_list):
         _install_tools(proxies, spec_list)
         early = frozenset(spec["name"] for spec in spec_list if spec.get("early"))
         _tools_installed = (proxies, spec_list, early)
+        world.know_tools(_proxies_by_name, early, decode)
     return _tools_installed
 
 
@@ -305,17 +312,33 @@ def _respond(value_json=None, error=None, extra=None):
     return text.encode("utf-8", "backslashreplace")
 
 
-# A session's namespace: a session's Guest is never reset, so what one run defines is
-# there in the next. None until the session's first run.
+def _main_module(proxies):
+    """A new module __main__ for a program, its attributes as native CPython gives a
+    script's (__file__ is set by each run), with the tools installed in it."""
+    main = ModuleType("__main__")
+    namespace = main.__dict__
+    namespace["__annotations__"] = {}
+    namespace["__builtins__"] = builtins
+    namespace["__file__"] = _DEFAULT_FILENAME
+    namespace["__cached__"] = None
+    namespace.update(proxies)
+    return main
+
+
+# A session's module __main__: a session's Guest is never reset, so what one run defines
+# is there in the next. None until the session's first run.
 _session = None
 
 
-def _session_namespace(proxies):
+def _session_main(proxies):
     global _session
     if _session is None:
-        _session = {"__name__": "__main__", "__builtins__": builtins}
-        _session.update(proxies)
+        _session = _main_module(proxies)
     return _session
+
+
+def _session_namespace(proxies):
+    return _session_main(proxies).__dict__
 
 
 def _still_tool(namespace, name):
@@ -356,13 +379,18 @@ def execute(raw):
     if not prefix:
         plm.reset()  # prefix mode's prepared reads stay, for this run to claim
     if session:
-        namespace = _session_namespace(proxies)
+        main = _session_main(proxies)
+        namespace = main.__dict__
         namespace.pop("result", None)  # result is each run's own, as inputs are
         early_names = [name for name in early_names if _still_tool(namespace, name)]
     else:
-        namespace = {"__name__": "__main__", "__builtins__": builtins}
-        namespace.update(proxies)
+        main = _main_module(proxies)
+        namespace = main.__dict__
     namespace["inputs"] = {} if inputs is None else inputs
+    namespace["__file__"] = filename
+    modules = sys.modules
+    image_main = modules.get("__main__")
+    modules["__main__"] = main
     early_tools = set(early_names) if early else None
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     try:
@@ -372,6 +400,10 @@ def execute(raw):
             if exc.code not in (None, 0):
                 raise
             last = None
+        finally:
+            # The tool calls the program handed to an executor and the Host started
+            # are claimed, used or not: each counts as the call it stands for.
+            plm.settle()
         value = namespace["result"] if "result" in namespace else last
         value_json = _encode_value(value)
         if len(value_json) > result_limit:
@@ -383,6 +415,12 @@ def execute(raw):
         return _respond(error=_exception_error(exc, filename), extra=rendered)
     finally:
         plm.reset()
+        if not session:
+            # The module of a run that has ended is no longer __main__ (a session's stays).
+            if image_main is None:
+                modules.pop("__main__", None)
+            else:
+                modules["__main__"] = image_main
         linecache.cache.pop(filename, None)
         for stream in (sys.stdout, sys.stderr):
             try:

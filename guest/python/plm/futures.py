@@ -7,6 +7,12 @@ are never rewritten, so a call evaluates its arguments, raises and shows in trac
 exactly as without early reads. ``_offer`` prepares a request (``_spine.prepare``) whose
 arguments are plain data; the reads prefix mode prepared are counted in ``_spare`` until a
 plan of the pass adopts them.
+
+``start`` begins a call the program handed to an executor (``world``): the Host starts it
+at once through the same prepare path, and ``settle`` claims it later. A started call
+stands for a call the program made when it handed it over, so started calls are claimed
+oldest first, and all of them before any other tool call (``send``) and before the run
+ends: the Host sees the program's calls in the program's order, as without early reads.
 """
 
 from builtins import (
@@ -23,11 +29,12 @@ import _spine
 from plm.purity import _key_cache, _plain
 from plm.wire import encode_request
 
-__all__ = ["pending", "send", "prepare", "reset"]
+__all__ = ["pending", "send", "prepare", "reset", "start", "settle"]
 
 MAX_MESSAGE = 1 << 20  # maxMessage: the Host refuses larger requests
 
 pending = {}  # request bytes -> [handle, ...], oldest first
+_started = []  # [(handle, request bytes, deliver)] of the calls start began, oldest first
 _spare = {}  # request bytes -> how many of pending[request] prefix mode made and no plan adopted yet
 _spare_calls = set()  # (tool, keyword names) of every read prefix mode made in this run
 
@@ -37,10 +44,13 @@ def reset():
     pending.clear()
     _spare.clear()
     _spare_calls.clear()
+    _started.clear()
 
 
 def send(request):
     """Send one encoded tool request: claim a prepared read of exactly these bytes, or call."""
+    if _started:
+        settle()
     handles = pending.get(request) if pending else None
     if handles:
         handle = handles.pop(0)
@@ -106,3 +116,35 @@ def _offer_call(tool, names, fns, env, spare=False):
         return _offer(tool, args, spare)
     except Exception:
         return None
+
+
+def start(tool, args, deliver):
+    """Start the call of tool with args (a dict of plain data) on the Host now, to be
+    claimed by settle, which hands deliver(response, None) the response's bytes, or
+    deliver(None, exc) the exception that claiming it raised. False when the call did not
+    start (args not plain data, or the Host said no): then the caller makes the call."""
+    if type(args) is not dict or not _plain(args):
+        return False
+    request = encode_request(tool, args)
+    if len(request) > MAX_MESSAGE:
+        return False
+    handle = _spine.prepare(request)
+    if not handle:
+        return False
+    _started.append((handle, request, deliver))
+    return True
+
+
+def settle(until=None):
+    """Claim the started calls oldest first: every one, or those up to the one whose
+    deliver is until."""
+    while _started:
+        handle, request, deliver = _started.pop(0)
+        try:
+            response = _spine.resolve(handle, request)
+        except Exception as exc:
+            deliver(None, exc)
+        else:
+            deliver(response, None)
+        if deliver is until:
+            return

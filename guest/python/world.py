@@ -1,0 +1,255 @@
+"""The program's world inside the Guest, beyond its tools (docs/python.md).
+
+The Guest has no threads, no network and nothing an event loop could wait on but time.
+This module makes the modules programs reach for behave as natively within that world:
+
+- ``asyncio``: the event loop is ``GuestEventLoop``, a selector loop with no self-pipe (no
+  socket pair) whose selector only sleeps, and which fails with a clear error when nothing
+  is ready, no timer is set and so nothing can ever happen (natively: a hang). It is
+  asyncio's default, through the default policy's loop factory.
+- executors (``concurrent.futures.ThreadPoolExecutor``, the Guest's own, which asyncio's
+  ``to_thread`` and ``run_in_executor`` use): ``start`` starts the call of an early-read
+  tool on the Host at once (``plm.futures.start``), so the calls a program hands to an
+  executor run in parallel; anything else runs to its end when it is handed over.
+- ``threading``: ``Thread.start`` runs the thread's target to its end at once.
+- ``socket``: every way to a socket or a name lookup raises OSError (errno ENETUNREACH)
+  saying there is no network in the sandbox.
+
+Each module is fixed when it is imported, at image time or by the program: a finder at
+the head of ``sys.meta_path`` (``_FixUps``) wraps its loader, and modules imported before
+this one are fixed when this one is.
+"""
+
+import errno
+import functools
+import sys
+import time
+import types
+from contextvars import Context
+
+from plm import futures
+
+__all__ = ["know_tools", "start", "settle", "NO_NETWORK", "DEADLOCK"]
+
+NO_NETWORK = "no network in the sandbox: a program reaches the world only through its tools"
+DEADLOCK = (
+    "the event loop has nothing to run and nothing to wait for (no task is ready, no timer "
+    "is set): the program would wait forever"
+)
+
+# Executors --------------------------------------------------------------------
+
+_tool_names = {}  # tool proxy -> the tool's name
+_early = frozenset()  # the tools with early reads allowed
+_decode = None  # bootstrap.decode: a response's bytes to the tool's value
+
+
+def know_tools(proxies_by_name, early, decode):
+    """Learn the tool proxies (by full name), the early-read tools' names, and how a
+    response is decoded; bootstrap calls this when it installs the tools."""
+    global _early, _decode
+    _tool_names.clear()
+    for name, proxy in proxies_by_name.items():
+        _tool_names[proxy] = name
+    _early = frozenset(early)
+    _decode = decode
+
+
+def _unwrap(fn, args, kwargs):
+    """The function a submitted callable calls, and its arguments: functools.partial and
+    asyncio.to_thread's Context.run taken off (exact types only, so no code of the program
+    runs)."""
+    for _ in range(8):
+        if type(fn) is functools.partial:
+            args = fn.args + args
+            if fn.keywords:
+                kwargs = {**fn.keywords, **kwargs}
+            fn = fn.func
+        elif (type(fn) is types.BuiltinMethodType and type(fn.__self__) is Context
+              and fn.__name__ == "run" and args):
+            fn, args = args[0], args[1:]
+        else:
+            break
+    return fn, args, kwargs
+
+
+def start(fn, args, kwargs, deliver):
+    """Start fn(*args, **kwargs) on the Host now when fn is an early-read tool called with
+    plain-data keyword arguments, and the Host agrees. deliver(value, exc) gets the outcome
+    when the call is claimed (settle). Returns a token for settle, or None: then the caller
+    makes the call itself."""
+    fn, args, kwargs = _unwrap(fn, args, kwargs)
+    if args or not _early or type(fn) is not types.FunctionType:  # a proxy is a function
+        return None
+    name = _tool_names.get(fn)  # a function hashes by identity: no code of the program runs
+    if name is None or name not in _early:
+        return None
+
+    def on_response(response, exc):
+        if exc is None:
+            try:
+                value = _decode(response)
+            except Exception as error:
+                exc = error
+            else:
+                deliver(value, None)
+                return
+        deliver(None, exc)
+
+    return on_response if futures.start(name, dict(kwargs), on_response) else None
+
+
+def settle(token):
+    """Claim the started calls up to the one of token (see plm.futures.settle)."""
+    futures.settle(token)
+
+
+# threading ----------------------------------------------------------------------
+
+
+def _thread_start(self):
+    """Start the thread. The Guest has no threads: the thread runs to its end now, in the
+    caller, and an exception it raises goes to threading.excepthook as natively."""
+    if not self._initialized:
+        raise RuntimeError("thread.__init__() not called")
+    if self._started.is_set():
+        raise RuntimeError("threads can only be started once")
+    self._started.set()
+    try:
+        self.run()
+    except KeyboardInterrupt:  # the Host's interrupt, which natively the main thread gets
+        raise
+    except BaseException:
+        self._invoke_excepthook(self)
+    finally:
+        self._is_stopped = True
+
+
+def _fix_threading(threading):
+    threading.Thread.start = _thread_start
+
+
+# socket -------------------------------------------------------------------------
+
+
+def _no_network(*args, **kwargs):
+    raise OSError(errno.ENETUNREACH, NO_NETWORK)
+
+
+def _fix_socket(socket):
+    def no_lookup(*args, **kwargs):
+        raise socket.gaierror(errno.ENETUNREACH, NO_NETWORK)
+
+    socket.socket.__init__ = _no_network
+    for name in ("socketpair", "fromfd", "fromshare", "create_connection", "create_server"):
+        setattr(socket, name, _no_network)
+    for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo"):
+        setattr(socket, name, no_lookup)
+
+
+# asyncio ------------------------------------------------------------------------
+
+
+def _fix_asyncio(asyncio):
+    import selectors
+    from types import MappingProxyType
+
+    from asyncio import selector_events
+
+    class _Selector(selectors.BaseSelector):
+        """Waits for time only: the Guest has no file or socket to wait on."""
+
+        def register(self, fileobj, events, data=None):
+            raise OSError(errno.ENOTSUP, "the Guest's event loop cannot wait for files or sockets")
+
+        def unregister(self, fileobj):
+            raise KeyError(fileobj)
+
+        def select(self, timeout=None):
+            if timeout is None:
+                raise RuntimeError(DEADLOCK)
+            if timeout > 0:
+                time.sleep(timeout)  # the Host's sleep, which ends with the run
+            return []
+
+        def close(self):
+            pass
+
+        def get_map(self):
+            return MappingProxyType({})
+
+    class GuestEventLoop(selector_events.BaseSelectorEventLoop):
+        """asyncio's selector event loop for the Guest: no self-pipe (nothing but this
+        loop's own thread can add work to it), a selector that waits for time only."""
+
+        def __init__(self, selector=None):
+            super().__init__(_Selector() if selector is None else selector)
+
+        def _make_self_pipe(self):
+            pass
+
+        def _close_self_pipe(self):
+            pass
+
+        def _write_to_self(self):
+            pass
+
+    GuestEventLoop.__module__ = "asyncio"
+    asyncio.DefaultEventLoopPolicy._loop_factory = GuestEventLoop
+    asyncio.SelectorEventLoop = GuestEventLoop
+    for name in ("unix_events", "windows_events"):
+        events = sys.modules.get("asyncio." + name)
+        if events is not None and hasattr(events, "SelectorEventLoop"):
+            events.SelectorEventLoop = GuestEventLoop
+
+
+# Fixing modules as they are imported --------------------------------------------
+
+_FIXES = {"asyncio": _fix_asyncio, "socket": _fix_socket, "threading": _fix_threading}
+
+
+class _FixingLoader:
+    """Loads a module with its own loader, then fixes it; the module keeps its loader."""
+
+    def __init__(self, loader, fix):
+        self.loader = loader
+        self.fix = fix
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        module.__loader__ = self.loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        self.fix(module)
+
+
+class _FixUps:
+    """The finder at the head of sys.meta_path: finds a module of _FIXES with the finders
+    after it and has it fixed once it is loaded."""
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        fix = _FIXES.get(name)
+        if fix is None:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is cls or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _FixingLoader(spec.loader, fix)
+        return spec
+
+
+for _name, _fix in _FIXES.items():
+    if _name in sys.modules:
+        _fix(sys.modules[_name])
+sys.meta_path.insert(0, _FixUps)
