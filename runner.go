@@ -207,12 +207,25 @@ func (r *Runner) bridgeFunctions(b wazero.HostModuleBuilder) wazero.HostModuleBu
 
 // warmSource runs once in the Guest the image is taken from: it imports the
 // modules programs use most, runs the early-read pass once so CPython's
-// specialized bytecode for it is in the image, then freezes everything alive
-// so the collector of a run never walks (and so never dirties) the image's
-// objects.
+// specialized bytecode for it is in the image, makes os.chdir keep the
+// working directory's name normal (wasi-libc, which keeps it, joins a
+// relative path to it as given, so that os.getcwd() would answer
+// "/work/a/.."; without links in the scratch tree, normpath is exact), then
+// freezes everything alive so the collector of a run never walks (and so
+// never dirties) the image's objects.
 const warmSource = `import json, re, math, datetime, collections, itertools, functools, ast
 import plm
 plm.warm()
+import os, posixpath
+def chdir(path, _chdir=os.chdir):
+    """Change the current working directory to the specified path."""
+    if isinstance(path, int):
+        return _chdir(path)
+    path = os.fspath(path)
+    cwd = os.getcwdb() if isinstance(path, bytes) else os.getcwd()
+    return _chdir(posixpath.normpath(posixpath.join(cwd, path)))
+os.chdir = chdir
+del chdir
 import gc
 gc.collect()
 gc.freeze()
