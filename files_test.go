@@ -82,9 +82,9 @@ result = {
 	}
 	want := map[string]any{
 		"start": "/work", "total": 14.0, "part": "3456", "after_truncate": "01", "tmp": true, "tmpdir": true,
-		"listing":   []any{"named.txt", "notes", "out", "sales.csv", "seek.bin"},
-		"walk":      []any{"./named.txt", "./notes/a.md", "./out/deep/copy.csv", "./sales.csv", "./seek.bin"},
-		"size":      33.0, "isdir": true, "tail": "ef", "seek_size": 11.0, "rel": "# hi", "here": "/work/notes",
+		"listing": []any{"named.txt", "notes", "out", "sales.csv", "seek.bin"},
+		"walk":    []any{"./named.txt", "./notes/a.md", "./out/deep/copy.csv", "./sales.csv", "./seek.bin"},
+		"size":    33.0, "isdir": true, "tail": "ef", "seek_size": 11.0, "rel": "# hi", "here": "/work/notes",
 		"cwd": "/work", "glob": []any{"named.txt"}, "exists": false,
 	}
 	for k, v := range want {
