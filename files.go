@@ -75,6 +75,11 @@ func (r *Runner) CheckFiles(files []File) error {
 	return nil
 }
 
+// CheckFileName validates one file name as CheckFiles does. Output.Files
+// names are the program's: a caller writing them to its own file system
+// checks them with it first.
+func CheckFileName(name string) error { return checkFileName(name) }
+
 // checkFileName validates one Request.Files name (CheckFiles).
 func checkFileName(name string) error {
 	bad := func(why string) error {
