@@ -35,7 +35,7 @@ type descriptors struct {
 	open     atomic.Int64 // files and directories opened through FS or scratch and not closed
 	baseline int64        // open when the Guest was ready for its first run
 	limit    int64        // descriptors a run may hold beyond baseline
-	broken   atomic.Bool  // a descriptor of 0–3 was closed or moved
+	broken   atomic.Bool  // a descriptor of 0–4 was closed or moved
 	watched  bool         // the Guest calls the checks; without them nothing is known
 }
 

@@ -29,7 +29,7 @@ var ErrnoImports = []string{"fd_write", "fd_pwrite", "path_open", "path_create_d
 const ErrnoImport = "errno"
 
 // TouchPreopenExport is the name of the function Instrument adds that opens
-// the preopened folder's directory (see Instrument).
+// the preopened folders' directories (see Instrument).
 const TouchPreopenExport = "touch_preopen"
 
 // Instrument returns the module changed in two ways.
