@@ -10,8 +10,8 @@ import (
 
 // isolationProbe reports what a run can see of the Guest's state outside
 // Python objects: the descriptor table (modes of 0–11, the number the next
-// open gets), standard input, the preopened folder, the modules loaded and
-// the program's globals. A run on a Guest that earlier runs abused must see
+// open gets), standard input, the preopened folders, the working directory
+// and the scratch tree, the modules loaded and the program's globals. A run on a Guest that earlier runs abused must see
 // exactly what a run on a new Guest sees.
 const isolationProbe = `import os, sys
 modes = []
@@ -25,6 +25,7 @@ os.close(fd)
 print("out")
 print("err", file=sys.stderr)
 result = {"modes": modes, "next_fd": fd, "stdin": sys.stdin.read(), "dir": os.listdir("/usr/local/lib"),
+          "scratch": [os.getcwd(), os.listdir("/"), os.listdir("."), os.listdir("/tmp")],
           "modules": sorted(sys.modules), "names": sorted(globals())}
 `
 
@@ -80,15 +81,22 @@ for _ in range(3):
         pass
     for fd in fds:
         os.close(fd)
-result = os.open("/usr/local/lib", os.O_RDONLY)`, "4"},
-		{"directory left open", `import os; result = os.open("/usr/local/lib", os.O_RDONLY)`, "4"},
+result = os.open("/usr/local/lib", os.O_RDONLY)`, "5"},
+		{"directory left open", `import os; result = os.open("/usr/local/lib", os.O_RDONLY)`, "5"},
+		{"scratch files left, elsewhere", `import os
+open("/tmp/t", "w").write("tmp")
+os.makedirs("a/b")
+os.chdir("a/b")
+open("here", "w").write("x" * 100000)
+result = os.getcwd()`, `"/work/a/b"`},
+		{"scratch file left open", `f = open("kept", "w"); f.write("x"); f.flush(); result = f.fileno()`, "5"},
 		{"scandir left open", `import os; it = os.scandir("/usr/local/lib"); result = next(it).name`, `"python311.zip"`},
-		{"file left open", `f = open("/usr/local/lib/python311.zip", "rb"); result = f.fileno()`, "4"},
+		{"file left open", `f = open("/usr/local/lib/python311.zip", "rb"); result = f.fileno()`, "5"},
 		{"hole in the table", `import os
 a = os.open("/usr/local/lib", os.O_RDONLY)
 b = os.open("/usr/local/lib", os.O_RDONLY)
 os.close(a)
-result = [a, b]`, "[4,5]"},
+result = [a, b]`, "[5,6]"},
 		{"a directory where stderr was", `import os
 os.close(2)
 result = os.open("/usr/local/lib", os.O_RDONLY)`, "2"},
@@ -113,7 +121,7 @@ result = os.open("/usr/local/lib", os.O_RDONLY)`, "2"},
 for _ in range(%d):
     os.open("/usr/local/lib", os.O_RDONLY)`, k), nil)
 		out := mustRun(t, r, `import os; result = os.open("/usr/local/lib", os.O_RDONLY)`, nil)
-		if string(out.Value) != "4" {
+		if string(out.Value) != "5" {
 			t.Fatalf("after a sender left %d descriptors open, the receiver's open got %s", k, out.Value)
 		}
 	}
@@ -127,7 +135,7 @@ for _ in range(%d):
 		Modes  []int `json:"modes"`
 		NextFD int   `json:"next_fd"`
 	}
-	if err := json.Unmarshal(want.Value, &probe); err != nil || probe.NextFD != 4 || probe.Modes[4] != -8 {
+	if err := json.Unmarshal(want.Value, &probe); err != nil || probe.NextFD != 5 || probe.Modes[5] != -8 {
 		t.Fatalf("the probe of a new Guest: %s (%v)", want.Value, err)
 	}
 }

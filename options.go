@@ -47,6 +47,26 @@ type Options struct {
 	// in Python with OSError(EMFILE). Default 64.
 	MaxDescriptors int
 
+	// ScratchSize caps a run's scratch file system (its working directory
+	// and /tmp, in the Host's memory): the bytes its files hold plus 256
+	// bytes for each file and folder. Past it a write fails in Python with
+	// OSError(ENOSPC). Default 64 MiB.
+	ScratchSize int64
+
+	// MaxScratchEntries caps the files and folders of a run's scratch file
+	// system; past it creating one more fails with OSError(ENOSPC). Default
+	// 4096.
+	MaxScratchEntries int
+
+	// MaxFiles caps the files a Request places in the working directory
+	// (Request.Files), and the files an Output returns (Output.Files).
+	// Default 256.
+	MaxFiles int
+
+	// MaxFileBytes caps the bytes of a Request's files, all together, and
+	// of an Output's. Default 8 MiB.
+	MaxFileBytes int
+
 	// CacheDir is where wazero's compilation cache lives on disk. Default: a
 	// "spine" folder under os.UserCacheDir. Ignored when NoDiskCache is set.
 	CacheDir string
@@ -159,6 +179,12 @@ func (o *Options) withDefaults() Options {
 	setInt(&opts.MaxPendingEarlyReads, 64)
 	setInt(&opts.MaxEarlyReads, 1024)
 	setInt(&opts.MaxDescriptors, 64)
+	if opts.ScratchSize <= 0 {
+		opts.ScratchSize = 64 << 20
+	}
+	setInt(&opts.MaxScratchEntries, 4096)
+	setInt(&opts.MaxFiles, 256)
+	setInt(&opts.MaxFileBytes, 8<<20)
 	if opts.PoolSize == 0 {
 		opts.PoolSize = runtime.GOMAXPROCS(0)
 	}

@@ -132,8 +132,8 @@ func TestPoolOpenFilesAreNotInherited(t *testing.T) {
 result = f.fileno()`, nil)
 	out := mustRun(t, r, `import os
 try:
-    os.fstat(4)
-    result = "fd 4 is open"
+    os.fstat(5)
+    result = "fd 5 is open"
 except OSError:
     result = "closed"`, nil)
 	if string(out.Value) != `"closed"` {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/spine-run/spine/guest"
 	"github.com/spine-run/spine/internal/engine"
+	"github.com/spine-run/spine/internal/scratch"
 )
 
 // Request is one program to run.
@@ -59,6 +60,11 @@ type Request struct {
 
 	// Timeout, when positive, bounds this run on top of ctx.
 	Timeout time.Duration
+
+	// Files are placed in the program's working directory before it runs
+	// (CheckFiles says which are allowed). They are the run's own: gone when
+	// it ends, like everything the program writes there.
+	Files []File
 }
 
 // Output is what a run produced.
@@ -80,6 +86,13 @@ type Output struct {
 	// Transformed is the program as it ran, rewritten by the PLM pass, when
 	// Request.Transformed asked for it.
 	Transformed string
+
+	// Files are the files the program created or changed in its working
+	// directory, by name, as they were when it ended (Request.Files it left
+	// untouched are not among them). FilesLeftOut counts the files left out
+	// because they would take Files past Options.MaxFiles or MaxFileBytes.
+	Files        []File
+	FilesLeftOut int
 }
 
 // Runner runs programs against one Manifest. It is safe for concurrent use;
@@ -139,6 +152,7 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 		MemoryLimit:    opts.MemoryLimit,
 		MaxOutput:      opts.MaxOutput,
 		MaxDescriptors: opts.MaxDescriptors,
+		Scratch:        scratch.Limits{MaxBytes: opts.ScratchSize, MaxEntries: opts.MaxScratchEntries},
 		PoolSize:       opts.PoolSize,
 		Start:          engine.StartFrom(ctx),
 		CacheDir:       opts.CacheDir,
@@ -195,20 +209,35 @@ func (r *Runner) bridgeFunctions(b wazero.HostModuleBuilder) wazero.HostModuleBu
 // modules programs use most (asyncio and concurrent.futures among them: their
 // import would cost a run hundreds of milliseconds, docs/python.md), runs the
 // early-read pass once so CPython's specialized bytecode for it is in the
-// image, then freezes everything alive so the collector of a run never walks
+// image, makes os.chdir keep the working directory's name normal (wasi-libc,
+// which keeps it, joins a relative path to it as given, so that os.getcwd()
+// would answer "/work/a/.."; without links in the scratch tree, normpath is
+// exact), then freezes everything alive so the collector of a run never walks
 // (and so never dirties) the image's objects.
 const warmSource = `import json, re, math, datetime, collections, itertools, functools, ast
 import asyncio, concurrent.futures.thread
 asyncio.run(asyncio.sleep(0))
 import plm
 plm.warm()
+import os, posixpath
+def chdir(path, _chdir=os.chdir):
+    """Change the current working directory to the specified path."""
+    if isinstance(path, int):
+        return _chdir(path)
+    path = os.fspath(path)
+    cwd = os.getcwdb() if isinstance(path, bytes) else os.getcwd()
+    return _chdir(posixpath.normpath(posixpath.join(cwd, path)))
+os.chdir = chdir
+del chdir
 import gc
 gc.collect()
 gc.freeze()
 `
 
-// imageFormat changes whenever what an image holds changes meaning.
-const imageFormat = "spine-image-2"
+// imageFormat changes whenever what an image holds changes meaning: 3 has
+// the scratch tree preopened at "/" and the working directory /work in
+// wasi-libc's tables.
+const imageFormat = "spine-image-3"
 
 // imageKey names an image by everything that decides its bytes: the Guest
 // (artifact identifies it), the warm-up and the Runner's tools, which the
@@ -262,6 +291,9 @@ func (r *Runner) run(ctx context.Context, req Request, s *Session) (*Output, err
 	if err != nil {
 		return nil, err
 	}
+	if err := r.CheckFiles(req.Files); err != nil {
+		return nil, err
+	}
 	session := s != nil
 	var request []byte
 	if req.Stream == nil { // a streamed program is encoded once it has arrived
@@ -292,7 +324,8 @@ func (r *Runner) run(ctx context.Context, req Request, s *Session) (*Output, err
 		return nil, r.runError(ctx, err)
 	}
 	guestCtx := inst.Begin(st.ctx)
-	if req.Stream != nil {
+	err = placeFiles(inst, req.Files)
+	if err == nil && req.Stream != nil {
 		var source string
 		if source, err = r.readStream(guestCtx, inst, req.Stream, inputs, session); err == nil {
 			request, err = r.encodeExecute(req, source, inputs, true, session)
@@ -303,12 +336,13 @@ func (r *Runner) run(ctx context.Context, req Request, s *Session) (*Output, err
 		response, err = inst.Execute(guestCtx, request, r.maxResponse(req))
 	}
 	if session {
-		defer func() { s.runEnded(inst.Failed(), err) }()
+		defer func() { inst.End(); s.runEnded(inst.Failed(), err) }()
 	} else {
-		defer func() { r.engine.Release(inst, err == nil && ctx.Err() == nil) }()
+		defer func() { inst.End(); r.engine.Release(inst, err == nil && ctx.Err() == nil) }()
 	}
 	out := &Output{ToolCalls: st.calls}
 	out.Stdout, out.Stderr, out.StdoutTruncated, out.StderrTruncated = inst.Output()
+	out.Files, out.FilesLeftOut = r.outputFiles(inst)
 	if err != nil || ctx.Err() != nil {
 		// A context that ended during the run cut it short (a sleep, a tool),
 		// whatever the Guest answered.

@@ -358,8 +358,8 @@ sys.setrecursionlimit(50)
 func TestGuestSandbox(t *testing.T) {
 	r := shared(t)
 	for _, tc := range []struct{ name, src, want string }{
-		{"host files", `open("/etc/passwd")`, "PermissionError"},
-		{"root listing", `import os; os.listdir("/")`, "PermissionError"},
+		{"host files", `open("/etc/passwd")`, "FileNotFoundError"},
+		{"no links out", `import os; os.symlink("/etc/passwd", "passwd")`, "PermissionError"},
 		{"stdlib is read-only", `open("/usr/local/lib/python311.zip", "wb")`, "OSError"},
 		{"environment", `import os; os.environ["HOME"]`, "KeyError"},
 		{"sockets", `import socket; socket.socket().connect(("127.0.0.1", 80))`, "OSError"},
@@ -379,6 +379,10 @@ func TestGuestSandbox(t *testing.T) {
 result = [dict(os.environ), sys.argv, os.getcwd()]`, nil)
 	if !strings.HasPrefix(string(out.Value), `[{},`) {
 		t.Fatalf("the Guest sees an environment: %s", out.Value)
+	}
+	// "/" is the run's scratch tree, nothing of the Host's.
+	if out := mustRun(t, r, `import os; result = sorted(os.listdir("/"))`, nil); string(out.Value) != `["tmp","work"]` {
+		t.Fatalf(`the Guest's "/" holds %s`, out.Value)
 	}
 }
 

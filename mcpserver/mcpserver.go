@@ -1,5 +1,5 @@
 // Package mcpserver offers a spine.Runner to LLM clients as a Model Context
-// Protocol server with one tool, run_python(source, inputs, fresh): code mode
+// Protocol server with one tool, run_python(source, inputs, files, fresh): code mode
 // for any MCP client. The tool's description carries the Python stubs of the
 // Runner's tools (spine.Stubs), so the model knows what it can call from its
 // program.
@@ -36,8 +36,13 @@
 //		func(*http.Request) *mcp.Server { return server }, nil)
 //
 // A successful run answers with structuredContent {"value", "stdout",
-// "stderr"} — headed by "notice" when the state of earlier calls was lost —
-// and the same JSON as text. A program that fails — a Python
+// "stderr", "files"} — headed by "notice" when the state of earlier calls was
+// lost — and the same JSON as text. Files the program created or changed in
+// its working directory follow as embedded resources (file:///work/NAME;
+// text when UTF-8, else a base64 blob), after the error's text too when a
+// run fails; "files" in structuredContent lists their names and sizes. The
+// files of the "files" argument are placed in the working directory first.
+// Files belong to one call, in a session too. A program that fails — a Python
 // exception, its time limit, a limit on its size — answers with a tool result
 // whose IsError is set and whose text is the traceback (or the reason) and the
 // program's output, so the model can read it and try again; only a client that
@@ -53,15 +58,20 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
+	"net/url"
+	"path"
 	"runtime"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
@@ -181,6 +191,7 @@ var inputSchema = json.RawMessage(`{
 	"properties": {
 		"source": {"type": "string", "description": "The Python 3.11 program."},
 		"inputs": {"type": "object", "description": "Values for the program's global dict inputs (default {})."},
+		"files": {"type": "array", "description": "Files to place in the program's working directory before it runs: each a name relative to it (like \"data/sales.csv\") and its contents as text, or as data in base64.", "items": {"type": "object", "properties": {"name": {"type": "string"}, "text": {"type": "string"}, "data": {"type": "string", "contentEncoding": "base64"}}, "required": ["name"], "additionalProperties": false}},
 		"fresh": {"type": "boolean", "description": "true: forget the variables, imports and functions of earlier calls and run in a new, empty session (default false)."}
 	},
 	"required": ["source"],
@@ -191,7 +202,8 @@ var statelessInputSchema = json.RawMessage(`{
 	"type": "object",
 	"properties": {
 		"source": {"type": "string", "description": "The Python 3.11 program."},
-		"inputs": {"type": "object", "description": "Values for the program's global dict inputs (default {})."}
+		"inputs": {"type": "object", "description": "Values for the program's global dict inputs (default {})."},
+		"files": {"type": "array", "description": "Files to place in the program's working directory before it runs: each a name relative to it (like \"data/sales.csv\") and its contents as text, or as data in base64.", "items": {"type": "object", "properties": {"name": {"type": "string"}, "text": {"type": "string"}, "data": {"type": "string", "contentEncoding": "base64"}}, "required": ["name"], "additionalProperties": false}}
 	},
 	"required": ["source"],
 	"additionalProperties": false
@@ -203,7 +215,9 @@ var outputSchema = json.RawMessage(`{
 		"notice": {"type": "string", "description": "Set when the state of earlier calls was lost and the program ran in a new, empty session."},
 		"value": {"description": "The program's result: the global result, else its last expression's value."},
 		"stdout": {"type": "string", "description": "What the program printed."},
-		"stderr": {"type": "string", "description": "What the program wrote to sys.stderr."}
+		"stderr": {"type": "string", "description": "What the program wrote to sys.stderr."},
+		"files": {"type": "array", "description": "The files the program created or changed in its working directory, each also an embedded resource of the result.", "items": {"type": "object", "properties": {"name": {"type": "string"}, "bytes": {"type": "integer"}}}},
+		"files_left_out": {"type": "integer", "description": "How many more files the program left, past the limit on files returned."}
 	},
 	"required": ["value", "stdout"]
 }`)
@@ -216,7 +230,7 @@ func Description(manifest spine.Manifest, opts *Options) string {
 	var b strings.Builder
 	b.WriteString(`Run a Python 3.11 program in a sandbox and return its result.
 
-The program calls the tools listed below as ordinary Python functions, with keyword arguments only (a class in the list is a namespace: call its tools as namespace.tool(...)); a tool's error is raised at the call as RuntimeError, which the program may catch. Prefer one program that makes several tool calls, loops and computations over many separate run_python calls. The global dict ` + "`inputs`" + ` holds the "inputs" argument. The run's value is the global ` + "`result`" + ` if the program sets it, else the value of its last expression; it must be JSON-encodable. print() output comes back as stdout. The standard library is available; files, network, environment, subprocesses and threads are not.`)
+The program calls the tools listed below as ordinary Python functions, with keyword arguments only (a class in the list is a namespace: call its tools as namespace.tool(...)); a tool's error is raised at the call as RuntimeError, which the program may catch. Prefer one program that makes several tool calls, loops and computations over many separate run_python calls. The global dict ` + "`inputs`" + ` holds the "inputs" argument. The run's value is the global ` + "`result`" + ` if the program sets it, else the value of its last expression; it must be JSON-encodable. print() output comes back as stdout. The standard library is available; network, environment, subprocesses and threads are not. The program's working directory (/work) and /tmp are its own scratch space, empty at the start but for the files of the "files" argument, and gone after the call (in a session too); the files it creates or changes in the working directory come back as embedded resources.`)
 	if o.Stateless {
 		b.WriteString(" Nothing persists from one call to the next.")
 	} else {
@@ -252,6 +266,46 @@ type Result struct {
 	Stderr          string          `json:"stderr,omitempty"`
 	StdoutTruncated bool            `json:"stdout_truncated,omitempty"`
 	StderrTruncated bool            `json:"stderr_truncated,omitempty"`
+	Files           []FileInfo      `json:"files,omitempty"`          // each also an embedded resource of the result
+	FilesLeftOut    int             `json:"files_left_out,omitempty"` // past the Runner's caps on files
+}
+
+// FileInfo names a file the program left in its working directory.
+type FileInfo struct {
+	Name  string `json:"name"`
+	Bytes int    `json:"bytes"`
+}
+
+// inputFile is an item of run_python's "files" argument: its contents as
+// text or as base64 data, not both.
+type inputFile struct {
+	Name string  `json:"name"`
+	Text *string `json:"text"`
+	Data []byte  `json:"data"`
+}
+
+// FileURI is the URI of the embedded resource of a file the program left
+// at name in its working directory.
+func FileURI(name string) string {
+	return (&url.URL{Scheme: "file", Path: "/work/" + name}).String()
+}
+
+// fileResource is a file the program left, as an embedded resource: text
+// when it is UTF-8 without NUL, else a blob.
+func fileResource(f spine.File) *mcp.EmbeddedResource {
+	rc := &mcp.ResourceContents{URI: FileURI(f.Name), MIMEType: mime.TypeByExtension(path.Ext(f.Name))}
+	if len(f.Data) > 0 && utf8.Valid(f.Data) && !bytes.ContainsRune(f.Data, 0) {
+		rc.Text = string(f.Data)
+		if rc.MIMEType == "" {
+			rc.MIMEType = "text/plain"
+		}
+	} else {
+		rc.Blob = append([]byte{}, f.Data...)
+		if rc.MIMEType == "" {
+			rc.MIMEType = "application/octet-stream"
+		}
+	}
+	return &mcp.EmbeddedResource{Resource: rc}
 }
 
 func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -259,6 +313,7 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 		Source string          `json:"source"`
 		Inputs json.RawMessage `json:"inputs"`
 		Fresh  bool            `json:"fresh"` // accepted when stateless too: every call is fresh there
+		Files  []inputFile     `json:"files"`
 	}
 	raw := req.Params.Arguments
 	if len(raw) == 0 {
@@ -276,6 +331,20 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return failed("bad arguments: " + err.Error()), nil
 	}
+	var files []spine.File
+	for _, f := range args.Files {
+		data := f.Data
+		switch {
+		case f.Text != nil && f.Data != nil:
+			return failed(fmt.Sprintf("bad arguments: file %q has both text and data; give one", f.Name)), nil
+		case f.Text != nil:
+			data = []byte(*f.Text)
+		}
+		files = append(files, spine.File{Name: f.Name, Data: data})
+	}
+	if err := h.runner.CheckFiles(files); err != nil {
+		return failed("bad arguments: " + err.Error()), nil
+	}
 
 	select {
 	case h.slots <- struct{}{}:
@@ -283,7 +352,7 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	default:
 		return failed(fmt.Sprintf("busy, retry: all %d run slots are in use; call %s again in a moment", cap(h.slots), ToolName)), nil
 	}
-	request := spine.Request{Source: args.Source, Inputs: inputs, EarlyReads: h.opts.EarlyReads}
+	request := spine.Request{Source: args.Source, Inputs: inputs, EarlyReads: h.opts.EarlyReads, Files: files}
 	if h.opts.Stateless || req.Session == nil {
 		runCtx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
 		defer cancel()
@@ -297,14 +366,22 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 // when set, heads it; session is the session the run was in, or nil.
 func (h *handler) answer(ctx, runCtx context.Context, out *spine.Output, err error, notice string, session *spine.Session) (*mcp.CallToolResult, error) {
 	result := Result{Notice: notice}
+	var resources []mcp.Content
 	if out != nil {
 		result.Stdout, result.Stderr, result.StdoutTruncated, result.StderrTruncated = out.Stdout, out.Stderr, out.StdoutTruncated, out.StderrTruncated
+		result.FilesLeftOut = out.FilesLeftOut
+		for _, f := range out.Files {
+			result.Files = append(result.Files, FileInfo{Name: f.Name, Bytes: len(f.Data)})
+			resources = append(resources, fileResource(f))
+		}
 	}
 	failed := func(text string) *mcp.CallToolResult {
 		if notice != "" {
 			text = notice + "\n\n" + text
 		}
-		return failed(text + output(result))
+		res := failed(text + output(result))
+		res.Content = append(res.Content, resources...)
+		return res
 	}
 	outcome := spine.Classify(err)
 	switch {
@@ -315,7 +392,7 @@ func (h *handler) answer(ctx, runCtx context.Context, out *spine.Output, err err
 			return nil, err
 		}
 		return &mcp.CallToolResult{
-			Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
+			Content:           append([]mcp.Content{&mcp.TextContent{Text: string(text)}}, resources...),
 			StructuredContent: result,
 		}, nil
 	case outcome == spine.OutcomePython:

@@ -2,7 +2,7 @@
 // with a spine.Runner, admits only as many runs at once as it has slots, and
 // exports Prometheus metrics.
 //
-//	POST   /v1/run                    {"source", "inputs", "timeout_ms", "early_reads"} → run result
+//	POST   /v1/run                    {"source", "inputs", "timeout_ms", "early_reads", "files"} → run result
 //	POST   /v1/run/stream             the program as the (chunked) request body: prefix mode
 //	POST   /v1/sessions               → 201 {"id": "..."}: a session (sessions.go)
 //	POST   /v1/sessions/{id}/run      as /v1/run, in the session
@@ -17,7 +17,13 @@
 //	{"value": 63, "stdout": "", "stderr": "", "tool_calls": 1,
 //	 "error": null, "timing": {"total_ms": 1.2, "run_ms": 0.9}}
 //
-// and, when it fails, "value" is null and "error" is
+// plus "files", [{"name": "report/sum.csv", "data": "<base64>"}], the files
+// the program created or changed in its working directory (absent when
+// none), and "files_left_out", how many more the caps on files left out
+// (absent when none). A request's "files", of the same shape, are placed in
+// the working directory before the run (spine.Runner.CheckFiles says which
+// names and sizes are allowed; the request body, base64 and all, is within
+// MaxBody). When a run fails, "value" is null and "error" is
 // {"kind", "type", "message", "line", "traceback"}; a refused request of
 // any endpoint has the same shape, with "value" null. The status codes: 200
 // ok (201 a session made, 204 one deleted), 400 bad request or bad snapshot,
@@ -386,6 +392,7 @@ type runRequest struct {
 	Inputs     json.RawMessage `json:"inputs"`
 	TimeoutMS  int64           `json:"timeout_ms"`
 	EarlyReads bool            `json:"early_reads"`
+	Files      []spine.File    `json:"files"` // data in base64
 }
 
 // Response is the body of every answer of /v1/run and /v1/run/stream.
@@ -396,7 +403,9 @@ type Response struct {
 	StdoutTruncated bool            `json:"stdout_truncated,omitempty"`
 	StderrTruncated bool            `json:"stderr_truncated,omitempty"`
 	ToolCalls       int             `json:"tool_calls"`
-	Error           *Error          `json:"error"` // null on success
+	Files           []spine.File    `json:"files,omitempty"`          // what the program left in its working directory, data in base64
+	FilesLeftOut    int             `json:"files_left_out,omitempty"` // files left out of Files by the caps on files
+	Error           *Error          `json:"error"`                    // null on success
 	Timing          Timing          `json:"timing"`
 }
 
@@ -505,11 +514,16 @@ func (s *Server) runJSON(w http.ResponseWriter, r *http.Request, start time.Time
 		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, `"timeout_ms" must not be negative`)
 		return
 	}
+	if err := s.runner.CheckFiles(req.Files); err != nil {
+		s.refuse(w, start, outcomeStatus[spine.Classify(err)], string(spine.Classify(err)), err.Error())
+		return
+	}
 	s.run(w, r, start, spine.Request{
 		Source:     req.Source,
 		Inputs:     inputs,
 		EarlyReads: req.EarlyReads,
 		Timeout:    s.timeout(req.TimeoutMS),
+		Files:      req.Files,
 	}, nil, sess)
 }
 
@@ -678,6 +692,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 		resp.Stdout, resp.Stderr = out.Stdout, out.Stderr
 		resp.StdoutTruncated, resp.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
 		resp.ToolCalls = out.ToolCalls
+		resp.Files, resp.FilesLeftOut = out.Files, out.FilesLeftOut
 		if e == nil {
 			resp.Value = out.Value
 		}

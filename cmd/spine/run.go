@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spine-run/spine"
@@ -34,6 +35,15 @@ flags:
   --demo-tools          also the built-in demo tools lookup and prices.list
   --raw                 print the program's output as it is, even to a terminal
   --session FILE        run in the Python session saved in FILE (a new one when FILE does not exist) and save it back there
+  --file [NAME=]PATH    place the file at PATH in the program's working directory as NAME (default: its base name); repeatable
+  --out DIR             write the files the program created or changed in its working directory to DIR, and list them
+
+The program's working directory (/work) and /tmp are its own, in memory,
+empty at the start but for the --file files, and gone after the run. With
+--out DIR, the files the program created or changed there are written
+under DIR (made when missing), each at its name; a name that would leave
+DIR, or pass through a symbolic link, is refused. Without --out, they are
+only listed.
 
 On a terminal, the control characters the program printed (escape sequences,
 a lone \r, C1 controls) are shown escaped, like \x1b, instead of being obeyed;
@@ -61,6 +71,91 @@ type runOptions struct {
 	demoTools  bool
 	raw        bool   // program output to a terminal as it is
 	session    string // --session FILE
+	files      fileFlags
+	out        string // --out DIR
+}
+
+// fileFlags are the --file flags, as given.
+type fileFlags []string
+
+func (f *fileFlags) String() string     { return strings.Join(*f, " ") }
+func (f *fileFlags) Set(v string) error { *f = append(*f, v); return nil }
+
+// maxFileRead bounds how much of a --file is read (the Runner's MaxFileBytes
+// default, plus one byte so that a longer one is reported as too large).
+const maxFileRead = 8<<20 + 1
+
+// readFiles reads the --file flags: NAME=PATH, or PATH for a file named
+// after its base name.
+func readFiles(args []string) ([]spine.File, error) {
+	var files []spine.File
+	for _, arg := range args {
+		name, path, ok := strings.Cut(arg, "=")
+		if !ok {
+			name, path = filepath.Base(arg), arg
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		data, err := io.ReadAll(io.LimitReader(f, maxFileRead))
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		files = append(files, spine.File{Name: name, Data: data})
+	}
+	return files, nil
+}
+
+// writeFiles writes a run's files under dir, each at its name, and returns
+// the paths written. A name must be one CheckFileName allows, and no part of
+// its path under dir may be a symbolic link: the files cannot land outside
+// dir, whatever the program named them or dir holds.
+func writeFiles(dir string, files []spine.File) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	var written []string
+	for _, f := range files {
+		if err := spine.CheckFileName(f.Name); err != nil {
+			return written, err
+		}
+		parts := strings.Split(f.Name, "/")
+		for i := range parts {
+			sub := filepath.Join(parts[:i+1]...)
+			info, err := root.Lstat(sub)
+			switch {
+			case errors.Is(err, os.ErrNotExist) && i < len(parts)-1:
+				if err := root.Mkdir(sub, 0o755); err != nil {
+					return written, err
+				}
+			case errors.Is(err, os.ErrNotExist):
+			case err != nil:
+				return written, err
+			case info.Mode()&os.ModeSymlink != 0:
+				return written, fmt.Errorf("%s: not written through the symbolic link %s", f.Name, filepath.Join(dir, sub))
+			}
+		}
+		out, err := root.OpenFile(filepath.FromSlash(f.Name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
+		if err != nil {
+			return written, err
+		}
+		_, err = out.Write(f.Data)
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return written, err
+		}
+		written = append(written, filepath.Join(dir, filepath.FromSlash(f.Name)))
+	}
+	return written, nil
 }
 
 func (o *runOptions) flags(fs *flag.FlagSet) {
@@ -72,6 +167,8 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.demoTools, "demo-tools", false, "")
 	fs.BoolVar(&o.raw, "raw", false, "")
 	fs.StringVar(&o.session, "session", "", "")
+	fs.Var(&o.files, "file", "")
+	fs.StringVar(&o.out, "out", "", "")
 }
 
 // readInputs reads --inputs: JSON text, or @FILE for the JSON in FILE. The
@@ -131,6 +228,16 @@ type runResult struct {
 	Timing          runTiming       `json:"timing"`
 	ExitCode        int             `json:"exit_code"`
 	Session         *runSession     `json:"session,omitempty"`
+	Files           []runFile       `json:"files,omitempty"`
+	FilesLeftOut    int             `json:"files_left_out,omitempty"`
+}
+
+// runFile is what --json says of a file the program left: its name, size,
+// and where --out wrote it.
+type runFile struct {
+	Name  string `json:"name"`
+	Bytes int    `json:"bytes"`
+	Path  string `json:"path,omitempty"`
 }
 
 // runSession is what --json says of --session FILE.
@@ -190,6 +297,11 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	source, filename, err := readSource(file, stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "spine run: %v\n", err)
+		return exitUsage
+	}
+	inFiles, err := readFiles(o.files)
+	if err != nil {
+		fmt.Fprintf(stderr, "spine run: --file: %v\n", err)
 		return exitUsage
 	}
 	var saved []byte // the session in --session FILE; nil for a new one
@@ -259,6 +371,16 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if res.Session != nil && res.Session.Note != "" {
 			fmt.Fprintf(stderr, "spine run: %s\n", res.Session.Note)
 		}
+		for _, f := range res.Files {
+			if f.Path != "" {
+				fmt.Fprintf(stderr, "spine run: wrote %s (%d bytes)\n", errText(f.Path), f.Bytes)
+			} else {
+				fmt.Fprintf(stderr, "spine run: the program left %s (%d bytes); --out DIR writes it\n", errText(f.Name), f.Bytes)
+			}
+		}
+		if res.FilesLeftOut > 0 {
+			fmt.Fprintf(stderr, "spine run: %d more files left out, past the limit on files\n", res.FilesLeftOut)
+		}
 		return code
 	}
 
@@ -303,12 +425,17 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Inputs:     inputs,
 		EarlyReads: o.earlyReads,
 		Timeout:    o.timeout,
+		Files:      inFiles,
 	})
 	res.Timing.RunMS = runMillis(time.Since(began))
 	if out != nil {
 		res.Stdout, res.Stderr = out.Stdout, out.Stderr
 		res.StdoutTruncated, res.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
 		res.ToolCalls = out.ToolCalls
+		res.FilesLeftOut = out.FilesLeftOut
+		for _, f := range out.Files {
+			res.Files = append(res.Files, runFile{Name: f.Name, Bytes: len(f.Data)})
+		}
 	}
 	code, e := exitOK, (*runError)(nil)
 	outcome := spine.Classify(err)
@@ -331,6 +458,20 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fallthrough
 	default: // the Guest, a limit, OutcomeSessionGone, OutcomeTooManySessions
 		code, e = exitFailure, &runError{Kind: "failure", Message: err.Error()}
+	}
+	if o.out != "" && out != nil && len(out.Files) > 0 {
+		written, err := writeFiles(o.out, out.Files)
+		for i, path := range written {
+			res.Files[i].Path = path
+		}
+		if err != nil {
+			msg := fmt.Sprintf("--out: %v", err)
+			if e == nil {
+				code, e = exitFailure, &runError{Kind: "failure", Message: msg}
+			} else {
+				fmt.Fprintf(stderr, "spine run: %s\n", errText(msg))
+			}
+		}
 	}
 	if session != nil {
 		// A program stopped by its time limit or an interrupt got

@@ -173,6 +173,12 @@ type jsonResult struct {
 		Restored, Saved bool
 		Note            string
 	} `json:"session"`
+	Files []struct {
+		Name  string `json:"name"`
+		Bytes int    `json:"bytes"`
+		Path  string `json:"path"`
+	} `json:"files"`
+	FilesLeftOut int `json:"files_left_out"`
 }
 
 func decodeJSON(t *testing.T, r cliResult) jsonResult {
@@ -309,4 +315,52 @@ func readFile(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestRunFiles: --file places files in the working directory, --out writes
+// back what the program made there, and never outside DIR nor through a
+// symbolic link.
+func TestRunFiles(t *testing.T) {
+	in := writeFile(t, "data.csv", "a,b\n1,2\n")
+	notes := writeFile(t, "n.txt", "notes")
+	out := filepath.Join(t.TempDir(), "out")
+	prog := `import os, csv
+rows = list(csv.reader(open("data.csv")))
+os.makedirs("report")
+open("report/sum.txt", "w").write(str(sum(int(x) for x in rows[1])))
+open("/tmp/scratch", "w").write("not in the working directory")
+result = [rows[0], open("docs/notes.txt").read(), sorted(os.listdir("."))]`
+	r := spineCLI(t, prog, "run", "--file", in, "--file", "docs/notes.txt="+notes, "--out", out, "-")
+	r.check(t, 0, "[\n  [\n    \"a\",\n    \"b\"\n  ],\n  \"notes\",\n  [\n    \"data.csv\",\n    \"docs\",\n    \"report\"\n  ]\n]\n",
+		"wrote "+filepath.Join(out, "report", "sum.txt")+" (1 bytes)")
+	if got := string(readFile(t, filepath.Join(out, "report", "sum.txt"))); got != "3" {
+		t.Fatalf("report/sum.txt = %q", got)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 1 {
+		t.Fatalf("--out holds %d entries, want report only", len(entries))
+	}
+
+	// --json lists them; without --out they are only listed.
+	r = spineCLI(t, `open("x.txt", "w").write("xyz")`, "run", "--json", "-")
+	res := decodeJSON(t, r)
+	if r.code != 0 || len(res.Files) != 1 || res.Files[0].Name != "x.txt" || res.Files[0].Bytes != 3 || res.Files[0].Path != "" {
+		t.Fatalf("--json files: %+v", res.Files)
+	}
+
+	// A symbolic link in DIR is not written through.
+	outside := t.TempDir()
+	trap := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(trap, "report")); err != nil {
+		t.Fatal(err)
+	}
+	spineCLI(t, `import os; os.mkdir("report"); open("report/x", "w").write("x")`, "run", "--out", trap, "-").
+		check(t, 4, "", "symbolic link")
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Fatal("a file was written through a symbolic link")
+	}
+
+	// Bad --file names and missing files are usage errors.
+	spineCLI(t, "1", "run", "--file", "../up="+in, "-").check(t, 2, "", "not clean")
+	spineCLI(t, "1", "run", "--file", "/abs="+in, "-").check(t, 2, "", "absolute")
+	spineCLI(t, "1", "run", "--file", filepath.Join(t.TempDir(), "missing"), "-").check(t, 2, "", "--file")
 }

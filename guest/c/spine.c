@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SPINE_ABI_VERSION 1
 
@@ -22,6 +23,9 @@
 
 /* What call and resolve return when the Host could not write a response. */
 #define SPINE_FAILED 0xFFFFFFFFu
+
+/* The working directory a program starts in. */
+#define SPINE_WORKDIR "/work"
 
 __attribute__((import_module("spine"), import_name("call"))) uint32_t
 spine_call(uint32_t ptr, uint32_t size, uint32_t out, uint32_t capacity);
@@ -238,6 +242,10 @@ spine_init(void)
 		PyErr_Print();
 		return 6;
 	}
+	/* The program's working directory: the Host mounts a scratch tree at "/"
+	 * holding it (docs/abi.md). wasi-libc keeps the directory in linear memory,
+	 * so every run starts in it again. Without that mount the Guest stays at "/". */
+	(void)chdir(SPINE_WORKDIR);
 	execute_entry = execute; /* last: it marks init as done */
 	return 0;
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"io/fs"
 	"sync/atomic"
+
+	"github.com/spine-run/spine/internal/scratch"
 )
 
 // descriptors is the part of a Guest's state that lives outside its linear
@@ -13,12 +15,13 @@ import (
 // does not expose it), so it is accounted for instead (docs/rationale.md,
 // "One Guest state"):
 //
-//   - the descriptors every Guest holds, 0–2 (stdio) and 3 (the preopened
-//     standard library folder), are not the run's: closing or moving one is
-//     allowed, as natively, but marks the Guest broken;
-//   - every file and directory the Guest opens goes through fs, which counts
-//     those held open; a Guest holding more than it held when it was made is
-//     not reused;
+//   - the descriptors every Guest holds, 0–2 (stdio), 3 (the preopened
+//     standard library folder) and 4 (the preopened scratch tree, "/"), are
+//     not the run's: closing or moving one is allowed, as natively, but marks
+//     the Guest broken;
+//   - every file and directory the Guest opens goes through fs or scratch,
+//     which count those held open; a Guest holding more than it held when it
+//     was made is not reused;
 //   - a run may hold at most limit descriptors of its own; past it path_open
 //     fails with EMFILE before anything is opened, which bounds the Host
 //     memory a run's descriptors take.
@@ -28,16 +31,17 @@ import (
 // functions of the same names (internal/wasm).
 type descriptors struct {
 	fs.FS
-	open     atomic.Int64 // files and directories opened through FS and not closed
+	scratch  *scratch.FS  // the scratch tree, mounted at "/"
+	open     atomic.Int64 // files and directories opened through FS or scratch and not closed
 	baseline int64        // open when the Guest was ready for its first run
 	limit    int64        // descriptors a run may hold beyond baseline
-	broken   atomic.Bool  // a descriptor of 0–3 was closed or moved
+	broken   atomic.Bool  // a descriptor of 0–4 was closed or moved
 	watched  bool         // the Guest calls the checks; without them nothing is known
 }
 
 // imageDescriptors is how many descriptors a new Guest holds: stdin, stdout,
-// stderr and the preopened standard library folder.
-const imageDescriptors = 4
+// stderr, the preopened standard library folder and the scratch tree.
+const imageDescriptors = 5
 
 // WASI errno values the descriptor checks answer with.
 const (
@@ -46,8 +50,10 @@ const (
 	wasiErrnoMFILE   = 33 // too many open files
 )
 
-func newDescriptors(fsys fs.FS, limit int, watched bool) *descriptors {
-	return &descriptors{FS: fsys, limit: int64(limit), watched: watched}
+func newDescriptors(fsys fs.FS, limits scratch.Limits, limit int, watched bool) *descriptors {
+	d := &descriptors{FS: fsys, limit: int64(limit), watched: watched}
+	d.scratch = scratch.New(limits, &d.open)
+	return d
 }
 
 // ready records the table as the Guest's own: what later runs must leave.
@@ -70,7 +76,7 @@ func (d *descriptors) beforeClose(fd int32) uint32 {
 }
 
 // beforeRenumber is spine.fd_renumber: moving a descriptor onto or off
-// 0–3 (stdio; wazero refuses only the preopen) marks the Guest broken, as a
+// 0–4 (stdio; wazero refuses only the preopen) marks the Guest broken, as a
 // close would; a number past what a run may hold is refused (EBADF), so the
 // table cannot be grown to it.
 func (d *descriptors) beforeRenumber(from, to int32) uint32 {

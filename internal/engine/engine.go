@@ -16,6 +16,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
+	"github.com/spine-run/spine/internal/scratch"
 	"github.com/spine-run/spine/internal/wasm"
 )
 
@@ -42,10 +43,11 @@ type Config struct {
 	// whenever what Warm does, or the artifact, changes.
 	ImageKey string
 
-	MemoryLimit    uint64 // bytes of linear memory per Guest
-	MaxOutput      int    // bytes of stdout, and of stderr, kept per run
-	MaxDescriptors int    // files and directories a run may hold open
-	PoolSize       int    // Guests kept ready; <= 0 for none
+	MemoryLimit    uint64         // bytes of linear memory per Guest
+	MaxOutput      int            // bytes of stdout, and of stderr, kept per run
+	MaxDescriptors int            // files and directories a run may hold open
+	Scratch        scratch.Limits // each run's scratch tree
+	PoolSize       int            // Guests kept ready; <= 0 for none
 	Start          StartMode
 	CacheDir       string // "" for the user's cache folder
 	NoDiskCache    bool
@@ -156,7 +158,8 @@ func (e *Engine) setup(ctx context.Context) error {
 var errNoCOWHere = errors.New("copy-on-write images need Linux")
 
 // instantiateHost registers the Guest's Host module "spine": the bridge's
-// functions, the tick and the descriptor checks.
+// functions, the tick, the descriptor checks and the errno restatement of
+// the scratch file system.
 func (e *Engine) instantiateHost(ctx context.Context) error {
 	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
 	b := e.runtime.NewHostModuleBuilder("spine")
@@ -195,6 +198,13 @@ func (e *Engine) instantiateHost(ctx context.Context) error {
 			}
 		}), []api.ValueType{i32, i32, i32, i32, i32, i64, i64, i32, i32}, []api.ValueType{i32}).
 		Export("path_open").
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
+			if d := descriptorsFrom(ctx); d != nil && d.scratch != nil {
+				stack[0] = uint64(d.scratch.Restate(uint32(stack[0])))
+			}
+		}), []api.ValueType{i32}, []api.ValueType{i32}).
+		Export(wasm.ErrnoImport).
 		Instantiate(ctx)
 	return err
 }

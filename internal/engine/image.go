@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -82,7 +83,16 @@ func (e *Engine) prepareImage(ctx context.Context) (*image, error) {
 			return nil, err
 		}
 		if path != "" {
-			_ = writeImage(path, data) // a cache: failing to write it costs only time
+			// A cache: failing to write it costs only time. Two captures
+			// of one key differ (CPython's hash secret, addresses), and a
+			// session's snapshot is a difference from the image: so every
+			// Runner using the cache takes the image that was written
+			// first, this one or one another process wrote meanwhile.
+			if writeImage(path, data) == nil {
+				if first, err := readImage(path, e.cfg.MemoryLimit); err == nil {
+					data = first
+				}
+			}
 		}
 	}
 	img := &image{size: len(data)}
@@ -298,8 +308,14 @@ func writeImage(path string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
+	// The first image written under a key stays: a later one is not put in
+	// its place (see prepareImage).
+	if err := os.Link(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
+		return nil
+	} else if err != nil {
+		if err := os.Rename(tmp.Name(), path); err != nil { // a file system without links
+			return err
+		}
 	}
 	pruneImages(filepath.Dir(path), path)
 	return nil

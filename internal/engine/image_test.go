@@ -151,3 +151,27 @@ func BenchmarkImageRead(b *testing.B) {
 		}
 	}
 }
+
+// TestImageFirstWriterStays: two captures of one key differ, and a
+// session's snapshot is a difference from its image, so a second image
+// written under a key does not replace the first, which every Runner then
+// takes.
+func TestImageFirstWriterStays(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.img")
+	first, second := testImage(), testImage()
+	second[0] ^= 0xff
+	if err := writeImage(path, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeImage(path, second); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readImage(path, 1<<30)
+	if err != nil || !bytes.Equal(got, first) {
+		t.Fatalf("the image under the key is not the first written (%v)", err)
+	}
+	if temps, _ := filepath.Glob(filepath.Join(dir, imageTempPrefix+"*")); len(temps) != 0 {
+		t.Errorf("temporary files left: %v", temps)
+	}
+}

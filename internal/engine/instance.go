@@ -11,8 +11,10 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
 
 	"github.com/spine-run/spine/guest"
+	"github.com/spine-run/spine/internal/scratch"
 	"github.com/spine-run/spine/internal/wasm"
 )
 
@@ -61,13 +63,14 @@ func (e *Engine) newInstance(ctx context.Context, img *image, maxMemory uint64) 
 		img:    img,
 		stdout: newCapture(e.cfg.MaxOutput),
 		stderr: newCapture(e.cfg.MaxOutput),
-		fds:    newDescriptors(guest.StdlibFS(e.cfg.StdlibZip), e.cfg.MaxDescriptors, e.instrumented),
+		fds:    newDescriptors(guest.StdlibFS(e.cfg.StdlibZip), e.cfg.Scratch, e.cfg.MaxDescriptors, e.instrumented),
 		runCtx: ctx,
 	}
 	config := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(). // _initialize runs below, after the data segments
-		WithFSConfig(wazero.NewFSConfig().WithFSMount(inst.fds, guest.StdlibMount)).
+		WithFSConfig(wazero.NewFSConfig().WithFSMount(inst.fds, guest.StdlibMount).(sysfs.FSConfig).
+			WithSysFSMount(inst.fds.scratch, ScratchMount)).
 		WithSysWalltime().
 		WithSysNanotime().
 		WithRandSource(rand.Reader).
@@ -157,14 +160,20 @@ func (inst *Instance) restore(img *image) error {
 	return nil
 }
 
+// ScratchMount is where the Guest sees its scratch tree: "/", under the
+// standard library's mount, which stays the longer match for its folder.
+const ScratchMount = "/"
+
 // Begin prepares the instance for one run under ctx, and returns the context
 // every call into the Guest during the run must use: it carries the
 // instance's descriptors to the Host's checks and, for a session's Guest,
-// what the tick needs to interrupt the run when ctx ends.
+// what the tick needs to interrupt the run when ctx ends. The run gets a new,
+// empty scratch tree (Scratch), which End drops.
 func (inst *Instance) Begin(ctx context.Context) context.Context {
 	inst.runCtx = ctx
 	inst.stdout.reset()
 	inst.stderr.reset()
+	inst.fds.scratch.Begin()
 	ctx = context.WithValue(ctx, descriptorsKey{}, inst.fds)
 	if inst.session && inst.fns.interrupt != nil {
 		ctx = context.WithValue(ctx, interruptKey{}, &interrupter{fn: inst.fns.interrupt, grace: interruptGrace})
@@ -207,6 +216,13 @@ func stopTick(ctx context.Context) uint64 {
 	}
 	return wasm.FuelPerTick
 }
+
+// Scratch is the current run's scratch tree, nil outside a run.
+func (inst *Instance) Scratch() *scratch.Tree { return inst.fds.scratch.Tree() }
+
+// End drops the run's scratch tree: its files are gone, and any the Guest
+// still holds open answer EBADF.
+func (inst *Instance) End() { inst.fds.scratch.End() }
 
 // reusable reports whether, after a run that ended without a trap or a stop,
 // the instance can be reset and run again: whether all of its state is the

@@ -19,8 +19,17 @@ const FuelPerTick = 10000
 // and so on, of the same type as the WASI function.
 var GuardedImports = []string{"fd_close", "fd_renumber", "path_open"}
 
+// ErrnoImports are the WASI functions whose failures the Host may restate:
+// wazero answers EIO for any error its file systems cannot name (ENOSPC
+// among them), so an instrumented Guest hands every errno these return to
+// the Host function spine.errno ((i32) -> i32), whose answer the Guest sees.
+var ErrnoImports = []string{"fd_write", "fd_pwrite", "path_open", "path_create_directory", "fd_filestat_set_size", "path_rename"}
+
+// ErrnoImport is the Host function that restates an errno (ErrnoImports).
+const ErrnoImport = "errno"
+
 // TouchPreopenExport is the name of the function Instrument adds that opens
-// the preopened folder's directory (see Instrument).
+// the preopened folders' directories (see Instrument).
 const TouchPreopenExport = "touch_preopen"
 
 // Instrument returns the module changed in two ways.
@@ -48,11 +57,16 @@ const TouchPreopenExport = "touch_preopen"
 // reference to the WASI function is redirected to the new function, so the
 // Host sees each call before wazero acts on it.
 //
+// Errnos: each of ErrnoImports the module imports is wrapped the same way
+// (with its guard, if it has one), and a failure it returns goes through
+// spine.errno before the Guest sees it.
+//
 // Preopen: an exported function, touch_preopen, that calls fd_sync on
-// descriptor 3, the preopened standard library folder. wazero opens a
-// preopen's directory lazily, on its first use, and keeps it open; the Host
-// calls touch_preopen when it makes a Guest so that this open is part of the
-// Guest's own descriptors, not of its first run's (internal/engine/descriptors.go).
+// descriptors 3 and 4, the preopened folders (the standard library's and the
+// scratch tree's). wazero opens a preopen's directory lazily, on its first
+// use, and keeps it open; the Host calls touch_preopen when it makes a Guest
+// so that these opens are part of the Guest's own descriptors, not of its
+// first run's (internal/engine/descriptors.go).
 //
 // The imports are added last among the imports, so every function index from
 // there on moves up: calls, ref.func, exports, element segments and the start
@@ -95,35 +109,51 @@ func Instrument(module []byte) ([]byte, error) {
 		}
 	}
 
-	// The guards: which imports, and the indices of what is added.
+	// The wrapped imports: which, and the indices of what is added. The
+	// guarded ones come first, in import order, then those only restated.
 	type guard struct {
-		name string
-		orig uint64 // the WASI import's function index
-		typ  uint64
+		name  string
+		orig  uint64 // the WASI import's function index
+		typ   uint64
+		check bool // it has a guard: the import spine.NAME
+		errno bool // its failures go through spine.errno
 	}
 	var guards []guard
+	nChecks := 0
 	fdSync := -1 // wasi_snapshot_preview1.fd_sync's function index
-	for idx, imp := range imports.funcs {
-		if imp.module == "wasi_snapshot_preview1" && imp.name == "fd_sync" {
-			fdSync = idx
+	for pass := 0; pass < 2; pass++ {
+		for idx, imp := range imports.funcs {
+			if pass == 0 && imp.module == "wasi_snapshot_preview1" && imp.name == "fd_sync" {
+				fdSync = idx
+			}
+			check := slices.Contains(GuardedImports, imp.name)
+			errno := slices.Contains(ErrnoImports, imp.name)
+			if imp.module != "wasi_snapshot_preview1" || check != (pass == 0) || !check && !errno {
+				continue
+			}
+			if imp.typ >= uint64(len(types)) {
+				return nil, fmt.Errorf("import %s: no type %d", imp.name, imp.typ)
+			}
+			if ft := types[imp.typ]; len(ft.results) != 1 || ft.results[0] != 0x7f {
+				return nil, fmt.Errorf("import %s does not return an errno", imp.name)
+			}
+			guards = append(guards, guard{imp.name, uint64(idx), imp.typ, check, errno})
+			if check {
+				nChecks++
+			}
 		}
-		if imp.module != "wasi_snapshot_preview1" || !slices.Contains(GuardedImports, imp.name) {
-			continue
-		}
-		if imp.typ >= uint64(len(types)) {
-			return nil, fmt.Errorf("import %s: no type %d", imp.name, imp.typ)
-		}
-		if ft := types[imp.typ]; len(ft.results) != 1 || ft.results[0] != 0x7f {
-			return nil, fmt.Errorf("import %s does not return an errno", imp.name)
-		}
-		guards = append(guards, guard{imp.name, uint64(idx), imp.typ})
 	}
+	hasErrno := slices.ContainsFunc(guards, func(g guard) bool { return g.errno })
 	nImported := uint64(len(imports.funcs))
-	added := 1 + uint64(len(guards))    // spine.tick, then one import per guard
+	added := 1 + uint64(nChecks) // spine.tick, then one import per check, then spine.errno
+	if hasErrno {
+		added++
+	}
 	tick := nImported                   // the tick import's function index
 	guardImport := func(k int) uint64 { // the k-th guard's import
 		return nImported + 1 + uint64(k)
 	}
+	errnoImport := nImported + 1 + uint64(nChecks)
 	wrapper := func(k int) uint64 { // the k-th guard's new function
 		return nImported + added + definedFuncs + uint64(k)
 	}
@@ -165,17 +195,23 @@ func Instrument(module []byte) ([]byte, error) {
 	for i, s := range kept {
 		payload := s.payload
 		switch s.id {
-		case sectionType: // new types for the tick, () -> i32, and touch_preopen, () -> ()
+		case sectionType: // new types for the tick, () -> i32, spine.errno, (i32) -> i32, and touch_preopen, () -> ()
 			payload, err = appendToVector(payload, []byte{0x60, 0x00, 0x01, 0x7f})
+			if err == nil {
+				payload, err = appendToVector(payload, []byte{0x60, 0x01, 0x7f, 0x01, 0x7f})
+			}
 			if err == nil && fdSync >= 0 {
 				payload, err = appendToVector(payload, []byte{0x60, 0x00, 0x00})
 			}
-		case sectionImport: // import spine.tick, then spine.NAME for each guard
+		case sectionImport: // import spine.tick, then spine.NAME for each check, then spine.errno
 			payload, err = appendToVector(payload, importEntry("spine", TickImport, uint64(len(types))))
 			for _, g := range guards {
-				if err == nil {
+				if err == nil && g.check {
 					payload, err = appendToVector(payload, importEntry("spine", g.name, g.typ))
 				}
+			}
+			if err == nil && hasErrno {
+				payload, err = appendToVector(payload, importEntry("spine", ErrnoImport, uint64(len(types)+1)))
 			}
 		case sectionFunction: // the guards' functions, then touch_preopen
 			for _, g := range guards {
@@ -184,7 +220,7 @@ func Instrument(module []byte) ([]byte, error) {
 				}
 			}
 			if err == nil && fdSync >= 0 {
-				payload, err = appendToVector(payload, appendULEB(nil, uint64(len(types)+1)))
+				payload, err = appendToVector(payload, appendULEB(nil, uint64(len(types)+2)))
 			}
 		case sectionGlobal: // the fuel: (mut i32) = 0, so the first loop ticks at once
 			payload, err = appendToVector(payload, []byte{0x7f, 0x01, 0x41, 0x00, 0x0b})
@@ -206,13 +242,26 @@ func Instrument(module []byte) ([]byte, error) {
 			payload, err = instrumentCode(payload, check, shift)
 			for k, g := range guards {
 				if err == nil {
-					body := guardBody(len(types[g.typ].params), guardImport(k), g.orig)
+					check := -1
+					if g.check {
+						check = int(guardImport(k))
+					}
+					restate := -1
+					if g.errno {
+						restate = int(errnoImport)
+					}
+					body := guardBody(len(types[g.typ].params), check, restate, g.orig)
 					payload, err = appendToVector(payload, append(appendULEB(nil, uint64(len(body))), body...))
 				}
 			}
-			if err == nil && fdSync >= 0 { // fd_sync(3), its errno dropped
-				body := append([]byte{0x00, 0x41, 0x03, 0x10}, appendULEB(nil, uint64(fdSync))...)
-				body = append(body, 0x1a, 0x0b)
+			if err == nil && fdSync >= 0 { // fd_sync(3), fd_sync(4), their errnos dropped
+				body := []byte{0x00}
+				for _, fd := range []byte{3, 4} {
+					body = append(body, 0x41, fd, 0x10)
+					body = appendULEB(body, uint64(fdSync))
+					body = append(body, 0x1a)
+				}
+				body = append(body, 0x0b)
 				payload, err = appendToVector(payload, append(appendULEB(nil, uint64(len(body))), body...))
 			}
 		}
@@ -234,30 +283,50 @@ func importEntry(module, name string, typ uint64) []byte {
 	return appendULEB(entry, typ)
 }
 
-// guardBody is the code of a guard's function, for a WASI function of params
-// parameters that returns an errno:
+// guardBody is the code of a wrapper's function, for a WASI function of
+// params parameters that returns an errno, with a check (its index, or -1
+// for none) and a restatement (spine.errno's index, or -1 for none):
 //
-//	errno := check(params...); if errno != 0 { return errno }; return wasi(params...)
-func guardBody(params int, check, wasi uint64) []byte {
-	body := []byte{0x01, 0x01, 0x7f} // one local: the check's errno
+//	errno := check(params...); if errno == 0 { errno = wasi(params...) }
+//	if errno != 0 { errno = restate(errno) }; return errno
+func guardBody(params, check, restate int, wasi uint64) []byte {
+	body := []byte{0x01, 0x01, 0x7f} // one local: the errno
+	local := appendULEB(nil, uint64(params))
 	getParams := func() {
 		for p := 0; p < params; p++ {
 			body = append(body, 0x20)
 			body = appendULEB(body, uint64(p))
 		}
 	}
-	getParams()
-	body = append(body, 0x10)
-	body = appendULEB(body, check)
-	body = append(body, 0x22) // local.tee errno
-	body = appendULEB(body, uint64(params))
-	body = append(body, 0x04, 0x7f, 0x20) // if (result i32) errno
-	body = appendULEB(body, uint64(params))
-	body = append(body, 0x05) // else
-	getParams()
-	body = append(body, 0x10)
-	body = appendULEB(body, wasi)
-	return append(body, 0x0b, 0x0b) // end if, end function
+	callWASI := func() {
+		getParams()
+		body = append(body, 0x10)
+		body = appendULEB(body, wasi)
+	}
+	if check >= 0 {
+		getParams()
+		body = append(body, 0x10)
+		body = appendULEB(body, uint64(check))
+		body = append(body, 0x22) // local.tee errno
+		body = append(body, local...)
+		body = append(body, 0x04, 0x7f, 0x20) // if (result i32) errno
+		body = append(body, local...)
+		body = append(body, 0x05) // else
+		callWASI()
+		body = append(body, 0x0b) // end if
+	} else {
+		callWASI()
+	}
+	if restate >= 0 {
+		body = append(body, 0x22) // local.tee errno
+		body = append(body, local...)
+		body = append(body, 0x04, 0x7f, 0x20) // if (result i32) errno
+		body = append(body, local...)
+		body = append(body, 0x10)
+		body = appendULEB(body, uint64(restate))
+		body = append(body, 0x05, 0x41, 0x00, 0x0b) // else 0, end if
+	}
+	return append(body, 0x0b) // end function
 }
 
 // funcType is a function type: its parameter and result value types.
