@@ -53,12 +53,7 @@ func (r *Runner) readStream(ctx context.Context, inst *engine.Instance, stream i
 		var c chunk
 		select {
 		case c = <-chunks:
-		case <-ctx.Done():
-			if closer, ok := stream.(io.Closer); ok {
-				// In the background: closing some readers (an HTTP request
-				// body) waits for a Read in progress.
-				go closer.Close()
-			}
+		case <-ctx.Done(): // run closes the stream
 			return "", ctx.Err()
 		}
 		if len(c.data) > 0 {

@@ -164,6 +164,18 @@ func TestPrefixErrors(t *testing.T) {
 			t.Fatal("the stream was not closed")
 		}
 	})
+	t.Run("cancelled before the stream is read", func(t *testing.T) {
+		pr, pw := io.Pipe()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := r.Run(ctx, Request{Stream: pr}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v", err)
+		}
+		// Nothing ever read it: the close is what ends this Write.
+		if _, err := pw.Write([]byte("x")); err == nil {
+			t.Fatal("the stream was not closed")
+		}
+	})
 	t.Run("read error", func(t *testing.T) {
 		_, err := r.Run(context.Background(), Request{Stream: io.MultiReader(strings.NewReader("x = 1\n"), errReader{})})
 		if err == nil || !strings.Contains(err.Error(), "reading the program: connection reset") || errors.Is(err, ErrGuest) {

@@ -311,6 +311,17 @@ func (r *Runner) run(ctx context.Context, req Request, s *Session) (*Output, err
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(r.closing, cancel)() // Close stops runs in flight
+	if closer, ok := req.Stream.(io.Closer); ok {
+		// A run ctx ended, wherever it was (waiting for a Guest, reading the
+		// stream, running), closes the stream so that its writer is not left
+		// blocked. In the background: closing some readers (an HTTP request
+		// body) waits for a Read in progress.
+		defer func() {
+			if ctx.Err() != nil {
+				go closer.Close()
+			}
+		}()
+	}
 
 	st := newRunState(r, ctx, req.EarlyReads || req.Stream != nil)
 	defer st.close()
