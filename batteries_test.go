@@ -155,6 +155,25 @@ db.commit()
 copy = sqlite3.connect(":memory:")
 copy.deserialize(db.serialize())
 result = copy.execute("select x from t").fetchone()[0]`, `"kept"`},
+		{"a file database in the working directory and in /tmp", `import sqlite3, os
+db = sqlite3.connect("shop.db")
+db.execute("create table t (x)")
+db.executemany("insert into t values (?)", [(i,) for i in range(500)])
+db.commit()
+db.execute("insert into t values (-1)")
+db.rollback()
+other = sqlite3.connect("shop.db")
+seen = other.execute("select count(*), sum(x) from t").fetchone()
+other.close()
+db.close()
+again = sqlite3.connect("shop.db")
+tmp = sqlite3.connect("/tmp/scratch.db")
+tmp.execute("create table u (y)")
+tmp.execute("insert into u values ('z')")
+tmp.commit()
+result = [list(seen), again.execute("select max(x) from t").fetchone()[0],
+          tmp.execute("select y from u").fetchone()[0], sorted(os.listdir("."))]`,
+			`[[500,124750],499,"z",["shop.db"]]`},
 		{"no file system to write", `import sqlite3
 try:
     sqlite3.connect("/usr/local/lib/new.db").execute("create table t (x)")
