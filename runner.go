@@ -237,7 +237,7 @@ gc.freeze()
 // imageFormat changes whenever what an image holds changes meaning: 3 has
 // the scratch tree preopened at "/" and the working directory /work in
 // wasi-libc's tables.
-const imageFormat = "spine-image-3"
+const imageFormat = "spine-image-4"
 
 // imageKey names an image by everything that decides its bytes: the Guest
 // (artifact identifies it), the warm-up and the Runner's tools, which the

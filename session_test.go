@@ -840,3 +840,29 @@ func TestSessionCopyMode(t *testing.T) {
 		t.Fatalf("restored: %s", got)
 	}
 }
+
+// TestSessionRestoreOnOwnImage restores a snapshot in a Runner that captured
+// its own image (as another machine does): captures of one key are the same
+// bytes, so the snapshot's difference applies to either.
+func TestSessionRestoreOnOwnImage(t *testing.T) {
+	ctx := context.Background()
+	a := newRunner(t, testManifest(), &Options{PoolSize: -1, CacheDir: t.TempDir()})
+	b := newRunner(t, testManifest(), &Options{PoolSize: -1, CacheDir: t.TempDir()})
+	s := newSession(t, a)
+	for _, c := range carried[:len(carried)-1] {
+		step(t, s, c.src)
+	}
+	blob, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored, err := b.Restore(ctx, blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restored.Close(ctx)
+	last := carried[len(carried)-1]
+	if got := step(t, restored, last.src); got != last.want {
+		t.Fatalf("%q gave %s, want %s", last.src, got, last.want)
+	}
+}

@@ -83,11 +83,12 @@ func (e *Engine) prepareImage(ctx context.Context) (*image, error) {
 			return nil, err
 		}
 		if path != "" {
-			// A cache: failing to write it costs only time. Two captures
-			// of one key differ (CPython's hash secret, addresses), and a
-			// session's snapshot is a difference from the image: so every
-			// Runner using the cache takes the image that was written
-			// first, this one or one another process wrote meanwhile.
+			// A cache: failing to write it costs only time. Captures of
+			// one key are the same bytes (randSource), and a session's
+			// snapshot is a difference from the image; should a capture
+			// ever differ, every Runner using the cache still takes the
+			// image written first, this one or one another process wrote
+			// meanwhile.
 			if writeImage(path, data) == nil {
 				if first, err := readImage(path, e.cfg.MemoryLimit); err == nil {
 					data = first
@@ -109,6 +110,7 @@ func (e *Engine) prepareImage(ctx context.Context) (*image, error) {
 // captureImage starts CPython from scratch, runs the warm-up in it, and
 // copies its memory.
 func (e *Engine) captureImage(ctx context.Context) ([]byte, error) {
+	ctx = context.WithValue(ctx, captureKey{}, true)
 	inst, err := e.newInstance(ctx, nil, 0)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
+	mathrand "math/rand/v2"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -73,7 +75,7 @@ func (e *Engine) newInstance(ctx context.Context, img *image, maxMemory uint64) 
 			WithSysFSMount(inst.fds.scratch, ScratchMount)).
 		WithSysWalltime().
 		WithSysNanotime().
-		WithRandSource(rand.Reader).
+		WithRandSource(randSource(ctx)).
 		WithStdout(inst.stdout).
 		WithStderr(inst.stderr).
 		WithNanosleep(func(ns int64) { sleep(inst.runCtx, ns) })
@@ -413,4 +415,23 @@ func (c *capture) tail() string {
 		start++
 	}
 	return "…" + string(c.buf[start:])
+}
+
+// captureKey marks the context of the Guest an image is captured from.
+type captureKey struct{}
+
+// captureSeed seeds the randomness an image's Guest sees while it is made.
+var captureSeed = [32]byte{'s', 'p', 'i', 'n', 'e', ' ', 'i', 'm', 'a', 'g', 'e'}
+
+// randSource is the Guest's randomness: the system's, except while an image
+// is captured. Then it is a fixed sequence, so that every capture of a key,
+// on any machine, is the same bytes (CPython's hash secret is drawn at
+// start): a session's snapshot is a difference from its image and must apply
+// to the image of any Host with the same key (docs/sessions.md). Runs start
+// from the image, so all of them share that secret, as they do anyway.
+func randSource(ctx context.Context) io.Reader {
+	if ctx.Value(captureKey{}) != nil {
+		return mathrand.NewChaCha8(captureSeed)
+	}
+	return rand.Reader
 }
