@@ -21,10 +21,14 @@ import zipfile
 
 # Standard library modules the Guest's archive omits (guest/mkstdlib.py) without which
 # whole test modules cannot be imported: test.support imports getpass and
-# test.support.script_helper py_compile at their top, and test_decimal needs _pydecimal
-# (its tests of the pure-Python twin then run on the Guest's interpreter too). They are
-# added to the test archive only, compiled from the same source.
-SUPPORT_NEEDS = ["getpass.py", "py_compile.py", "_pydecimal.py"]
+# test.support.script_helper py_compile at their top, test_decimal needs _pydecimal
+# (its tests of the pure-Python twin then run on the Guest's interpreter too), and
+# test_asyncio's helpers import socketserver, http.server and wsgiref at their top (tests using a
+# server are skipped for want of network). They are added to the test archive only,
+# compiled from the same source.
+SUPPORT_NEEDS = ["getpass.py", "py_compile.py", "_pydecimal.py", "socketserver.py", "http/server.py",
+                 "wsgiref/__init__.py", "wsgiref/handlers.py", "wsgiref/headers.py",
+                 "wsgiref/simple_server.py", "wsgiref/util.py", "wsgiref/types.py", "wsgiref/validate.py"]
 
 
 def included(rel, only):
