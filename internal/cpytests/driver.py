@@ -222,6 +222,26 @@ def run(module_name, resources, assume=()):
                 "tests": []}
 
 
+# Tests that need a thread running beside the one that waits for it. The Guest runs a
+# thread to its end when it starts (docs/python.md), so they would wait for the run's
+# deadline: in the Guest they are skipped with this reason. Module (without "test."):
+# class names.
+THREAD_BESIDE = "needs a thread running beside the event loop (the Guest runs a thread to its end at start)"
+GUEST_SKIPS = {
+    "test_asyncio.test_tasks": {"RunCoroutineThreadsafeTests": THREAD_BESIDE},
+}
+
+
+def skip_in_guest(module_name, module):
+    if sys.platform != "wasi":
+        return
+    for name, reason in GUEST_SKIPS.get(module_name.removeprefix("test."), {}).items():
+        cls = getattr(module, name, None)
+        if cls is not None:
+            cls.__unittest_skip__ = True
+            cls.__unittest_skip_why__ = reason
+
+
 def run_module(module_name, resources, assume):
     started = time.perf_counter()
     report = {"module": module_name, "status": "ok", "detail": "", "tests": []}
@@ -256,6 +276,7 @@ def run_module(module_name, resources, assume):
         report["tests"] = [[k, o, d] for k, (o, d) in recorder.outcomes.items()]
         report["seconds"] = round(time.perf_counter() - started, 3)
         return report
+    skip_in_guest(module_name, module)
     try:
         test_main = getattr(module, "test_main", None)
         if test_main is not None:
