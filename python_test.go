@@ -314,6 +314,21 @@ for f in fs:
     except RuntimeError as e:
         out.append("error: " + str(e))
 result = out`},
+	{"map with a lambda", `from concurrent.futures import ThreadPoolExecutor
+with ThreadPoolExecutor() as ex:
+    result = list(ex.map(lambda k: read(key=k), ["a", "b", "c", "d"]))`},
+	{"map with a function that forwards to a namespaced tool", `from concurrent.futures import ThreadPoolExecutor
+PREFIX = "k"
+def get(k, n):
+    return db.read(key=k, prefix=PREFIX, n=n)
+with ThreadPoolExecutor() as ex:
+    result = list(ex.map(get, "abcd", range(4)))`},
+	{"run_in_executor with a closure", `import asyncio
+async def fetch(k):
+    return await asyncio.get_running_loop().run_in_executor(None, lambda: read(key=k))
+async def main():
+    return await asyncio.gather(*(fetch(k) for k in "abcd"))
+result = asyncio.run(main())`},
 	{"map over a partial's results", `from concurrent.futures import ThreadPoolExecutor
 import functools
 with ThreadPoolExecutor() as ex:
@@ -360,6 +375,39 @@ func TestPythonExecutorsParallel(t *testing.T) {
 			}
 			t.Logf("value %s, %d tool calls", outOn.Value, outOn.ToolCalls)
 		})
+	}
+}
+
+// TestPythonExecutorsForwarderRunsNoCode: to learn what a lambda handed to an
+// executor calls, the Guest reads its code and looks its names up without
+// running code of the program; a globals dict with a key that could run code
+// on a lookup makes the calls plain ones, with the same outcome.
+func TestPythonExecutorsForwarderRunsNoCode(t *testing.T) {
+	src := `from concurrent.futures import ThreadPoolExecutor
+class Key:
+    def __hash__(self):
+        return hash("read")
+    def __eq__(self, other):
+        print("__eq__ ran")
+        return False
+globals()[Key()] = 1
+with ThreadPoolExecutor() as ex:
+    result = list(ex.map(lambda k: read(key=k), "ab"))
+`
+	var outs []string
+	for _, early := range []bool{true, false} {
+		b := newBarrier(1)
+		out, err := barrierRunner(t, b, nil).Run(context.Background(), Request{Source: src, EarlyReads: early})
+		if err != nil {
+			t.Fatalf("early reads %v: %v", early, err)
+		}
+		if _, peak := b.counts(); peak != 1 {
+			t.Errorf("early reads %v: %d reads at once, want 1", early, peak)
+		}
+		outs = append(outs, fmt.Sprintf("%s|%q|%d", out.Value, out.Stdout, out.ToolCalls))
+	}
+	if outs[0] != outs[1] || !strings.HasPrefix(outs[0], `["v:a","v:b"]|`) {
+		t.Fatalf("on: %s\noff: %s\nwant the same, with the value [\"v:a\",\"v:b\"]", outs[0], outs[1])
 	}
 }
 

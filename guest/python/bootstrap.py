@@ -200,7 +200,7 @@ def _tools(spec_list):
         _install_tools(proxies, spec_list)
         early = frozenset(spec["name"] for spec in spec_list if spec.get("early"))
         _tools_installed = (proxies, spec_list, early)
-        world.know_tools(_proxies_by_name, early, decode)
+        world.know_tools(_proxies_by_name, early, decode, Namespace)
     return _tools_installed
 
 

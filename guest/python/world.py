@@ -9,8 +9,9 @@ This module makes the modules programs reach for behave as natively within that 
   asyncio's default, through the default policy's loop factory.
 - executors (``concurrent.futures.ThreadPoolExecutor``, the Guest's own, which asyncio's
   ``to_thread`` and ``run_in_executor`` use): ``start`` starts the call of an early-read
-  tool on the Host at once (``plm.futures.start``), so the calls a program hands to an
-  executor run in parallel; anything else runs to its end when it is handed over.
+  tool, or of a function that only forwards to one (``_forwarder``), on the Host at once
+  (``plm.futures.start``), so the calls a program hands to an executor run in parallel;
+  anything else runs to its end when it is handed over.
 - ``threading``: ``Thread.start`` runs the thread's target to its end at once.
 - ``socket``: every way to a socket or a name lookup raises OSError (errno ENETUNREACH)
   saying there is no network in the sandbox.
@@ -20,6 +21,7 @@ the head of ``sys.meta_path`` (``_FixUps``) wraps its loader, and modules import
 this one are fixed when this one is.
 """
 
+import dis
 import errno
 import functools
 import sys
@@ -42,17 +44,20 @@ DEADLOCK = (
 _tool_names = {}  # tool proxy -> the tool's name
 _early = frozenset()  # the tools with early reads allowed
 _decode = None  # bootstrap.decode: a response's bytes to the tool's value
+_namespace_type = None  # bootstrap.Namespace: what holds a dotted tool name's parts
 
 
-def know_tools(proxies_by_name, early, decode):
-    """Learn the tool proxies (by full name), the early-read tools' names, and how a
-    response is decoded; bootstrap calls this when it installs the tools."""
-    global _early, _decode
+def know_tools(proxies_by_name, early, decode, namespace_type):
+    """Learn the tool proxies (by full name), the early-read tools' names, how a response
+    is decoded and the type of a tool namespace; bootstrap calls this when it installs
+    the tools."""
+    global _early, _decode, _namespace_type
     _tool_names.clear()
     for name, proxy in proxies_by_name.items():
         _tool_names[proxy] = name
     _early = frozenset(early)
     _decode = decode
+    _namespace_type = namespace_type
 
 
 def _unwrap(fn, args, kwargs):
@@ -73,16 +78,111 @@ def _unwrap(fn, args, kwargs):
     return fn, args, kwargs
 
 
+# A forwarder's code may not take *args or **kwargs (CO_VARARGS, CO_VARKEYWORDS), nor be
+# a generator or a coroutine (CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE,
+# CO_ASYNC_GENERATOR).
+_NOT_FORWARDER = 0x04 | 0x08 | 0x20 | 0x80 | 0x100 | 0x200
+_MISSING = object()
+
+
+def _get(mapping, name):
+    """mapping[name], or _MISSING, without running any code of the program: the lookup is
+    made only in an exact dict whose keys are all exact strs (a key of another type, or a
+    str subclass, could run its own __eq__ when its hash collides with name's)."""
+    if type(mapping) is not dict:
+        raise LookupError(name)
+    for key in mapping:  # iterating a dict runs no code
+        if type(key) is not str:
+            raise LookupError(name)
+    return dict.get(mapping, name, _MISSING)
+
+
+def _forwarder(fn, args):
+    """When the whole body of the function fn is one call of a tool with keyword
+    arguments that are fn's parameters, constants, globals or closure variables
+    (``lambda k: read(key=k)``, ``def get(k): return db.read(key=k, limit=5)``), the
+    proxy that fn(*args) calls and its keyword arguments; otherwise None.
+
+    fn's bytecode is read, never run, and every name is looked up without running code
+    of the program (_get), so what fn(*args) would call, and with what, is known exactly:
+    the same proxy and values fn finds when it runs now, as it would in the caller."""
+    code = fn.__code__
+    if (code.co_flags & _NOT_FORWARDER or code.co_kwonlyargcount or code.co_cellvars
+            or len(args) != code.co_argcount):
+        return None
+    closure = fn.__closure__ or ()
+    stack = []
+    kw_names = ()
+    instructions = list(dis.get_instructions(code))
+    for at, ins in enumerate(instructions):
+        op = ins.opname
+        if op in ("RESUME", "NOP", "EXTENDED_ARG", "COPY_FREE_VARS", "PRECALL"):
+            continue
+        if op == "PUSH_NULL":
+            stack.append(_MISSING)
+        elif op == "LOAD_FAST":
+            index = code.co_varnames.index(ins.argval)
+            if index >= code.co_argcount:
+                return None
+            stack.append(args[index])
+        elif op == "LOAD_CONST":
+            stack.append(ins.argval)
+        elif op == "LOAD_GLOBAL":
+            value = _get(fn.__globals__, ins.argval)
+            if value is _MISSING:
+                value = _get(fn.__builtins__, ins.argval)
+                if value is _MISSING:
+                    return None
+            if ins.arg & 1:
+                stack.append(_MISSING)
+            stack.append(value)
+        elif op == "LOAD_DEREF":
+            index = code.co_freevars.index(ins.argval)
+            try:
+                stack.append(closure[index].cell_contents)
+            except ValueError:  # an empty cell
+                return None
+        elif op == "LOAD_METHOD":
+            if not stack or type(stack[-1]) is not _namespace_type:
+                return None
+            value = _get(object.__getattribute__(stack.pop(), "__dict__"), ins.argval)
+            if value is _MISSING:
+                return None
+            stack += [_MISSING, value]
+        elif op == "KW_NAMES":
+            kw_names = code.co_consts[ins.arg]
+        elif op == "CALL":
+            rest = instructions[at + 1:]
+            if (len(rest) != 1 or rest[0].opname != "RETURN_VALUE" or ins.arg != len(kw_names)
+                    or len(stack) != ins.arg + 2 or stack[0] is not _MISSING):
+                return None
+            return stack[1], dict(zip(kw_names, stack[2:]))
+        else:
+            return None
+    return None
+
+
 def start(fn, args, kwargs, deliver):
     """Start fn(*args, **kwargs) on the Host now when fn is an early-read tool called with
-    plain-data keyword arguments, and the Host agrees. deliver(value, exc) gets the outcome
-    when the call is claimed (settle). Returns a token for settle, or None: then the caller
-    makes the call itself."""
+    plain-data keyword arguments, or a function that only forwards its arguments to such a
+    call (_forwarder), and the Host agrees. deliver(value, exc) gets the outcome when the
+    call is claimed (settle). Returns a token for settle, or None: then the caller makes
+    the call itself."""
     fn, args, kwargs = _unwrap(fn, args, kwargs)
-    if args or not _early or type(fn) is not types.FunctionType:  # a proxy is a function
+    if not _early or type(fn) is not types.FunctionType:  # a proxy is a function
         return None
     name = _tool_names.get(fn)  # a function hashes by identity: no code of the program runs
-    if name is None or name not in _early:
+    if name is None and not kwargs:
+        try:
+            forwarded = _forwarder(fn, args)
+        except (LookupError, ValueError):
+            return None
+        if forwarded is None or type(forwarded[0]) is not types.FunctionType:
+            return None
+        fn, kwargs = forwarded
+        args = ()
+        name = _tool_names.get(fn)
+    if args or name is None or name not in _early:
         return None
 
     def on_response(response, exc):

@@ -6,7 +6,8 @@ context manager, ``max_workers``, ``initializer`` and ``initargs``, and the futu
 ``as_completed`` and ``wait`` take. What a worker thread would run runs in the caller:
 
 - the call of an early-read tool with plain-data keyword arguments (directly, through
-  ``functools.partial`` or through ``asyncio.to_thread``) starts on the Host at once, when
+  ``functools.partial``, ``asyncio.to_thread`` or a function that only forwards its
+  arguments to it, such as ``lambda k: read(key=k)``) starts on the Host at once, when
   the run allows early reads, and its future is claimed when the program first looks at
   its outcome, so such calls run in parallel (``world.start``);
 - anything else runs to its end when it is submitted, its exception kept in its future.
