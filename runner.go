@@ -206,8 +206,9 @@ func (r *Runner) bridgeFunctions(b wazero.HostModuleBuilder) wazero.HostModuleBu
 }
 
 // warmSource runs once in the Guest the image is taken from: it imports the
-// modules programs use most (asyncio and concurrent.futures among them: their
-// import would cost a run hundreds of milliseconds, docs/python.md), runs the
+// modules programs use most (asyncio, concurrent.futures and zoneinfo among
+// them: their import would cost a run up to hundreds of milliseconds,
+// docs/python.md), runs the
 // early-read pass once so CPython's specialized bytecode for it is in the
 // image, makes os.chdir keep the working directory's name normal (wasi-libc,
 // which keeps it, joins a relative path to it as given, so that os.getcwd()
@@ -215,7 +216,7 @@ func (r *Runner) bridgeFunctions(b wazero.HostModuleBuilder) wazero.HostModuleBu
 // exact), then freezes everything alive so the collector of a run never walks
 // (and so never dirties) the image's objects.
 const warmSource = `import json, re, math, datetime, collections, itertools, functools, ast
-import asyncio, concurrent.futures.thread
+import asyncio, concurrent.futures.thread, zoneinfo, tzdata
 asyncio.run(asyncio.sleep(0))
 import plm
 plm.warm()

@@ -24,6 +24,7 @@ this one are fixed when this one is.
 import dis
 import errno
 import functools
+import io
 import sys
 import time
 import types
@@ -303,9 +304,40 @@ def _fix_asyncio(asyncio):
             events.SelectorEventLoop = GuestEventLoop
 
 
+# zoneinfo -------------------------------------------------------------------------
+
+
+def _fix_zoneinfo(common):
+    """zoneinfo reads a zone it finds in no folder of its TZPATH (the Guest has none) from
+    the tzdata package in the standard library's zip, through importlib.resources, which
+    reads the zip's whole directory again for every zone (tens of milliseconds a zone, in
+    every run). The zip's loader keeps that directory, read when the image was made, so
+    this load_tzdata reads the zone's file through it: the same bytes. A key it cannot
+    read that way (no such zone, a folder) goes the original way, which fails as natively."""
+    original = common.load_tzdata
+
+    def load_tzdata(key):
+        try:
+            key.encode("utf-8")
+            import tzdata
+
+            data = tzdata.__spec__.loader.get_data(tzdata.__path__[0] + "/zoneinfo/" + key)
+        except (ImportError, OSError, UnicodeEncodeError):
+            return original(key)
+        return io.BytesIO(data)
+
+    load_tzdata.__doc__ = original.__doc__
+    common.load_tzdata = load_tzdata
+
+
 # Fixing modules as they are imported --------------------------------------------
 
-_FIXES = {"asyncio": _fix_asyncio, "socket": _fix_socket, "threading": _fix_threading}
+_FIXES = {
+    "asyncio": _fix_asyncio,
+    "socket": _fix_socket,
+    "threading": _fix_threading,
+    "zoneinfo._common": _fix_zoneinfo,
+}
 
 
 class _FixingLoader:
