@@ -320,6 +320,13 @@ func (f *FS) OpenFile(path string, flag experimentalsys.Oflag, perm fs.FileMode)
 	if errno != 0 {
 		return nil, errno
 	}
+	if flag&experimentalsys.O_CREAT != 0 && strings.HasSuffix(path, "/") {
+		// open(2) makes no file by a folder's name, whatever is there.
+		if _, _, _, errno := t.resolve(strings.TrimRight(path, "/")); errno != 0 {
+			return nil, errno
+		}
+		return nil, experimentalsys.EISDIR
+	}
 	dir, name, n, errno := t.resolve(path)
 	if errno != 0 {
 		return nil, errno
@@ -397,7 +404,7 @@ func (f *FS) Mkdir(path string, perm fs.FileMode) experimentalsys.Errno {
 	if errno != 0 {
 		return errno
 	}
-	dir, name, n, errno := t.resolve(path)
+	dir, name, n, errno := t.resolve(strings.TrimRight(path, "/")) // a folder's name may end in "/"
 	switch {
 	case errno != 0:
 		return errno
@@ -436,17 +443,20 @@ func (f *FS) Rename(from, to string) experimentalsys.Errno {
 	if errno != 0 {
 		return errno
 	}
-	fromDir, fromName, n, errno := t.resolve(from)
-	if errno == 0 && n == nil {
-		errno = experimentalsys.ENOENT
-	}
+	// As rename(2): both paths' folders are found, then what the first names;
+	// a trailing slash on either wants folders.
+	fromDir, fromName, n, errno := t.resolve(strings.TrimRight(from, "/"))
 	if errno != 0 {
 		return errno
 	}
-	toDir, toName, old, errno := t.resolve(to)
+	toDir, toName, old, errno := t.resolve(strings.TrimRight(to, "/"))
 	switch {
 	case errno != 0:
 		return errno
+	case n == nil:
+		return experimentalsys.ENOENT
+	case (strings.HasSuffix(from, "/") || strings.HasSuffix(to, "/")) && (!n.dir || old != nil && !old.dir):
+		return experimentalsys.ENOTDIR
 	case fromDir == nil || toDir == nil:
 		return experimentalsys.EPERM
 	case old == n:
@@ -788,10 +798,10 @@ func (h *handle) Pwrite(buf []byte, off int64) (int, experimentalsys.Errno) {
 	switch {
 	case errno != 0:
 		return 0, errno
+	case !h.write: // a folder is never open for writing: EBADF, as Linux says
+		return 0, experimentalsys.EBADF
 	case n.dir:
 		return 0, experimentalsys.EISDIR
-	case !h.write:
-		return 0, experimentalsys.EBADF
 	case off < 0:
 		return 0, experimentalsys.EINVAL
 	case len(buf) == 0:
@@ -813,10 +823,10 @@ func (h *handle) Truncate(size int64) experimentalsys.Errno {
 	switch {
 	case errno != 0:
 		return errno
-	case n.dir:
-		return experimentalsys.EISDIR
 	case !h.write:
 		return experimentalsys.EBADF
+	case n.dir:
+		return experimentalsys.EISDIR
 	case size < 0:
 		return experimentalsys.EINVAL
 	}
