@@ -22,9 +22,12 @@ race: ## every test with the race detector; -short skips the heaviest (soak, ben
 bench: ## the Go benchmarks, medians reported as p50-*
 	$(GO) test -run '^$$' -bench . -benchtime 20x .
 
-fuzz: ## each bridge fuzz target for 30 s
-	for target in FuzzReadRequest FuzzWriteResponse FuzzHostCall; do \
-		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime 30s . || exit 1; \
+FUZZ_TARGETS = .:FuzzReadRequest .:FuzzWriteResponse .:FuzzHostCall .:FuzzDecodeSnapshot \
+	.:FuzzCheckFileName ./internal/scratch:FuzzOps ./cmd/spine:FuzzTerminalText
+
+fuzz: ## each fuzz target for 30 s
+	for t in $(FUZZ_TARGETS); do \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime 30s $${t%%:*} || exit 1; \
 	done
 
 guest: ## rebuild the Guest artifact (needs Debian's WASI toolchain; installs it as root)
