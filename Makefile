@@ -3,7 +3,7 @@
 
 GO ?= go
 
-.PHONY: demo test ci race bench guest guest-check fuzz cpython-tests
+.PHONY: demo test ci race bench guest guest-check fuzz cpython-tests install-check
 
 demo: ## run the seed's demo
 	$(GO) run ./cmd/spine demo
@@ -11,6 +11,9 @@ demo: ## run the seed's demo
 test: ## vet and run every test (real Guest included)
 	$(GO) vet ./...
 	$(GO) test -timeout 30m ./...
+
+install-check: ## go.mod's go line is the lowest the dependencies allow; the README's first program builds in a new module with it (module cache only)
+	$(GO) test -count=1 -run '^(TestGoDirective|TestInstall)$$' -v .
 
 ci: test
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
