@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"go/format"
 	"maps"
 	"os"
 	"slices"
@@ -68,7 +69,11 @@ func TestStdlibModules(t *testing.T) {
 			fmt.Fprintf(&b, "\t%q: true,\n", n)
 		}
 		b.WriteString("}\n")
-		if err := os.WriteFile("stdlib_modules.go", []byte(b.String()), 0o644); err != nil {
+		src, err := format.Source([]byte(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("stdlib_modules.go", src, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
