@@ -25,10 +25,12 @@ race: ## every test with the race detector; -short skips the heaviest (soak, ben
 bench: ## the Go benchmarks, medians reported as p50-*
 	$(GO) test -run '^$$' -bench . -benchtime 20x .
 
-fuzz: ## each bridge fuzz target for 30 s
+fuzz: ## each fuzz target (the bridge's, the config file's, the MCP task watch's) for 30 s
 	for target in FuzzReadRequest FuzzWriteResponse FuzzHostCall; do \
 		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime 30s . || exit 1; \
 	done
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./mcpconfig
+	$(GO) test -run '^$$' -fuzz '^FuzzWatchedBody$$' -fuzztime 30s ./mcpclient
 
 guest: ## rebuild the Guest artifact (needs Debian's WASI toolchain; installs it as root)
 	guest/build.sh
