@@ -32,12 +32,14 @@ func goDirective(t *testing.T, dir string) (goLine string, toolchain bool) {
 }
 
 // goCommand runs the go command in dir with only the module cache for
-// modules (no network), and returns its standard output.
-func goCommand(t *testing.T, dir string, args ...string) []byte {
+// modules (no network), and returns its standard output. mod is the -mod
+// flag: "readonly" in this checkout (nothing in it may change), "mod" in
+// the consumer's new module.
+func goCommand(t *testing.T, dir, mod string, args ...string) []byte {
 	t.Helper()
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod -buildvcs=false", "GOTOOLCHAIN=local", "GOWORK=off")
+	cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod="+mod+" -buildvcs=false", "GOTOOLCHAIN=local", "GOWORK=off")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -59,7 +61,7 @@ func TestGoDirective(t *testing.T) {
 		t.Error("go.mod has a toolchain line: it makes every consumer download that Go")
 	}
 	floor, by := "1.0", "nothing"
-	dec := json.NewDecoder(bytes.NewReader(goCommand(t, ".", "list", "-m", "-json", "all")))
+	dec := json.NewDecoder(bytes.NewReader(goCommand(t, ".", "readonly", "list", "-m", "-json", "all")))
 	for dec.More() {
 		var m struct {
 			Path      string
@@ -140,7 +142,7 @@ func TestInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	goCommand(t, dir, "build", "-o", "first", ".")
+	goCommand(t, dir, "mod", "build", "-o", "first", ".")
 	if got, _ := goDirective(t, dir); got != goLine {
 		t.Fatalf("building changed the consumer's go line to %s", got)
 	}
