@@ -3,7 +3,7 @@
 
 GO ?= go
 
-.PHONY: demo test ci race bench guest guest-check fuzz cpython-tests
+.PHONY: demo test ci race bench guest guest-check fuzz cpython-tests install-check
 
 demo: ## run the seed's demo
 	$(GO) run ./cmd/spine demo
@@ -11,6 +11,9 @@ demo: ## run the seed's demo
 test: ## vet and run every test (real Guest included)
 	$(GO) vet ./...
 	$(GO) test -timeout 30m ./...
+
+install-check: ## go.mod's go line is the lowest the dependencies allow; the README's first program builds in a new module with it (module cache only)
+	$(GO) test -count=1 -run '^(TestGoDirective|TestInstall)$$' -v .
 
 ci: test
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -22,12 +25,11 @@ race: ## every test with the race detector; -short skips the heaviest (soak, ben
 bench: ## the Go benchmarks, medians reported as p50-*
 	$(GO) test -run '^$$' -bench . -benchtime 20x .
 
-FUZZ_TARGETS = .:FuzzReadRequest .:FuzzWriteResponse .:FuzzHostCall .:FuzzDecodeSnapshot \
-	.:FuzzCheckFileName ./internal/scratch:FuzzOps ./cmd/spine:FuzzTerminalText
-
-fuzz: ## each fuzz target for 30 s
-	for t in $(FUZZ_TARGETS); do \
-		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime 30s $${t%%:*} || exit 1; \
+fuzz: ## every fuzz target of the module for 30 s (found in its *_test.go files)
+	for file in $$(grep -rlE '^func Fuzz' --include='*_test.go' --exclude-dir=examples --exclude-dir=build .); do \
+		for target in $$(sed -nE 's/^func (Fuzz[A-Za-z0-9_]*)\(.*/\1/p' $$file); do \
+			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime 30s ./$$(dirname $$file) || exit 1; \
+		done; \
 	done
 
 guest: ## rebuild the Guest artifact (needs Debian's WASI toolchain; installs it as root)

@@ -23,6 +23,12 @@
 // Early reads are allowed only for the tools named in Options.EarlyReads: the
 // Host vouches for them. MCP annotations such as readOnlyHint come from the
 // server and are never trusted for this.
+//
+// Options.Tools and Options.ExcludeTools choose which of a server's tools
+// become entries. A tool whose execution.taskSupport is "required" (it can
+// only be called as an MCP task, which Spine's calls are not) is left out,
+// and Options.Logger hears of it; Connect and Dial see that field, Tools
+// cannot (the SDK's decoded Tool lacks it).
 package mcpclient
 
 import (
@@ -31,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -52,7 +59,15 @@ type Options struct {
 	// connection and the MCP handshake); 0 means 30s.
 	ConnectTimeout time.Duration
 
-	// Logger, if not nil, hears of a Server's sessions lost and regained.
+	// Tools, when not nil, are the only tools (by MCP name) that become
+	// entries; ExcludeTools are tools left out. Naming a tool the server
+	// does not have, in either, is an error: a typo would otherwise offer a
+	// tool meant to be hidden, or hide one meant to be offered.
+	Tools        []string
+	ExcludeTools []string
+
+	// Logger, if not nil, hears of a Server's sessions lost and regained,
+	// and (at Info) of the tools left out because they need MCP tasks.
 	Logger *slog.Logger
 }
 
@@ -76,7 +91,7 @@ func Tools(ctx context.Context, session *mcp.ClientSession, namespace string, op
 	if err != nil {
 		return nil, err
 	}
-	return manifest(func(name string) spine.Tool { return caller(session, name) }, namespace, tools, opts)
+	return manifest(func(name string) spine.Tool { return caller(session, name) }, namespace, tools, opts, nil)
 }
 
 // list lists every tool of the server behind session, following pagination.
@@ -96,11 +111,21 @@ func list(ctx context.Context, session *mcp.ClientSession, namespace string) ([]
 // and returns its tools as Tools does, and the session. Close the session when
 // the tools are no longer used; for a command, that ends the process.
 func Connect(ctx context.Context, transport mcp.Transport, namespace string, opts *Options) (spine.Manifest, *mcp.ClientSession, error) {
-	session, err := newClient().Connect(ctx, transport, nil)
+	if namespace != "" {
+		if err := spine.ValidName(namespace); err != nil {
+			return nil, nil, fmt.Errorf("mcpclient: namespace: %w", err)
+		}
+	}
+	watch := newTaskWatch()
+	session, err := newClient().Connect(ctx, watch.watch(transport), nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mcpclient: %s: connecting: %w", label(namespace), err)
 	}
-	m, err := Tools(ctx, session, namespace, opts)
+	tools, err := list(ctx, session, namespace)
+	var m spine.Manifest
+	if err == nil {
+		m, err = manifest(func(name string) spine.Tool { return caller(session, name) }, namespace, tools, opts, watch)
+	}
 	if err != nil {
 		session.Close()
 		return nil, nil, err
@@ -120,17 +145,50 @@ func label(namespace string) string {
 }
 
 // manifest makes tools into manifest entries; call returns the spine.Tool
-// that calls the MCP tool of a name.
-func manifest(call func(name string) spine.Tool, namespace string, tools []*mcp.Tool, opts *Options) (spine.Manifest, error) {
+// that calls the MCP tool of a name. watch, when not nil, says which tools
+// need tasks.
+func manifest(call func(name string) spine.Tool, namespace string, tools []*mcp.Tool, opts *Options, watch *taskWatch) (spine.Manifest, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	early := make(map[string]bool)
-	if opts != nil {
-		for _, name := range opts.EarlyReads {
-			early[name] = true
+	for _, name := range opts.EarlyReads {
+		early[name] = true
+	}
+	// Every name in the lists must be a tool of the server.
+	listed := make(map[string]bool, len(tools))
+	for _, tool := range tools {
+		listed[tool.Name] = true
+	}
+	for _, names := range [][]string{opts.Tools, opts.ExcludeTools} {
+		var missing []string
+		for _, name := range names {
+			if !listed[name] {
+				missing = append(missing, name)
+			}
+		}
+		if len(missing) > 0 {
+			sort.Strings(missing)
+			return nil, fmt.Errorf("mcpclient: %s: the tool lists name tools it does not have: %s", label(namespace), strings.Join(missing, ", "))
 		}
 	}
 	m := make(spine.Manifest, len(tools))
 	origin := make(map[string]string) // Python name -> MCP name
 	for _, tool := range tools {
+		if opts.Tools != nil && !slices.Contains(opts.Tools, tool.Name) || slices.Contains(opts.ExcludeTools, tool.Name) {
+			continue
+		}
+		if watch.needsTask(tool.Name) {
+			if slices.Contains(opts.Tools, tool.Name) || early[tool.Name] {
+				return nil, fmt.Errorf("mcpclient: %s: tool %q can only be called as an MCP task, which Spine does not do", label(namespace), tool.Name)
+			}
+			logger.Info("mcp tool left out: it can only be called as an MCP task", "server", label(namespace), "tool", tool.Name)
+			continue
+		}
 		py := PythonName(tool.Name)
 		if py == "" {
 			return nil, fmt.Errorf("mcpclient: %s: tool %q has no usable Python name", label(namespace), tool.Name)
@@ -172,7 +230,7 @@ func manifest(call func(name string) spine.Tool, namespace string, tools []*mcp.
 			missing = append(missing, name)
 		}
 		sort.Strings(missing)
-		return nil, fmt.Errorf("mcpclient: %s: early reads allowed for tools it does not have: %s", label(namespace), strings.Join(missing, ", "))
+		return nil, fmt.Errorf("mcpclient: %s: early reads allowed for tools it does not have or that are left out: %s", label(namespace), strings.Join(missing, ", "))
 	}
 	return m, nil
 }

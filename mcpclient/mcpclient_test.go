@@ -332,3 +332,37 @@ func indent(text string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestConnectTaskTools: Connect leaves out a tool that can only be called as
+// an MCP task, and keeps one that only allows tasks; Tools and ExcludeTools
+// choose among the rest.
+func TestConnectTaskTools(t *testing.T) {
+	m, session, err := mcpclient.Connect(t.Context(), &mcp.CommandTransport{Command: spinetest.MCPCommand("tasks")}, "jobs",
+		&mcpclient.Options{ExcludeTools: []string{"crash", "slow"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close()
+	if _, ok := m["jobs.long_job"]; ok {
+		t.Error("jobs.long_job, which needs tasks, is in the manifest")
+	}
+	for _, name := range []string{"jobs.maybe_job", "jobs.add"} {
+		if _, ok := m[name]; !ok {
+			t.Errorf("%s is missing", name)
+		}
+	}
+	for _, name := range []string{"jobs.crash", "jobs.slow"} {
+		if _, ok := m[name]; ok {
+			t.Errorf("%s is not excluded", name)
+		}
+	}
+	m2, session2, err := mcpclient.Connect(t.Context(), &mcp.CommandTransport{Command: spinetest.MCPCommand("tasks")}, "jobs",
+		&mcpclient.Options{Tools: []string{"add"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session2.Close()
+	if len(m2) != 1 {
+		t.Errorf("with Tools [add]: %d tools", len(m2))
+	}
+}

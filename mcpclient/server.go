@@ -116,14 +116,16 @@ func Dial(ctx context.Context, newTransport func() mcp.Transport, namespace stri
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
-	session, err := s.client.Connect(ctx, newTransport(), nil)
+	watch := newTaskWatch()
+	s.transport = func() mcp.Transport { return watch.watch(newTransport()) }
+	session, err := s.client.Connect(ctx, s.transport(), nil)
 	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("mcpclient: %s: connecting: %w", label(namespace), err)
 	}
 	tools, err := list(ctx, session, namespace)
 	if err == nil {
-		s.tools, err = manifest(s.caller, namespace, tools, opts)
+		s.tools, err = manifest(s.caller, namespace, tools, opts, watch)
 	}
 	if err != nil {
 		session.Close()

@@ -5,16 +5,20 @@
 // returns a Toolset: the servers' tools as one spine.Manifest, their health,
 // and Close.
 //
-// The file is one JSON object:
+// The file is the "mcpServers" object MCP clients and servers' READMEs use,
+// pasted as it is; Spine's own keys sit beside the clients' in an entry:
 //
 //	{
-//	  "servers": {
+//	  "mcpServers": {
 //	    "github": {
-//	      "command": ["docker", "run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN", "ghcr.io/github/github-mcp-server"],
+//	      "command": "docker",
+//	      "args": ["run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN", "ghcr.io/github/github-mcp-server"],
 //	      "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_TOKEN}"},
+//	      "tools": ["search_issues", "get_issue"],
 //	      "early_reads": ["search_issues", "get_issue"]
 //	    },
 //	    "docs": {
+//	      "type": "http",
 //	      "url": "http://127.0.0.1:9000/mcp",
 //	      "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"},
 //	      "timeout": "10s"
@@ -22,20 +26,53 @@
 //	  }
 //	}
 //
-// Each key of "servers" is the namespace of that server's tools
-// (github.search_issues): a Python identifier that is not a keyword, nor the
-// name of one of Options.Reserved. A server has either a "command" (program
-// and arguments, spoken to over stdio; with "env" and "dir") or a "url"
-// (streamable HTTP; with "headers"), and, for both kinds, "early_reads" (the
-// MCP names of the tools that may be started before the program reaches them)
-// and "timeout" (to connect and list the tools, and for each reconnection;
-// default 30s). Unknown fields are errors.
+// The top-level key may also be "servers" (Spine's earlier name, and one
+// client's); other top-level keys (a client's own settings) are ignored.
 //
-// In "env" and "headers" values, ${NAME} is replaced by the process's
-// environment variable NAME (one that is not set is an error), so that secrets
-// need not be written in the file. A command gets the file's env and, of the
-// process's own environment, only HOME, PATH, USER, LOGNAME, SHELL and TERM
-// (those set): the process's other secrets are not passed on.
+// An entry has either a "command" (stdio: a program, with "args", "env" and
+// "dir" or "cwd"; Spine's earlier form, an array of program and arguments,
+// also works) or a "url" (streamable HTTP, or the older HTTP+SSE transport
+// when "type" is "sse"; with "headers"). "type" ("stdio", "http",
+// "streamable-http", "sse"; or "transportType"), when present, must agree.
+// "httpUrl" and "serverUrl", as two clients spell the URL, are read as
+// "url". "disabled": true leaves the server out.
+//
+// Spine's keys:
+//
+//   - "namespace": the Python name of the server's tools (ns.tool_name);
+//     default, the entry's name made an identifier ("brave-search" is
+//     brave_search). It must not be a keyword, a builtin, a name of
+//     Options.Reserved, nor a module of the Guest's standard library (a
+//     program's "import time" would hide a server named time): the error
+//     says which "namespace" to set.
+//   - "tools": the only tools (by their MCP names) the program gets;
+//     "exclude_tools": tools it does not get. One or the other. A name the
+//     server does not have is an error. ("includeTools" and "excludeTools",
+//     one client's names, are read as these.)
+//   - "early_reads": the tools that may be started before the program
+//     reaches them (only tools that read; see mcpclient.Options).
+//   - "timeout": to connect and list the tools, and for each reconnection,
+//     as a duration ("10s"; default 30s). A number is ignored: clients
+//     disagree on its unit.
+//
+// Keys clients write that mean nothing to Spine ("autoApprove",
+// "alwaysAllow", "disabledTools", "trust", "description", ...) and any other
+// unknown key are ignored (Options.Logger hears which); an unknown key that
+// looks like a misspelt Spine key ("early_read") is an error, and so is
+// "envFile" (Spine does not read it: put the variables in "env").
+//
+// In "env" and "headers" values, ${NAME} (or ${env:NAME}) is replaced by the
+// process's environment variable NAME (one that is not set is an error), so
+// that secrets need not be written in the file. A command gets the file's
+// env and, of the process's own environment, only HOME, PATH, USER, LOGNAME,
+// SHELL and TERM (those set): the process's other secrets are not passed on.
+//
+// A tool whose MCP execution.taskSupport is "required" cannot be called by
+// Spine and is left out of the manifest (and so of the stubs); the Logger
+// hears of it. Naming it in "tools" or "early_reads" is an error.
+//
+// A command's standard error (its logs) goes to Options.Stderr and to a file
+// in Options.LogDir, or nowhere.
 //
 // Errors that are the file's fault — it cannot be read, is not valid, names a
 // reserved tool — match ErrConfig; a server that cannot be started, reached or
@@ -45,7 +82,6 @@ package mcpconfig
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -55,6 +91,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -76,12 +113,23 @@ type Options struct {
 	// like its namespace ("prices"), is a config error.
 	Reserved []string
 
-	// Logger, if not nil, hears of servers' sessions lost and regained.
+	// Logger, if not nil, hears of servers' sessions lost and regained,
+	// and (at Info) of what Load left out: keys of the file it ignored,
+	// disabled servers, tools that need MCP tasks.
 	Logger *slog.Logger
 
-	// Stderr receives the standard error (the logs) of the servers'
-	// commands; nil means os.Stderr.
+	// Stderr, if not nil, receives the standard error (the logs) of the
+	// servers' commands, each line after "[namespace] ".
 	Stderr io.Writer
+
+	// LogDir, if not "", is a folder (created if need be) where the
+	// standard error of each server's command goes to NAMESPACE.log, begun
+	// anew by each Load and kept across the command's restarts.
+	//
+	// With neither Stderr nor LogDir, the servers' standard error is
+	// discarded: some servers write many lines of warnings each run, which
+	// are not the user's business unless something fails.
+	LogDir string
 }
 
 // A Toolset is the configured MCP servers, kept connected, and their tools.
@@ -89,6 +137,7 @@ type Options struct {
 type Toolset struct {
 	names   []string // in order
 	servers []*mcpclient.Server
+	logs    []*os.File // LogDir's files, closed after the servers
 	once    sync.Once
 	err     error // of Close
 }
@@ -102,14 +151,25 @@ func Load(ctx context.Context, path string, opts *Options) (*Toolset, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
-	cfg, err := read(path)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	cfg, err := decode(data, path)
 	if err != nil {
 		return nil, err
 	}
-	for name := range cfg.Servers {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	for _, note := range cfg.Notes {
+		logger.Info("mcp config: "+note, "file", path)
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Servers)) {
 		for _, tool := range opts.Reserved {
 			if tool == name || strings.HasPrefix(tool, name+".") {
-				return nil, fmt.Errorf("%w %s: server %q: the name is taken by the built-in tool %s", ErrConfig, path, name, tool)
+				return nil, fmt.Errorf("%w %s: server %q: the namespace %s is taken by the built-in tool %s: set \"namespace\" to another", ErrConfig, path, cfg.Servers[name].Entry, name, tool)
 			}
 		}
 	}
@@ -166,109 +226,12 @@ func (t *Toolset) Close() error {
 			}
 		}
 		wg.Wait()
+		for _, f := range t.logs {
+			errs = append(errs, f.Close())
+		}
 		t.err = errors.Join(errs...)
 	})
 	return t.err
-}
-
-// config is the file's JSON.
-type config struct {
-	Servers map[string]server `json:"servers"`
-}
-
-// server is one MCP server: a command run with stdio, or a URL spoken to with
-// streamable HTTP.
-type server struct {
-	Command []string          `json:"command,omitempty"` // program and arguments, stdio transport
-	Env     map[string]string `json:"env,omitempty"`     // added to the few variables passed on (envVars)
-	Dir     string            `json:"dir,omitempty"`     // working folder of the command
-
-	URL     string            `json:"url,omitempty"`     // streamable HTTP endpoint
-	Headers map[string]string `json:"headers,omitempty"` // sent with every HTTP request
-
-	EarlyReads []string `json:"early_reads,omitempty"` // MCP tool names that may be read early
-
-	Timeout string `json:"timeout,omitempty"` // to connect and list tools; default 30s
-}
-
-const defaultTimeout = 30 * time.Second
-
-// read reads and checks the file at path, with ${NAME} expanded.
-func read(path string) (*config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	var cfg config
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
-		return nil, fmt.Errorf("%w %s: %w", ErrConfig, path, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w %s: more than one JSON value", ErrConfig, path)
-	}
-	for name, s := range cfg.Servers {
-		if mcpclient.PythonName(name) != name {
-			return nil, fmt.Errorf("%w %s: server name %q must be a Python identifier: it is the namespace of its tools", ErrConfig, path, name)
-		}
-		switch {
-		case len(s.Command) > 0 && s.URL != "":
-			return nil, fmt.Errorf("%w %s: server %q has both a command and a url", ErrConfig, path, name)
-		case len(s.Command) == 0 && s.URL == "":
-			return nil, fmt.Errorf("%w %s: server %q needs a command (stdio) or a url (streamable HTTP)", ErrConfig, path, name)
-		case len(s.Command) > 0 && len(s.Headers) > 0:
-			return nil, fmt.Errorf("%w %s: server %q: headers are for a url", ErrConfig, path, name)
-		case s.URL != "" && (len(s.Env) > 0 || s.Dir != ""):
-			return nil, fmt.Errorf("%w %s: server %q: env and dir are for a command", ErrConfig, path, name)
-		}
-		if s.URL != "" {
-			if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return nil, fmt.Errorf("%w %s: server %q: url %q is not an http(s) URL", ErrConfig, path, name, s.URL)
-			}
-		}
-		for _, values := range []map[string]string{s.Env, s.Headers} {
-			for k, v := range values {
-				expanded, err := expandVars(v)
-				if err != nil {
-					return nil, fmt.Errorf("%w %s: server %q: %s: %v", ErrConfig, path, name, k, err)
-				}
-				values[k] = expanded
-			}
-		}
-		if s.Timeout != "" {
-			if d, err := time.ParseDuration(s.Timeout); err != nil || d <= 0 {
-				return nil, fmt.Errorf("%w %s: server %q: bad timeout %q", ErrConfig, path, name, s.Timeout)
-			}
-		}
-	}
-	return &cfg, nil
-}
-
-// expandVars replaces each ${NAME} in s with the environment variable NAME. A
-// variable that is not set is an error; a "$" not followed by "{" stays as
-// it is.
-func expandVars(s string) (string, error) {
-	var b strings.Builder
-	for {
-		i := strings.Index(s, "${")
-		if i < 0 {
-			b.WriteString(s)
-			return b.String(), nil
-		}
-		end := strings.IndexByte(s[i:], '}')
-		if end < 0 {
-			return "", fmt.Errorf("unclosed ${ in %q", s)
-		}
-		name := s[i+2 : i+end]
-		value, ok := os.LookupEnv(name)
-		if !ok || name == "" {
-			return "", fmt.Errorf("environment variable %q is not set", name)
-		}
-		b.WriteString(s[:i])
-		b.WriteString(value)
-		s = s[i+end+1:]
-	}
 }
 
 // connectAll connects to every server at once and lists its tools. On any
@@ -277,11 +240,41 @@ func expandVars(s string) (string, error) {
 func connectAll(ctx context.Context, cfg *config, opts *Options) (*Toolset, error) {
 	t := &Toolset{names: slices.Sorted(maps.Keys(cfg.Servers))}
 	t.servers = make([]*mcpclient.Server, len(t.names))
+	stderrs := make([]io.Writer, len(t.names))
+	var shared *lockedWriter
+	if opts.Stderr != nil {
+		shared = &lockedWriter{w: opts.Stderr}
+	}
+	for i, name := range t.names {
+		if len(cfg.Servers[name].Command) == 0 {
+			continue
+		}
+		var ws []io.Writer
+		if shared != nil {
+			ws = append(ws, &prefixWriter{prefix: "[" + name + "] ", w: shared})
+		}
+		if opts.LogDir != "" {
+			f, err := openLog(opts.LogDir, name)
+			if err != nil {
+				t.Close()
+				return nil, err
+			}
+			t.logs = append(t.logs, f)
+			ws = append(ws, f)
+		}
+		switch len(ws) {
+		case 0:
+		case 1:
+			stderrs[i] = ws[0]
+		default:
+			stderrs[i] = io.MultiWriter(ws...)
+		}
+	}
 	errs := make([]error, len(t.names))
 	var wg sync.WaitGroup
 	for i, name := range t.names {
 		wg.Go(func() {
-			t.servers[i], errs[i] = connect(ctx, name, cfg.Servers[name], opts)
+			t.servers[i], errs[i] = connect(ctx, name, cfg.Servers[name], stderrs[i], opts)
 		})
 	}
 	wg.Wait()
@@ -313,20 +306,14 @@ func commandEnv(env map[string]string) []string {
 }
 
 // connect dials one server: its first connection and the listing of its
-// tools have the server's timeout, and so does each reconnection.
-func connect(ctx context.Context, name string, s server, opts *Options) (*mcpclient.Server, error) {
-	timeout := defaultTimeout
-	if s.Timeout != "" {
-		timeout, _ = time.ParseDuration(s.Timeout) // checked by read
-	}
+// tools have the server's timeout, and so does each reconnection. stderr
+// (nil: discarded) gets a command's standard error.
+func connect(ctx context.Context, name string, s *server, stderr io.Writer, opts *Options) (*mcpclient.Server, error) {
+	timeout := s.Timeout
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var transport func() mcp.Transport
 	if len(s.Command) > 0 {
-		stderr := opts.Stderr
-		if stderr == nil {
-			stderr = os.Stderr
-		}
 		transport = func() mcp.Transport {
 			// Not CommandContext: the process lives as long as the session,
 			// not as long as a connection's context.
@@ -342,10 +329,88 @@ func connect(ctx context.Context, name string, s server, opts *Options) (*mcpcli
 			client = &http.Client{Transport: headerTransport{s.Headers, configuredHost(s.URL), http.DefaultTransport}}
 		}
 		transport = func() mcp.Transport {
+			if s.SSE {
+				return &mcp.SSEClientTransport{Endpoint: s.URL, HTTPClient: client}
+			}
 			return &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: client, DisableStandaloneSSE: true}
 		}
 	}
-	return mcpclient.Dial(ctx, transport, name, &mcpclient.Options{EarlyReads: s.EarlyReads, ConnectTimeout: timeout, Logger: opts.Logger})
+	return mcpclient.Dial(ctx, transport, name, &mcpclient.Options{
+		EarlyReads:     s.EarlyReads,
+		Tools:          s.Tools,
+		ExcludeTools:   s.ExcludeTools,
+		ConnectTimeout: timeout,
+		Logger:         opts.Logger,
+	})
+}
+
+// openLog opens (begins anew) the log file of the server name in dir.
+func openLog(dir, name string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("server logs: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("server logs: %w", err)
+	}
+	return f, nil
+}
+
+// lockedWriter is a writer several servers' streams share.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// prefixWriter writes each whole line after prefix (so that servers' lines
+// do not interleave mid-line); a last line without a newline waits for the
+// next write, and a line longer than 64 KiB is cut.
+type prefixWriter struct {
+	prefix string
+	w      io.Writer
+	line   []byte
+}
+
+const maxLogLine = 64 << 10
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	n := len(b)
+	for len(b) > 0 {
+		chunk, whole := b, false
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			chunk, whole = b[:i+1], true
+		}
+		if room := maxLogLine - len(p.line); len(chunk) > room {
+			chunk, whole = chunk[:room], false
+			p.line = append(p.line, chunk...)
+			p.line = append(p.line, '\n') // cut: the rest is a line of its own
+			b = b[len(chunk):]
+			if err := p.flush(); err != nil {
+				return n, err
+			}
+			continue
+		}
+		p.line = append(p.line, chunk...)
+		b = b[len(chunk):]
+		if whole {
+			if err := p.flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (p *prefixWriter) flush() error {
+	_, err := p.w.Write(append([]byte(p.prefix), p.line...))
+	p.line = p.line[:0]
+	return err
 }
 
 // headerTransport adds the configured headers (often a secret) to every

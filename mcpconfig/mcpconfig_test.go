@@ -151,12 +151,13 @@ func TestConfigErrors(t *testing.T) {
 	reserved := &mcpconfig.Options{Reserved: []string{"lookup", "prices.list"}}
 	for _, c := range []struct{ name, config, want string }{
 		{"not JSON", `{"servers": `, "unexpected EOF"},
-		{"unknown field", `{"servers": {"a": {"command": ["x"], "early_read": ["y"]}}}`, `unknown field "early_read"`},
+		{"misspelt field", `{"servers": {"a": {"command": ["x"], "early_read": ["y"]}}}`, `unknown field "early_read"`},
 		{"two values", `{} {}`, "more than one JSON value"},
 		{"command and url", `{"servers": {"a": {"command": ["x"], "url": "http://h/"}}}`, "both a command and a url"},
 		{"neither", `{"servers": {"a": {}}}`, "needs a command"},
-		{"name not an identifier", `{"servers": {"my-server": {"command": ["x"]}}}`, "must be a Python identifier"},
-		{"keyword name", `{"servers": {"class": {"command": ["x"]}}}`, "must be a Python identifier"},
+		{"namespace not an identifier", `{"servers": {"a": {"command": ["x"], "namespace": "my-server"}}}`, "must be a Python identifier"},
+		{"keyword namespace", `{"servers": {"a": {"command": ["x"], "namespace": "class"}}}`, "must be a Python identifier"},
+		{"stdlib namespace", `{"mcpServers": {"time": {"command": "x"}}}`, `set "namespace" to "time_mcp"`},
 		{"headers for a command", `{"servers": {"a": {"command": ["x"], "headers": {"k": "v"}}}}`, "headers are for a url"},
 		{"env for a url", `{"servers": {"a": {"url": "http://h/", "env": {"k": "v"}}}}`, "env and dir are for a command"},
 		{"bad url", `{"servers": {"a": {"url": "ftp://h/"}}}`, "not an http(s) URL"},
@@ -164,6 +165,7 @@ func TestConfigErrors(t *testing.T) {
 		{"unset variable", `{"servers": {"a": {"url": "http://h/", "headers": {"Authorization": "Bearer ${SPINE_TEST_NOT_SET}"}}}}`, `"SPINE_TEST_NOT_SET" is not set`},
 		{"unclosed variable", `{"servers": {"a": {"command": ["x"], "env": {"K": "${HOME"}}}}`, "unclosed ${"},
 		{"reserved name", `{"servers": {"lookup": {"command": ["x"]}}}`, "taken by the built-in tool lookup"},
+		{"reserved namespace set", `{"mcpServers": {"a": {"command": "x", "namespace": "lookup"}}}`, `server "a": the namespace lookup is taken by the built-in tool lookup: set "namespace" to another`},
 		{"reserved namespace", `{"servers": {"prices": {"command": ["x"]}}}`, "taken by the built-in tool prices.list"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

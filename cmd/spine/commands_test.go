@@ -23,6 +23,7 @@ var usages = map[string]struct {
 	"serve":           {serveUsage, new(serveOptions).flags},
 	"mcp":             {mcpUsage, new(mcpOptions).flags},
 	"soak":            {soakUsage, new(soakOptions).flags},
+	"version":         {versionUsage, nil},
 }
 
 // TestCommandFlags: every command prints its usage to standard output for -h

@@ -7,6 +7,7 @@
 //	spine mcp     serve MCP with one tool, run_python
 //	spine bench   measure runs against native python3
 //	spine soak    many mixed runs at once, checked, with what leaks
+//	spine version the versions of spine, its Guest build and CPython
 //
 // run, tools, serve and mcp offer the tools of the MCP servers in their
 // config file; the demo tools (lookup, prices.list) only with --demo-tools.
@@ -48,6 +49,7 @@ commands:
   serve   serve the HTTP API: POST /v1/run, /v1/run/stream, /healthz, /metrics (spine serve -h)
   mcp     serve MCP (stdio or streamable HTTP) with one tool, run_python (spine mcp -h)
   soak    many mixed runs at once; checks every outcome and what leaks (spine soak -h)
+  version the versions of spine, its Guest build and CPython (also spine --version)
 
 run, tools, serve and mcp offer the tools of the MCP servers in --config; the
 demo tools (lookup, prices.list) only with --demo-tools.
@@ -59,13 +61,14 @@ exit codes: 0 ok, 1 Python error, 2 usage error, 3 time-out, 4 other failure
 // commands are spine's commands by name. Each parses its arguments with
 // parseFlags and returns its exit code.
 var commands = map[string]func(args []string, stdin io.Reader, stdout, stderr io.Writer) int{
-	"demo":  demoCommand,
-	"run":   runCommand,
-	"tools": toolsCommand,
-	"bench": benchCommand,
-	"serve": serveCommand,
-	"mcp":   mcpCommand,
-	"soak":  soakCommand,
+	"demo":    demoCommand,
+	"run":     runCommand,
+	"tools":   toolsCommand,
+	"bench":   benchCommand,
+	"serve":   serveCommand,
+	"mcp":     mcpCommand,
+	"soak":    soakCommand,
+	"version": versionCommand,
 }
 
 // run is the whole command, testable: it returns the exit code.
@@ -78,6 +81,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
+	case "--version":
+		args[0] = "version"
 	}
 	command, ok := commands[args[0]]
 	if !ok {

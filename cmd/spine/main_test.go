@@ -2,9 +2,26 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
+
+// TestMain keeps the MCP servers' logs (serverLogDir) out of the user's
+// state folder: the tests' spine, and its subprocesses, write them to a
+// folder of their own.
+func TestMain(m *testing.M) {
+	state, err := os.MkdirTemp("", "spine-test-state")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_STATE_HOME", state)
+	code := m.Run()
+	os.RemoveAll(state)
+	os.Exit(code)
+}
 
 func TestDemo(t *testing.T) {
 	var stdout, stderr bytes.Buffer

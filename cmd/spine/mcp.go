@@ -51,7 +51,7 @@ flags:
   --read-timeout DURATION  with --http, time to send a request's headers (at most 10s) and body (default 30s)
   --idle-timeout DURATION  with --http, how long an idle keep-alive connection stays open (default 60s)
   --grace DURATION         with --http, how long shutdown waits for calls in flight (default 30s)
-  --verbose                log the MCP traffic's events to standard error
+  --verbose                log the MCP traffic's events, and the MCP servers' standard error, to standard error
 
 exit codes: 0 stopped (standard input closed; with --http, SIGINT or SIGTERM
 once the calls in flight finished), 2 usage error (a bad config file
@@ -117,7 +117,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runner, manifest, _, closeRunner, code := openRunner(ctx, "spine mcp", o.config, o.demo, nil, stderr)
+	runner, manifest, _, closeRunner, code := openRunner(ctx, "spine mcp", o.config, o.demo, nil, o.verbose, stderr)
 	if runner == nil {
 		return code
 	}

@@ -33,6 +33,7 @@ flags:
   --json                print one JSON object: value, stdout, stderr, error, timing
   --config FILE         MCP servers to use as tools (default $SPINE_CONFIG)
   --demo-tools          also the built-in demo tools lookup and prices.list
+  --verbose             also the MCP servers' standard error (else in $XDG_STATE_HOME/spine/logs, default ~/.local/state/spine/logs), and what the config left out
   --raw                 print the program's output as it is, even to a terminal
   --session FILE        run in the Python session saved in FILE (a new one when FILE does not exist) and save it back there
   --file [NAME=]PATH    place the file at PATH in the program's working directory as NAME (default: its base name); repeatable
@@ -69,6 +70,7 @@ type runOptions struct {
 	json       bool
 	config     string
 	demoTools  bool
+	verbose    bool
 	raw        bool   // program output to a terminal as it is
 	session    string // --session FILE
 	files      fileFlags
@@ -165,6 +167,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.StringVar(&o.config, "config", os.Getenv("SPINE_CONFIG"), "")
 	fs.BoolVar(&o.demoTools, "demo-tools", false, "")
+	fs.BoolVar(&o.verbose, "verbose", false, "")
 	fs.BoolVar(&o.raw, "raw", false, "")
 	fs.StringVar(&o.session, "session", "", "")
 	fs.Var(&o.files, "file", "")
@@ -384,7 +387,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 
-	tools, err := loadManifest(ctx, o.config, o.demoTools)
+	tools, err := loadManifest(ctx, o.config, o.demoTools, serverLogs{o.verbose, stderr})
 	if err != nil {
 		return finish(loadExitCode(err), &runError{Kind: "failure", Message: err.Error()})
 	}

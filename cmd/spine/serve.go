@@ -48,7 +48,7 @@ flags:
   --read-timeout DURATION  time to send a request's headers (at most 10s) and body (default 30s)
   --idle-timeout DURATION  how long an idle keep-alive connection stays open (default 60s)
   --grace DURATION         how long shutdown waits for runs in flight (default 30s)
-  --verbose                log every request, not only failures
+  --verbose                log every request, not only failures, and the MCP servers' standard error
 
 session flags:
   --sessions N             sessions held at once, live and hibernated; more get 503 (default 10000)
@@ -170,7 +170,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, &spine.Options{Sessions: sessions}, stderr)
+	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, &spine.Options{Sessions: sessions}, o.verbose, stderr)
 	if runner == nil {
 		return code
 	}

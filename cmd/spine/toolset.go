@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 
@@ -34,10 +35,31 @@ func (t *toolset) close() { t.servers.Close() }
 // its tools fail with (the server is reconnecting).
 func (t *toolset) health() map[string]string { return t.servers.Health() }
 
+// serverLogs says where the MCP servers' logs go: their standard error to a
+// file each in serverLogDir, and, when verbose, to stderr too, with what the
+// config loading left out (keys ignored, tools that need MCP tasks).
+type serverLogs struct {
+	verbose bool
+	stderr  io.Writer
+}
+
+// serverLogDir is the folder of the MCP servers' logs: spine/logs in the
+// user's state folder ($XDG_STATE_HOME, else ~/.local/state), or "" when
+// there is no home.
+func serverLogDir() string {
+	if dir := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(dir) {
+		return filepath.Join(dir, "spine", "logs")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "spine", "logs")
+	}
+	return ""
+}
+
 // loadManifest returns the tools of the MCP servers named in the config file
 // at path ("" for none), plus the built-in demo tools when demo is set. An
 // error that is the file's fault matches mcpconfig.ErrConfig.
-func loadManifest(ctx context.Context, path string, demo bool) (*toolset, error) {
+func loadManifest(ctx context.Context, path string, demo bool, logs serverLogs) (*toolset, error) {
 	t := &toolset{manifest: spine.Manifest{}}
 	var reserved []string
 	if demo {
@@ -47,13 +69,24 @@ func loadManifest(ctx context.Context, path string, demo bool) (*toolset, error)
 	if path == "" {
 		return t, nil
 	}
+	if logs.stderr == nil {
+		logs.stderr = os.Stderr
+	}
+	opts := &mcpconfig.Options{Reserved: reserved, LogDir: serverLogDir()}
+	// Servers lost (and, verbose, regained, and what was left out); a
+	// server's error text is clipped.
+	level := slog.LevelWarn
+	if logs.verbose {
+		level = slog.LevelDebug
+		opts.Stderr = logs.stderr
+	}
+	opts.Logger = slog.New(service.ClipLogs(slog.NewTextHandler(logs.stderr, &slog.HandlerOptions{Level: level})))
 	var err error
-	t.servers, err = mcpconfig.Load(ctx, path, &mcpconfig.Options{
-		Reserved: reserved,
-		// Servers lost and regained; a server's error text is clipped.
-		Logger: slog.New(service.ClipLogs(slog.NewTextHandler(os.Stderr, nil))),
-	})
+	t.servers, err = mcpconfig.Load(ctx, path, opts)
 	if err != nil {
+		if !errors.Is(err, mcpconfig.ErrConfig) && !logs.verbose && opts.LogDir != "" {
+			err = fmt.Errorf("%w\n(the servers' standard error is in %s; --verbose shows it here)", err, opts.LogDir)
+		}
 		return nil, err
 	}
 	maps.Copy(t.manifest, t.servers.Manifest())
@@ -128,8 +161,8 @@ func listPrices(ctx context.Context, args json.RawMessage) (any, error) {
 // (serve, mcp). On failure it reports on stderr as cmd and returns the exit
 // code; otherwise health reports the MCP servers (toolset.health) and close
 // releases the Runner, then the MCP servers.
-func openRunner(ctx context.Context, cmd, path string, demo bool, opts *spine.Options, stderr io.Writer) (runner *spine.Runner, manifest spine.Manifest, health func() map[string]string, close func(), code int) {
-	tools, err := loadManifest(ctx, path, demo)
+func openRunner(ctx context.Context, cmd, path string, demo bool, opts *spine.Options, verbose bool, stderr io.Writer) (runner *spine.Runner, manifest spine.Manifest, health func() map[string]string, close func(), code int) {
+	tools, err := loadManifest(ctx, path, demo, serverLogs{verbose, stderr})
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return nil, nil, nil, nil, loadExitCode(err)

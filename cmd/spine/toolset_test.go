@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,7 +72,7 @@ func testConfigEnv(t *testing.T, env map[string]string) string {
 }
 
 func TestLoadManifestDemo(t *testing.T) {
-	tools, err := loadManifest(context.Background(), "", true)
+	tools, err := loadManifest(context.Background(), "", true, serverLogs{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestLoadManifestDemo(t *testing.T) {
 		t.Fatalf("demo tools %v", got)
 	}
 	// Without the demo tools and a config: nothing.
-	tools, err = loadManifest(context.Background(), "", false)
+	tools, err = loadManifest(context.Background(), "", false, serverLogs{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestLoadManifestDemo(t *testing.T) {
 func TestOpenRunnerDemo(t *testing.T) {
 	for _, demo := range []bool{false, true} {
 		var stderr strings.Builder
-		runner, manifest, health, closeRunner, code := openRunner(t.Context(), "spine test", "", demo, nil, &stderr)
+		runner, manifest, health, closeRunner, code := openRunner(t.Context(), "spine test", "", demo, nil, false, &stderr)
 		if runner == nil {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}
@@ -128,7 +129,7 @@ func toolNames(m spine.Manifest) []string {
 
 func TestLoadManifestMCP(t *testing.T) {
 	ctx := context.Background()
-	tools, err := loadManifest(ctx, testConfig(t), true)
+	tools, err := loadManifest(ctx, testConfig(t), true, serverLogs{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,17 +177,17 @@ func TestConfigErrors(t *testing.T) {
 		{"built-in namespace", `{"servers": {"prices": {"command": ["x"]}}}`, "taken by the built-in tool prices.list"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := loadManifest(context.Background(), writeFile(t, "c.json", c.config), true)
+			_, err := loadManifest(context.Background(), writeFile(t, "c.json", c.config), true, serverLogs{})
 			if !errors.Is(err, mcpconfig.ErrConfig) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want a config error with %q", err, c.want)
 			}
 		})
 	}
-	if _, err := loadManifest(context.Background(), "/no/such/file.json", false); !errors.Is(err, mcpconfig.ErrConfig) {
+	if _, err := loadManifest(context.Background(), "/no/such/file.json", false, serverLogs{}); !errors.Is(err, mcpconfig.ErrConfig) {
 		t.Fatalf("missing file: %v", err)
 	}
 	// Without the demo tools, their names are free.
-	_, err := loadManifest(context.Background(), writeFile(t, "c.json", `{"servers": {"lookup": {"command": ["/no/such/server"]}}}`), false)
+	_, err := loadManifest(context.Background(), writeFile(t, "c.json", `{"servers": {"lookup": {"command": ["/no/such/server"]}}}`), false, serverLogs{})
 	if err == nil || errors.Is(err, mcpconfig.ErrConfig) || !strings.Contains(err.Error(), "/no/such/server") {
 		t.Fatalf("a server named lookup without the demo tools: %v", err)
 	}
@@ -333,5 +334,34 @@ func TestServeHealth(t *testing.T) {
 	p.cmd.Process.Signal(os.Interrupt)
 	if code := p.wait(t); code != 0 {
 		t.Errorf("exit code %d", code)
+	}
+}
+
+// TestServerStderr: an MCP server's standard error goes to its log file in
+// the user's state folder, and to the terminal only with --verbose, which
+// also says what the config left out.
+func TestServerStderr(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	config := writeFile(t, "c.json", fmt.Sprintf(`{"mcpServers": {"calc": {"command": %q, "env": {%q: "1", %q: "warning: noisy\n"}, "autoApprove": ["add"]}}}`,
+		os.Args[0], spinetest.MCPServerEnv, spinetest.MCPStderrEnv))
+	for _, verbose := range []bool{false, true} {
+		args := []string{"tools", "--config", config}
+		if verbose {
+			args = append(args, "--verbose")
+		}
+		var stdout, stderr bytes.Buffer
+		if code := run(args, &stdout, &stderr); code != exitOK || !strings.Contains(stdout.String(), "def add(") {
+			t.Fatalf("%q: exit %d\n%s%s", args, code, stdout.String(), stderr.String())
+		}
+		log, err := os.ReadFile(filepath.Join(state, "spine", "logs", "calc.log"))
+		if err != nil || string(log) != "warning: noisy\n" {
+			t.Errorf("%q: calc.log %q %v", args, log, err)
+		}
+		shown := strings.Contains(stderr.String(), "[calc] warning: noisy\n")
+		noted := strings.Contains(stderr.String(), `server \"calc\": ignored \"autoApprove\"`)
+		if shown != verbose || noted != verbose {
+			t.Errorf("%q: stderr %q", args, stderr.String())
+		}
 	}
 }

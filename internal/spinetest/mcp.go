@@ -153,7 +153,51 @@ func raw(s *mcp.Server, tool *mcp.Tool, h func(map[string]any) *mcp.CallToolResu
 //	"misbehave"  the same, plus respond(mode), whose answer is rewritten
 //	             after the SDK encoded it into something the client cannot
 //	             decode (see Misbehaviours)
+//	"tasks"      the same, plus the tools of AddTaskTools, listed as
+//	             TaskTools says
 const MCPServerEnv = "SPINE_TEST_MCP_SERVER"
+
+// MCPStderrEnv, when set, is text the stdio server writes to its standard
+// error before it serves.
+const MCPStderrEnv = "SPINE_TEST_MCP_STDERR"
+
+// AddTaskTools adds long_job and maybe_job, which answer "done"; written
+// through TaskTools, the server lists long_job as needing MCP tasks and
+// maybe_job as allowing them.
+func AddTaskTools(s *mcp.Server) {
+	for _, name := range []string{"long_job", "maybe_job"} {
+		raw(s, &mcp.Tool{Name: name, Description: "A job.", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(map[string]any) *mcp.CallToolResult {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}
+			})
+	}
+}
+
+// TaskTools returns a writer of a server's output to w that adds
+// execution.taskSupport to AddTaskTools' tools as it is listed ("required"
+// for long_job, "optional" for maybe_job): the SDK's Tool has no such field
+// (the SDK writes one message per Write).
+func TaskTools(w io.Writer) io.WriteCloser {
+	return taskWriter{w}
+}
+
+type taskWriter struct{ w io.Writer }
+
+func (t taskWriter) Write(p []byte) (int, error) {
+	out := bytes.ReplaceAll(p, []byte(`"name":"long_job"`), []byte(`"execution":{"taskSupport":"required"},"name":"long_job"`))
+	out = bytes.ReplaceAll(out, []byte(`"name":"maybe_job"`), []byte(`"execution":{"taskSupport":"optional"},"name":"maybe_job"`))
+	if _, err := t.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (t taskWriter) Close() error {
+	if c, ok := t.w.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
 
 // MCPGateEnv names a file: while it exists, the stdio server exits at once
 // with status 1, so that a test can keep it down.
@@ -181,6 +225,9 @@ func ServeMCPIfAsked() {
 			os.Exit(1)
 		}
 	}
+	if text := os.Getenv(MCPStderrEnv); text != "" {
+		os.Stderr.WriteString(text)
+	}
 	server := NewMCPServer(2)
 	server.AddTool(&mcp.Tool{Name: "crash", Description: "End the server's process.", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -198,6 +245,9 @@ func ServeMCPIfAsked() {
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "@@" + args.Mode + "@@"}}}, nil
 			})
 		transport = &mcp.IOTransport{Reader: os.Stdin, Writer: misbehave{os.Stdout}}
+	case "tasks":
+		AddTaskTools(server)
+		transport = &mcp.IOTransport{Reader: os.Stdin, Writer: TaskTools(os.Stdout)}
 	default:
 		fmt.Fprintf(os.Stderr, "test MCP server: unknown mode %s=%q\n", MCPServerEnv, mode)
 		os.Exit(1)

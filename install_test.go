@@ -1,0 +1,159 @@
+package spine_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"go/version"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// goDirective is the go line of the go.mod in dir ("" when it has none),
+// and whether the file has a toolchain line.
+func goDirective(t *testing.T, dir string) (goLine string, toolchain bool) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		fields := strings.Fields(line)
+		if len(fields) == 2 && fields[0] == "go" {
+			goLine = fields[1]
+		}
+		if len(fields) > 0 && fields[0] == "toolchain" {
+			toolchain = true
+		}
+	}
+	return goLine, toolchain
+}
+
+// goCommand runs the go command in dir with only the module cache for
+// modules (no network), and returns its standard output. mod is the -mod
+// flag: "readonly" in this checkout (nothing in it may change), "mod" in
+// the consumer's new module.
+func goCommand(t *testing.T, dir, mod string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod="+mod+" -buildvcs=false", "GOTOOLCHAIN=local", "GOWORK=off")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
+	}
+	return out
+}
+
+// TestGoDirective: go.mod's go line is the lowest the dependencies allow
+// (the highest go line among them), and no toolchain line makes a consumer
+// switch Go.
+func TestGoDirective(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	goLine, toolchain := goDirective(t, ".")
+	if toolchain {
+		t.Error("go.mod has a toolchain line: it makes every consumer download that Go")
+	}
+	floor, by := "1.0", "nothing"
+	dec := json.NewDecoder(bytes.NewReader(goCommand(t, ".", "readonly", "list", "-m", "-json", "all")))
+	for dec.More() {
+		var m struct {
+			Path      string
+			Main      bool
+			GoVersion string
+		}
+		if err := dec.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		if !m.Main && m.GoVersion != "" && version.Compare("go"+m.GoVersion, "go"+floor) > 0 {
+			floor, by = m.GoVersion, m.Path
+		}
+	}
+	if goLine != floor {
+		t.Errorf("go.mod says go %s; the lowest its dependencies allow is %s (set by %s)", goLine, floor, by)
+	}
+}
+
+// TestInstall builds and runs the README's first program as a consumer
+// would: in a new module whose go.mod has Spine's go line (the lowest it
+// allows), requiring Spine (replaced by this checkout), with only the module
+// cache. Its output must be what the README shows.
+func TestInstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program with the go command")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first Go block under "## Install", and the plain block after it.
+	install := string(readme)
+	i := strings.Index(install, "\n## Install\n")
+	if i < 0 {
+		t.Fatal("README.md has no Install section")
+	}
+	type block struct{ lang, text string }
+	var blocks []block
+	var cur *block
+	for line := range strings.Lines(install[i:]) {
+		switch {
+		case cur == nil && strings.HasPrefix(line, "```"):
+			cur = &block{lang: strings.TrimSpace(line[3:])}
+		case cur != nil && strings.TrimSpace(line) == "```":
+			blocks = append(blocks, *cur)
+			cur = nil
+		case cur != nil:
+			cur.text += line
+		}
+	}
+	var program, want string
+	for j, b := range blocks {
+		if b.lang == "go" && j+1 < len(blocks) {
+			program, want = b.text, blocks[j+1].text
+			break
+		}
+	}
+	if program == "" {
+		t.Fatal("the Install section has no Go program followed by its output")
+	}
+
+	root, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goLine, _ := goDirective(t, root)
+	dir := t.TempDir()
+	gomod := "module example.com/first\n\ngo " + goLine + "\n\nrequire github.com/spine-run/spine v0.0.0\n\nreplace github.com/spine-run/spine => " + root + "\n"
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"go.mod": gomod, "go.sum": string(sum), "main.go": program} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	goCommand(t, dir, "mod", "build", "-o", "first", ".")
+	if got, _ := goDirective(t, dir); got != goLine {
+		t.Fatalf("building changed the consumer's go line to %s", got)
+	}
+	cmd := exec.Command(filepath.Join(dir, "first"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the README's program: %v\n%s", err, stderr.Bytes())
+	}
+	if string(out) != want {
+		t.Fatalf("the README's program printed\n%s\nthe README says\n%s", out, want)
+	}
+}
