@@ -239,22 +239,22 @@ func Instrument(module []byte) ([]byte, error) {
 		case sectionElement:
 			payload, err = renumberElements(payload, shift)
 		case sectionCode:
-			payload, err = instrumentCode(payload, check, shift)
+			// The added bodies go in with one copy of the section: it is
+			// most of the module, and New instruments it every time.
+			var bodies [][]byte
 			for k, g := range guards {
-				if err == nil {
-					check := -1
-					if g.check {
-						check = int(guardImport(k))
-					}
-					restate := -1
-					if g.errno {
-						restate = int(errnoImport)
-					}
-					body := guardBody(len(types[g.typ].params), check, restate, g.orig)
-					payload, err = appendToVector(payload, append(appendULEB(nil, uint64(len(body))), body...))
+				check := -1
+				if g.check {
+					check = int(guardImport(k))
 				}
+				restate := -1
+				if g.errno {
+					restate = int(errnoImport)
+				}
+				body := guardBody(len(types[g.typ].params), check, restate, g.orig)
+				bodies = append(bodies, append(appendULEB(nil, uint64(len(body))), body...))
 			}
-			if err == nil && fdSync >= 0 { // fd_sync(3), fd_sync(4), their errnos dropped
+			if fdSync >= 0 { // fd_sync(3), fd_sync(4), their errnos dropped
 				body := []byte{0x00}
 				for _, fd := range []byte{3, 4} {
 					body = append(body, 0x41, fd, 0x10)
@@ -262,7 +262,10 @@ func Instrument(module []byte) ([]byte, error) {
 					body = append(body, 0x1a)
 				}
 				body = append(body, 0x0b)
-				payload, err = appendToVector(payload, append(appendULEB(nil, uint64(len(body))), body...))
+				bodies = append(bodies, append(appendULEB(nil, uint64(len(body))), body...))
+			}
+			if payload, err = instrumentCode(payload, check, shift); err == nil {
+				payload, err = appendToVector(payload, bodies...)
 			}
 		}
 		if err != nil {
@@ -521,15 +524,22 @@ func skipLimits(b []byte, i int) (int, error) {
 	return i, nil
 }
 
-// appendToVector adds one encoded entry to a section that is a vector.
-func appendToVector(payload, entry []byte) ([]byte, error) {
+// appendToVector adds encoded entries to a section that is a vector.
+func appendToVector(payload []byte, entries ...[]byte) ([]byte, error) {
 	count, n, err := uleb(payload, 0)
 	if err != nil {
 		return nil, err
 	}
-	out := appendULEB(nil, count+1)
+	size := len(payload) + 5
+	for _, e := range entries {
+		size += len(e)
+	}
+	out := appendULEB(make([]byte, 0, size), count+uint64(len(entries)))
 	out = append(out, payload[n:]...)
-	return append(out, entry...), nil
+	for _, e := range entries {
+		out = append(out, e...)
+	}
+	return out, nil
 }
 
 // instrumentCode inserts check at the start of every loop body of every
