@@ -4,6 +4,7 @@ package engine
 
 import (
 	"fmt"
+	"hash/crc32"
 	"os"
 	"unsafe"
 
@@ -54,15 +55,100 @@ func newMemfdImage(data []byte) (*memfdImage, error) {
 			off += n
 		}
 	}
-	seals := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+	img, err := sealMemfd(fd, len(data))
+	if err != nil {
 		return fail("seal", err)
 	}
-	view, err := unix.Mmap(fd, 0, len(data), unix.PROT_READ, unix.MAP_SHARED)
+	return img, nil
+}
+
+// fileMemfdImage copies the size bytes of image that follow f's header into a
+// new sealed memfd, and returns it with the CRC-32C of those bytes continuing
+// sum. Only the file's data is read and copied: its holes (the zero pages
+// writeImage skipped) stay holes in the memfd and are summed as zeros.
+func fileMemfdImage(f *os.File, size int, sum uint32) (*memfdImage, uint32, error) {
+	fd, err := unix.MemfdCreate("spine-image", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
-		return fail("mmap", err)
+		return nil, 0, fmt.Errorf("memfd_create: %w", err)
 	}
-	img := &memfdImage{fd: fd, size: len(data), view: view}
+	fail := func(step string, err error) (*memfdImage, uint32, error) {
+		unix.Close(fd)
+		return nil, 0, fmt.Errorf("%s: %w", step, err)
+	}
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return fail("ftruncate", err)
+	}
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return fail("image file", err)
+	}
+	// seek returns where the next data (or hole) begins at or after pos,
+	// in the image; size when there is none. A file system that cannot
+	// tell says the whole file is data.
+	seek := func(pos, whence int) (int, error) {
+		var off int64
+		var serr error
+		if err := raw.Control(func(in uintptr) {
+			off, serr = unix.Seek(int(in), int64(imageHeaderSize+pos), whence)
+		}); err != nil {
+			return 0, err
+		}
+		if serr == unix.ENXIO {
+			return size, nil
+		}
+		if serr != nil {
+			return 0, serr
+		}
+		return min(max(int(off)-imageHeaderSize, pos), size), nil
+	}
+	buf := make([]byte, 1<<20)
+	for pos := 0; pos < size; {
+		start, err := seek(pos, unix.SEEK_DATA)
+		if err != nil {
+			return fail("seek data", err)
+		}
+		sum = crcZeros(sum, start-pos)
+		if start == size {
+			break
+		}
+		end, err := seek(start, unix.SEEK_HOLE)
+		if err != nil {
+			return fail("seek hole", err)
+		}
+		for start < end {
+			chunk := buf[:min(len(buf), end-start)]
+			if _, err := f.ReadAt(chunk, int64(imageHeaderSize+start)); err != nil {
+				return fail("read", err)
+			}
+			sum = crc32.Update(sum, castagnoli, chunk)
+			for len(chunk) > 0 {
+				n, err := unix.Pwrite(fd, chunk, int64(start))
+				if err != nil {
+					return fail("write", err)
+				}
+				chunk, start = chunk[n:], start+n
+			}
+		}
+		pos = end
+	}
+	img, err := sealMemfd(fd, size)
+	if err != nil {
+		return fail("seal", err)
+	}
+	return img, sum, nil
+}
+
+// sealMemfd seals fd, the image's size bytes, and maps it for reading.
+func sealMemfd(fd, size int) (*memfdImage, error) {
+	seals := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+		return nil, err
+	}
+	view, err := unix.Mmap(fd, 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap: %w", err)
+	}
+	img := &memfdImage{fd: fd, size: size, view: view}
 	if f, err := os.Open("/proc/self/pagemap"); err == nil {
 		img.pagemap = f
 	}

@@ -43,8 +43,27 @@ func testImage() []byte {
 
 // TestImageFile: an image read back is the image written, and any damage to
 // the file (one byte anywhere, a truncation, an extension, the image without
-// its header) makes readImage fail and remove it.
+// its header) makes loading it fail and removes it — read as bytes, and
+// copied into a memfd for copy-on-write, which reads only the file's data.
 func TestImageFile(t *testing.T) {
+	t.Run("bytes", func(t *testing.T) { testImageFile(t, false) })
+	if COWSupported {
+		t.Run("memfd", func(t *testing.T) { testImageFile(t, true) })
+	}
+}
+
+func testImageFile(t *testing.T, cow bool) {
+	readImage := func(path string, limit uint64) ([]byte, error) {
+		img, err := loadImage(path, limit, cow)
+		if err != nil {
+			return nil, err
+		}
+		defer img.close()
+		if cow {
+			return bytes.Clone(img.memfd.view), nil
+		}
+		return img.data, nil
+	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "x.img")
 	data := testImage()
