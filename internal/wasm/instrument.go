@@ -239,8 +239,8 @@ func Instrument(module []byte) ([]byte, error) {
 		case sectionElement:
 			payload, err = renumberElements(payload, shift)
 		case sectionCode:
-			// The added bodies go in with one copy of the section: it is
-			// most of the module, and New instruments it every time.
+			// The added bodies go in as the section is rewritten: it is most
+			// of the module, and New instruments it every time.
 			var bodies [][]byte
 			for k, g := range guards {
 				check := -1
@@ -264,9 +264,7 @@ func Instrument(module []byte) ([]byte, error) {
 				body = append(body, 0x0b)
 				bodies = append(bodies, append(appendULEB(nil, uint64(len(body))), body...))
 			}
-			if payload, err = instrumentCode(payload, check, shift); err == nil {
-				payload, err = appendToVector(payload, bodies...)
-			}
+			payload, err = instrumentCode(payload, check, shift, bodies)
 		}
 		if err != nil {
 			return nil, err
@@ -543,13 +541,18 @@ func appendToVector(payload []byte, entries ...[]byte) ([]byte, error) {
 }
 
 // instrumentCode inserts check at the start of every loop body of every
-// function, and renumbers the functions that calls and ref.func name.
-func instrumentCode(payload, check []byte, shift func(uint64) uint64) ([]byte, error) {
+// function, renumbers the functions that calls and ref.func name, and adds
+// the encoded bodies extra at the end.
+func instrumentCode(payload, check []byte, shift func(uint64) uint64, extra [][]byte) ([]byte, error) {
 	count, i, err := uleb(payload, 0)
 	if err != nil {
 		return nil, err
 	}
-	out := appendULEB(make([]byte, 0, len(payload)+len(payload)/20), count)
+	size := len(payload) + len(payload)/20
+	for _, e := range extra {
+		size += len(e)
+	}
+	out := appendULEB(make([]byte, 0, size), count+uint64(len(extra)))
 	var body []byte
 	for k := uint64(0); k < count; k++ {
 		size, n, err := uleb(payload, i)
@@ -566,6 +569,9 @@ func instrumentCode(payload, check []byte, shift func(uint64) uint64) ([]byte, e
 		i += int(size)
 		out = appendULEB(out, uint64(len(body)))
 		out = append(out, body...)
+	}
+	for _, e := range extra {
+		out = append(out, e...)
 	}
 	return out, nil
 }
