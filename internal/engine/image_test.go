@@ -194,3 +194,48 @@ func TestImageFirstWriterStays(t *testing.T) {
 		t.Errorf("temporary files left: %v", temps)
 	}
 }
+
+// FuzzLoadImage: any file in the image cache is loaded as the image it
+// holds or refused, never a panic, and read as bytes and copied into a memfd
+// it gives the same answer.
+func FuzzLoadImage(f *testing.F) {
+	dir := f.TempDir()
+	good := filepath.Join(dir, "good.img")
+	if err := writeImage(good, testImage()); err != nil {
+		f.Fatal(err)
+	}
+	valid, err := os.ReadFile(good)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(valid)
+	f.Add(valid[:imageHeaderSize])
+	f.Add(append(bytes.Clone(valid), 0))
+	f.Fuzz(func(t *testing.T, file []byte) {
+		path := filepath.Join(t.TempDir(), "x.img")
+		var got [2][]byte
+		var errs [2]error
+		for i, cow := range []bool{false, true} {
+			if cow && !COWSupported {
+				got[i], errs[i] = got[0], errs[0]
+				continue
+			}
+			if err := os.WriteFile(path, file, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			img, err := loadImage(path, 1<<30, cow)
+			if errs[i] = err; err != nil {
+				continue
+			}
+			if cow {
+				got[i] = bytes.Clone(img.memfd.view)
+			} else {
+				got[i] = img.data
+			}
+			img.close()
+		}
+		if (errs[0] == nil) != (errs[1] == nil) || !bytes.Equal(got[0], got[1]) {
+			t.Fatalf("as bytes: %v; in a memfd: %v (the same image: %v)", errs[0], errs[1], bytes.Equal(got[0], got[1]))
+		}
+	})
+}
