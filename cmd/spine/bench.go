@@ -20,8 +20,10 @@ const benchUsage = `usage: spine bench [flags]
 Measures the seed demo's program in each start mode (fresh, copy, cow, pool)
 and, in the same command, native python3 executing it in-process and one
 python3 process per run: latency percentiles, runs per second at concurrency
-1, 2 and 4, the memory of a pool, the cost of one tool call, process start to
-first result with cold and warm caches, sessions (a run in one, Snapshot,
+1, 2 and 4, the memory of a pool, an empty program pooled against a bare host
+(the Guest reused without a reset), the cost of one tool call, compute
+workloads in the Guest against native python3, process start to first result
+with cold and warm caches, sessions (a run in one, Snapshot,
 Restore, and one Runner holding thousands hibernated: its memory and the
 wake of one), the ratios and the targets (docs/performance.md). Progress goes
 to standard error.
@@ -36,8 +38,9 @@ flags:
   --warm-runs N      process starts with warm caches (default 5)
   --session-runs N   runs of each sessions measurement, and wakes of hibernated sessions (default 300)
   --sessions N       sessions one Runner holds, hibernated, for its memory and wakes; 0 skips that part (default 10000)
+  --compute-runs N   runs of each compute workload, in the Guest and natively (default 5)
   --sessions-on-disk  those sessions hibernate to files in a temporary folder (SessionOptions.Dir), not memory
-  --suites LIST      what to measure, comma-separated (default memory,native,modes,toolcall,sessions,cold)
+  --suites LIST      what to measure, comma-separated (default memory,native,modes,overhead,toolcall,compute,sessions,cold)
   --modes LIST       start modes to measure, comma-separated (default fresh,copy,cow,pool)
   --pool-size N      the pool mode's pool size (default: GOMAXPROCS)
   --python PATH      python3 for the baselines; auto finds one, none skips them (default auto)
@@ -67,6 +70,7 @@ func (o *benchOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.cfg.SessionRuns, "session-runs", d.SessionRuns, "")
 	fs.IntVar(&o.cfg.Sessions, "sessions", d.Sessions, "")
 	fs.BoolVar(&o.cfg.OnDisk, "sessions-on-disk", d.OnDisk, "")
+	fs.IntVar(&o.cfg.ComputeRuns, "compute-runs", d.ComputeRuns, "")
 	fs.StringVar(&o.suites, "suites", strings.Join(d.Suites, ","), "")
 	fs.StringVar(&o.modes, "modes", strings.Join(d.Modes, ","), "")
 	fs.IntVar(&o.cfg.PoolSize, "pool-size", d.PoolSize, "")

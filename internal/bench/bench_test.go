@@ -44,7 +44,7 @@ func TestBench(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Runs, cfg.FreshRuns, cfg.ProcRuns, cfg.ToolCallRuns = 3, 1, 1, 1
 	cfg.Instances, cfg.ColdRuns, cfg.WarmRuns = 4, 1, 1
-	cfg.SessionRuns, cfg.Sessions = 2, 3
+	cfg.SessionRuns, cfg.Sessions, cfg.ComputeRuns = 2, 3, 1
 	cfg.Python = FindPython()
 	cfg.ColdStartCommand = childCommand
 	var progress bytes.Buffer
@@ -65,7 +65,9 @@ func TestBench(t *testing.T) {
 		`per instance linear memory \(smaps, 4 / 4 instances found\)`,
 		`(?m)^  empty cache folder: \d+ ms \(New \d+ ms`,
 		`(?m)^  warm caches, median of 1: \d+ ms`,
-		`(?m)^  warm run p50 ≤ 0\.3 ms\s+\d+\.\d{3} ms\s+(met|MISSED)$`,
+		`(?m)^  warm run p50 ≤ 0\.2 ms\s+\d+\.\d{3} ms\s+(met|MISSED)$`,
+		`(?m)^empty program, 3 of each in alternating blocks of 20: pooled p50 \d+\.\d{3} ms .* bare host p50 \d+\.\d{3} ms`,
+		`(?m)^  empty program: pooled p50 − bare host p50 ≤ 0\.08 ms\s+-?\d+\.\d{3} ms\s+(met|MISSED)$`,
 		`(?m)^  one tool call ≤ 15 µs\s+\d+\.\d µs\s+(met|MISSED)$`,
 		`(?m)^  ≥ 2,000 runs/s at concurrency 2\s+\d+ runs/s\s+(met|MISSED)$`,
 		// 4 instances, not 64: the memory target is not measured.
@@ -97,7 +99,12 @@ func TestBench(t *testing.T) {
 			`(?m)^  pool p50 / native compile\+exec p50\s+\d+\.\d×$`,
 			`(?m)^  python3 subprocess p50 / pool p50\s+\d+\.\d×$`,
 			`(?m)^  ≥ 30× faster than a python3 subprocess per run\s+\d+\.\d×\s+(met|MISSED)$`,
+			`(?m)^\s+geometric mean\s+\d+\.\d{2}×$`,
+			`(?m)^  compute: Guest / native, geometric mean ≤ 2\.5×\s+\d+\.\d{2}×\s+(met|MISSED)$`,
 		)
+		for _, w := range workloads {
+			want = append(want, `(?m)^\s+`+w.name+`\s+\d+\.\d\s+\d+\.\d\s+\d+\.\d{2}×$`)
+		}
 	}
 	for _, pattern := range want {
 		if !regexp.MustCompile(pattern).MatchString(out) {
@@ -148,15 +155,17 @@ func TestBenchJSON(t *testing.T) {
 	if report.Native != nil || report.Memory != nil || report.ColdStart != nil || report.Sessions != nil {
 		t.Errorf("skipped sections were measured: %+v", report)
 	}
-	if len(report.Targets) != 14 {
-		t.Fatalf("%d targets, want 14", len(report.Targets))
+	if len(report.Targets) != 16 {
+		t.Fatalf("%d targets, want 16", len(report.Targets))
 	}
 	measured := map[string]bool{}
 	for _, tg := range report.Targets {
 		measured[tg.Name] = tg.Met != nil
 	}
 	for name, want := range map[string]bool{
-		"warm run p50 ≤ 0.3 ms":                               true,
+		"warm run p50 ≤ 0.2 ms":                               true,
+		"empty program: pooled p50 − bare host p50 ≤ 0.08 ms": false, // not among the suites
+		"compute: Guest / native, geometric mean ≤ 2.5×":      false,
 		"one tool call ≤ 15 µs":                               true,
 		"≥ 2,000 runs/s at concurrency 2":                     true,
 		"≥ 30× faster than a python3 subprocess per run":      false, // no Python
@@ -182,6 +191,7 @@ func TestValidate(t *testing.T) {
 		"negative cold starts":     func(c *Config) { c.ColdRuns = -1 },
 		"no runs of the tool call": func(c *Config) { c.ToolCallRuns = 0 },
 		"no session runs":          func(c *Config) { c.SessionRuns = 0 },
+		"no compute runs":          func(c *Config) { c.ComputeRuns = 0 },
 		"negative sessions":        func(c *Config) { c.Sessions = -1 },
 		"unknown suite":            func(c *Config) { c.Suites = []string{"sessions", "warp"} },
 	} {
@@ -283,6 +293,8 @@ func TestAssess(t *testing.T) {
 		},
 		Native:    &Native{CompileExec: Stats{P50: 0.02}, Exec: Stats{P50: 0.001}, Subprocess: Stats{P50: 10}},
 		ToolCall:  &ToolCall{CallUs: 14},
+		Overhead:  &Overhead{Pooled: Stats{P50: 0.1}, Bare: Stats{P50: 0.04}, Overhead: 0.06},
+		Compute:   &Compute{GeoMean: 3},
 		Memory:    &Memory{Instances: 64, Idle: MemorySnapshot{RSSMiB: 300}, Ran: MemorySnapshot{RSSMiB: 600}},
 		ColdStart: &ColdStart{Warm: []ProcessStart{{}}, WarmFirst: Stats{P50: 100}},
 		Sessions: &Sessions{
@@ -301,8 +313,10 @@ func TestAssess(t *testing.T) {
 		verdict[tg.Name] = *tg.Met
 	}
 	for name, want := range map[string]bool{
-		"warm run p50 ≤ 0.3 ms":                               true,
-		"warm run p50 ≤ 10× native in-process (compile+exec)": false, // 12.5×
+		"warm run p50 ≤ 0.2 ms":                               false, // 0.25 ms
+		"warm run p50 ≤ 15× native in-process (compile+exec)": true,  // 12.5×
+		"empty program: pooled p50 − bare host p50 ≤ 0.08 ms": true,  // 0.06 ms
+		"compute: Guest / native, geometric mean ≤ 2.5×":      false, // 3×
 		"≥ 30× faster than a python3 subprocess per run":      true,  // 40×
 		"one tool call ≤ 15 µs":                               true,
 		"≥ 2,000 runs/s at concurrency 2":                     false,
@@ -324,7 +338,8 @@ func TestAssess(t *testing.T) {
 	for _, x := range ratios {
 		got[x.Name] = x.Value
 	}
-	if got["cow p50 / pool p50"] != 4 || got["python3 subprocess p50 / pool p50"] != 40 || got["session run p50 / pooled p50 (sessions suite)"] != 1.3 {
+	if got["cow p50 / pool p50"] != 4 || got["python3 subprocess p50 / pool p50"] != 40 || got["session run p50 / pooled p50 (sessions suite)"] != 1.3 ||
+		got["empty program: pooled p50 / bare host p50"] != 2.5 || got["compute: Guest / native, geometric mean"] != 3 {
 		t.Errorf("ratios: %v", got)
 	}
 }

@@ -2,12 +2,17 @@
 
 package engine
 
+import "os"
+
 // COWSupported says whether copy-on-write images work here (Linux only).
 const COWSupported = false
 
 type memfdImage struct{ view []byte }
 
-func newMemfdImage([]byte) (*memfdImage, error)          { return nil, errNoCOWHere }
+func newMemfdImage([]byte) (*memfdImage, error) { return nil, errNoCOWHere }
+func fileMemfdImage(*os.File, int, uint32) (*memfdImage, uint32, error) {
+	return nil, 0, errNoCOWHere
+}
 func (*memfdImage) close() error                         { return nil }
 func (*memfdImage) newMemory(uint64) (*cowMemory, error) { return nil, errNoCOWHere }
 

@@ -77,27 +77,28 @@ func (e *Engine) prepareImage(ctx context.Context) (*image, error) {
 	if !e.cfg.NoDiskCache && e.cacheDir != "" {
 		path = filepath.Join(e.cacheDir, "images", e.cfg.ImageKey+".img")
 	}
-	data, err := readImage(path, e.cfg.MemoryLimit)
+	cow := e.mode == StartCOW
+	if img, err := loadImage(path, e.cfg.MemoryLimit, cow); err == nil {
+		return img, nil
+	}
+	data, err := e.captureImage(ctx)
 	if err != nil {
-		if data, err = e.captureImage(ctx); err != nil {
-			return nil, err
-		}
-		if path != "" {
-			// A cache: failing to write it costs only time. Captures of
-			// one key are the same bytes (randSource), and a session's
-			// snapshot is a difference from the image; should a capture
-			// ever differ, every Runner using the cache still takes the
-			// image written first, this one or one another process wrote
-			// meanwhile.
-			if writeImage(path, data) == nil {
-				if first, err := readImage(path, e.cfg.MemoryLimit); err == nil {
-					data = first
-				}
+		return nil, err
+	}
+	if path != "" {
+		// A cache: failing to write it costs only time. Captures of one
+		// key are the same bytes (randSource), and a session's snapshot is
+		// a difference from the image; should a capture ever differ, every
+		// Runner using the cache still takes the image written first, this
+		// one or one another process wrote meanwhile.
+		if writeImage(path, data) == nil {
+			if first, err := loadImage(path, e.cfg.MemoryLimit, cow); err == nil {
+				return first, nil
 			}
 		}
 	}
 	img := &image{size: len(data)}
-	if e.mode == StartCOW {
+	if cow {
 		if img.memfd, err = newMemfdImage(data); err != nil {
 			return nil, fmt.Errorf("spine: copy-on-write image: %w", err)
 		}
@@ -163,10 +164,20 @@ func imageHeader(data []byte) []byte {
 	return h
 }
 
-// readImage returns the image cached at path. A file that is not a whole,
-// intact image of this format, or one larger than limit, is removed and
-// reported as an error, so that the caller captures the image anew.
+// readImage returns the bytes of the image cached at path (see loadImage).
 func readImage(path string, limit uint64) ([]byte, error) {
+	img, err := loadImage(path, limit, false)
+	if err != nil {
+		return nil, err
+	}
+	return img.data, nil
+}
+
+// loadImage returns the image cached at path: in a sealed memfd when cow,
+// else as bytes. A file that is not a whole, intact image of this format, or
+// one larger than limit, is removed and reported as an error, so that the
+// caller captures the image anew.
+func loadImage(path string, limit uint64, cow bool) (*image, error) {
 	if path == "" {
 		return nil, errors.New("no image cache")
 	}
@@ -175,7 +186,7 @@ func readImage(path string, limit uint64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := readImageFile(f, limit)
+	img, err := loadImageFile(f, limit, cow)
 	if err != nil {
 		// Only if path still names the file read: another process may have
 		// just replaced it with a good one.
@@ -188,10 +199,10 @@ func readImage(path string, limit uint64) ([]byte, error) {
 	}
 	now := time.Now()
 	_ = os.Chtimes(path, now, now) // in use: see pruneImages
-	return data, nil
+	return img, nil
 }
 
-func readImageFile(f *os.File, limit uint64) ([]byte, error) {
+func loadImageFile(f *os.File, limit uint64, cow bool) (*image, error) {
 	info, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -210,6 +221,22 @@ func readImageFile(f *os.File, limit uint64) ([]byte, error) {
 	want := binary.LittleEndian.Uint32(h[24:])
 	clear(h[24:28])
 	sum := crc32.Checksum(h, castagnoli)
+	img := &image{size: int(n)}
+	if cow {
+		// Straight from the file into the memfd, its holes left holes: a
+		// new process's New spent most of its time reading the whole
+		// image into fresh memory, zeros included, to copy it again.
+		m, got, err := fileMemfdImage(f, img.size, sum)
+		if err != nil {
+			return nil, err
+		}
+		if got != want {
+			m.close()
+			return nil, errors.New("checksum mismatch")
+		}
+		img.memfd = m
+		return img, nil
+	}
 	data := make([]byte, n)
 	// A chunk at a time, summed while it is still in the CPU's cache.
 	for off := 0; off < len(data); off += 1 << 20 {
@@ -222,7 +249,21 @@ func readImageFile(f *os.File, limit uint64) ([]byte, error) {
 	if sum != want {
 		return nil, errors.New("checksum mismatch")
 	}
-	return data, nil
+	img.data = data
+	return img, nil
+}
+
+// zeroChunk is what crcZeros sums: a hole of an image file, without reading it.
+var zeroChunk [64 << 10]byte
+
+// crcZeros continues the CRC-32C sum over n zero bytes.
+func crcZeros(sum uint32, n int) uint32 {
+	for n > 0 {
+		k := min(n, len(zeroChunk))
+		sum = crc32.Update(sum, castagnoli, zeroChunk[:k])
+		n -= k
+	}
+	return sum
 }
 
 // imageMaxAge is how long an image nobody loaded stays in the cache, and

@@ -43,8 +43,27 @@ func testImage() []byte {
 
 // TestImageFile: an image read back is the image written, and any damage to
 // the file (one byte anywhere, a truncation, an extension, the image without
-// its header) makes readImage fail and remove it.
+// its header) makes loading it fail and removes it — read as bytes, and
+// copied into a memfd for copy-on-write, which reads only the file's data.
 func TestImageFile(t *testing.T) {
+	t.Run("bytes", func(t *testing.T) { testImageFile(t, false) })
+	if COWSupported {
+		t.Run("memfd", func(t *testing.T) { testImageFile(t, true) })
+	}
+}
+
+func testImageFile(t *testing.T, cow bool) {
+	readImage := func(path string, limit uint64) ([]byte, error) {
+		img, err := loadImage(path, limit, cow)
+		if err != nil {
+			return nil, err
+		}
+		defer img.close()
+		if cow {
+			return bytes.Clone(img.memfd.view), nil
+		}
+		return img.data, nil
+	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "x.img")
 	data := testImage()
@@ -174,4 +193,49 @@ func TestImageFirstWriterStays(t *testing.T) {
 	if temps, _ := filepath.Glob(filepath.Join(dir, imageTempPrefix+"*")); len(temps) != 0 {
 		t.Errorf("temporary files left: %v", temps)
 	}
+}
+
+// FuzzLoadImage: any file in the image cache is loaded as the image it
+// holds or refused, never a panic, and read as bytes and copied into a memfd
+// it gives the same answer.
+func FuzzLoadImage(f *testing.F) {
+	dir := f.TempDir()
+	good := filepath.Join(dir, "good.img")
+	if err := writeImage(good, testImage()); err != nil {
+		f.Fatal(err)
+	}
+	valid, err := os.ReadFile(good)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(valid)
+	f.Add(valid[:imageHeaderSize])
+	f.Add(append(bytes.Clone(valid), 0))
+	f.Fuzz(func(t *testing.T, file []byte) {
+		path := filepath.Join(t.TempDir(), "x.img")
+		var got [2][]byte
+		var errs [2]error
+		for i, cow := range []bool{false, true} {
+			if cow && !COWSupported {
+				got[i], errs[i] = got[0], errs[0]
+				continue
+			}
+			if err := os.WriteFile(path, file, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			img, err := loadImage(path, 1<<30, cow)
+			if errs[i] = err; err != nil {
+				continue
+			}
+			if cow {
+				got[i] = bytes.Clone(img.memfd.view)
+			} else {
+				got[i] = img.data
+			}
+			img.close()
+		}
+		if (errs[0] == nil) != (errs[1] == nil) || !bytes.Equal(got[0], got[1]) {
+			t.Fatalf("as bytes: %v; in a memfd: %v (the same image: %v)", errs[0], errs[1], bytes.Equal(got[0], got[1]))
+		}
+	})
 }

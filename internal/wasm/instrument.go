@@ -239,22 +239,22 @@ func Instrument(module []byte) ([]byte, error) {
 		case sectionElement:
 			payload, err = renumberElements(payload, shift)
 		case sectionCode:
-			payload, err = instrumentCode(payload, check, shift)
+			// The added bodies go in as the section is rewritten: it is most
+			// of the module, and New instruments it every time.
+			var bodies [][]byte
 			for k, g := range guards {
-				if err == nil {
-					check := -1
-					if g.check {
-						check = int(guardImport(k))
-					}
-					restate := -1
-					if g.errno {
-						restate = int(errnoImport)
-					}
-					body := guardBody(len(types[g.typ].params), check, restate, g.orig)
-					payload, err = appendToVector(payload, append(appendULEB(nil, uint64(len(body))), body...))
+				check := -1
+				if g.check {
+					check = int(guardImport(k))
 				}
+				restate := -1
+				if g.errno {
+					restate = int(errnoImport)
+				}
+				body := guardBody(len(types[g.typ].params), check, restate, g.orig)
+				bodies = append(bodies, append(appendULEB(nil, uint64(len(body))), body...))
 			}
-			if err == nil && fdSync >= 0 { // fd_sync(3), fd_sync(4), their errnos dropped
+			if fdSync >= 0 { // fd_sync(3), fd_sync(4), their errnos dropped
 				body := []byte{0x00}
 				for _, fd := range []byte{3, 4} {
 					body = append(body, 0x41, fd, 0x10)
@@ -262,8 +262,9 @@ func Instrument(module []byte) ([]byte, error) {
 					body = append(body, 0x1a)
 				}
 				body = append(body, 0x0b)
-				payload, err = appendToVector(payload, append(appendULEB(nil, uint64(len(body))), body...))
+				bodies = append(bodies, append(appendULEB(nil, uint64(len(body))), body...))
 			}
+			payload, err = instrumentCode(payload, check, shift, bodies)
 		}
 		if err != nil {
 			return nil, err
@@ -521,25 +522,37 @@ func skipLimits(b []byte, i int) (int, error) {
 	return i, nil
 }
 
-// appendToVector adds one encoded entry to a section that is a vector.
-func appendToVector(payload, entry []byte) ([]byte, error) {
+// appendToVector adds encoded entries to a section that is a vector.
+func appendToVector(payload []byte, entries ...[]byte) ([]byte, error) {
 	count, n, err := uleb(payload, 0)
 	if err != nil {
 		return nil, err
 	}
-	out := appendULEB(nil, count+1)
+	size := len(payload) + 5
+	for _, e := range entries {
+		size += len(e)
+	}
+	out := appendULEB(make([]byte, 0, size), count+uint64(len(entries)))
 	out = append(out, payload[n:]...)
-	return append(out, entry...), nil
+	for _, e := range entries {
+		out = append(out, e...)
+	}
+	return out, nil
 }
 
 // instrumentCode inserts check at the start of every loop body of every
-// function, and renumbers the functions that calls and ref.func name.
-func instrumentCode(payload, check []byte, shift func(uint64) uint64) ([]byte, error) {
+// function, renumbers the functions that calls and ref.func name, and adds
+// the encoded bodies extra at the end.
+func instrumentCode(payload, check []byte, shift func(uint64) uint64, extra [][]byte) ([]byte, error) {
 	count, i, err := uleb(payload, 0)
 	if err != nil {
 		return nil, err
 	}
-	out := appendULEB(make([]byte, 0, len(payload)+len(payload)/20), count)
+	size := len(payload) + len(payload)/20
+	for _, e := range extra {
+		size += len(e)
+	}
+	out := appendULEB(make([]byte, 0, size), count+uint64(len(extra)))
 	var body []byte
 	for k := uint64(0); k < count; k++ {
 		size, n, err := uleb(payload, i)
@@ -556,6 +569,9 @@ func instrumentCode(payload, check []byte, shift func(uint64) uint64) ([]byte, e
 		i += int(size)
 		out = appendULEB(out, uint64(len(body)))
 		out = append(out, body...)
+	}
+	for _, e := range extra {
+		out = append(out, e...)
 	}
 	return out, nil
 }
