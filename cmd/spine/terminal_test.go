@@ -232,3 +232,19 @@ func TestRunPipedUnchanged(t *testing.T) {
 		t.Errorf("stderr %q", r.stderr)
 	}
 }
+
+// TestStreamWriter: a chunk that ends inside a character or a "\r\n" is
+// neutralized as if it had come in one piece.
+func TestStreamWriter(t *testing.T) {
+	var b strings.Builder
+	w := newStreamWriter(&b, terminalText)
+	for _, chunk := range []string{"a\r", "\nb\xc3", "\xa9\x1b[2J", "\r"} {
+		w.Write([]byte(chunk))
+	}
+	if ended := w.flush(); ended {
+		t.Fatal("the output does not end a line")
+	}
+	if want := "a\r\nb\u00e9\\x1b[2J\\r"; b.String() != want {
+		t.Fatalf("%q, want %q", b.String(), want)
+	}
+}
