@@ -69,7 +69,8 @@ type Request struct {
 	Files []File
 
 	// Stdout and Stderr, when set, get the program's output as it runs
-	// (stdout is line-buffered, as on a terminal), all of it: MaxOutput caps
+	// (the Guest's stdio is unbuffered: a print arrives as it is made, in
+	// as few Writes as the writer keeps up with), all of it: MaxOutput caps
 	// only the copy in Output. Writes come from a goroutine of the run's own,
 	// in order; Run returns once the writer has taken everything, or when
 	// the run's ctx ends, which drops what is left (a Write in progress may
@@ -236,11 +237,8 @@ func (r *Runner) bridgeFunctions(b wazero.HostModuleBuilder) wazero.HostModuleBu
 // which keeps it, joins a relative path to it as given, so that os.getcwd()
 // would answer "/work/a/.."; without links in the scratch tree, normpath is
 // exact), then freezes everything alive so the collector of a run never walks
-// (and so never dirties) the image's objects. It makes stdout line-buffered,
-// as on a terminal, so that Request.Stdout gets each line when it is printed.
+// (and so never dirties) the image's objects.
 const warmSource = `import json, re, math, datetime, collections, itertools, functools, ast
-import sys
-sys.stdout.reconfigure(line_buffering=True)
 import asyncio, concurrent.futures.thread
 asyncio.run(asyncio.sleep(0))
 import plm

@@ -23,7 +23,7 @@ const runUsage = `usage: spine run [flags] [FILE|-]
 Runs the Python program in FILE ("-" or nothing: standard input) in the
 sandbox, with the tools of the MCP servers in the config file (and the
 built-in demo tools with --demo-tools). Prints the program's output as it
-runs (stdout line by line), then its value as JSON (nothing when it is
+runs, then its value as JSON (nothing when it is
 None); a Python error prints the traceback to standard error.
 
 flags:
