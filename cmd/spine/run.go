@@ -23,8 +23,8 @@ const runUsage = `usage: spine run [flags] [FILE|-]
 Runs the Python program in FILE ("-" or nothing: standard input) in the
 sandbox, with the tools of the MCP servers in the config file (and the
 built-in demo tools with --demo-tools). Prints the program's output as it
-runs, then its value as JSON (nothing when it is
-None); a Python error prints the traceback to standard error.
+runs, then its value as JSON (nothing when it is None); a Python error
+prints the traceback to standard error.
 
 flags:
   --inputs JSON|@FILE   the program's inputs, a JSON object (default {})
