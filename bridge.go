@@ -56,19 +56,23 @@ func readRequest(m api.Module, ptr, size uint32) (callRequest, error) {
 }
 
 func encodeResponse(value any, err error) []byte {
+	if refused, ok := err.(*refusedError); ok { // approve's own error, never wrapped
+		// Its own envelope: the common one stays as small as it was.
+		encoded, _ := json.Marshal(struct {
+			Value any    `json:"value"`
+			Error string `json:"error"`
+			Type  string `json:"type"` // the Python exception to raise (RuntimeError without it)
+		}{Error: refused.msg, Type: "PermissionError"})
+		return encoded
+	}
 	response := struct {
 		Value any     `json:"value"`
 		Error *string `json:"error,omitempty"`
-		Type  string  `json:"type,omitempty"` // the Python exception to raise; RuntimeError when empty
 	}{Value: value}
 	if err != nil {
 		response.Value = nil
 		message := err.Error()
 		response.Error = &message
-		var refused *refusedError
-		if errors.As(err, &refused) {
-			response.Type = "PermissionError"
-		}
 	}
 	encoded, err := json.Marshal(response)
 	if err != nil {
