@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tetratelabs/wazero/api"
 )
@@ -55,6 +56,15 @@ func readRequest(m api.Module, ptr, size uint32) (callRequest, error) {
 }
 
 func encodeResponse(value any, err error) []byte {
+	if refused, ok := err.(*refusedError); ok { // approve's own error, never wrapped
+		// Its own envelope: the common one stays as small as it was.
+		encoded, _ := json.Marshal(struct {
+			Value any    `json:"value"`
+			Error string `json:"error"`
+			Type  string `json:"type"` // the Python exception to raise (RuntimeError without it)
+		}{Error: refused.msg, Type: "PermissionError"})
+		return encoded
+	}
 	response := struct {
 		Value any     `json:"value"`
 		Error *string `json:"error,omitempty"`
@@ -71,15 +81,44 @@ func encodeResponse(value any, err error) []byte {
 	return encoded
 }
 
+// invoke makes the program's call of request: it spends one of the run's
+// calls, asks Options.Approve, runs the tool, and records the call (span,
+// Output.Calls, log).
 func (r *Runner) invoke(ctx context.Context, request callRequest) []byte {
-	if err := spendToolCall(ctx); err != nil {
+	st, _ := ctx.Value(runKey{}).(*runState)
+	if st == nil { // outside a run (the bridge's own tests): no budget, no record
+		spec, ok := r.manifest[request.Tool]
+		if !ok {
+			return encodeResponse(nil, fmt.Errorf("unknown tool: %s", request.Tool))
+		}
+		response, _ := callTool(ctx, spec.Call, request.Args)
+		return response
+	}
+	if err := st.spend(); err != nil {
+		st.limitOnce(&st.loggedBudget, "MaxToolCalls")
 		return encodeResponse(nil, err)
 	}
+	start := time.Now()
+	ctx, span := st.startTool(ctx, request.Tool, false)
+	var response []byte
 	spec, ok := r.manifest[request.Tool]
+	var err error
 	if !ok {
-		return encodeResponse(nil, fmt.Errorf("unknown tool: %s", request.Tool))
+		err = fmt.Errorf("unknown tool: %s", request.Tool)
+	} else {
+		err = r.approve(ctx, request, false)
 	}
-	return callTool(ctx, spec.Call, request.Args)
+	if err != nil {
+		response = encodeResponse(nil, err)
+	} else {
+		response, err = callTool(ctx, spec.Call, request.Args)
+	}
+	if span != nil {
+		toolFailed(span, err)
+		span.End()
+	}
+	st.called(request.Tool, start, time.Since(start), false, err)
+	return response
 }
 
 func (r *Runner) hostCall(ctx context.Context, m api.Module, ptr, size, out, capacity uint32) uint32 {
@@ -125,15 +164,23 @@ func writeResponse(m api.Module, out, capacity uint32, response []byte) uint32 {
 	return uint32(len(response))
 }
 
-// callTool runs a tool and encodes its outcome. A panic in either (the tool, a
-// MarshalJSON method of its value, the Error method of its error) becomes the
-// tool's error, so no tool can crash the Host.
-func callTool(ctx context.Context, call Tool, args json.RawMessage) (response []byte) {
+// callTool runs a tool and encodes its outcome; err is the tool's error, if
+// any. A panic in either (the tool, a MarshalJSON method of its value, the
+// Error method of its error) becomes the tool's error, so no tool can crash
+// the Host.
+func callTool(ctx context.Context, call Tool, args json.RawMessage) (response []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			response = encodeResponse(nil, fmt.Errorf("tool panicked: %v", p))
+			err = fmt.Errorf("tool panicked: %v", p)
+			response = encodeResponse(nil, err)
 		}
 	}()
 	value, err := call(ctx, args)
-	return encodeResponse(value, err)
+	response = encodeResponse(value, err)
+	if err != nil {
+		// The error as the program saw it, read once: its Error method is
+		// the tool's code, and may panic.
+		err = errors.New(err.Error())
+	}
+	return response, err
 }

@@ -1,8 +1,11 @@
 package spine
 
 import (
+	"log/slog"
 	"runtime"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options holds the Runner-wide settings. The zero value, and a nil *Options,
@@ -89,6 +92,21 @@ type Options struct {
 
 	// Sessions configures the Runner's sessions (NewSession, Restore).
 	Sessions SessionOptions
+
+	// TracerProvider, when set, gets a span for every run ("spine.run") and
+	// every tool call ("execute_tool <name>", a child of its run's span, in
+	// the ctx the tool gets), early reads with events for their claim or
+	// cancellation (docs/observability.md). Nil: no spans, and no cost.
+	TracerProvider trace.TracerProvider
+
+	// Logger, when set, logs the end of every run (Info), its tool calls
+	// that failed or were refused (Info) and the limits it reached (Warn);
+	// the start of every run at Debug. Nil: nothing is logged.
+	Logger *slog.Logger
+
+	// Approve, when set, is asked before every tool call runs, early reads
+	// included, and may refuse it (ApproveFunc).
+	Approve ApproveFunc
 }
 
 // SessionOptions configures sessions: their memory, how many there may be,

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/spine-run/spine/guest"
 	"github.com/spine-run/spine/internal/engine"
@@ -65,6 +67,18 @@ type Request struct {
 	// (CheckFiles says which are allowed). They are the run's own: gone when
 	// it ends, like everything the program writes there.
 	Files []File
+
+	// Stdout and Stderr, when set, get the program's output as it runs
+	// (the Guest's stdio is unbuffered: a print arrives as it is made, in
+	// as few Writes as the writer keeps up with), all of it: MaxOutput caps
+	// only the copy in Output. Writes come from a goroutine of the run's own,
+	// in order; Run returns once the writer has taken everything, or when
+	// the run's ctx ends, which drops what is left (a Write in progress may
+	// return after Run; none starts after). A writer slower than the program
+	// makes it wait, within its time limit. The first error a writer returns
+	// stops forwarding to it for the rest of the run; the run goes on.
+	Stdout io.Writer
+	Stderr io.Writer
 }
 
 // Output is what a run produced.
@@ -82,6 +96,11 @@ type Output struct {
 
 	// ToolCalls is how many tool calls the program made.
 	ToolCalls int
+
+	// Calls are the program's tool calls in the order it made them (at most
+	// Options.MaxToolCalls). Early reads the program never claimed are not
+	// among them.
+	Calls []ToolCall
 
 	// Transformed is the program as it ran, rewritten by the PLM pass, when
 	// Request.Transformed asked for it.
@@ -104,6 +123,8 @@ type Runner struct {
 	engine   *engine.Engine  // the Guests: compiled, imaged, pooled
 	identity snapshotIdentity
 	sessions *sessions
+	tracer   trace.Tracer // nil: no spans
+	log      *slog.Logger // nil: no log
 
 	runsStarted atomic.Int64
 	closing     context.Context // done once Close begins: runs in flight stop
@@ -140,7 +161,10 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 		artifact = *opts.Artifact
 	}
 
-	r := &Runner{manifest: m, opts: opts, tools: guestTools(m), sessions: newSessions()}
+	r := &Runner{manifest: m, opts: opts, tools: guestTools(m), sessions: newSessions(), log: opts.Logger}
+	if opts.TracerProvider != nil {
+		r.tracer = opts.TracerProvider.Tracer(instrumentation)
+	}
 	r.closing, r.stop = context.WithCancel(context.Background())
 	id := artifactID(artifact)
 	key := imageKey(id, r.tools)
@@ -284,7 +308,21 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 }
 
 // run runs one program on a Guest from the pool, or on session s's Guest.
-func (r *Runner) run(ctx context.Context, req Request, s *Session) (*Output, error) {
+func (r *Runner) run(ctx context.Context, req Request, s *Session) (out *Output, err error) {
+	if r.tracer != nil || r.log != nil {
+		var span trace.Span
+		ctx, span = r.startRun(ctx, req, s != nil)
+		begun := time.Now()
+		if r.log != nil {
+			r.log.LogAttrs(ctx, slog.LevelDebug, "spine: run started", slog.Bool("session", s != nil))
+		}
+		defer func() { r.endRun(span, begun, out, err) }()
+	}
+	return r.execute(ctx, req, s)
+}
+
+// execute is run's work.
+func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output, error) {
 	if req.Stream != nil && req.Source != "" {
 		return nil, fmt.Errorf("%w: a Request has a Source or a Stream, not both", ErrBadRequest)
 	}
@@ -336,6 +374,7 @@ func (r *Runner) run(ctx context.Context, req Request, s *Session) (*Output, err
 		return nil, r.runError(ctx, err)
 	}
 	guestCtx := inst.Begin(st.ctx)
+	stopForwarding := r.forward(ctx, inst, req)
 	err = placeFiles(inst, req.Files)
 	if err == nil && req.Stream != nil {
 		var source string
@@ -347,12 +386,13 @@ func (r *Runner) run(ctx context.Context, req Request, s *Session) (*Output, err
 	if err == nil {
 		response, err = inst.Execute(guestCtx, request, r.maxResponse(req))
 	}
+	stopForwarding() // before the Guest goes back: the writers have had everything
 	if session {
 		defer func() { inst.End(); s.runEnded(inst.Failed(), err) }()
 	} else {
 		defer func() { inst.End(); r.engine.Release(inst, err == nil && ctx.Err() == nil) }()
 	}
-	out := &Output{ToolCalls: st.calls}
+	out := &Output{ToolCalls: st.calls, Calls: st.record}
 	out.Stdout, out.Stderr, out.StdoutTruncated, out.StderrTruncated = inst.Output()
 	out.Files, out.FilesLeftOut = r.outputFiles(inst)
 	if err != nil || ctx.Err() != nil {
@@ -376,6 +416,33 @@ func (r *Runner) run(ctx context.Context, req Request, s *Session) (*Output, err
 	}
 	out.Value = decoded.Value
 	return out, nil
+}
+
+// forward tees inst's output to req.Stdout and req.Stderr for this run, and
+// returns what ends it.
+func (r *Runner) forward(ctx context.Context, inst *engine.Instance, req Request) (stop func()) {
+	if req.Stdout == nil && req.Stderr == nil {
+		return func() {}
+	}
+	var stdout, stderr *forwarder
+	var out, errOut io.Writer // nil unless forwarded: no typed nil in an interface
+	if req.Stdout != nil {
+		stdout = newForwarder(ctx, req.Stdout)
+		out = stdout
+	}
+	if req.Stderr != nil {
+		stderr = newForwarder(ctx, req.Stderr)
+		errOut = stderr
+	}
+	inst.Tee(out, errOut)
+	return func() {
+		inst.Tee(nil, nil)
+		for _, f := range []*forwarder{stdout, stderr} {
+			if f != nil {
+				f.finish(ctx)
+			}
+		}
+	}
 }
 
 // maxErrorResponse is room in an execute response for an error's message and

@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // runKey is the context key under which a run's *runState travels into the
@@ -25,6 +28,11 @@ type runState struct {
 	calls   int // tool calls the program made (claimed early reads included)
 	started int // early reads started, claimed or not
 
+	begun        time.Time  // when the run began, for ToolCall.Start
+	record       []ToolCall // Output.Calls
+	loggedBudget bool       // the log has the run's tool call budget reached
+	loggedEarly  bool       // the log has the run's early reads capped
+
 	mu      sync.Mutex
 	futures map[uint32]*future
 	lastID  uint32
@@ -36,24 +44,30 @@ type future struct {
 	request  callRequest
 	cancel   context.CancelFunc
 	done     chan struct{}
-	response []byte // set before done is closed
+	response []byte        // set before done is closed
+	err      error         // the tool's error, set before done is closed
+	start    time.Time     // when it started
+	took     time.Duration // how long the tool ran, set before done is closed
+
+	// With tracing, the early read's span lasts until the read is settled
+	// (claimed or cancelled) and the tool has returned, whichever is later.
+	span    trace.Span
+	settled chan struct{}
+}
+
+// settle records what became of a traced early read: claimed or cancelled.
+func (f *future) settle(event string) {
+	if f.span != nil {
+		f.span.AddEvent(event)
+		close(f.settled)
+	}
 }
 
 // newRunState returns the state of a new run; its ctx is ctx with the state attached.
 func newRunState(r *Runner, ctx context.Context, early bool) *runState {
-	st := &runState{runner: r, early: early}
+	st := &runState{runner: r, early: early, begun: time.Now()}
 	st.ctx = context.WithValue(ctx, runKey{}, st)
 	return st
-}
-
-// spendToolCall counts one tool call against the run's budget. Outside a run
-// (the bridge's own tests) there is no budget.
-func spendToolCall(ctx context.Context) error {
-	st, ok := ctx.Value(runKey{}).(*runState)
-	if !ok {
-		return nil
-	}
-	return st.spend()
 }
 
 func (st *runState) spend() error {
@@ -75,24 +89,46 @@ func (st *runState) prepare(request callRequest) uint32 {
 	if !ok || !spec.AllowEarlyRead {
 		return 0
 	}
+	// Only the Guest's goroutine adds or takes futures: what is checked
+	// here still holds below, after the hook.
 	st.mu.Lock()
-	defer st.mu.Unlock()
-	if len(st.futures) >= st.runner.opts.MaxPendingEarlyReads || st.started >= st.runner.opts.MaxEarlyReads {
+	full := len(st.futures) >= st.runner.opts.MaxPendingEarlyReads || st.started >= st.runner.opts.MaxEarlyReads
+	st.mu.Unlock()
+	if full {
+		st.limitOnce(&st.loggedEarly, "MaxPendingEarlyReads or MaxEarlyReads")
 		return 0
 	}
+	if st.runner.approve(st.ctx, request, true) != nil {
+		return 0 // not started; the program's call, if it comes, asks again
+	}
+	ctx, cancel := context.WithCancel(st.ctx)
+	f := &future{request: request, cancel: cancel, done: make(chan struct{}), start: time.Now()}
+	ctx, f.span = st.startTool(ctx, request.Tool, true)
+	if f.span != nil {
+		f.settled = make(chan struct{})
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	if st.futures == nil {
 		st.futures = make(map[uint32]*future)
 	}
 	st.lastID++
 	st.started++
-	ctx, cancel := context.WithCancel(st.ctx)
-	f := &future{request: request, cancel: cancel, done: make(chan struct{})}
 	st.futures[st.lastID] = f
 	st.wg.Add(1)
 	go func() {
 		defer st.wg.Done()
-		defer close(f.done)
-		f.response = callTool(ctx, spec.Call, request.Args)
+		f.response, f.err = callTool(ctx, spec.Call, request.Args)
+		f.took = time.Since(f.start)
+		if f.span != nil {
+			f.span.AddEvent("spine.tool.returned")
+			toolFailed(f.span, f.err)
+		}
+		close(f.done)
+		if f.span != nil {
+			<-f.settled
+			f.span.End()
+		}
 	}()
 	return st.lastID
 }
@@ -108,14 +144,19 @@ func (st *runState) resolve(id uint32, request callRequest) []byte {
 	}
 	if f.request.Tool != request.Tool || !bytes.Equal(f.request.Args, request.Args) {
 		f.cancel()
+		f.settle("spine.early_read.cancelled")
 		return st.runner.invoke(st.ctx, request)
 	}
 	if err := st.spend(); err != nil {
 		f.cancel()
+		f.settle("spine.early_read.cancelled")
+		st.limitOnce(&st.loggedBudget, "MaxToolCalls")
 		return encodeResponse(nil, err)
 	}
 	<-f.done
 	f.cancel()
+	f.settle("spine.early_read.claimed")
+	st.called(request.Tool, f.start, f.took, true, f.err)
 	return f.response
 }
 
@@ -136,6 +177,7 @@ func (st *runState) close() {
 	st.mu.Lock()
 	for id, f := range st.futures {
 		f.cancel()
+		f.settle("spine.early_read.cancelled")
 		delete(st.futures, id)
 	}
 	st.mu.Unlock()

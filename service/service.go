@@ -38,6 +38,22 @@
 // error, 429 every slot busy, 499 client went away, 500 Guest failure, 503
 // Runner or Server closed, or too many sessions.
 //
+// # Output as it happens
+//
+// A run of any endpoint whose request says "Accept: text/event-stream" is
+// answered, once admitted, as Server-Sent Events: 200, then "stdout" and
+// "stderr" events while the program runs, each one's data a JSON string of
+// the output (concatenate them), then one "result" event whose data is the
+// Response above plus "status", the status the JSON answer would have had.
+// A refusal before the run (a bad request, every slot busy) is the usual
+// JSON answer. A client that goes away stops its run.
+//
+//	event: stdout
+//	data: "first\n"
+//
+//	event: result
+//	data: {"status": 200, "value": 7, "stdout": "first\n", ...}
+//
 // # Streams
 //
 // A stream holds its run slot while its program arrives, and a client can
@@ -635,6 +651,17 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 	if body != nil {
 		w.Header().Del("Connection") // the run reads the body
 	}
+	var events *eventStream
+	var stdout, stderr *output
+	if wantsEvents(r) {
+		if body != nil {
+			// The answer starts while the program still arrives.
+			_ = http.NewResponseController(w).EnableFullDuplex()
+		}
+		events = startEvents(w)
+		stdout, stderr = &output{events: events, name: "stdout"}, &output{events: events, name: "stderr"}
+		req.Stdout, req.Stderr = stdout, stderr
+	}
 	var (
 		out     *spine.Output
 		status  int
@@ -706,6 +733,15 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 		s.opts.Logger.Debug("run", "status", status, "kind", e.Kind, "error", e.Message)
 	}
 	resp.Timing.TotalMS = ms(time.Since(start))
+	if events != nil {
+		stdout.flush()
+		stderr.flush()
+		if resp.Value == nil {
+			resp.Value = json.RawMessage("null")
+		}
+		events.result(status, resp)
+		return
+	}
 	writeJSON(w, status, resp)
 }
 

@@ -22,9 +22,9 @@ const runUsage = `usage: spine run [flags] [FILE|-]
 
 Runs the Python program in FILE ("-" or nothing: standard input) in the
 sandbox, with the tools of the MCP servers in the config file (and the
-built-in demo tools with --demo-tools). Prints the program's output, then
-its value as JSON (nothing when it is None); a Python error prints the
-traceback to standard error.
+built-in demo tools with --demo-tools). Prints the program's output as it
+runs, then its value as JSON (nothing when it is None); a Python error
+prints the traceback to standard error.
 
 flags:
   --inputs JSON|@FILE   the program's inputs, a JSON object (default {})
@@ -328,6 +328,9 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		errText = terminalText
 	}
 
+	// Without --json, the program's output is printed as it runs.
+	streamOut, streamErr := newStreamWriter(stdout, outText), newStreamWriter(stderr, errText)
+
 	start := time.Now()
 	res := runResult{Value: json.RawMessage("null")}
 	finish := func(code int, e *runError) int {
@@ -342,15 +345,13 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			io.WriteString(stdout, outJSON(b.String()))
 			return code
 		}
-		io.WriteString(stdout, outText(res.Stdout))
-		io.WriteString(stderr, errText(res.Stderr))
-		if res.StdoutTruncated || res.StderrTruncated {
-			fmt.Fprintln(stderr, "spine run: the program wrote more than the output limit; the rest was dropped")
-		}
+		// The program's output was printed as it ran.
+		lineEnded := streamOut.flush()
+		streamErr.flush()
 		switch {
 		case e == nil:
 			if string(res.Value) != "null" {
-				if res.Stdout != "" && !strings.HasSuffix(res.Stdout, "\n") {
+				if !lineEnded {
 					io.WriteString(stdout, "\n") // the value on its own line
 				}
 				var b bytes.Buffer
@@ -422,14 +423,18 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	res.Timing.SetupMS = runMillis(time.Since(start))
 
 	began := time.Now()
-	out, err := run(ctx, spine.Request{
+	req := spine.Request{
 		Source:     source,
 		Filename:   filename,
 		Inputs:     inputs,
 		EarlyReads: o.earlyReads,
 		Timeout:    o.timeout,
 		Files:      inFiles,
-	})
+	}
+	if !o.json {
+		req.Stdout, req.Stderr = streamOut, streamErr
+	}
+	out, err := run(ctx, req)
 	res.Timing.RunMS = runMillis(time.Since(began))
 	if out != nil {
 		res.Stdout, res.Stderr = out.Stdout, out.Stderr

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"os"
@@ -363,4 +364,32 @@ result = [rows[0], open("docs/notes.txt").read(), sorted(os.listdir("."))]`
 	spineCLI(t, "1", "run", "--file", "../up="+in, "-").check(t, 2, "", "not clean")
 	spineCLI(t, "1", "run", "--file", "/abs="+in, "-").check(t, 2, "", "absolute")
 	spineCLI(t, "1", "run", "--file", filepath.Join(t.TempDir(), "missing"), "-").check(t, 2, "", "--file")
+}
+
+// TestRunPrintsAsItGoes: spine run, a real process, prints a line as soon as
+// the program prints it; the program then sleeps until interrupted, so the
+// line can only have come while it ran.
+func TestRunPrintsAsItGoes(t *testing.T) {
+	prog := writeFile(t, "p.py", "print('first \\u00e9')\nimport time\ntime.sleep(3600)\n")
+	cmd := exec.Command(os.Args[0], "run", prog)
+	cmd.Env = append(os.Environ(), cliEnv+"=1", "SPINE_CONFIG=")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "first \u00e9\n" {
+		cmd.Process.Kill()
+		t.Fatalf("read %q, %v", line, err)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err = cmd.Wait()
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != exitFailure || !strings.Contains(stderr.String(), "interrupted") {
+		t.Fatalf("%v; stderr:\n%s", err, stderr.String())
+	}
 }

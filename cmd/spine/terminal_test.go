@@ -232,3 +232,41 @@ func TestRunPipedUnchanged(t *testing.T) {
 		t.Errorf("stderr %q", r.stderr)
 	}
 }
+
+// TestStreamWriter: a chunk that ends inside a character or a "\r\n" is
+// neutralized as if it had come in one piece.
+func TestStreamWriter(t *testing.T) {
+	var b strings.Builder
+	w := newStreamWriter(&b, terminalText)
+	for _, chunk := range []string{"a\r", "\nb\xc3", "\xa9\x1b[2J", "\r"} {
+		w.Write([]byte(chunk))
+	}
+	if ended := w.flush(); ended {
+		t.Fatal("the output does not end a line")
+	}
+	if want := "a\r\nb\u00e9\\x1b[2J\\r"; b.String() != want {
+		t.Fatalf("%q, want %q", b.String(), want)
+	}
+}
+
+// FuzzStreamWriter: the program's output, cut into chunks anywhere, is
+// neutralized exactly as in one piece.
+func FuzzStreamWriter(f *testing.F) {
+	f.Add([]byte("a\r\nb\xc3\xa9\x1b[2J\r"), uint8(2))
+	f.Add([]byte("\xf0\x9f\x98\x80\r\r\n\xe2\x82"), uint8(1))
+	f.Fuzz(func(t *testing.T, data []byte, step uint8) {
+		n := int(step%7) + 1
+		var b strings.Builder
+		w := newStreamWriter(&b, terminalText)
+		for i := 0; i < len(data); i += n {
+			w.Write(data[i:min(i+n, len(data))])
+		}
+		ended := w.flush()
+		if want := terminalText(string(data)); b.String() != want {
+			t.Fatalf("chunks of %d: %q, in one piece %q", n, b.String(), want)
+		}
+		if ended != (len(data) == 0 || data[len(data)-1] == '\n') {
+			t.Fatalf("line ended %v for %q", ended, data)
+		}
+	})
+}

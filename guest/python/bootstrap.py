@@ -67,8 +67,14 @@ _DEFAULT_FILENAME = "<agent>"
 _MAX_ERROR_TEXT = 64 << 10  # an error's message and traceback are cut to this many characters
 
 
+# The exception classes a response's "type" may name (a refused call is a
+# PermissionError); any other type, or none, raises RuntimeError.
+_ERROR_TYPES = {"PermissionError": PermissionError}
+
+
 def decode(raw):
-    """Turn a response envelope into the tool's value, or raise its error as RuntimeError."""
+    """Turn a response envelope into the tool's value, or raise its error: as the class
+    its "type" names (_ERROR_TYPES), RuntimeError otherwise."""
     try:
         text = raw.decode("utf-8")
         envelope, end = _scan_once(text, 0)
@@ -78,7 +84,7 @@ def decode(raw):
         raise RuntimeError("malformed tool response")
     error = envelope.get("error")
     if error is not None:
-        raise RuntimeError(error)
+        raise _ERROR_TYPES.get(envelope.get("type"), RuntimeError)(error)
     return envelope.get("value")
 
 

@@ -309,6 +309,14 @@ func (inst *Instance) Failed() bool { return inst.failed }
 // Memory is the Guest's linear memory.
 func (inst *Instance) Memory() api.Memory { return inst.mod.Memory() }
 
+// Tee gives the run's stdout and stderr, as the Guest writes them, also to
+// stdout and stderr (nil: not that stream), on top of the capture and its
+// cap, until the next Begin. Their Write is called on the Guest's goroutine,
+// so it must return quickly.
+func (inst *Instance) Tee(stdout, stderr io.Writer) {
+	inst.stdout.tee, inst.stderr.tee = stdout, stderr
+}
+
 // Output is what the run wrote to stdout and stderr, and whether either
 // went over its cap.
 func (inst *Instance) Output() (stdout, stderr string, stdoutTruncated, stderrTruncated bool) {
@@ -366,11 +374,15 @@ type capture struct {
 	buf       []byte
 	max       int
 	truncated bool
+	tee       io.Writer // also gets every write, uncut; set for one run by Tee
 }
 
 func newCapture(max int) *capture { return &capture{max: max} }
 
 func (c *capture) Write(p []byte) (int, error) {
+	if c.tee != nil {
+		_, _ = c.tee.Write(p) // the tee never blocks the Guest for long and has its own errors
+	}
 	if c.truncated { // nothing after the cut, even where a cut rune left room
 		return len(p), nil
 	}
@@ -397,6 +409,7 @@ func (c *capture) Write(p []byte) (int, error) {
 func (c *capture) reset() {
 	c.buf = c.buf[:0]
 	c.truncated = false
+	c.tee = nil
 }
 
 func (c *capture) String() string { return string(c.buf) }
