@@ -8,9 +8,10 @@ GO ?= go
 demo: ## run the seed's demo
 	$(GO) run ./cmd/spine demo
 
-test: ## vet and run every test (real Guest included)
+test: ## vet and run every test (real Guest included), and the examples module's against its recorded exchanges
 	$(GO) vet ./...
 	$(GO) test -timeout 30m ./...
+	cd examples && $(GO) vet ./... && $(GO) test -timeout 10m ./...
 
 install-check: ## go.mod's go line is the lowest the dependencies allow; the README's first program builds in a new module with it (module cache only)
 	$(GO) test -count=1 -run '^(TestGoDirective|TestInstall)$$' -v .

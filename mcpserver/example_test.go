@@ -7,6 +7,7 @@ import (
 	"log"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/mcpserver"
 )

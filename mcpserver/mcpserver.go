@@ -2,7 +2,9 @@
 // Protocol server with one tool, run_python(source, inputs, files, fresh): code mode
 // for any MCP client. The tool's description carries the Python stubs of the
 // Runner's tools (spine.Stubs), so the model knows what it can call from its
-// program.
+// program. The tool itself — its description, its schemas, the text of its
+// results — is package codemode's, which gives it to any agent loop; this
+// package serves it over MCP, with a session per client.
 //
 // Each MCP session (each connection over stdio or in memory, each
 // Mcp-Session-Id over streamable HTTP) has its own spine.Session, made on its
@@ -60,7 +62,6 @@ package mcpserver
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,17 +69,18 @@ import (
 	"net/url"
 	"path"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/codemode"
 )
 
 // ToolName is the name of the server's one tool.
-const ToolName = "run_python"
+const ToolName = codemode.ToolName
 
 // Options are the server's settings. The zero value, and a nil *Options, mean
 // the defaults; a zero field means that field's default.
@@ -117,7 +119,7 @@ type Options struct {
 }
 
 // DefaultTimeout is the default of Options.Timeout.
-const DefaultTimeout = 30 * time.Second
+const DefaultTimeout = codemode.DefaultTimeout
 
 // DefaultMaxSessions is the default of Options.MaxSessions.
 const DefaultMaxSessions = 100
@@ -164,17 +166,14 @@ func New(runner *spine.Runner, manifest spine.Manifest, opts *Options) *mcp.Serv
 		Instructions: instructions,
 		Logger:       o.Logger,
 	})
-	h := &handler{runner: runner, opts: o, slots: make(chan struct{}, o.Slots), clients: map[*mcp.ServerSession]*client{}}
-	schema := inputSchema
-	if o.Stateless {
-		schema = statelessInputSchema
-	}
+	tool := codemode.New(runner, manifest, o.codemode())
+	h := &handler{runner: runner, tool: tool, opts: o, slots: make(chan struct{}, o.Slots), clients: map[*mcp.ServerSession]*client{}}
 	server.AddTool(&mcp.Tool{
 		Name:         ToolName,
 		Title:        "Run Python",
-		Description:  Description(manifest, &o),
-		InputSchema:  schema,
-		OutputSchema: outputSchema,
+		Description:  tool.Description(),
+		InputSchema:  tool.InputSchema(),
+		OutputSchema: tool.OutputSchema(),
 		Annotations: &mcp.ToolAnnotations{
 			Title:           "Run Python",
 			DestructiveHint: boolPtr(true), // the program may call any of the tools
@@ -184,71 +183,26 @@ func New(runner *spine.Runner, manifest spine.Manifest, opts *Options) *mcp.Serv
 	return server
 }
 
+// codemode returns the settings of the server's run_python.
+func (o *Options) codemode() *codemode.Options {
+	return &codemode.Options{Timeout: o.Timeout, EarlyReads: o.EarlyReads, Sessions: !o.Stateless}
+}
+
 func boolPtr(b bool) *bool { return &b }
 
-var inputSchema = json.RawMessage(`{
-	"type": "object",
-	"properties": {
-		"source": {"type": "string", "description": "The Python 3.11 program."},
-		"inputs": {"type": "object", "description": "Values for the program's global dict inputs (default {})."},
-		"files": {"type": "array", "description": "Files to place in the program's working directory before it runs: each a name relative to it (like \"data/sales.csv\") and its contents as text, or as data in base64.", "items": {"type": "object", "properties": {"name": {"type": "string"}, "text": {"type": "string"}, "data": {"type": "string", "contentEncoding": "base64"}}, "required": ["name"], "additionalProperties": false}},
-		"fresh": {"type": "boolean", "description": "true: forget the variables, imports and functions of earlier calls and run in a new, empty session (default false)."}
-	},
-	"required": ["source"],
-	"additionalProperties": false
-}`)
-
-var statelessInputSchema = json.RawMessage(`{
-	"type": "object",
-	"properties": {
-		"source": {"type": "string", "description": "The Python 3.11 program."},
-		"inputs": {"type": "object", "description": "Values for the program's global dict inputs (default {})."},
-		"files": {"type": "array", "description": "Files to place in the program's working directory before it runs: each a name relative to it (like \"data/sales.csv\") and its contents as text, or as data in base64.", "items": {"type": "object", "properties": {"name": {"type": "string"}, "text": {"type": "string"}, "data": {"type": "string", "contentEncoding": "base64"}}, "required": ["name"], "additionalProperties": false}}
-	},
-	"required": ["source"],
-	"additionalProperties": false
-}`)
-
-var outputSchema = json.RawMessage(`{
-	"type": "object",
-	"properties": {
-		"notice": {"type": "string", "description": "Set when the state of earlier calls was lost and the program ran in a new, empty session."},
-		"value": {"description": "The program's result: the global result, else its last expression's value."},
-		"stdout": {"type": "string", "description": "What the program printed."},
-		"stderr": {"type": "string", "description": "What the program wrote to sys.stderr."},
-		"files": {"type": "array", "description": "The files the program created or changed in its working directory, each also an embedded resource of the result.", "items": {"type": "object", "properties": {"name": {"type": "string"}, "bytes": {"type": "integer"}}}},
-		"files_left_out": {"type": "integer", "description": "How many more files the program left, past the limit on files returned."}
-	},
-	"required": ["value", "stdout"]
-}`)
-
 // Description returns run_python's description for manifest and a server
-// with opts (nil: the defaults): how programs run, whether state persists
-// from call to call, and the stubs of the tools programs can call.
+// with opts (nil: the defaults) on a Runner with the default limits
+// (codemode.Description): how programs run, whether state persists from call
+// to call, the limits, and the stubs of the tools programs can call. The
+// server's own description states its Runner's limits.
 func Description(manifest spine.Manifest, opts *Options) string {
 	o := withDefaults(nil, opts)
-	var b strings.Builder
-	b.WriteString(`Run a Python 3.11 program in a sandbox and return its result.
-
-The program calls the tools listed below as ordinary Python functions, with keyword arguments only (a class in the list is a namespace: call its tools as namespace.tool(...)); a tool's error is raised at the call as RuntimeError, which the program may catch. Prefer one program that makes several tool calls, loops and computations over many separate run_python calls. The global dict ` + "`inputs`" + ` holds the "inputs" argument. The run's value is the global ` + "`result`" + ` if the program sets it, else the value of its last expression; it must be JSON-encodable. print() output comes back as stdout. The standard library is available; network, environment, subprocesses and threads are not. The program's working directory (/work) and /tmp are its own scratch space, empty at the start but for the files of the "files" argument, and gone after the call (in a session too); the files it creates or changes in the working directory come back as embedded resources.`)
-	if o.Stateless {
-		b.WriteString(" Nothing persists from one call to the next.")
-	} else {
-		b.WriteString(" State persists from one call to the next, as in a notebook: the variables, imports, functions and classes a program defines are there for your later programs (`inputs` and `result` are each call's own). Pass \"fresh\": true to start from a new, empty session. A program stopped by its time limit gets KeyboardInterrupt and the state it left stays. If the state was lost (a program that would not stop, or a session unused for long), the next call runs in a new session and its result says so.")
-	}
-	fmt.Fprintf(&b, " A run is stopped after %v.\n\n", o.Timeout)
-	if len(manifest) == 0 {
-		b.WriteString("No tools are available to the program.\n")
-		return b.String()
-	}
-	b.WriteString("Tools available to the program:\n\n```python\n")
-	b.WriteString(strings.TrimRight(spine.Stubs(manifest), "\n"))
-	b.WriteString("\n```\n")
-	return b.String()
+	return codemode.Description(manifest, o.codemode())
 }
 
 type handler struct {
 	runner *spine.Runner
+	tool   *codemode.Tool
 	opts   Options
 	slots  chan struct{} // a token per call running a program
 
@@ -258,31 +212,11 @@ type handler struct {
 	calls   uint64                         // calls so far: when a client was used last
 }
 
-// Result is run_python's structuredContent.
-type Result struct {
-	Notice          string          `json:"notice,omitempty"` // the state of earlier calls was lost: why
-	Value           json.RawMessage `json:"value"`
-	Stdout          string          `json:"stdout"`
-	Stderr          string          `json:"stderr,omitempty"`
-	StdoutTruncated bool            `json:"stdout_truncated,omitempty"`
-	StderrTruncated bool            `json:"stderr_truncated,omitempty"`
-	Files           []FileInfo      `json:"files,omitempty"`          // each also an embedded resource of the result
-	FilesLeftOut    int             `json:"files_left_out,omitempty"` // past the Runner's caps on files
-}
+// Result is run_python's structuredContent, and its text as JSON.
+type Result = codemode.Result
 
 // FileInfo names a file the program left in its working directory.
-type FileInfo struct {
-	Name  string `json:"name"`
-	Bytes int    `json:"bytes"`
-}
-
-// inputFile is an item of run_python's "files" argument: its contents as
-// text or as base64 data, not both.
-type inputFile struct {
-	Name string  `json:"name"`
-	Text *string `json:"text"`
-	Data []byte  `json:"data"`
-}
+type FileInfo = codemode.FileInfo
 
 // FileURI is the URI of the embedded resource of a file the program left
 // at name in its working directory.
@@ -309,142 +243,49 @@ func fileResource(f spine.File) *mcp.EmbeddedResource {
 }
 
 func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var args struct {
-		Source string          `json:"source"`
-		Inputs json.RawMessage `json:"inputs"`
-		Fresh  bool            `json:"fresh"` // accepted when stateless too: every call is fresh there
-		Files  []inputFile     `json:"files"`
-	}
-	raw := req.Params.Arguments
-	if len(raw) == 0 {
-		raw = json.RawMessage("{}")
-	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&args); err != nil {
-		return failed("bad arguments: " + err.Error()), nil
-	}
-	if args.Source == "" {
-		return failed(`bad arguments: "source" is missing or empty`), nil
-	}
-	inputs, err := h.runner.CheckInputs(args.Inputs)
+	request, fresh, err := h.tool.Request(req.Params.Arguments)
 	if err != nil {
-		return failed("bad arguments: " + err.Error()), nil
+		return toolResult(codemode.Failed(err.Error()))
 	}
-	var files []spine.File
-	for _, f := range args.Files {
-		data := f.Data
-		switch {
-		case f.Text != nil && f.Data != nil:
-			return failed(fmt.Sprintf("bad arguments: file %q has both text and data; give one", f.Name)), nil
-		case f.Text != nil:
-			data = []byte(*f.Text)
-		}
-		files = append(files, spine.File{Name: f.Name, Data: data})
-	}
-	if err := h.runner.CheckFiles(files); err != nil {
-		return failed("bad arguments: " + err.Error()), nil
-	}
-
 	select {
 	case h.slots <- struct{}{}:
 		defer func() { <-h.slots }()
 	default:
-		return failed(fmt.Sprintf("busy, retry: all %d run slots are in use; call %s again in a moment", cap(h.slots), ToolName)), nil
+		return toolResult(codemode.Failed(fmt.Sprintf("busy, retry: all %d run slots are in use; call %s again in a moment", cap(h.slots), ToolName)))
 	}
-	request := spine.Request{Source: args.Source, Inputs: inputs, EarlyReads: h.opts.EarlyReads, Files: files}
 	if h.opts.Stateless || req.Session == nil {
-		runCtx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
-		defer cancel()
-		out, err := h.runner.Run(runCtx, request)
-		return h.answer(ctx, runCtx, out, err, "", nil)
+		out, err := h.runner.Run(ctx, request)
+		return h.answer(ctx, out, err, "", nil)
 	}
-	return h.sessionCall(ctx, req.Session, request, args.Fresh)
+	return h.sessionCall(ctx, req.Session, request, fresh)
 }
 
 // answer turns a run's output and error into run_python's result. notice,
 // when set, heads it; session is the session the run was in, or nil.
-func (h *handler) answer(ctx, runCtx context.Context, out *spine.Output, err error, notice string, session *spine.Session) (*mcp.CallToolResult, error) {
-	result := Result{Notice: notice}
-	var resources []mcp.Content
-	if out != nil {
-		result.Stdout, result.Stderr, result.StdoutTruncated, result.StderrTruncated = out.Stdout, out.Stderr, out.StdoutTruncated, out.StderrTruncated
-		result.FilesLeftOut = out.FilesLeftOut
-		for _, f := range out.Files {
-			result.Files = append(result.Files, FileInfo{Name: f.Name, Bytes: len(f.Data)})
-			resources = append(resources, fileResource(f))
-		}
-	}
-	failed := func(text string) *mcp.CallToolResult {
-		if notice != "" {
-			text = notice + "\n\n" + text
-		}
-		res := failed(text + output(result))
-		res.Content = append(res.Content, resources...)
-		return res
-	}
-	outcome := spine.Classify(err)
-	switch {
-	case outcome == spine.OutcomeOK:
-		result.Value = out.Value
-		text, err := json.Marshal(result)
-		if err != nil {
-			return nil, err
-		}
-		return &mcp.CallToolResult{
-			Content:           append([]mcp.Content{&mcp.TextContent{Text: string(text)}}, resources...),
-			StructuredContent: result,
-		}, nil
-	case outcome == spine.OutcomePython:
-		var pyErr *spine.PythonError
-		errors.As(err, &pyErr)
-		text := strings.TrimRight(pyErr.Traceback, "\n")
-		if text == "" {
-			text = pyErr.Type + ": " + pyErr.Message
-		}
-		return failed(text), nil
-	case errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
-		text := fmt.Sprintf("TimeoutError: the program did not finish within its time limit of %v", h.opts.Timeout)
-		if session != nil && errors.Is(session.Err(), spine.ErrSessionLost) {
-			text += ". Stopping it lost the Python state of earlier calls: your next call runs in a new, empty session"
-		}
-		return failed(text), nil
-	case ctx.Err() != nil:
-		return nil, ctx.Err() // the client went away or cancelled the call
-	case outcome == spine.OutcomeClosed:
+func (h *handler) answer(ctx context.Context, out *spine.Output, runErr error, notice string, session *spine.Session) (*mcp.CallToolResult, error) {
+	res, err := h.tool.Answer(ctx, out, runErr)
+	if err != nil {
 		return nil, err
-	case outcome == spine.OutcomeTooManySessions:
-		return failed(fmt.Sprintf("busy, retry: %v; call %s again in a moment", err, ToolName)), nil
-	case outcome == spine.OutcomeTooLarge, outcome == spine.OutcomeBadRequest, outcome == spine.OutcomeTimeout:
-		return failed(err.Error()), nil
-	default: // the Guest failed (a trap, memory): the program may try again
-		return failed("the sandbox failed: " + err.Error()), nil
 	}
+	res.Notice = notice
+	if res.IsError && spine.Classify(runErr) == spine.OutcomeTimeout && session != nil && errors.Is(session.Err(), spine.ErrSessionLost) {
+		res.Error += ". Stopping it lost the Python state of earlier calls: your next call runs in a new, empty session"
+	}
+	return toolResult(res)
 }
 
-// failed is a tool result the model reads as an error.
-func failed(text string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: true}
-}
-
-// output renders a failed run's captured output after its error text.
-func output(r Result) string {
-	var b strings.Builder
-	for _, stream := range []struct {
-		name, text string
-		truncated  bool
-	}{{"stdout", r.Stdout, r.StdoutTruncated}, {"stderr", r.Stderr, r.StderrTruncated}} {
-		if stream.text == "" {
-			continue
-		}
-		fmt.Fprintf(&b, "\n\n%s:\n%s", stream.name, strings.TrimRight(stream.text, "\n"))
-		if stream.truncated {
-			b.WriteString("\n[truncated]")
+// toolResult is res as an MCP tool result: its text, then the files the
+// program left as embedded resources; a success has the Result as its
+// structuredContent too.
+func toolResult(res *codemode.Result) (*mcp.CallToolResult, error) {
+	content := []mcp.Content{&mcp.TextContent{Text: res.Text()}}
+	if res.Output != nil {
+		for _, f := range res.Output.Files {
+			content = append(content, fileResource(f))
 		}
 	}
-	if b.Len() == 0 {
-		return ""
+	if res.IsError {
+		return &mcp.CallToolResult{Content: content, IsError: true}, nil
 	}
-	b.WriteString("\n")
-	return b.String()
+	return &mcp.CallToolResult{Content: content, StructuredContent: res}, nil
 }

@@ -8,7 +8,9 @@ import (
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/codemode"
 )
 
 // A client is what the server keeps for one MCP session that called
@@ -52,9 +54,7 @@ func (h *handler) sessionCall(ctx context.Context, ss *mcp.ServerSession, req sp
 			return res, err
 		}
 	}
-	runCtx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
-	defer cancel()
-	out, err := c.session.Run(runCtx, req)
+	out, err := c.session.Run(ctx, req)
 	if why := gone(err); why != "" {
 		// The session could not run the program at all: run it in a new one.
 		h.closeSession(c, "")
@@ -62,11 +62,9 @@ func (h *handler) sessionCall(ctx context.Context, ss *mcp.ServerSession, req sp
 		if res, err := h.openSession(ctx, c, notice); res != nil || err != nil {
 			return res, err
 		}
-		runCtx, cancel = context.WithTimeout(ctx, h.opts.Timeout)
-		defer cancel()
-		out, err = c.session.Run(runCtx, req)
+		out, err = c.session.Run(ctx, req)
 	}
-	return h.answer(ctx, runCtx, out, err, notice, c.session)
+	return h.answer(ctx, out, err, notice, c.session)
 }
 
 // gone says why a session's Run error means the session cannot run any
@@ -129,10 +127,8 @@ func (h *handler) watch(ss *mcp.ServerSession, c *client) {
 // error.
 func (h *handler) openSession(ctx context.Context, c *client, notice string) (*mcp.CallToolResult, error) {
 	fail := func(text string) *mcp.CallToolResult {
-		if notice != "" {
-			text = notice + "\n\n" + text
-		}
-		return failed(text)
+		res, _ := toolResult(&codemode.Result{IsError: true, Error: text, Notice: notice})
+		return res
 	}
 	if !h.reserve(c) {
 		return fail(fmt.Sprintf("busy, retry: all %d Python sessions are in use; call %s again in a moment", h.opts.MaxSessions, ToolName)), nil

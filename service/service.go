@@ -9,6 +9,8 @@
 //	GET    /v1/sessions/{id}/snapshot → the session's snapshot, application/octet-stream
 //	POST   /v1/sessions/restore       a snapshot as the body → 201 {"id": "..."}
 //	DELETE /v1/sessions/{id}          → 204
+//	GET    /v1/tool                   run_python's definition for a model (with Options.Tool; tool.go)
+//	POST   /v1/tool/call              a model's run_python arguments as the body → {"text", "is_error", "result"}
 //	GET    /healthz                   liveness, slot use and the health of Options.Health's components
 //	GET    /metrics                   Prometheus text format, from the Server's own registry
 //
@@ -107,6 +109,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/codemode"
 )
 
 // Options are the Server's settings. The zero value, and a nil *Options, mean
@@ -174,6 +177,13 @@ type Options struct {
 	// Texts in the lines are cut to MaxLogText bytes (ClipLogs).
 	// nil means no logging.
 	Logger *slog.Logger
+
+	// Tool, when set, is run_python as the Server offers it to agents
+	// written in any language: GET /v1/tool answers its definition (name,
+	// description, schemas) and POST /v1/tool/call runs a model's call and
+	// answers the text the model reads (package codemode). It must be made
+	// for the Server's Runner; its time limit is each call's.
+	Tool *codemode.Tool
 }
 
 // DefaultMaxTimeout, DefaultMaxBody, DefaultStreamIdle and DefaultMaxSnapshot
@@ -262,6 +272,10 @@ func New(runner *spine.Runner, opts *Options) *Server {
 	s.mux.Handle("POST /v1/sessions/{id}/run", s.accept(needJSON, "POST /v1/sessions/{id}/run", s.handleSessionRun))
 	s.mux.HandleFunc("GET /v1/sessions/{id}/snapshot", s.handleSnapshot)
 	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.handleDeleteSession)
+	if o.Tool != nil {
+		s.mux.HandleFunc("GET /v1/tool", s.handleTool)
+		s.mux.Handle("POST /v1/tool/call", s.accept(needJSON, "POST /v1/tool/call", s.handleToolCall))
+	}
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	return s

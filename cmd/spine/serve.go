@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/codemode"
 	"github.com/spine-run/spine/service"
 )
 
@@ -188,6 +189,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		Health:      health,
 		Logger:      logger,
 		MaxSnapshot: maxSnapshot(sessions.MemoryLimit),
+		Tool:        codemode.New(runner, manifest, &codemode.Options{Timeout: o.maxTimeout}),
 	})
 	code = serveHTTP(ctx, stop, ln, svc, limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
 	svc.Close(context.Background()) // the requests have ended: nothing waits

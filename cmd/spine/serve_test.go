@@ -163,6 +163,21 @@ func TestServeProcess(t *testing.T) {
 		t.Fatalf("run: %v, status %d, %+v", err, status, a)
 	}
 
+	// run_python for agents: a model's arguments in, the text it reads out.
+	resp, err := http.Post(url+"/v1/tool/call", "application/json", strings.NewReader(`{"source": "print('pricing')\nlookup(key='book') * 3"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var tool struct {
+		Text    string `json:"text"`
+		IsError bool   `json:"is_error"`
+	}
+	if err := json.Unmarshal(raw, &tool); err != nil || resp.StatusCode != 200 || tool.IsError || tool.Text != `{"value":63,"stdout":"pricing\n"}` {
+		t.Errorf("POST /v1/tool/call: %d %s", resp.StatusCode, raw)
+	}
+
 	// Two sessions, with one live Guest: the first hibernates to
 	// --session-dir when the second starts, and wakes for its next run.
 	first, second := createSession(t, url), createSession(t, url)
