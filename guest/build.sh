@@ -332,7 +332,10 @@ log "building CPython (make -j$jobs)"
 # 6. The reactor: _spine and the Guest exports, linked against libpython and the batteries.
 log "linking spine.wasm"
 $cc -O2 -c -I"$cpython/Include" -I"$bld" -o "$work/spine.o" "$here/c/spine.c"
-$cc -O2 -mexec-model=reactor -z stack-size=8388608 -Wl,--stack-first \
+# The link has no -O flag: with one, clang runs binaryen's wasm-opt on the
+# linked module whenever one is on PATH, so the output would depend on what
+# else the machine has installed (clang-19's --no-wasm-opt drops the link).
+$cc -mexec-model=reactor -z stack-size=8388608 -Wl,--stack-first \
 	-Wl,--initial-memory=33554432 -Wl,--max-memory=536870912 \
 	-o "$work/spine.wasm" "$work/spine.o" "$bld/libpython3.11.a" \
 	"$bld/Modules/_decimal/libmpdec/libmpdec.a" "$bld/Modules/expat/libexpat.a" \
