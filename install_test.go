@@ -61,15 +61,23 @@ func TestGoDirective(t *testing.T) {
 		t.Error("go.mod has a toolchain line: it makes every consumer download that Go")
 	}
 	floor, by := "1.0", "nothing"
-	dec := json.NewDecoder(bytes.NewReader(goCommand(t, ".", "readonly", "list", "-m", "-json", "all")))
+	// -e: a module the graph names that no build loads (a dependency's own
+	// test dependency, such as testify's) may be missing from the module
+	// cache; a consumer's go command never reads its go line either.
+	dec := json.NewDecoder(bytes.NewReader(goCommand(t, ".", "readonly", "list", "-m", "-e", "-json", "all")))
 	for dec.More() {
 		var m struct {
 			Path      string
 			Main      bool
 			GoVersion string
+			Error     *struct{ Err string }
 		}
 		if err := dec.Decode(&m); err != nil {
 			t.Fatal(err)
+		}
+		if m.Error != nil {
+			t.Logf("%s: %s (not counted)", m.Path, m.Error.Err)
+			continue
 		}
 		if !m.Main && m.GoVersion != "" && version.Compare("go"+m.GoVersion, "go"+floor) > 0 {
 			floor, by = m.GoVersion, m.Path
