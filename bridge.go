@@ -27,6 +27,12 @@ type ToolSpec struct {
 	// schema), used for the tool's Python stub. It never changes how a call is
 	// dispatched, and the Host does not validate arguments against it.
 	InputSchema json.RawMessage
+
+	// OutputSchema is the JSON Schema of the tool's value, used for the
+	// return type of its Python stub (Any without one). Like InputSchema, it
+	// never changes how a call is dispatched, and the Host does not check
+	// values against it.
+	OutputSchema json.RawMessage
 }
 
 // Manifest is copied by New and injected into each Guest execution.
