@@ -64,11 +64,18 @@ func encodeResponse(value any, err error) []byte {
 	response := struct {
 		Value any     `json:"value"`
 		Error *string `json:"error,omitempty"`
+		// Type is "TypeError" for an *ArgumentError: the Guest raises
+		// TypeError, not RuntimeError. Left out for every other error.
+		Type string `json:"type,omitempty"`
 	}{Value: value}
 	if err != nil {
 		response.Value = nil
 		message := err.Error()
 		response.Error = &message
+		var argErr *ArgumentError
+		if errors.As(err, &argErr) {
+			response.Type = "TypeError"
+		}
 	}
 	encoded, err := json.Marshal(response)
 	if err != nil {
@@ -85,7 +92,7 @@ func (r *Runner) invoke(ctx context.Context, request callRequest) []byte {
 	if !ok {
 		return encodeResponse(nil, fmt.Errorf("unknown tool: %s", request.Tool))
 	}
-	return callTool(ctx, spec.Call, request.Args)
+	return callTool(ctx, request.Tool, spec.Call, request.Args)
 }
 
 func (r *Runner) hostCall(ctx context.Context, m api.Module, ptr, size, out, capacity uint32) uint32 {
@@ -131,15 +138,20 @@ func writeResponse(m api.Module, out, capacity uint32, response []byte) uint32 {
 	return uint32(len(response))
 }
 
-// callTool runs a tool and encodes its outcome. A panic in either (the tool, a
-// MarshalJSON method of its value, the Error method of its error) becomes the
-// tool's error, so no tool can crash the Host.
-func callTool(ctx context.Context, call Tool, args json.RawMessage) (response []byte) {
+// callTool runs the tool name and encodes its outcome. A panic in either (the
+// tool, a MarshalJSON method of its value, the Error method of its error)
+// becomes the tool's error, so no tool can crash the Host. An *ArgumentError
+// gets the tool's name in front, as a Python TypeError has its function's.
+func callTool(ctx context.Context, name string, call Tool, args json.RawMessage) (response []byte) {
 	defer func() {
 		if p := recover(); p != nil {
 			response = encodeResponse(nil, fmt.Errorf("tool panicked: %v", p))
 		}
 	}()
 	value, err := call(ctx, args)
+	var argErr *ArgumentError
+	if errors.As(err, &argErr) {
+		err = &ArgumentError{Message: name + "() " + argErr.Message}
+	}
 	return encodeResponse(value, err)
 }

@@ -140,13 +140,13 @@ var stubManifests = map[string]Manifest{
 	// schemas as return types, objects in a union.
 	"typed": {
 		"crm.add_contacts": {Call: goldenCall, Description: "Add contacts.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"contacts":{"type":"array","items":{"type":"object","description":"One person.","properties":{"name":{"type":"string","description":"full name"},"email":{"type":"string"},"address":{"type":"object","properties":{"city":{"type":"string"},"zip":{"type":"string","default":"00000"}}},"tier":{"enum":["free","pro"],"default":"free"}},"required":["name"]}}},"required":["contacts"]}`),
+			InputSchema:  json.RawMessage(`{"type":"object","properties":{"contacts":{"type":"array","items":{"type":"object","description":"One person.","properties":{"name":{"type":"string","description":"full name"},"email":{"type":"string"},"address":{"type":"object","properties":{"city":{"type":"string"},"zip":{"type":"string","default":"00000"}}},"tier":{"enum":["free","pro"],"default":"free"}},"required":["name"]}}},"required":["contacts"]}`),
 			OutputSchema: json.RawMessage(`{"type":"object","properties":{"added":{"type":"integer"},"contacts":{"type":"array","items":{"type":"object","description":"One person.","properties":{"name":{"type":"string","description":"full name"},"email":{"type":"string"},"address":{"type":"object","properties":{"city":{"type":"string"},"zip":{"type":"string","default":"00000"}}},"tier":{"enum":["free","pro"],"default":"free"}},"required":["name"],"additionalProperties":false}}},"required":["added"]}`)},
 		"crm.find": {Call: goldenCall, Description: "Find a contact or a company.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"filter":{"type":"object","properties":{"from":{"type":"string","description":"a date"},"per-page":{"type":"integer"}},"required":["from"]}},"required":["filter"]}`),
+			InputSchema:  json.RawMessage(`{"type":"object","properties":{"filter":{"type":"object","properties":{"from":{"type":"string","description":"a date"},"per-page":{"type":"integer"}},"required":["from"]}},"required":["filter"]}`),
 			OutputSchema: json.RawMessage(`{"anyOf":[{"type":"object","title":"contact","properties":{"name":{"type":"string"}},"required":["name"]},{"type":"object","title":"company","properties":{"name":{"type":"string"},"employees":{"type":"integer"}},"required":["name","employees"]},{"type":"null"}]}`)},
 		"geo.contacts": {Call: goldenCall, Description: "Places with a contact.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"contacts":{"type":"array","items":{"type":"object","properties":{"lat":{"type":"number"},"lon":{"type":"number"}},"required":["lat","lon"]}}},"required":["contacts"]}`),
+			InputSchema:  json.RawMessage(`{"type":"object","properties":{"contacts":{"type":"array","items":{"type":"object","properties":{"lat":{"type":"number"},"lon":{"type":"number"}},"required":["lat","lon"]}}},"required":["contacts"]}`),
 			OutputSchema: json.RawMessage(`{"type":"array","items":{"type":"string"}}`)},
 	},
 }

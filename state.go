@@ -92,7 +92,7 @@ func (st *runState) prepare(request callRequest) uint32 {
 	go func() {
 		defer st.wg.Done()
 		defer close(f.done)
-		f.response = callTool(ctx, spec.Call, request.Args)
+		f.response = callTool(ctx, request.Tool, spec.Call, request.Args)
 	}()
 	return st.lastID
 }

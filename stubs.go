@@ -160,7 +160,7 @@ func (w *stubWriter) writeDef(b *strings.Builder, name string, spec ToolSpec, de
 	params, docs := w.signature(spec.InputSchema)
 	returns := "Any"
 	if s, ok := parseSchema(spec.OutputSchema); ok {
-		returns = w.typeOf(s, spec.OutputSchema, 0, hint{base: camel(short) + "Result", own: true})
+		returns = w.typeOf(s, 0, hint{base: camel(short) + "Result", own: true})
 	}
 	fmt.Fprintf(b, "%sdef %s(%s) -> %s:\n", in, short, params, returns)
 	body := in + "    "
@@ -287,7 +287,7 @@ func (w *stubWriter) signature(raw json.RawMessage) (string, []string) {
 		if ps == nil {
 			ps = &schema{}
 		}
-		typ := w.typeOf(ps, prop.schema, 0, propertyHint(prop.name))
+		typ := w.typeOf(ps, 0, propertyHint(prop.name))
 		var param string
 		switch {
 		case required[prop.name]:
@@ -326,7 +326,7 @@ func (w *stubWriter) signature(raw json.RawMessage) (string, []string) {
 		extra = "**kwargs: Any"
 	} else if open, as := additional(s); open {
 		if as != nil {
-			extra = "**kwargs: " + w.typeOf(as, s.AdditionalProperties, 0, hint{base: "Extra"})
+			extra = "**kwargs: " + w.typeOf(as, 0, hint{base: "Extra"})
 		} else {
 			extra = "**kwargs: Any"
 		}
@@ -365,12 +365,14 @@ func additional(s *schema) (bool, *schema) {
 
 // keywordCheck is what a tool's proxy in the Guest checks of a call's keywords
 // before the call, from its input schema: nil when any keywords go (no
-// schema, not an object schema, or additional properties allowed). Names
-// holds every property, Required those the call must give, in the order the
-// stub's signature lists them.
+// schema, or not an object schema). Names holds every property, Required
+// those the call must give, in the order the stub's signature lists them;
+// Open, when additional properties are allowed, lets any other keyword by
+// (as **kwargs does), the required ones still checked.
 type keywordCheck struct {
 	Names    []string `json:"names"`
 	Required []string `json:"required"`
+	Open     bool     `json:"open,omitempty"`
 }
 
 func checkOf(raw json.RawMessage) *keywordCheck {
@@ -378,10 +380,8 @@ func checkOf(raw json.RawMessage) *keywordCheck {
 	if !ok || !isObjectSchema(s) {
 		return nil
 	}
-	if open, _ := additional(s); open {
-		return nil
-	}
 	c := &keywordCheck{Names: []string{}, Required: []string{}}
+	c.Open, _ = additional(s)
 	required := make(map[string]bool)
 	for _, r := range s.Required {
 		required[r] = true
@@ -427,9 +427,9 @@ type hint struct {
 // and, for the items of an array, its singular.
 func propertyHint(prop string) hint { return hint{base: camel(prop)} }
 
-// typeOf is the Python type of a schema; raw is its JSON, h names the class
-// an object schema becomes.
-func (w *stubWriter) typeOf(s *schema, raw json.RawMessage, depth int, h hint) string {
+// typeOf is the Python type of a schema; h names the class an object schema
+// becomes.
+func (w *stubWriter) typeOf(s *schema, depth int, h hint) string {
 	if depth > maxTypeDepth {
 		return "Any"
 	}
@@ -446,7 +446,7 @@ func (w *stubWriter) typeOf(s *schema, raw json.RawMessage, depth int, h hint) s
 			if !ok {
 				ss = &schema{}
 			}
-			members = append(members, w.typeOf(ss, sub, depth+1, h))
+			members = append(members, w.typeOf(ss, depth+1, h))
 		}
 		t = union(members...)
 	default:
@@ -462,7 +462,7 @@ func (w *stubWriter) typeOf(s *schema, raw json.RawMessage, depth int, h hint) s
 		}
 		var members []string
 		for _, name := range types {
-			members = append(members, w.simpleType(s, raw, name, depth, h))
+			members = append(members, w.simpleType(s, name, depth, h))
 		}
 		if len(members) == 0 {
 			members = []string{"Any"}
@@ -475,7 +475,7 @@ func (w *stubWriter) typeOf(s *schema, raw json.RawMessage, depth int, h hint) s
 	return t
 }
 
-func (w *stubWriter) simpleType(s *schema, raw json.RawMessage, name string, depth int, h hint) string {
+func (w *stubWriter) simpleType(s *schema, name string, depth int, h hint) string {
 	switch name {
 	case "string":
 		return "str"
@@ -490,7 +490,7 @@ func (w *stubWriter) simpleType(s *schema, raw json.RawMessage, name string, dep
 	case "array":
 		item := "Any"
 		if is, ok := parseSchema(s.Items); ok {
-			item = w.typeOf(is, s.Items, depth+1, hint{base: singular(h.base)})
+			item = w.typeOf(is, depth+1, hint{base: singular(h.base)})
 		}
 		return "list[" + item + "]"
 	case "object":
@@ -499,7 +499,7 @@ func (w *stubWriter) simpleType(s *schema, raw json.RawMessage, name string, dep
 		}
 		value := "Any"
 		if as, ok := parseSchema(s.AdditionalProperties); ok && len(s.Properties) == 0 {
-			value = w.typeOf(as, s.AdditionalProperties, depth+1, hint{base: h.base + "Value"})
+			value = w.typeOf(as, depth+1, hint{base: h.base + "Value"})
 		}
 		return "dict[str, " + value + "]"
 	}
@@ -526,7 +526,7 @@ func (w *stubWriter) class(s *schema, depth int, h hint) string {
 		if ps == nil {
 			ps = &schema{}
 		}
-		typ := w.typeOf(ps, prop.schema, depth+1, propertyHint(prop.name))
+		typ := w.typeOf(ps, depth+1, propertyHint(prop.name))
 		if total && !required[prop.name] {
 			typ = "NotRequired[" + typ + "]"
 		}
