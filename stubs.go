@@ -513,9 +513,11 @@ func (w *stubWriter) class(s *schema, depth int, h hint) string {
 	for _, r := range s.Required {
 		required[r] = true
 	}
-	functional := false // keys that are not identifiers need TypedDict("Name", {...})
+	// Keys that are not identifiers need TypedDict("Name", {...}); so do
+	// keys starting with "__", which a class body would mangle.
+	functional := false
 	for _, prop := range s.Properties {
-		if !isIdentifier(prop.name) || pythonKeywords[prop.name] {
+		if !isIdentifier(prop.name) || pythonKeywords[prop.name] || strings.HasPrefix(prop.name, "__") {
 			functional = true
 		}
 	}
