@@ -189,16 +189,24 @@ func TestToolKeywordChecks(t *testing.T) {
 		{`market.quote(a=1, b=2, c=3, e=4)`, "market.quote() got an unexpected keyword argument 'e'"},
 		{`[lookup(kee=k) for k in inputs["keys"]]`, "lookup() got an unexpected keyword argument 'kee'"},
 		{`anykey(kee="x")`, "anykey() missing 1 required keyword-only argument: 'key'"},
+		{"import concurrent.futures as cf\nwith cf.ThreadPoolExecutor() as ex:\n    ex.submit(lookup, kee=\"x\").result()",
+			"lookup() got an unexpected keyword argument 'kee'"},
 	} {
-		for _, early := range []bool{false, true} {
+		// Without early reads, with them (the PLM pass), and streamed in
+		// (prefix mode).
+		for _, mode := range []string{"off", "on", "stream"} {
 			calls.Store(0)
-			_, err := r.Run(context.Background(), Request{Source: c.source, EarlyReads: early, Inputs: map[string]any{"keys": []string{"a", "b"}}})
+			request := Request{Source: c.source, EarlyReads: mode != "off", Inputs: map[string]any{"keys": []string{"a", "b"}}}
+			if mode == "stream" {
+				request.Source, request.Stream = "", strings.NewReader(c.source)
+			}
+			_, err := r.Run(context.Background(), request)
 			var pyErr *PythonError
 			if !errors.As(err, &pyErr) || pyErr.Type != "TypeError" || pyErr.Message != c.want {
-				t.Errorf("%s (early reads %v): %v, want TypeError: %s", c.source, early, err, c.want)
+				t.Errorf("%s (early reads %s): %v, want TypeError: %s", c.source, mode, err, c.want)
 			}
 			if n := calls.Load(); n != 0 {
-				t.Errorf("%s (early reads %v): the tool was called %d times", c.source, early, n)
+				t.Errorf("%s (early reads %s): the tool was called %d times", c.source, mode, n)
 			}
 		}
 	}
