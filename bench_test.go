@@ -88,7 +88,20 @@ func BenchmarkRunDemo(b *testing.B) {
 // 1,000 calls of the lookup tool minus the same loop calling a plain Python
 // function, both timed by the Guest itself.
 func BenchmarkToolCall(b *testing.B) {
-	r := shared(b)
+	benchmarkToolCall(b, shared(b))
+}
+
+// BenchmarkToolCallChecked is BenchmarkToolCall with an input schema on
+// lookup, so each call's keywords are checked by the proxy first.
+func BenchmarkToolCallChecked(b *testing.B) {
+	m := testManifest()
+	spec := m["lookup"]
+	spec.InputSchema = json.RawMessage(`{"type":"object","properties":{"key":{"type":"string"}},"required":["key"]}`)
+	m["lookup"] = spec
+	benchmarkToolCall(b, newRunner(b, m, nil))
+}
+
+func benchmarkToolCall(b *testing.B, r *Runner) {
 	ctx := context.Background()
 	src := `import time
 def plain(key):

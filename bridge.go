@@ -28,6 +28,12 @@ type ToolSpec struct {
 	// schema), used for the tool's Python stub. It never changes how a call is
 	// dispatched, and the Host does not validate arguments against it.
 	InputSchema json.RawMessage
+
+	// OutputSchema is the JSON Schema of the tool's value, used for the
+	// return type of its Python stub (Any without one). Like InputSchema, it
+	// never changes how a call is dispatched, and the Host does not check
+	// values against it.
+	OutputSchema json.RawMessage
 }
 
 // Manifest is copied by New and injected into each Guest execution.
@@ -56,23 +62,25 @@ func readRequest(m api.Module, ptr, size uint32) (callRequest, error) {
 }
 
 func encodeResponse(value any, err error) []byte {
-	if refused, ok := err.(*refusedError); ok { // approve's own error, never wrapped
-		// Its own envelope: the common one stays as small as it was.
-		encoded, _ := json.Marshal(struct {
-			Value any    `json:"value"`
-			Error string `json:"error"`
-			Type  string `json:"type"` // the Python exception to raise (RuntimeError without it)
-		}{Error: refused.msg, Type: "PermissionError"})
-		return encoded
-	}
 	response := struct {
 		Value any     `json:"value"`
 		Error *string `json:"error,omitempty"`
+		// Type is the Python exception the Guest raises for the error:
+		// "PermissionError" for a call Options.Approve refused, "TypeError"
+		// for an *ArgumentError; left out for every other error, which raises
+		// RuntimeError.
+		Type string `json:"type,omitempty"`
 	}{Value: value}
 	if err != nil {
 		response.Value = nil
 		message := err.Error()
 		response.Error = &message
+		var argErr *ArgumentError
+		if _, refused := err.(*refusedError); refused { // approve's own error, never wrapped
+			response.Type = "PermissionError"
+		} else if errors.As(err, &argErr) {
+			response.Type = "TypeError"
+		}
 	}
 	encoded, err := json.Marshal(response)
 	if err != nil {
@@ -91,7 +99,7 @@ func (r *Runner) invoke(ctx context.Context, request callRequest) []byte {
 		if !ok {
 			return encodeResponse(nil, fmt.Errorf("unknown tool: %s", request.Tool))
 		}
-		response, _ := callTool(ctx, spec.Call, request.Args)
+		response, _ := callTool(ctx, request.Tool, spec.Call, request.Args)
 		return response
 	}
 	if err := st.spend(); err != nil {
@@ -111,7 +119,7 @@ func (r *Runner) invoke(ctx context.Context, request callRequest) []byte {
 	if err != nil {
 		response = encodeResponse(nil, err)
 	} else {
-		response, err = callTool(ctx, spec.Call, request.Args)
+		response, err = callTool(ctx, request.Tool, spec.Call, request.Args)
 	}
 	if span != nil {
 		toolFailed(span, err)
@@ -164,11 +172,12 @@ func writeResponse(m api.Module, out, capacity uint32, response []byte) uint32 {
 	return uint32(len(response))
 }
 
-// callTool runs a tool and encodes its outcome; err is the tool's error, if
-// any. A panic in either (the tool, a MarshalJSON method of its value, the
-// Error method of its error) becomes the tool's error, so no tool can crash
-// the Host.
-func callTool(ctx context.Context, call Tool, args json.RawMessage) (response []byte, err error) {
+// callTool runs the tool name and encodes its outcome; err is the tool's
+// error, if any. A panic in either (the tool, a MarshalJSON method of its
+// value, the Error method of its error) becomes the tool's error, so no tool
+// can crash the Host. An *ArgumentError gets the tool's name in front, as a
+// Python TypeError has its function's.
+func callTool(ctx context.Context, name string, call Tool, args json.RawMessage) (response []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("tool panicked: %v", p)
@@ -176,6 +185,10 @@ func callTool(ctx context.Context, call Tool, args json.RawMessage) (response []
 		}
 	}()
 	value, err := call(ctx, args)
+	var argErr *ArgumentError
+	if errors.As(err, &argErr) {
+		err = &ArgumentError{Message: name + "() " + argErr.Message}
+	}
 	response = encodeResponse(value, err)
 	if err != nil {
 		// The error as the program saw it, read once: its Error method is

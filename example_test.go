@@ -156,7 +156,7 @@ func ExampleStubs() {
 	fmt.Print(spine.Stubs(m))
 	// Output:
 	// from __future__ import annotations
-	// from typing import Any, Literal
+	// from typing import Any, Literal, NotRequired, TypedDict
 	//
 	// def lookup(*, key: str) -> Any:
 	//     """Look up the price of an item by key.

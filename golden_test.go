@@ -134,6 +134,21 @@ var stubManifests = map[string]Manifest{
 		"github.create_comment": {Call: goldenCall, Description: "Comment on an issue.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"issue":{"type":"integer"},"body":{"type":"string"},"meta":{"type":"object","additionalProperties":{"type":"string"}}},"required":["issue","body"],"additionalProperties":{"type":"string"}}`)},
 	},
+	// Object schemas as TypedDict classes: nested, required and optional
+	// keys, keys that are not identifiers, descriptions and defaults, one
+	// class for one shape used twice, two shapes that want one name, output
+	// schemas as return types, objects in a union.
+	"typed": {
+		"crm.add_contacts": {Call: goldenCall, Description: "Add contacts.",
+			InputSchema:  json.RawMessage(`{"type":"object","properties":{"contacts":{"type":"array","items":{"type":"object","description":"One person.","properties":{"name":{"type":"string","description":"full name"},"email":{"type":"string"},"address":{"type":"object","properties":{"city":{"type":"string"},"zip":{"type":"string","default":"00000"}}},"tier":{"enum":["free","pro"],"default":"free"}},"required":["name"]}}},"required":["contacts"]}`),
+			OutputSchema: json.RawMessage(`{"type":"object","properties":{"added":{"type":"integer"},"contacts":{"type":"array","items":{"type":"object","description":"One person.","properties":{"name":{"type":"string","description":"full name"},"email":{"type":"string"},"address":{"type":"object","properties":{"city":{"type":"string"},"zip":{"type":"string","default":"00000"}}},"tier":{"enum":["free","pro"],"default":"free"}},"required":["name"],"additionalProperties":false}}},"required":["added"]}`)},
+		"crm.find": {Call: goldenCall, Description: "Find a contact or a company.",
+			InputSchema:  json.RawMessage(`{"type":"object","properties":{"filter":{"type":"object","properties":{"from":{"type":"string","description":"a date"},"per-page":{"type":"integer"}},"required":["from"]}},"required":["filter"]}`),
+			OutputSchema: json.RawMessage(`{"anyOf":[{"type":"object","title":"contact","properties":{"name":{"type":"string"}},"required":["name"]},{"type":"object","title":"company","properties":{"name":{"type":"string"},"employees":{"type":"integer"}},"required":["name","employees"]},{"type":"null"}]}`)},
+		"geo.contacts": {Call: goldenCall, Description: "Places with a contact.",
+			InputSchema:  json.RawMessage(`{"type":"object","properties":{"contacts":{"type":"array","items":{"type":"object","properties":{"lat":{"type":"number"},"lon":{"type":"number"}},"required":["lat","lon"]}}},"required":["contacts"]}`),
+			OutputSchema: json.RawMessage(`{"type":"array","items":{"type":"string"}}`)},
+	},
 }
 
 func TestGoldenStubs(t *testing.T) {
@@ -195,6 +210,54 @@ func TestGoldenTransformed(t *testing.T) {
 			}
 			// Kept with a final newline, as editors save it.
 			golden(t, strings.TrimSuffix(path, ".py")+".out.py", strings.TrimSuffix(out.Transformed, "\n")+"\n")
+		})
+	}
+}
+
+// serverManifest is the manifest of the MCP server whose tools/list answer
+// is testdata/mcp-servers/NAME.json, as mcpclient makes it with the
+// namespace NAME (a "-" made "_" in both).
+func serverManifest(t *testing.T, name string) Manifest {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "mcp-servers", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Tools []struct {
+			Name         string          `json:"name"`
+			Title        string          `json:"title"`
+			Description  string          `json:"description"`
+			InputSchema  json.RawMessage `json:"inputSchema"`
+			OutputSchema json.RawMessage `json:"outputSchema"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(data, &list); err != nil {
+		t.Fatal(err)
+	}
+	namespace := strings.ReplaceAll(name, "-", "_")
+	m := make(Manifest)
+	for _, tool := range list.Tools {
+		description := tool.Description
+		if description == "" {
+			description = tool.Title
+		}
+		m[namespace+"."+strings.ReplaceAll(tool.Name, "-", "_")] = ToolSpec{Call: goldenCall, Description: description,
+			InputSchema: tool.InputSchema, OutputSchema: tool.OutputSchema}
+	}
+	return m
+}
+
+// mcpServers are the servers whose tool lists testdata/mcp-servers holds
+// (testdata/mcp-servers/README.md says where each came from).
+var mcpServers = []string{"everything", "filesystem", "memory", "sequential-thinking"}
+
+// TestGoldenServerStubs keeps the stubs of real MCP servers' tools in
+// testdata/stubs/server-NAME.pyi.
+func TestGoldenServerStubs(t *testing.T) {
+	for _, name := range mcpServers {
+		t.Run(name, func(t *testing.T) {
+			golden(t, filepath.Join("testdata", "stubs", "server-"+name+".pyi"), Stubs(serverManifest(t, name)))
 		})
 	}
 }

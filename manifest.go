@@ -100,6 +100,9 @@ type guestTool struct {
 	Name  string `json:"name"`
 	Early bool   `json:"early,omitempty"`
 	Doc   string `json:"doc,omitempty"`
+	// Params are the keywords the tool's proxy takes and requires (from
+	// InputSchema); nil: any keywords go.
+	Params *keywordCheck `json:"params,omitempty"`
 }
 
 // guestTools encodes the manifest for the Guest once, in a stable order. A
@@ -110,7 +113,7 @@ type guestTool struct {
 func guestTools(m Manifest) json.RawMessage {
 	tools := make([]guestTool, 0, len(m))
 	for name, spec := range m {
-		tools = append(tools, guestTool{Name: name, Early: spec.AllowEarlyRead, Doc: "\n" + Stub(name, spec)})
+		tools = append(tools, guestTool{Name: name, Early: spec.AllowEarlyRead, Doc: "\n" + Stub(name, spec), Params: checkOf(spec.InputSchema)})
 	}
 	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
 	encoded, _ := json.Marshal(tools)

@@ -362,7 +362,7 @@ func TestObserveNoCostWhenUnset(t *testing.T) {
 		st.calls, st.record = 0, st.record[:0]
 		r.invoke(st.ctx, request)
 	})
-	tool := testing.AllocsPerRun(500, func() { callTool(st.ctx, call, request.Args) })
+	tool := testing.AllocsPerRun(500, func() { callTool(st.ctx, request.Tool, call, request.Args) })
 	if bridge != tool {
 		t.Fatalf("a tool call allocates %v times through the bridge, %v times alone", bridge, tool)
 	}

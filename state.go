@@ -118,7 +118,7 @@ func (st *runState) prepare(request callRequest) uint32 {
 	st.wg.Add(1)
 	go func() {
 		defer st.wg.Done()
-		f.response, f.err = callTool(ctx, spec.Call, request.Args)
+		f.response, f.err = callTool(ctx, request.Tool, spec.Call, request.Args)
 		f.took = time.Since(f.start)
 		if f.span != nil {
 			f.span.AddEvent("spine.tool.returned")

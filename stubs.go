@@ -8,14 +8,23 @@ import (
 	"strings"
 )
 
+// stubImports is the first lines of Stubs' text.
+const stubImports = "from __future__ import annotations\nfrom typing import Any, Literal, NotRequired, TypedDict\n"
+
 // Stubs returns Python stub text for every tool of m, for a model's system
 // prompt: valid Python that declares each tool's signature, types and
-// documentation, and how to call it. Tools come in name order; the tools of a
-// namespace ("market.get_price") are grouped as static methods of a class
-// named after it, so the text shows the call as market.get_price(...):
+// documentation, and how to call it. The object types the tools take and
+// return come first, as TypedDict classes; then the tools in name order, the
+// tools of a namespace ("market.get_price") grouped as static methods of a
+// class named after it, so the text shows the call as market.get_price(...):
 //
 //	from __future__ import annotations
-//	from typing import Any, Literal
+//	from typing import Any, Literal, NotRequired, TypedDict
+//
+//	class Quote(TypedDict):
+//	    price: float
+//	    currency: Literal["USD", "EUR"]
+//	    venue: NotRequired[str]  # where it traded
 //
 //	def lookup(*, key: str) -> Any:
 //	    """Look up the price of an item by key.
@@ -26,18 +35,18 @@ import (
 //
 //	class market:
 //	    @staticmethod
-//	    def get_price(*, symbol: str, currency: Literal["USD", "EUR"] = "USD") -> Any:
+//	    def get_price(*, symbol: str, currency: Literal["USD", "EUR"] = "USD") -> Quote:
 //	        """Return the last price of symbol."""
 //
-// Stub describes how a tool's schema becomes a signature.
+// Stub describes how a tool's schemas become a signature.
 func Stubs(m Manifest) string {
 	names := make([]string, 0, len(m))
 	for name := range m {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	var b strings.Builder
-	b.WriteString("from __future__ import annotations\nfrom typing import Any, Literal\n")
+	w := newStubWriter(names)
+	var defs strings.Builder
 	// open holds the namespaces (classes) the previous tool was written in.
 	var open []string
 	for _, name := range names {
@@ -48,62 +57,112 @@ func Stubs(m Manifest) string {
 			common++
 		}
 		if common == 0 {
-			b.WriteString("\n")
+			defs.WriteString("\n")
 		}
 		for depth := common; depth < len(space); depth++ {
 			if depth > 0 && depth == common {
-				b.WriteString("\n") // after the open class's previous member
+				defs.WriteString("\n") // after the open class's previous member
 			}
-			fmt.Fprintf(&b, "%sclass %s:\n", indentOf(depth), space[depth])
+			fmt.Fprintf(&defs, "%sclass %s:\n", indentOf(depth), space[depth])
 		}
 		if common > 0 && common == len(space) {
-			b.WriteString("\n")
+			defs.WriteString("\n")
 		}
-		writeDef(&b, parts[len(parts)-1], m[name], len(space))
+		w.writeDef(&defs, name, m[name], len(space))
 		open = space
 	}
+	var b strings.Builder
+	b.WriteString(stubImports)
+	for _, class := range w.classes {
+		b.WriteString("\n" + class)
+	}
+	b.WriteString(defs.String())
 	return b.String()
 }
 
-// Stub returns the Python stub of one tool, as Stubs writes it: the
-// tool's description is the docstring, followed by an "Args:" section with the
-// description of each parameter that has one. help(tool) inside the Guest
-// shows this text.
+// Stub returns the Python stub of one tool, as Stubs writes it, preceded by
+// the TypedDict classes it uses: the tool's description is the docstring,
+// followed by an "Args:" section with the description of each parameter that
+// has one. help(tool) inside the Guest shows this text.
 //
 // The signature comes from spec.InputSchema, a JSON Schema object:
 // every property is a keyword-only parameter (required ones first, then the
 // rest, each group in the schema's order); an optional parameter shows its
 // "default", or "= None" when it has none (leave it out to get the tool's
 // default). Types: string→str, integer→int, number→float, boolean→bool,
-// null→None, array→list[item type], object→dict[str, value type]; enum and
-// const→Literal[...]; a list of types, anyOf or oneOf→X | Y, and a nullable
-// schema→X | None; anything else→Any. A property whose name is not a Python
-// identifier cannot be a keyword parameter: the signature gets **kwargs and
-// the docstring lists it. Without a schema, or with one that is not of an
-// object, the signature is (**kwargs); {"type": "object"} alone is (). The
-// return type is Any. A dotted name is written as a class per namespace with
-// the tool as a static method.
+// null→None, array→list[item type]; an object with properties→a TypedDict
+// class (its required keys plain, the others NotRequired, or total=False when
+// none is required; descriptions and defaults as comments), an object without
+// properties→dict[str, value type]; enum and const→Literal[...]; a list of
+// types, anyOf or oneOf→X | Y, and a nullable schema→X | None; anything
+// else→Any. A class is named after the schema's title, else after the
+// property that holds it (singular for the items of an array: "entities"
+// holds Entity), else after the tool ("read_graph" returns ReadGraphResult);
+// a name already taken by a different schema gets the tool's name in front
+// (EditFileEdit), then a number; one schema used in several places is one
+// class. A property whose name is not a Python identifier cannot be a keyword
+// parameter: the signature gets **kwargs and the docstring lists it. Without
+// a schema, or with one that is not of an object, the signature is
+// (**kwargs); {"type": "object"} alone is (). The return type comes from
+// spec.OutputSchema in the same way, Any without one. A dotted name is
+// written as a class per namespace with the tool as a static method.
 func Stub(name string, spec ToolSpec) string {
-	var b strings.Builder
+	w := newStubWriter([]string{name})
+	var def strings.Builder
 	parts := strings.Split(name, ".")
 	for depth, space := range parts[:len(parts)-1] {
-		fmt.Fprintf(&b, "%sclass %s:\n", indentOf(depth), space)
+		fmt.Fprintf(&def, "%sclass %s:\n", indentOf(depth), space)
 	}
-	writeDef(&b, parts[len(parts)-1], spec, len(parts)-1)
-	return b.String()
+	w.writeDef(&def, name, spec, len(parts)-1)
+	if len(w.classes) == 0 {
+		return def.String()
+	}
+	return strings.Join(w.classes, "\n") + "\n" + def.String()
 }
 
 func indentOf(depth int) string { return strings.Repeat("    ", depth) }
 
-// writeDef writes the def of one tool at the given depth: inside depth
+// stubWriter writes the defs of tools and collects the TypedDict classes
+// their schemas need, named so that no two collide.
+type stubWriter struct {
+	classes []string          // the text of each class, each before the classes that use it
+	byBody  map[string]string // a class's fields and doc -> its name
+	taken   map[string]bool   // names a class may not take
+	tool    string            // the tool whose def is being written
+}
+
+func newStubWriter(tools []string) *stubWriter {
+	w := &stubWriter{byBody: make(map[string]string), taken: make(map[string]bool)}
+	for name := range pythonBuiltins {
+		w.taken[name] = true
+	}
+	for name := range pythonKeywords {
+		w.taken[name] = true
+	}
+	for _, name := range strings.Fields("annotations Any Literal NotRequired Required TypedDict") {
+		w.taken[name] = true
+	}
+	for _, tool := range tools {
+		w.taken[strings.Split(tool, ".")[0]] = true
+	}
+	return w
+}
+
+// writeDef writes the def of the tool name at the given depth: inside depth
 // classes, as a static method.
-func writeDef(b *strings.Builder, short string, spec ToolSpec, depth int) {
+func (w *stubWriter) writeDef(b *strings.Builder, name string, spec ToolSpec, depth int) {
+	w.tool = name
+	short := name[strings.LastIndex(name, ".")+1:]
 	in := indentOf(depth)
 	if depth > 0 {
 		b.WriteString(in + "@staticmethod\n")
 	}
-	params, docs := signature(spec.InputSchema)
-	fmt.Fprintf(b, "%sdef %s(%s) -> Any:\n", in, short, params)
+	params, docs := w.signature(spec.InputSchema)
+	returns := "Any"
+	if s, ok := parseSchema(spec.OutputSchema); ok {
+		returns = w.typeOf(s, 0, hint{base: camel(short) + "Result", own: true})
+	}
+	fmt.Fprintf(b, "%sdef %s(%s) -> %s:\n", in, short, params, returns)
 	body := in + "    "
 	doc := strings.TrimSpace(strings.ReplaceAll(spec.Description, "\r\n", "\n"))
 	if len(docs) > 0 {
@@ -119,6 +178,11 @@ func writeDef(b *strings.Builder, short string, spec ToolSpec, depth int) {
 		b.WriteString(body + "...\n")
 		return
 	}
+	writeDocstring(b, body, doc)
+}
+
+// writeDocstring writes doc as a docstring at the indent body.
+func writeDocstring(b *strings.Builder, body, doc string) {
 	lines := strings.Split(strings.TrimRight(pyDocEscape(doc), "\n"), "\n")
 	if len(lines) == 1 {
 		line := lines[0]
@@ -148,6 +212,7 @@ func pyDocEscape(s string) string {
 // schema is the part of JSON Schema a stub uses.
 type schema struct {
 	Type                 json.RawMessage   `json:"type"`
+	Title                string            `json:"title"`
 	Description          string            `json:"description"`
 	Enum                 []json.RawMessage `json:"enum"`
 	Const                json.RawMessage   `json:"const"`
@@ -207,9 +272,9 @@ func parseSchema(raw json.RawMessage) (*schema, bool) {
 
 // signature returns the parameter list of a tool with input schema raw, and
 // the "name: description" lines of its docstring.
-func signature(raw json.RawMessage) (string, []string) {
+func (w *stubWriter) signature(raw json.RawMessage) (string, []string) {
 	s, ok := parseSchema(raw)
-	if !ok || (len(s.Properties) == 0 && strings.Trim(string(bytes.TrimSpace(s.Type)), `"`) != "object") {
+	if !ok || !isObjectSchema(s) {
 		return "**kwargs", nil // no schema, or not one of an object
 	}
 	required := make(map[string]bool)
@@ -222,7 +287,7 @@ func signature(raw json.RawMessage) (string, []string) {
 		if ps == nil {
 			ps = &schema{}
 		}
-		typ := typeOf(ps, 0)
+		typ := w.typeOf(ps, 0, propertyHint(prop.name))
 		var param string
 		switch {
 		case required[prop.name]:
@@ -232,7 +297,7 @@ func signature(raw json.RawMessage) (string, []string) {
 		default:
 			param = fmt.Sprintf("%s: %s = None", prop.name, union(typ, "None"))
 		}
-		desc := strings.Join(strings.Fields(ps.Description), " ")
+		desc := oneLine(ps.Description)
 		if !isIdentifier(prop.name) || pythonKeywords[prop.name] {
 			note := fmt.Sprintf("%s (%s", pyLiteral(mustJSON(prop.name)), typ)
 			if !required[prop.name] {
@@ -259,11 +324,11 @@ func signature(raw json.RawMessage) (string, []string) {
 	extra := ""
 	if len(odd) > 0 {
 		extra = "**kwargs: Any"
-	} else if ap := bytes.TrimSpace(s.AdditionalProperties); len(ap) > 0 && string(ap) != "false" {
-		if as, ok := parseSchema(ap); ok {
-			extra = "**kwargs: " + typeOf(as, 0)
+	} else if open, as := additional(s); open {
+		if as != nil {
+			extra = "**kwargs: " + w.typeOf(as, 0, hint{base: "Extra"})
 		} else {
-			extra = "**kwargs: Any" // true
+			extra = "**kwargs: Any"
 		}
 	}
 	if len(params) == 0 {
@@ -276,6 +341,73 @@ func signature(raw json.RawMessage) (string, []string) {
 	return list, docs
 }
 
+// isObjectSchema reports whether s describes an object with named keys: it has
+// properties, or its type is "object".
+func isObjectSchema(s *schema) bool {
+	return len(s.Properties) > 0 || strings.Trim(string(bytes.TrimSpace(s.Type)), `"`) == "object"
+}
+
+// additional reports whether an object schema takes keys beyond its
+// properties: only when additionalProperties says so, true or a schema (then
+// returned). Left out, it is taken as false: the stub, and the Guest's check
+// of a call's keywords, follow the properties the schema names.
+func additional(s *schema) (bool, *schema) {
+	ap := bytes.TrimSpace(s.AdditionalProperties)
+	if len(ap) == 0 || string(ap) == "false" {
+		return false, nil
+	}
+	as, ok := parseSchema(ap)
+	if !ok || string(ap) == "true" {
+		return true, nil
+	}
+	return true, as
+}
+
+// keywordCheck is what a tool's proxy in the Guest checks of a call's keywords
+// before the call, from its input schema: nil when any keywords go (no
+// schema, or not an object schema). Names holds every property, Required
+// those the call must give, in the order the stub's signature lists them;
+// Open, when additional properties are allowed, lets any other keyword by
+// (as **kwargs does), the required ones still checked.
+type keywordCheck struct {
+	Names    []string `json:"names"`
+	Required []string `json:"required"`
+	Open     bool     `json:"open,omitempty"`
+}
+
+func checkOf(raw json.RawMessage) *keywordCheck {
+	s, ok := parseSchema(raw)
+	if !ok || !isObjectSchema(s) {
+		return nil
+	}
+	c := &keywordCheck{Names: []string{}, Required: []string{}}
+	c.Open, _ = additional(s)
+	required := make(map[string]bool)
+	for _, r := range s.Required {
+		required[r] = true
+	}
+	named := make(map[string]bool)
+	for _, prop := range s.Properties {
+		c.Names = append(c.Names, prop.name)
+		named[prop.name] = true
+		if required[prop.name] {
+			c.Required = append(c.Required, prop.name)
+		}
+	}
+	// A required key the properties do not describe is still a keyword the
+	// call must give.
+	for _, r := range s.Required {
+		if !named[r] {
+			named[r] = true
+			c.Names = append(c.Names, r)
+			c.Required = append(c.Required, r)
+		}
+	}
+	return c
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
 func mustJSON(v any) json.RawMessage {
 	encoded, _ := json.Marshal(v)
 	return encoded
@@ -284,8 +416,20 @@ func mustJSON(v any) json.RawMessage {
 // maxTypeDepth bounds the nesting a stub spells out; deeper is Any.
 const maxTypeDepth = 4
 
-// typeOf is the Python type of a schema.
-func typeOf(s *schema, depth int) string {
+// hint is what a TypedDict class made for a schema may be named after, best
+// first: the schema's title, else base.
+type hint struct {
+	base string
+	own  bool // the class is the value of one tool, never shared with another
+}
+
+// propertyHint names the class of the property prop's schema: prop itself,
+// and, for the items of an array, its singular.
+func propertyHint(prop string) hint { return hint{base: camel(prop)} }
+
+// typeOf is the Python type of a schema; h names the class an object schema
+// becomes.
+func (w *stubWriter) typeOf(s *schema, depth int, h hint) string {
 	if depth > maxTypeDepth {
 		return "Any"
 	}
@@ -302,7 +446,7 @@ func typeOf(s *schema, depth int) string {
 			if !ok {
 				ss = &schema{}
 			}
-			members = append(members, typeOf(ss, depth+1))
+			members = append(members, w.typeOf(ss, depth+1, h))
 		}
 		t = union(members...)
 	default:
@@ -313,9 +457,12 @@ func typeOf(s *schema, depth int) string {
 				types = []string{one}
 			}
 		}
+		if len(types) == 0 && len(s.Properties) > 0 {
+			types = []string{"object"}
+		}
 		var members []string
 		for _, name := range types {
-			members = append(members, simpleType(s, name, depth))
+			members = append(members, w.simpleType(s, name, depth, h))
 		}
 		if len(members) == 0 {
 			members = []string{"Any"}
@@ -328,7 +475,7 @@ func typeOf(s *schema, depth int) string {
 	return t
 }
 
-func simpleType(s *schema, name string, depth int) string {
+func (w *stubWriter) simpleType(s *schema, name string, depth int, h hint) string {
 	switch name {
 	case "string":
 		return "str"
@@ -343,17 +490,184 @@ func simpleType(s *schema, name string, depth int) string {
 	case "array":
 		item := "Any"
 		if is, ok := parseSchema(s.Items); ok {
-			item = typeOf(is, depth+1)
+			item = w.typeOf(is, depth+1, hint{base: singular(h.base)})
 		}
 		return "list[" + item + "]"
 	case "object":
+		if len(s.Properties) > 0 && depth < maxTypeDepth {
+			return w.class(s, depth, h)
+		}
 		value := "Any"
 		if as, ok := parseSchema(s.AdditionalProperties); ok && len(s.Properties) == 0 {
-			value = typeOf(as, depth+1)
+			value = w.typeOf(as, depth+1, hint{base: h.base + "Value"})
 		}
 		return "dict[str, " + value + "]"
 	}
 	return "Any"
+}
+
+// class returns the name of the TypedDict class of the object schema s,
+// writing the class the first time one with its fields is needed.
+func (w *stubWriter) class(s *schema, depth int, h hint) string {
+	required := make(map[string]bool)
+	for _, r := range s.Required {
+		required[r] = true
+	}
+	// Keys that are not identifiers need TypedDict("Name", {...}); so do
+	// keys starting with "__", which a class body would mangle.
+	functional := false
+	for _, prop := range s.Properties {
+		if !isIdentifier(prop.name) || pythonKeywords[prop.name] || strings.HasPrefix(prop.name, "__") {
+			functional = true
+		}
+	}
+	total := len(s.Required) > 0
+	var fields []string
+	for _, prop := range s.Properties {
+		ps, _ := parseSchema(prop.schema)
+		if ps == nil {
+			ps = &schema{}
+		}
+		typ := w.typeOf(ps, depth+1, propertyHint(prop.name))
+		if total && !required[prop.name] {
+			typ = "NotRequired[" + typ + "]"
+		}
+		key := prop.name
+		if functional {
+			key = pyLiteral(mustJSON(prop.name))
+		}
+		field := key + ": " + typ
+		if functional {
+			field += ","
+		}
+		comment := oneLine(ps.Description)
+		if len(ps.Default) > 0 {
+			if comment == "" {
+				comment = "default: " + pyLiteral(ps.Default)
+			} else {
+				comment += " (default: " + pyLiteral(ps.Default) + ")"
+			}
+		}
+		if comment != "" {
+			field += "  # " + comment
+		}
+		fields = append(fields, field)
+	}
+	doc := strings.TrimSpace(strings.ReplaceAll(s.Description, "\r\n", "\n"))
+	// Schemas that make the same class are one class, wherever they are used
+	// (a server's input and output schemas differ in details a stub does not show).
+	key := fmt.Sprint(functional, total, doc, fields)
+	if h.own {
+		key = h.base + " " + key
+	}
+	if name, ok := w.byBody[key]; ok {
+		return name
+	}
+	name := w.className(s, h)
+	w.byBody[key] = name
+	w.taken[name] = true
+	var b strings.Builder
+	if functional {
+		fmt.Fprintf(&b, "%s = TypedDict(%q, {\n", name, name)
+		for _, f := range fields {
+			b.WriteString("    " + f + "\n")
+		}
+		if total {
+			b.WriteString("})\n")
+		} else {
+			b.WriteString("}, total=False)\n")
+		}
+		if doc != "" {
+			// The functional form has no place for a docstring.
+			for _, line := range strings.Split(doc, "\n") {
+				b.WriteString(strings.TrimRight("# "+line, " ") + "\n")
+			}
+		}
+	} else {
+		if total {
+			fmt.Fprintf(&b, "class %s(TypedDict):\n", name)
+		} else {
+			fmt.Fprintf(&b, "class %s(TypedDict, total=False):\n", name)
+		}
+		if doc != "" {
+			writeDocstring(&b, "    ", doc)
+		}
+		for _, f := range fields {
+			b.WriteString("    " + f + "\n")
+		}
+	}
+	w.classes = append(w.classes, b.String())
+	return name
+}
+
+// className picks the name of a new class: the schema's title, or that
+// with the tool's short then full name in front; else the same with h's base;
+// else the last of those with a number.
+func (w *stubWriter) className(s *schema, h hint) string {
+	short := camel(w.tool[strings.LastIndex(w.tool, ".")+1:])
+	full := camel(w.tool)
+	base := h.base
+	if base == "" {
+		base = "Object"
+	}
+	var candidates []string
+	for _, name := range []string{camel(s.Title), base} {
+		if name != "" {
+			candidates = append(candidates, name, short+name, full+name)
+		}
+	}
+	for _, c := range candidates {
+		if !w.taken[c] {
+			return c
+		}
+	}
+	last := candidates[len(candidates)-1]
+	for n := 2; ; n++ {
+		if c := fmt.Sprintf("%s%d", last, n); !w.taken[c] {
+			return c
+		}
+	}
+}
+
+// camel makes s a CamelCase identifier: "entity_type", "entity-type" and
+// "entityType" become EntityType; "" stays "". One starting with a digit gets
+// a "T" in front.
+func camel(s string) string {
+	var b strings.Builder
+	upper := true
+	for _, c := range s {
+		switch {
+		case c < 128 && ('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'):
+			if upper && 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			if b.Len() == 0 && '0' <= c && c <= '9' {
+				b.WriteByte('T')
+			}
+			b.WriteRune(c)
+			upper = false
+		default:
+			upper = true
+		}
+	}
+	return b.String()
+}
+
+// singular names the items of an array named plural: Entities→Entity,
+// Edits→Edit, Matches→Match; a name that does not end in s gets "Item".
+func singular(plural string) string {
+	switch {
+	case plural == "":
+		return "Item"
+	case strings.HasSuffix(plural, "ies") && len(plural) > 3:
+		return plural[:len(plural)-3] + "y"
+	case strings.HasSuffix(plural, "sses"), strings.HasSuffix(plural, "shes"),
+		strings.HasSuffix(plural, "ches"), strings.HasSuffix(plural, "xes"):
+		return plural[:len(plural)-2]
+	case strings.HasSuffix(plural, "s") && !strings.HasSuffix(plural, "ss") && len(plural) > 1:
+		return plural[:len(plural)-1]
+	}
+	return plural + "Item"
 }
 
 // union joins types with " | ", without repeats, None last; Any absorbs all.

@@ -31,7 +31,7 @@ func TestStub(t *testing.T) {
 			"meta":{"type":"object","additionalProperties":{"type":"integer"}},
 			"point":{"type":"object","properties":{"x":{"type":"number"}}}},
 			"required":["tags","grid","meta","point"]}`,
-			"def f(*, tags: list[str], grid: list[list[float]], meta: dict[str, int], point: dict[str, Any]) -> Any:\n    ...\n"},
+			"class Point(TypedDict, total=False):\n    x: float\n\ndef f(*, tags: list[str], grid: list[list[float]], meta: dict[str, int], point: Point) -> Any:\n    ...\n"},
 		{"enums and const", "", `{"type":"object","properties":{
 			"state":{"type":"string","enum":["open","closed"]},
 			"level":{"enum":[1,2,null]},
@@ -78,6 +78,12 @@ func TestStub(t *testing.T) {
 			`def f(**kwargs) -> Any:` + "\n    \"\"\"Say \\\"\\\"\\\"hi\\\"\\\"\\\" \\\\o/ \"now\\\"\"\"\"\n"},
 		{"empty schema", "", `{}`, "def f(**kwargs) -> Any:\n    ...\n"},
 		{"not an object", "", `{"type":"string"}`, "def f(**kwargs) -> Any:\n    ...\n"},
+		{"object keys a class body cannot hold", "", `{"type":"object","properties":{"o":{"type":"object","properties":{"__x":{"type":"integer"}}}},"required":["o"]}`,
+			"O = TypedDict(\"O\", {\n    \"__x\": int,\n}, total=False)\n\ndef f(*, o: O) -> Any:\n    ...\n"},
+		{"one shape, one class", "", `{"type":"object","properties":{"a":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]},"b":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"],"additionalProperties":false}},"required":["a","b"]}`,
+			"class A(TypedDict):\n    x: int\n\ndef f(*, a: A, b: A) -> Any:\n    ...\n"},
+		{"classes named after their properties", "", `{"type":"object","properties":{"str":{"type":"object","properties":{"x":{"type":"integer"}}},"f":{"type":"object","properties":{"y":{"type":"integer"}}}},"required":["str","f"]}`,
+			"class Str(TypedDict, total=False):\n    x: int\n\nclass F(TypedDict, total=False):\n    y: int\n\ndef f(*, str: Str, f: F) -> Any:\n    ...\n"},
 		{"properties without a type", "", `{"properties":{"a":{"type":"string"}}}`, "def f(*, a: str | None = None) -> Any:\n    ...\n"},
 		{"bad schema", "x", `not json`,
 			"def f(**kwargs) -> Any:\n    \"\"\"x\"\"\"\n"},
@@ -116,7 +122,7 @@ func stubManifest() Manifest {
 // TestStubs: the stubs of stubManifest are the golden file
 // testdata/stubs/market.pyi (TestGoldenStubs).
 func TestStubs(t *testing.T) {
-	if got := Stubs(nil); got != "from __future__ import annotations\nfrom typing import Any, Literal\n" {
+	if got := Stubs(nil); got != "from __future__ import annotations\nfrom typing import Any, Literal, NotRequired, TypedDict\n" {
 		t.Errorf("empty manifest: %q", got)
 	}
 }
@@ -186,5 +192,106 @@ func TestGuestHelpShowsStub(t *testing.T) {
 	var doc string
 	if err := json.Unmarshal(out.Value, &doc); err != nil || strings.TrimPrefix(doc, "\n") != Stub("lookup", m["lookup"]) {
 		t.Errorf("lookup.__doc__ = %q, want the stub", doc)
+	}
+}
+
+func TestStubReturns(t *testing.T) {
+	for _, c := range []struct{ name, output, want string }{
+		{"none", ``, "def f() -> Any:\n    ...\n"},
+		{"scalar", `{"type":"string"}`, "def f() -> str:\n    ...\n"},
+		{"object", `{"type":"object","properties":{"content":{"type":"string"}},"required":["content"]}`,
+			"class FResult(TypedDict):\n    content: str\n\ndef f() -> FResult:\n    ...\n"},
+		{"object without properties", `{"type":"object"}`, "def f() -> dict[str, Any]:\n    ...\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := Stub("f", ToolSpec{InputSchema: json.RawMessage(`{"type":"object"}`), OutputSchema: json.RawMessage(c.output)})
+			if got != c.want {
+				t.Errorf("got\n%s\nwant\n%s", got, c.want)
+			}
+		})
+	}
+}
+
+// TestServerStubsArePython imports the stubs of the real MCP servers' tools
+// (testdata/mcp-servers) in the real Guest: each is valid Python, every
+// annotation of every tool and TypedDict class resolves, and each stub's
+// signature is the signature of the tool's proxy.
+func TestServerStubsArePython(t *testing.T) {
+	all := make(Manifest)
+	stubs := make(map[string]string)
+	tools := make(map[string][]string)
+	for _, name := range mcpServers {
+		m := serverManifest(t, name)
+		stubs[name] = Stubs(m)
+		for tool, spec := range m {
+			all[tool] = spec
+			tools[name] = append(tools[name], tool)
+		}
+	}
+	r := stubRunner(t, all)
+	const source = `
+import ast, inspect, sys, types, typing
+
+def resolve(root, name):
+    for part in name.split("."):
+        root = getattr(root, part) if not isinstance(root, dict) else root[part]
+    return root
+
+def shape(fn, written):
+    out = []
+    for p in inspect.signature(fn).parameters.values():
+        ann = p.annotation
+        ann = ast.unparse(ast.parse(ann)) if written and isinstance(ann, str) else repr(ann)
+        out.append((p.name, p.kind.name, ann, repr(p.default)))
+    ret = inspect.signature(fn).return_annotation
+    out.append(ast.unparse(ast.parse(ret)) if written else repr(ret))
+    return out
+
+differ = []
+classes = 0
+for server, text in inputs["stubs"].items():
+    module = types.ModuleType("stub_" + server)  # imported as a module would be
+    sys.modules[module.__name__] = module
+    ns = module.__dict__
+    exec(compile(text, server + ".pyi", "exec"), ns)
+    for value in ns.values():
+        if typing.is_typeddict(value):
+            typing.get_type_hints(value)
+            classes += 1
+    for name in inputs["tools"][server]:
+        stub = resolve(ns, name)
+        typing.get_type_hints(stub)
+        if shape(stub, True) != shape(resolve(globals(), name), False):
+            differ.append([name, shape(stub, True), shape(resolve(globals(), name), False)])
+result = {"differ": differ, "classes": classes}
+`
+	out, err := r.Run(context.Background(), Request{Source: source, Inputs: map[string]any{"stubs": stubs, "tools": tools}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Differ  []any `json:"differ"`
+		Classes int   `json:"classes"`
+	}
+	if err := json.Unmarshal(out.Value, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Differ) > 0 || got.Classes == 0 {
+		t.Errorf("%d TypedDict classes; signatures that differ: %v", got.Classes, got.Differ)
+	}
+}
+
+// TestServerStubsShowNestedKeys: the keys models need are in the stubs.
+func TestServerStubsShowNestedKeys(t *testing.T) {
+	for _, c := range []struct{ server, tool string }{
+		{"memory", "def create_entities(*, entities: list[Entity]) -> CreateEntitiesResult:"},
+		{"memory", "class Entity(TypedDict):\n    name: str  # The name of the entity\n    entityType: str  # The type of the entity\n    observations: list[str]"},
+		{"filesystem", "def edit_file(*, path: str, edits: list[Edit], dryRun: bool = False) -> EditFileResult:"},
+		{"filesystem", "class Edit(TypedDict):\n    oldText: str  # Text to search for - must match exactly\n    newText: str  # Text to replace with\n"},
+		{"filesystem", "class ReadTextFileResult(TypedDict):\n    content: str\n"},
+	} {
+		if text := Stubs(serverManifest(t, c.server)); !strings.Contains(text, c.tool) {
+			t.Errorf("the stubs of %s lack\n%s", c.server, c.tool)
+		}
 	}
 }

@@ -1,7 +1,7 @@
 // Package mcpclient makes the tools of an MCP server into Spine tools.
 //
 // Each tool the server lists becomes one spine.Manifest entry named
-// "namespace.tool_name", with the tool's description and input schema, so that
+// "namespace.tool_name", with the tool's description, input and output schemas, so that
 // a Python program calls it as namespace.tool_name(arg=...). A call sends
 // tools/call over the session; the result becomes the Python value:
 //
@@ -212,6 +212,16 @@ func manifest(call func(name string) spine.Tool, namespace string, tools []*mcp.
 			}
 			schema = encoded
 		}
+		// A tool that declares an output schema returns structured content
+		// (Value), so the schema is the Python value's.
+		var output json.RawMessage
+		if tool.OutputSchema != nil {
+			encoded, err := json.Marshal(tool.OutputSchema)
+			if err != nil {
+				return nil, fmt.Errorf("mcpclient: %s: tool %q: output schema: %w", label(namespace), tool.Name, err)
+			}
+			output = encoded
+		}
 		description := tool.Description
 		if description == "" {
 			description = tool.Title
@@ -221,6 +231,7 @@ func manifest(call func(name string) spine.Tool, namespace string, tools []*mcp.
 			AllowEarlyRead: early[tool.Name],
 			Description:    description,
 			InputSchema:    schema,
+			OutputSchema:   output,
 		}
 		delete(early, tool.Name)
 	}

@@ -114,6 +114,12 @@ func TestTools(t *testing.T) {
 			if s := string(m["srv.echo"].InputSchema); !strings.Contains(s, `"what to say"`) {
 				t.Errorf("echo schema %s", s)
 			}
+			if s := string(m["srv.get_issue"].OutputSchema); !strings.Contains(s, `"title"`) {
+				t.Errorf("get_issue output schema %s", s)
+			}
+			if m["srv.echo"].OutputSchema != nil {
+				t.Errorf("echo output schema %s", m["srv.echo"].OutputSchema)
+			}
 
 			for _, c := range []struct {
 				tool, args, want, err string

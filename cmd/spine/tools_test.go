@@ -33,7 +33,8 @@ func TestToolsMCP(t *testing.T) {
 	r.check(t, 0, "*")
 	for _, s := range []string{
 		"def lookup(*, key: str) -> Any:",
-		"class calc:\n    @staticmethod\n    def add(*, a: int, b: int) -> Any:\n        \"\"\"Add two integers.\n\n        Args:\n            a: the first addend\n            b: the second addend\n        \"\"\"\n",
+		"class AddResult(TypedDict):\n    sum: int\n", // the server's output schema
+		"class calc:\n    @staticmethod\n    def add(*, a: int, b: int) -> AddResult:\n        \"\"\"Add two integers.\n\n        Args:\n            a: the first addend\n            b: the second addend\n        \"\"\"\n",
 		"    def echo(*, text: str, times: int = 1) -> Any:\n        \"\"\"Repeat text.\n\n        Args:\n            text: what to say\n        \"\"\"",
 		"class web:\n",
 	} {

@@ -49,6 +49,7 @@ from types import ModuleType
 
 import plm
 import world
+from plm import wire
 from plm.wire import encode_request, encoder
 
 # As in native CPython, where it is loaded at start-up: _signal gives SIGINT its handler,
@@ -68,8 +69,9 @@ _MAX_ERROR_TEXT = 64 << 10  # an error's message and traceback are cut to this m
 
 
 # The exception classes a response's "type" may name (a refused call is a
-# PermissionError); any other type, or none, raises RuntimeError.
-_ERROR_TYPES = {"PermissionError": PermissionError}
+# PermissionError, arguments that do not fit the tool a TypeError); any other
+# type, or none, raises RuntimeError.
+_ERROR_TYPES = {"PermissionError": PermissionError, "TypeError": TypeError}
 
 
 def decode(raw):
@@ -95,15 +97,28 @@ def invoke_tool(name, args):
     return decode(plm.send(encode_request(name, args)))
 
 
-def make_tool(*, name, doc=None):
-    """Return the Python callable for the Host tool ``name`` (keyword arguments only)."""
+def make_tool(*, name, doc=None, params=None):
+    """Return the Python callable for the Host tool ``name`` (keyword arguments only).
+
+    params, when given, is {"names": [...], "required": [...], "open": bool} from the
+    tool's input schema: a call with a keyword not in names (unless open), or without one
+    of required, raises TypeError in CPython's words before any request. None: any
+    keywords go."""
     short = name.rpartition(".")[2]
+    names, required = _keywords(params)
 
     def tool(*args, **kwargs):
         if args:
             raise TypeError(
                 f"{name}() takes keyword arguments only ({len(args)} positional given)"
             )
+        if names is not None:
+            for key in kwargs:
+                if key not in names:
+                    raise TypeError(f"{name}() got an unexpected keyword argument '{key}'")
+        for key in required:
+            if key not in kwargs:
+                raise TypeError(_missing(name, required, kwargs))
         return invoke_tool(name, kwargs)
 
     tool.__name__ = short
@@ -114,6 +129,27 @@ def make_tool(*, name, doc=None):
     if signature is not None:
         tool.__signature__ = signature  # what help(tool) and inspect show
     return tool
+
+
+def _keywords(params):
+    """The keywords a tool takes (None: any) and those it requires, from its params."""
+    if params is None:
+        return None, ()
+    names = None if params.get("open") else frozenset(params.get("names") or ())
+    return names, tuple(params.get("required") or ())
+
+
+def _missing(name, required, given):
+    """CPython's message for a call without some required keyword-only arguments."""
+    missing = [repr(key) for key in required if key not in given]
+    if len(missing) == 1:
+        listed = missing[0]
+    elif len(missing) == 2:
+        listed = f"{missing[0]} and {missing[1]}"
+    else:
+        listed = ", ".join(missing[:-1]) + ", and " + missing[-1]
+    plural = "argument" if len(missing) == 1 else "arguments"
+    return f"{name}() missing {len(missing)} required keyword-only {plural}: {listed}"
 
 
 class _Annotation:
@@ -184,7 +220,10 @@ def _install_tools(namespace, tools):
                 else:
                     setattr(target, part, current)
             target = current
-        proxy = make_tool(name=name, doc=spec.get("doc"))
+        params = spec.get("params")
+        proxy = make_tool(name=name, doc=spec.get("doc"), params=params)
+        if params is not None:
+            wire.keywords[name] = _keywords(params)
         _proxies_by_name[name] = proxy
         if isinstance(target, dict):
             target[parts[-1]] = proxy
@@ -203,6 +242,7 @@ def _tools(spec_list):
     global _tools_installed
     if spec_list is not None:
         proxies = {}
+        wire.keywords.clear()
         _install_tools(proxies, spec_list)
         early = frozenset(spec["name"] for spec in spec_list if spec.get("early"))
         _tools_installed = (proxies, spec_list, early)

@@ -94,11 +94,12 @@ func NewMCPServer(pageSize int) *mcp.Server {
 	})
 
 	raw(s, &mcp.Tool{
-		Name:        "get-issue",
-		Title:       "Get an issue",
-		Description: "Return an issue by number; the name is not a Python identifier.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"number":{"type":"integer","description":"the issue number"},"state":{"enum":["open","closed"]},"repo.name":{"type":["string","null"]}},"required":["number"]}`),
-		Annotations: readOnly,
+		Name:         "get-issue",
+		Title:        "Get an issue",
+		Description:  "Return an issue by number; the name is not a Python identifier.",
+		InputSchema:  json.RawMessage(`{"type":"object","properties":{"number":{"type":"integer","description":"the issue number"},"state":{"enum":["open","closed"]},"repo.name":{"type":["string","null"]}},"required":["number"]}`),
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"number":{"type":"integer"},"title":{"type":"string"},"labels":{"type":"array","items":{"type":"string"}}},"required":["number","title"]}`),
+		Annotations:  readOnly,
 	}, func(args map[string]any) *mcp.CallToolResult {
 		return &mcp.CallToolResult{StructuredContent: map[string]any{"number": args["number"], "title": "Spine crashes", "labels": []string{"bug"}}}
 	})

@@ -1,5 +1,5 @@
 from __future__ import annotations
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 def lookup(*, key: str) -> Any:
     """Look up the price of an item by key.

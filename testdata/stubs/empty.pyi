@@ -1,2 +1,2 @@
 from __future__ import annotations
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict

@@ -1,5 +1,5 @@
 from __future__ import annotations
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 class github:
     @staticmethod

@@ -31,7 +31,7 @@ from builtins import (
     range,
 )
 
-from plm import futures, prefix, purity, rewrite
+from plm import futures, prefix, purity, rewrite, wire
 from plm.futures import pending, prepare, send, settle, start
 from plm.prefix import _Prefix, prefix_begin, prefix_feed
 from plm.rewrite import CAP, HELPER, _plans, run_plans, transform
@@ -96,6 +96,8 @@ def warm(rounds=8):
     call at any time outside a run; leaves nothing behind."""
     real = futures._spine
     futures._spine = _NoHost
+    checked = dict(wire.keywords)  # the sample's calls are not the Host's tools'
+    wire.keywords.clear()
     inputs = {"k": "pen", "n": 3, "symbols": ["A", "B", "C"], "other": "y"}
     tools = [{"name": "lookup", "early": True}, {"name": "market.get_price", "early": True}]
     early = {"lookup", "market.get_price"}
@@ -119,4 +121,5 @@ def warm(rounds=8):
             reset()
     finally:
         futures._spine = real
+        wire.keywords.update(checked)
         reset()

@@ -27,7 +27,7 @@ from builtins import (
 
 import _spine
 from plm.purity import _key_cache, _plain
-from plm.wire import encode_request
+from plm.wire import encode_request, fits
 
 __all__ = ["pending", "send", "prepare", "reset", "start", "settle"]
 
@@ -68,8 +68,8 @@ def send(request):
 def _offer(tool, args, spare=False):
     """Prepare the call of tool with args. True: a read is pending for it; False: the Host
     said no (stop preparing for now); None: args are not plain data."""
-    if type(args) is not dict or not _plain(args):
-        return None
+    if type(args) is not dict or not _plain(args) or not fits(tool, args):
+        return None  # not plain data, or the call raises TypeError before any request
     request = encode_request(tool, args)
     if len(request) > MAX_MESSAGE:
         return None
@@ -123,7 +123,7 @@ def start(tool, args, deliver):
     claimed by settle, which hands deliver(response, None) the response's bytes, or
     deliver(None, exc) the exception that claiming it raised. False when the call did not
     start (args not plain data, or the Host said no): then the caller makes the call."""
-    if type(args) is not dict or not _plain(args):
+    if type(args) is not dict or not _plain(args) or not fits(tool, args):
         return False
     request = encode_request(tool, args)
     if len(request) > MAX_MESSAGE:
