@@ -336,10 +336,13 @@ func (r *Runner) run(ctx context.Context, req Request, s *Session) (*Output, err
 	}
 	guestCtx := inst.Begin(st.ctx)
 	err = placeFiles(inst, req.Files)
+	tooLarge := false // a stream over MaxSource: Run answers as for that source sent whole
 	if err == nil && req.Stream != nil {
 		var source string
 		if source, err = r.readStream(guestCtx, inst, req.Stream, inputs, session); err == nil {
 			request, err = r.encodeExecute(req, source, inputs, true, session)
+		} else {
+			tooLarge = errors.Is(err, ErrTooLarge)
 		}
 	}
 	var response []byte
@@ -350,6 +353,9 @@ func (r *Runner) run(ctx context.Context, req Request, s *Session) (*Output, err
 		defer func() { inst.End(); s.runEnded(inst.Failed(), err) }()
 	} else {
 		defer func() { inst.End(); r.engine.Release(inst, err == nil && ctx.Err() == nil) }()
+	}
+	if tooLarge && ctx.Err() == nil {
+		return nil, err
 	}
 	out := &Output{ToolCalls: st.calls}
 	out.Stdout, out.Stderr, out.StdoutTruncated, out.StderrTruncated = inst.Output()
@@ -445,7 +451,7 @@ func programFailure(err error) *PythonError {
 // the encoded inputs.
 func (r *Runner) checkInputs(req Request) (json.RawMessage, error) {
 	if len(req.Source) > r.opts.MaxSource {
-		return nil, fmt.Errorf("%w: source is %d bytes, over the %d-byte limit", ErrTooLarge, len(req.Source), r.opts.MaxSource)
+		return nil, sourceTooLarge(len(req.Source), r.opts.MaxSource)
 	}
 	return r.CheckInputs(req.Inputs)
 }

@@ -293,7 +293,7 @@ def _run(source, filename, namespace, early, rendered):
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
-    exec(compile(tree, filename, "exec"), namespace)
+    exec(plm.materialize(tree, filename) if early else compile(tree, filename, "exec"), namespace)
     if last is not None:
         return eval(compile(last, filename, "eval"), namespace)
     return None

@@ -212,7 +212,7 @@ class _Prefix:
                     break
         if type(stmt) is ast.If and not declared:
             truth = self.value(stmt.test, shadowed)
-            if truth is not _UNKNOWN and type(truth) in _TRUTHY:
+            if truth is not _UNKNOWN and id(type(truth)) in _TRUTHY:
                 for s in stmt.body if truth else stmt.orelse:
                     self.statement(s)
                 return
@@ -303,7 +303,7 @@ class _Prefix:
         shares |= out.keys()
         result = {}
         for name, v in out.items():
-            result[name] = (v, frozenset() if type(v) in _SCALAR else frozenset(shares - {name}))
+            result[name] = (v, frozenset() if id(type(v)) in _SCALAR else frozenset(shares - {name}))
         return result
 
     def forget_object(self, name):

@@ -1,0 +1,181 @@
+package spine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// The tests in this file check that the early-read machinery runs no code of
+// the program: hostile keys planted in globals() and builtins, values whose
+// class has a metaclass with __hash__, a program that rebinds the helper's
+// name, a pass that falls back, and a stream over the source limit.
+
+// hostileKey is Python that defines K(name): a key whose hash is name's and
+// whose __eq__ (program code) prints; and M, a metaclass whose __hash__ and
+// __eq__ print.
+const hostileKey = `class K:
+    def __init__(self, name):
+        self.h = hash(name)
+    def __hash__(self):
+        return self.h
+    def __eq__(self, other):
+        print("K.__eq__ ran")
+        return False
+class M(type):
+    def __hash__(cls):
+        print("M.__hash__ ran")
+        return 7
+    def __eq__(cls, other):
+        print("M.__eq__ ran")
+        return False
+class V(metaclass=M):
+    pass
+`
+
+// hostilePrograms plant objects whose methods print where the early-read
+// evaluator could look: every one must print exactly as with early reads off.
+var hostilePrograms = []string{
+	// A key in globals() colliding with a name an early read's arguments read.
+	hostileKey + `g = globals()
+g[K("k")] = 1
+k = "b"
+a = slow(k="a")
+b = slow(k=k)
+result = [a, b]`,
+	// The same in builtins, colliding with a built-in function the arguments call.
+	// ("len" is put back after the key, so a lookup of it meets the key first.)
+	hostileKey + `import builtins
+keep = builtins.len
+del builtins.len
+bad = K("len")
+builtins.__dict__[bad] = 1
+builtins.len = keep
+n = [1, 2]
+a = slow(k="a")
+b = slow(k=len(n))
+del builtins.__dict__[bad]
+result = [a, b]`,
+	// A value whose type's metaclass hashes: checking its type must not hash it.
+	hostileKey + `v = V()
+a = slow(k="a")
+try:
+    b = slow(k=v)
+except TypeError as e:
+    b = str(e)
+try:
+    c = slow(k=[1, v])
+except TypeError as e:
+    c = str(e)
+result = [a, b, c]`,
+	// A key colliding with the helper's name: the prepare statements look nothing up.
+	hostileKey + `g = globals()
+g[K("__spine_" + "prepare")] = 1
+x = "b"
+a = slow(k="a")
+b = slow(k=x)
+result = [a, b]`,
+	// Inputs hold plain data only, but the program may put anything in them.
+	hostileKey + `inputs["v"] = V()
+inputs[K("k")] = 2
+a = slow(k="a")
+b = slow(k=inputs["k"])
+result = [a, b]`,
+}
+
+func TestPLMHostileObjectsRunNothing(t *testing.T) {
+	g := newGate()
+	r := gateRunner(t, g, nil)
+	for i, src := range hostilePrograms {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			in := map[string]any{"k": "c"}
+			off := differentialRunRequest(r, Request{Source: src, Inputs: in})
+			if off.Error != "" {
+				t.Fatalf("the program fails with early reads off: %s", off.Error)
+			}
+			on := differentialRunRequest(r, Request{Source: src, Inputs: in, EarlyReads: true})
+			if !differentialEqual(off, on) {
+				t.Fatalf("early reads on:\n%s\n--- off:\n%s", on, off)
+			}
+			streamed := differentialRunRequest(r, Request{Stream: &chunkReader{data: []byte(src), rng: rand.New(rand.NewPCG(uint64(i), 1)), max: 7}, Inputs: in})
+			if !differentialEqual(off, streamed) {
+				t.Fatalf("streamed:\n%s\n--- off:\n%s", streamed, off)
+			}
+		})
+	}
+}
+
+// TestPLMHelperCannotBeShadowed: a program that binds __spine_prepare in its
+// globals (under a name its source does not spell) does not see the prepare
+// statements call it, and they still prepare: a's call returns only once b's
+// read has started, before the program reaches b's call.
+func TestPLMHelperCannotBeShadowed(t *testing.T) {
+	src := `g = globals()
+g["__spine_" + "prepare"] = lambda *a: print("shadowed", a)
+k = "b"
+a = slow(k="a", wait=[k])
+b = slow(k=k)
+result = [a, b]`
+	g := newGate()
+	out := earlyRun(t, gateRunner(t, g, nil), src, nil)
+	if string(out.Value) != `["v:a","v:b"]` || out.Stdout != "" || out.ToolCalls != 2 {
+		t.Fatalf("value %s, stdout %q, %d tool calls", out.Value, out.Stdout, out.ToolCalls)
+	}
+}
+
+// TestPLMFallbackPrintsOnce: a program too deep for the pass (it falls back
+// to the program as written; this one is then too deep to compile as well)
+// prints its parser warning once, as with early reads off. The warning is
+// shown because an earlier run of the session asked for every warning.
+func TestPLMFallbackPrintsOnce(t *testing.T) {
+	g := newGate()
+	r := gateRunner(t, g, nil)
+	deep := "x = '\\d'\na = slow(k='a')\nb = " + strings.Repeat("not ", 600) + "slow(k='b')\nresult = [a, b, len(x)]"
+	var outs [2]*Output
+	var errs [2]error
+	for i, early := range []bool{false, true} {
+		s, err := r.NewSession(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Run(context.Background(), Request{Source: "import warnings\nwarnings.simplefilter('always')"}); err != nil {
+			t.Fatal(err)
+		}
+		outs[i], errs[i] = s.Run(context.Background(), Request{Source: deep, EarlyReads: early})
+		s.Close(context.Background())
+	}
+	if n := strings.Count(outs[0].Stderr, "invalid escape sequence"); n != 1 {
+		t.Fatalf("early reads off: the warning is printed %d times:\n%s", n, outs[0].Stderr)
+	}
+	if outs[1].Stderr != outs[0].Stderr || fmt.Sprint(errs[1]) != fmt.Sprint(errs[0]) {
+		t.Fatalf("stderr on %q, off %q; error on %v, off %v", outs[1].Stderr, outs[0].Stderr, errs[1], errs[0])
+	}
+}
+
+// TestPrefixOversizedStream: a stream over MaxSource fails with the error of
+// the same source sent whole, and no byte past the limit reaches the Guest: a
+// read that only the bytes past it name never starts.
+func TestPrefixOversizedStream(t *testing.T) {
+	g := newGate()
+	r := gateRunner(t, g, &Options{MaxSource: 200})
+	src := "a = slow(k='early')\n" + strings.Repeat("#\n", 100) + "b = slow(k='late')\nc = 1\n"
+	_, whole := r.Run(context.Background(), Request{Source: src, EarlyReads: true})
+	out, streamed := r.Run(context.Background(), Request{Stream: &chunkReader{data: []byte(src), rng: rand.New(rand.NewPCG(1, 2)), max: 5}})
+	if !errors.Is(whole, ErrTooLarge) || fmt.Sprint(whole) != fmt.Sprint(streamed) || out != nil {
+		t.Fatalf("whole: %v\nstreamed: %v (output %v)", whole, streamed, out)
+	}
+	_, started, _ := g.snapshot()
+	if started["late"] != 0 {
+		t.Fatalf("a read past the limit started: %v", started)
+	}
+	// A stream that fails while it is drained reports its own failure.
+	_, err := r.Run(context.Background(), Request{Stream: io.MultiReader(strings.NewReader(src), errReader{})})
+	var readErr *streamReadError
+	if !errors.As(err, &readErr) {
+		t.Fatalf("err = %v", err)
+	}
+}
