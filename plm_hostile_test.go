@@ -179,3 +179,52 @@ func TestPrefixOversizedStream(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// memoryProbe ends a program: it allocates MiB blocks until MemoryError and
+// sets result to how many fit, with what the program holds itself.
+const memoryProbe = `
+blocks = []
+try:
+    while True:
+        blocks.append(bytearray(1 << 20))
+except MemoryError:
+    pass
+fit = len(blocks)
+del blocks
+result = fit
+`
+
+// TestPLMMemoryAtTheLimit: early reads take no memory a program can notice.
+// Each program fills the Guest's memory after its reads; as many MiB fit with
+// early reads on (a whole program, or streamed in prefix mode) as off. The
+// reads are large and some are never claimed; the program without tool calls
+// holds large values prefix mode computes too.
+func TestPLMMemoryAtTheLimit(t *testing.T) {
+	g := newGate()
+	r := gateRunner(t, g, &Options{MemoryLimit: 128 << 20})
+	for _, src := range []string{
+		// 40 reads of 400 KB each prepared at the loop's entry, one claimed.
+		"big = 'x' * 400000\nfor i in range(40):\n    v = slow(k=big + str(i))\n    break\n" + memoryProbe,
+		// 40 reads of 400 KB each, all claimed.
+		"big = 'x' * 400000\nout = 0\nfor i in range(40):\n    out += len(slow(k=big + str(i)))\n" + memoryProbe,
+		// No tool call: simple assignments of large values prefix mode can compute.
+		"s0 = 'x' * 1000000\n" + func() string {
+			var b strings.Builder
+			for i := 1; i < 30; i++ {
+				fmt.Fprintf(&b, "s%d = s%d[:-1] + '%d'\n", i, i-1, i%10)
+			}
+			return b.String()
+		}() + memoryProbe,
+	} {
+		off := differentialRunRequest(r, Request{Source: src})
+		on := differentialRunRequest(r, Request{Source: src, EarlyReads: true})
+		streamed := differentialRunRequest(r, Request{Stream: &chunkReader{data: []byte(src), rng: rand.New(rand.NewPCG(3, 4)), max: 64}})
+		if off.Error != "" || off.Value == "0" {
+			t.Fatalf("early reads off: %s", off)
+		}
+		t.Logf("MiB that fit: off %s, on %s, streamed %s", off.Value, on.Value, streamed.Value)
+		if on.Value != off.Value || streamed.Value != off.Value || on.Error != "" || streamed.Error != "" {
+			t.Errorf("%s\n--- off:\n%s\n--- on:\n%s\n--- streamed:\n%s", src[:60], off, on, streamed)
+		}
+	}
+}

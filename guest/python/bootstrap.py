@@ -378,6 +378,8 @@ def execute(raw):
 
     if not prefix:
         plm.reset()  # prefix mode's prepared reads stay, for this run to claim
+    else:
+        plm.prefix.reset()  # its values are of no more use, and the program may need the memory
     if session:
         main = _session_main(proxies)
         namespace = main.__dict__
