@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -226,5 +227,61 @@ func TestPLMMemoryAtTheLimit(t *testing.T) {
 		if on.Value != off.Value || streamed.Value != off.Value || on.Error != "" || streamed.Error != "" {
 			t.Errorf("%s\n--- off:\n%s\n--- on:\n%s\n--- streamed:\n%s", src[:60], off, on, streamed)
 		}
+	}
+}
+
+// TestPrefixChainedRead: in prefix mode, a read whose arguments depend only on
+// the values of reads prefix mode started (bound to their names when they
+// arrive) starts while the program still streams: c's read starts before the
+// program runs mark(), which comes before b and c.
+func TestPrefixChainedRead(t *testing.T) {
+	g := newGate()
+	r := gateRunner(t, g, nil)
+	src := "a = slow(k=\"a\")\nm = mark(x=1)\nb = slow(k=\"b\")\nc = slow(k=a + \"-\" + b)\nresult = [a, b, c]\n"
+	head := strings.Index(src, "result") + 1 // c's statement is complete
+	pr, pw := io.Pipe()
+	go func() {
+		pw.Write([]byte(src[:head]))
+		// Once a and b have ended, the next chunk finds their values.
+		for {
+			g.mu.Lock()
+			done := slices.Contains(g.events, "end:a") && slices.Contains(g.events, "end:b")
+			changed := g.changed
+			g.mu.Unlock()
+			if done {
+				break
+			}
+			<-changed
+		}
+		pw.Write([]byte(src[head : head+1]))
+		pw.Write([]byte(src[head+1:]))
+		pw.Close()
+	}()
+	out, err := r.Run(context.Background(), Request{Stream: pr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out.Value) != `["v:a","v:b","v:v:a-v:b"]` || out.ToolCalls != 4 {
+		t.Fatalf("value %s, %d tool calls", out.Value, out.ToolCalls)
+	}
+	events, started, _ := g.snapshot()
+	chained := slices.Index(events, "start:v:a-v:b")
+	if chained < 0 || chained > slices.Index(events, `mark:{"x":1}`) || started["v:a-v:b"] != 1 {
+		t.Fatalf("the chained read did not start while the program streamed: %v", events)
+	}
+}
+
+// TestPLMProgramCannotPeek: only prefix mode, while no program code runs, may
+// ask after a read without claiming it; a program asking is making a call of
+// an unknown tool.
+func TestPLMProgramCannotPeek(t *testing.T) {
+	g := newGate()
+	r := gateRunner(t, g, nil)
+	src := `import _spine
+h = _spine.prepare(b'{"tool":"slow","args":{"k":"x"}}')
+result = [h > 0, _spine.call(b'{"tool":"","args":{"peek":%d}}' % h).decode()]`
+	out := earlyRun(t, r, src, nil)
+	if string(out.Value) != `[true,"{\"value\":null,\"error\":\"unknown tool: \"}"]` || out.ToolCalls != 1 {
+		t.Fatalf("value %s, %d tool calls", out.Value, out.ToolCalls)
 	}
 }

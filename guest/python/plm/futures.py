@@ -41,6 +41,7 @@ pending = {}  # hash(request bytes) -> [handle, ...], oldest first
 _started = []  # [(handle, request bytes, deliver)] of the calls start began, oldest first
 _spare = {}  # hash(request bytes) -> how many of pending[request] prefix mode made and no plan adopted yet
 _spare_calls = set()  # (tool, keyword names) of every read prefix mode made in this run
+last_handle = 0  # the handle of the read _offer prepared last
 
 
 def reset():
@@ -93,6 +94,8 @@ def _offer(tool, args, spare=False):
     del request  # the Host has its copy
     if not handle:
         return False
+    global last_handle
+    last_handle = handle
     handles = pending.get(digest)
     if handles is None:
         pending[digest] = [handle]

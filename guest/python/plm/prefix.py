@@ -9,6 +9,7 @@ with the pass on, and the pass's prepares of the same requests adopt those reads
 """
 
 import ast
+import json
 import re
 from builtins import (
     Exception,
@@ -31,6 +32,7 @@ from builtins import (
     type,
 )
 
+from plm import futures
 from plm.facts import _Facts, _usable_tools
 from plm.futures import pending
 from plm.purity import (
@@ -85,10 +87,17 @@ class _Prefix:
         self.quote = None  # the quote of the string the text is in, or None
         self.count = 0
         self.stopped = False
+        # Chained reads: name -> handle of the read prefix mode started for a statement
+        # `name = tool(...)`, until its value arrives (then name is known, speculatively)
+        # or a later statement may change name. waiting: candidates that read such names.
+        self.specs = {}
+        self.waiting = []
 
     def feed(self, chunk):
         if self.stopped:
             return self.count
+        if self.specs:
+            self.poll()
         buf = self.buf
         buf += chunk
         n = len(buf)
@@ -204,12 +213,21 @@ class _Prefix:
         bound, attrs, declared = facts.bound, facts.attrs, facts.declared
         shadowed = self.rebound | bound
         tools = _usable_tools(self.early - self.dead, bound, attrs)
+        target = _spec_target(stmt)
+        spec = 0
         if tools:
             scanner = _Scanner(tools, shadowed, "")
             lifted = _Pass(scanner, facts, self.declared | declared, HELPER, insert=False).block([stmt])
             for cand in lifted:
-                if cand.free <= self.known.keys() and self.run(cand.plan) is False:
-                    break
+                if cand.free <= self.known.keys():
+                    futures.last_handle = 0
+                    ok = self.run(cand.plan)
+                    if ok is False:
+                        break
+                    if ok is True and target is not None and cand.node is stmt.value:
+                        spec = futures.last_handle
+                elif self.specs and cand.free <= self.known.keys() | self.specs.keys():
+                    self.waiting.append(cand)
         if type(stmt) is ast.If and not declared:
             truth = self.value(stmt.test, shadowed)
             if truth is not _UNKNOWN and id(type(truth)) in _TRUTHY:
@@ -217,6 +235,33 @@ class _Prefix:
                     self.statement(s)
                 return
         self.update(stmt, facts, shadowed)
+        if spec and target not in self.declared:
+            self.specs[target] = spec
+
+    def poll(self):
+        """Bind the names of chained reads whose values have arrived, and prepare the
+        waiting candidates whose names are all known now."""
+        try:
+            for name, handle in list(self.specs.items()):
+                raw = futures._spine.call(b'{"tool":"","args":{"peek":%d}}' % handle)
+                if raw == b"null":
+                    continue
+                del self.specs[name]
+                envelope = json.loads(raw)
+                if type(envelope) is dict and envelope.get("error") is None:
+                    self.known[name] = envelope.get("value")
+                    self.alias[name] = frozenset()
+            if self.waiting:
+                still = []
+                for cand in self.waiting:
+                    if cand.free <= self.known.keys():
+                        self.run(cand.plan)
+                    elif cand.free <= self.known.keys() | self.specs.keys():
+                        still.append(cand)
+                self.waiting = still
+        except Exception:
+            self.specs.clear()
+            self.waiting = []
 
     def run(self, plan):
         try:
@@ -254,7 +299,14 @@ class _Prefix:
         if everything:
             self.known.clear()
             self.alias.clear()
+            self.specs.clear()
+            self.waiting = []
             return
+        if self.specs or self.waiting:
+            changed = rebound | mutated | declared | self.declared
+            for name in changed:
+                self.specs.pop(name, None)
+            self.waiting = [c for c in self.waiting if not c.free & changed]
         values = {}
         targets, value = None, None
         if type(stmt) is ast.Assign:
@@ -313,6 +365,16 @@ class _Prefix:
             if other in group or self.alias.get(other, frozenset()) & group:
                 self.known.pop(other, None)
                 self.alias.pop(other, None)
+
+
+def _spec_target(stmt):
+    """name for a statement `name = call(...)`, else None: the form whose read, when
+    prefix mode started it, gives name its value if the program reaches it unchanged."""
+    if type(stmt) is ast.Assign and len(stmt.targets) == 1 and type(stmt.value) is ast.Call:
+        target = stmt.targets[0]
+        if type(target) is ast.Name:
+            return target.id
+    return None
 
 
 _UNKNOWN = object()
