@@ -832,6 +832,15 @@ def test_prepare_statements_in_a_module_with_many_constants():
     assert ("claim", "lookup", {"key": "ink"}) in fake.log
 
 
+def test_prepare_statements_in_a_module_with_many_names():
+    # More than 256 names: the helper's name is loaded with an EXTENDED_ARG.
+    names = "".join(f"n{i} = {i}\n" for i in range(300))
+    source = names + 'k = "ink"\nlog(n=1)\nresult = [lookup(key=k), n299]'
+    response, out, fake = same(source)
+    assert response["value"] == [5, 299]
+    assert ("claim", "lookup", {"key": "ink"}) in fake.log
+
+
 def test_the_pass_leaves_the_tree_untouched_when_it_fails():
     import plm.rewrite as rewrite
 

@@ -820,40 +820,60 @@ def _patch(code):
         return None
     co = bytearray(code.co_code)
     n = len(co)
-    i = 0
-    start = -1
-    ext = 0
-    while i < n:
-        op, arg = co[i], co[i + 1]
-        if op == _EXTENDED_ARG:
-            if start < 0:
-                start = i
-            ext = (ext | arg) << 8
+    if name_at < 256:
+        # The loads have no EXTENDED_ARG: find them with bytearray.find (every code unit
+        # is two bytes, so a match at an odd offset is an argument and an opcode).
+        load = bytes((_LOAD_NAME, name_at))
+        i = co.find(load)
+        while i >= 0:
+            if not i & 1 and (i < 2 or co[i - 2] != _EXTENDED_ARG):
+                _replace(co, i, i + 2, mark_at, helper_at)
+            i = co.find(load, i + 2)
+    else:
+        i = 0
+        start = -1
+        ext = 0
+        while i < n:
+            op, arg = co[i], co[i + 1]
+            if op == _EXTENDED_ARG:
+                if start < 0:
+                    start = i
+                ext = (ext | arg) << 8
+                i += 2
+                continue
+            first = i if start < 0 else start
+            full = ext | arg
+            start, ext = -1, 0
             i += 2
-            continue
-        first = i if start < 0 else start
-        full = ext | arg
-        start, ext = -1, 0
-        i += 2
-        if op != _LOAD_NAME or full != name_at:
-            continue
-        e = 0
-        while i < n and co[i] == _EXTENDED_ARG:
-            e = (e | co[i + 1]) << 8
-            i += 2
-        if i + 4 > n or co[i] != _LOAD_CONST or (e | co[i + 1]) != mark_at or co[i + 2] != _BINARY_SUBSCR:
-            continue  # the program's own use of the name (spelled with other characters)
-        end = i + 4 + 2 * _SUBSCR_CACHES
-        if end > n:
-            return None
-        for j in range(i + 4, end):
-            if co[j]:
-                return None  # not the subscript's cache entries
-        co[first:end] = bytes((_EXTENDED_ARG, helper_at >> 8, _LOAD_CONST, helper_at & 255)) + bytes(
-            (_NOP, 0)
-        ) * ((end - first - 4) // 2)
-        i = end
+            if op == _LOAD_NAME and full == name_at:
+                end = _replace(co, first, i, mark_at, helper_at)
+                if end > 0:
+                    i = end
     return code.replace(co_code=bytes(co), co_consts=consts + (run_plans,))
+
+
+def _replace(co, first, i, mark_at, helper_at):
+    """If the load of the helper's name spanning co[first:i] is followed by the mark's
+    constant and a subscript, make the whole span a load of the helper (at index
+    helper_at of the constants) and NOPs; return the span's end, or -1 (the program's own
+    load of the name, left alone)."""
+    n = len(co)
+    e = 0
+    while i < n and co[i] == _EXTENDED_ARG:
+        e = (e | co[i + 1]) << 8
+        i += 2
+    if i + 4 > n or co[i] != _LOAD_CONST or (e | co[i + 1]) != mark_at or co[i + 2] != _BINARY_SUBSCR:
+        return -1
+    end = i + 4 + 2 * _SUBSCR_CACHES
+    if end > n:
+        return -1
+    for j in range(i + 4, end):
+        if co[j]:
+            return -1  # not the subscript's cache entries
+    co[first:end] = bytes((_EXTENDED_ARG, helper_at >> 8, _LOAD_CONST, helper_at & 255)) + bytes(
+        (_NOP, 0)
+    ) * ((end - first - 4) // 2)
+    return end
 
 
 _SUBSCR_CACHES = opcode._inline_cache_entries[_BINARY_SUBSCR]
