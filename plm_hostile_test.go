@@ -155,6 +155,31 @@ func TestPLMFallbackPrintsOnce(t *testing.T) {
 	if outs[1].Stderr != outs[0].Stderr || fmt.Sprint(errs[1]) != fmt.Sprint(errs[0]) {
 		t.Fatalf("stderr on %q, off %q; error on %v, off %v", outs[1].Stderr, outs[0].Stderr, errs[1], errs[0])
 	}
+	// Prefix mode parses each statement while the program streams: it prints nothing.
+	src := "x = '\\d'\ny = 1if x else 2\na = slow(k='a')\nresult = [a, len(x), y]\n"
+	var stderr [2]string
+	for i, stream := range []bool{false, true} {
+		s, err := r.NewSession(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Run(context.Background(), Request{Source: "import warnings\nwarnings.simplefilter('always')"}); err != nil {
+			t.Fatal(err)
+		}
+		req := Request{Source: src}
+		if stream {
+			req = Request{Stream: &chunkReader{data: []byte(src), rng: rand.New(rand.NewPCG(5, 6)), max: 3}}
+		}
+		out, err := s.Run(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stderr[i] = out.Stderr
+		s.Close(context.Background())
+	}
+	if stderr[0] != stderr[1] || !strings.Contains(stderr[0], "invalid escape") {
+		t.Fatalf("stderr streamed %q, sent whole %q", stderr[1], stderr[0])
+	}
 }
 
 // TestPrefixOversizedStream: a stream over MaxSource fails with the error of

@@ -11,12 +11,14 @@ with the pass on, and the pass's prepares of the same requests adopt those reads
 import ast
 import json
 import re
+import sys
 from builtins import (
     Exception,
     RecursionError,
     SyntaxError,
     UnicodeDecodeError,
     ValueError,
+    Warning,
     any,
     bytearray,
     bytes,
@@ -37,6 +39,7 @@ from plm.facts import _Facts, _usable_tools
 from plm.futures import pending
 from plm.purity import (
     _SCALAR,
+    _keys_scalar,
     _TRUTHY,
     _binder,
     _Compiler,
@@ -46,6 +49,9 @@ from plm.purity import (
 from plm.rewrite import HELPER, _Pass, _Scanner
 
 __all__ = ["prefix_begin", "prefix_feed", "reset"]
+
+_modules = sys.modules
+_ModuleType = type(sys)
 
 MAX_STATEMENT = 64 << 10  # prefix mode gives up on a statement longer than this
 
@@ -197,10 +203,14 @@ class _Prefix:
         except UnicodeDecodeError:
             self.stopped = True
             return None
+        quiet = _quiet_warnings() if "\\" in text or _NUMBER_WORD.search(text) else None
         try:
             return compile(text, "<prefix>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True).body
         except (SyntaxError, ValueError):
             return None
+        finally:
+            if quiet is not None:
+                quiet[0]["filters"] = quiet[1]
 
     def statement(self, stmt):
         try:
@@ -365,6 +375,32 @@ class _Prefix:
             if other in group or self.alias.get(other, frozenset()) & group:
                 self.known.pop(other, None)
                 self.alias.pop(other, None)
+
+
+# The parser warns about invalid escape sequences and numbers run into a word (1if); the
+# program's own parse warns again, so prefix mode's parse must not print them. It swaps
+# the warnings module's filters for one that ignores every warning while it parses, when
+# the text could warn: no registry is touched (the parser passes none), no version bumped.
+_NUMBER_WORD = re.compile(r"[0-9][A-Za-z_]")
+_IGNORE_ALL = [("ignore", None, Warning, None, 0)]
+
+
+def _quiet_warnings():
+    """(the warnings module's dict, its filters) after swapping in _IGNORE_ALL, or None
+    when that cannot be done without running program code (then the parse may warn)."""
+    _key_cache.clear()
+    try:
+        mod = _modules.get("warnings") if _keys_scalar(_modules) else None
+        if type(mod) is not _ModuleType:
+            return None
+        d = mod.__dict__
+        if not _keys_scalar(d) or type(d.get("filters")) is not list:
+            return None
+    finally:
+        _key_cache.clear()
+    saved = d["filters"]
+    d["filters"] = _IGNORE_ALL
+    return d, saved
 
 
 def _spec_target(stmt):
