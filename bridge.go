@@ -134,6 +134,8 @@ func (r *Runner) hostCall(ctx context.Context, m api.Module, ptr, size, out, cap
 	var response []byte
 	if err != nil {
 		response = encodeResponse(nil, err)
+	} else if st, ok := ctx.Value(runKey{}).(*runState); ok && st.feeding && request.Tool == "" {
+		response = st.peek(request.Args) // prefix mode asks after an early read
 	} else {
 		response = r.invoke(ctx, request)
 	}

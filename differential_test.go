@@ -53,8 +53,40 @@ type programGen struct {
 	loops    int  // enclosing for loops (break and continue are allowed)
 	helpers  bool // bump() and helper(k) are defined
 	rebound  bool // get was rebound to a lambda
+	hostile  bool // Loud, Odd, g_ and builtins are defined: the program plants hostile objects
 	whiles   int
 }
+
+// hostilePrologue defines what a hostile program plants: Loud(name), a key
+// whose hash is name's and whose __eq__ prints (in globals(), builtins or
+// inputs, every lookup of name that meets it runs program code), and Odd,
+// whose metaclass prints when the class is hashed or compared.
+var hostilePrologue = []string{
+	"import builtins",
+	"class Loud:",
+	"    def __init__(self, name):",
+	"        self.h = hash(name)",
+	"    def __hash__(self):",
+	"        return self.h",
+	"    def __eq__(self, other):",
+	`        print("Loud.__eq__")`,
+	"        return False",
+	"class Meta(type):",
+	"    def __hash__(cls):",
+	`        print("Meta.__hash__")`,
+	"        return 1",
+	"    def __eq__(cls, other):",
+	`        print("Meta.__eq__")`,
+	"        return False",
+	"class Odd(metaclass=Meta):",
+	"    pass",
+	"g_ = globals()",
+}
+
+// hostileNames are the names a Loud key collides with: the program's
+// variables and tools, inputs' keys, built-in functions the evaluator may
+// call, and names nothing defines.
+var hostileNames = []string{"v0", "v1", "v3", "k", "get", "inputs", "len", "str", "sorted", "a", "b", "keys", "nothere", "__spine_prepare"}
 
 var genStrings = []string{`"p"`, `"q"`, `"r"`, `"xy"`, `""`, `"p"`, `"q"`, `"bad"`}
 
@@ -93,6 +125,13 @@ func (g *programGen) program() string {
 		g.line("    v0 = %s", g.pick("v0 + 1", `"p"`, "inputs[\"a\"] * 2"))
 		g.line("def helper(k):")
 		g.line("    return get(k=k)")
+	}
+	if g.r.IntN(3) == 0 {
+		g.hostile = true
+		for _, l := range hostilePrologue {
+			g.line("%s", l)
+		}
+		g.line(`inputs["o"] = Odd()`)
 	}
 	g.line(`v0 = inputs["a"]`)
 	g.line(`v1 = inputs["b"]`)
@@ -230,6 +269,25 @@ func (g *programGen) stmt(depth int) {
 		g.indent--
 	case w < 89 && g.r.IntN(2) == 0:
 		g.line("%s", g.pick(`raise ValueError("stop here")`, "v0 = v0 / 0", "exit()", `assert v0 != 3, "three"`))
+	case w < 95 && g.hostile:
+		name := hostileNames[g.r.IntN(len(hostileNames))]
+		switch g.r.IntN(4) {
+		case 0:
+			g.line("g_[Loud(%q)] = %s", name, g.expr(0))
+		case 1:
+			g.line("builtins.__dict__[Loud(%q)] = %s", name, g.expr(0))
+		case 2:
+			g.line("inputs[Loud(%q)] = %s", name, g.expr(0))
+		default:
+			g.line("try:")
+			g.indent++
+			g.line("%s = get(k=%s)", g.variable(), g.pick(`inputs["o"]`, `[1, inputs["o"]]`, `{"x": inputs["o"]}`, `[inputs["a"], Odd]`))
+			g.indent--
+			g.line("except TypeError as e:")
+			g.indent++
+			g.line("print(e)")
+			g.indent--
+		}
 	case w < 90 && !g.rebound:
 		g.rebound = true
 		g.line(`get = lambda k: ("local", k)`)

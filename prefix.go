@@ -26,10 +26,8 @@ func (r *Runner) readStream(ctx context.Context, inst *engine.Instance, stream i
 		return "", err
 	}
 
-	type chunk struct {
-		data []byte
-		err  error
-	}
+	st, _ := ctx.Value(runKey{}).(*runState)
+	type chunk = streamChunkRead
 	chunks := make(chan chunk)
 	done := make(chan struct{})
 	defer close(done)
@@ -58,10 +56,19 @@ func (r *Runner) readStream(ctx context.Context, inst *engine.Instance, stream i
 		}
 		if len(c.data) > 0 {
 			if len(source)+len(c.data) > r.opts.MaxSource {
-				return "", fmt.Errorf("%w: the streamed source is over the %d-byte limit", ErrTooLarge, r.opts.MaxSource)
+				// No byte past the limit reaches the Guest; the rest of the stream is
+				// read and counted, so the error is the one the whole source gets.
+				return "", r.drainStream(ctx, chunks, len(source)+len(c.data), c.err)
 			}
 			source = append(source, c.data...)
-			if _, err := inst.PrefixFeed(ctx, c.data); err != nil {
+			if st != nil {
+				st.feeding = true
+			}
+			_, err := inst.PrefixFeed(ctx, c.data)
+			if st != nil {
+				st.feeding = false
+			}
+			if err != nil {
 				return "", err
 			}
 		}
@@ -72,6 +79,36 @@ func (r *Runner) readStream(ctx context.Context, inst *engine.Instance, stream i
 			return "", &streamReadError{c.err}
 		}
 	}
+}
+
+// drainStream reads what is left of a stream that is over MaxSource, without
+// keeping it, and returns the error Run gives that source sent whole; size is
+// what came so far, err the last chunk's error.
+func (r *Runner) drainStream(ctx context.Context, chunks <-chan streamChunkRead, size int, err error) error {
+	for err == nil {
+		select {
+		case c := <-chunks:
+			size += len(c.data)
+			err = c.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if !errors.Is(err, io.EOF) {
+		return &streamReadError{err}
+	}
+	return sourceTooLarge(size, r.opts.MaxSource)
+}
+
+// sourceTooLarge is the error for a source of size bytes over limit.
+func sourceTooLarge(size, limit int) error {
+	return fmt.Errorf("%w: source is %d bytes, over the %d-byte limit", ErrTooLarge, size, limit)
+}
+
+// streamChunkRead is one Read of Request.Stream.
+type streamChunkRead struct {
+	data []byte
+	err  error
 }
 
 // streamReadError is a failure of Request.Stream itself, not of the Guest.

@@ -376,10 +376,13 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	guestCtx := inst.Begin(st.ctx)
 	stopForwarding := r.forward(ctx, inst, req)
 	err = placeFiles(inst, req.Files)
+	tooLarge := false // a stream over MaxSource: Run answers as for that source sent whole
 	if err == nil && req.Stream != nil {
 		var source string
 		if source, err = r.readStream(guestCtx, inst, req.Stream, inputs, session); err == nil {
 			request, err = r.encodeExecute(req, source, inputs, true, session)
+		} else {
+			tooLarge = errors.Is(err, ErrTooLarge)
 		}
 	}
 	var response []byte
@@ -391,6 +394,9 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 		defer func() { inst.End(); s.runEnded(inst.Failed(), err) }()
 	} else {
 		defer func() { inst.End(); r.engine.Release(inst, err == nil && ctx.Err() == nil) }()
+	}
+	if tooLarge && ctx.Err() == nil {
+		return nil, err
 	}
 	out := &Output{ToolCalls: st.calls, Calls: st.record}
 	out.Stdout, out.Stderr, out.StdoutTruncated, out.StderrTruncated = inst.Output()
@@ -513,7 +519,7 @@ func programFailure(err error) *PythonError {
 // the encoded inputs.
 func (r *Runner) checkInputs(req Request) (json.RawMessage, error) {
 	if len(req.Source) > r.opts.MaxSource {
-		return nil, fmt.Errorf("%w: source is %d bytes, over the %d-byte limit", ErrTooLarge, len(req.Source), r.opts.MaxSource)
+		return nil, sourceTooLarge(len(req.Source), r.opts.MaxSource)
 	}
 	return r.CheckInputs(req.Inputs)
 }

@@ -3,6 +3,7 @@ package spine
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -27,6 +28,9 @@ type runState struct {
 
 	calls   int // tool calls the program made (claimed early reads included)
 	started int // early reads started, claimed or not
+	// feeding is true while prefix mode reads a chunk of the program (no code
+	// of the program runs then): only then may the Guest peek at a future.
+	feeding bool
 
 	begun        time.Time  // when the run began, for ToolCall.Start
 	record       []ToolCall // Output.Calls
@@ -182,4 +186,29 @@ func (st *runState) close() {
 	}
 	st.mu.Unlock()
 	st.wg.Wait()
+}
+
+// peek answers prefix mode's question whether the early read with handle id
+// has finished, without claiming it: its response, or null while it runs or
+// when there is no such read. Asked only while no program code runs
+// (feeding), so a program cannot read a value without claiming it.
+func (st *runState) peek(args json.RawMessage) []byte {
+	var a struct {
+		Peek uint32 `json:"peek"`
+	}
+	if json.Unmarshal(args, &a) != nil {
+		return []byte("null")
+	}
+	st.mu.Lock()
+	f := st.futures[a.Peek]
+	st.mu.Unlock()
+	if f == nil {
+		return []byte("null")
+	}
+	select {
+	case <-f.done:
+		return f.response
+	default:
+		return []byte("null")
+	}
 }

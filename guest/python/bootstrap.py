@@ -339,7 +339,7 @@ def _run(source, filename, namespace, early, rendered):
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
-    exec(compile(tree, filename, "exec"), namespace)
+    exec(plm.materialize(tree, filename) if early else compile(tree, filename, "exec"), namespace)
     if last is not None:
         return eval(compile(last, filename, "eval"), namespace)
     return None
@@ -424,6 +424,8 @@ def execute(raw):
 
     if not prefix:
         plm.reset()  # prefix mode's prepared reads stay, for this run to claim
+    else:
+        plm.prefix.reset()  # its values are of no more use, and the program may need the memory
     if session:
         main = _session_main(proxies)
         namespace = main.__dict__

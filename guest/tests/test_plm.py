@@ -802,9 +802,122 @@ def test_prepare_never_raises():
     assert plm.prepare("lookup", lambda: {"key": object()}) is False
     assert plm.prepare("lookup", lambda: {"key": "x" * (2 << 20)}) is False
     assert plm.prepare("lookup", lambda: {"key": "pen"}) is True
-    assert list(plm.pending) == [b'{"tool":"lookup","args":{"key":"pen"}}']
+    # Pending reads are found by their request's hash: the Host keeps the bytes.
+    assert list(plm.pending) == [hash(b'{"tool":"lookup","args":{"key":"pen"}}')]
     assert bootstrap.invoke_tool("lookup", {"key": "pen"}) == 2
     assert plm.pending == {}
+
+
+# --- the program cannot reach the machinery -----------------------------------
+
+
+def test_prepare_statements_ignore_a_shadowing_global():
+    # The prepare statements call the helper as a constant of the code: a binding of
+    # its name in globals() (spelled so that the pass still runs) is never called.
+    source = (
+        'g = globals()\ng["__spine_" + "prepare"] = lambda *a: print("shadowed", a)\n'
+        'k = "pen"\nlog(n=1)\na = lookup(key=k)\nresult = a'
+    )
+    response, out, fake = same(source)
+    assert out == "" and response["value"] == 2
+    assert ("prepare", "lookup", {"key": "pen"}) in fake.log and ("claim", "lookup", {"key": "pen"}) in fake.log
+
+
+def test_prepare_statements_in_a_module_with_many_constants():
+    # More than 256 constants: the helper's index needs an EXTENDED_ARG.
+    consts = "".join(f"c{i} = {i}.5\n" for i in range(300))
+    source = consts + 'k = "ink"\nlog(n=1)\nresult = [lookup(key=k), c299]'
+    response, out, fake = same(source)
+    assert response["value"] == [5, 299.5]
+    assert ("claim", "lookup", {"key": "ink"}) in fake.log
+
+
+def test_prepare_statements_in_a_module_with_many_names():
+    # More than 256 names: the helper's name is loaded with an EXTENDED_ARG.
+    names = "".join(f"n{i} = {i}\n" for i in range(300))
+    source = names + 'k = "ink"\nlog(n=1)\nresult = [lookup(key=k), n299]'
+    response, out, fake = same(source)
+    assert response["value"] == [5, 299]
+    assert ("claim", "lookup", {"key": "ink"}) in fake.log
+
+
+def test_the_pass_leaves_the_tree_untouched_when_it_fails():
+    import plm.rewrite as rewrite
+
+    source = 'k = "pen"\nlog(n=1)\na = lookup(key=k)\n'
+    tree = compile(source, "<t>", "exec", ast.PyCF_ONLY_AST)
+    before = ast.dump(tree)
+    real = rewrite._Pass.prepare_stmt
+
+    def boom(self, cands, at):
+        raise RecursionError
+
+    rewrite._Pass.prepare_stmt = boom
+    try:
+        assert rewrite.transform(tree, source, "<t>", {"lookup"}, {}) is tree
+    finally:
+        rewrite._Pass.prepare_stmt = real
+        plm.reset()
+    assert ast.dump(tree) == before
+
+
+def test_type_checks_never_hash_a_type():
+    # type(x) in {...} would run a metaclass's __hash__; the checks compare ids.
+    from plm import purity
+
+    ran = []
+
+    class Meta(type):
+        def __hash__(cls):
+            ran.append("hash")
+            return 1
+
+        def __eq__(cls, other):
+            ran.append("eq")
+            return False
+
+    class Odd(metaclass=Meta):
+        pass
+
+    value = Odd()
+    assert purity._plain({"a": [1, value]}) is False
+    assert purity._plain({"a": [1, {"b": value}]}, True) is False
+    for fn in (purity._f_len, purity._f_str, purity._f_abs, purity._truth):
+        try:
+            fn(value)
+        except purity._Fail:
+            pass
+    assert ran == []
+
+
+def test_names_are_not_looked_up_in_a_namespace_with_a_planted_key():
+    from plm import purity
+
+    ran = []
+
+    class Key:
+        def __hash__(self):
+            return hash("k")
+
+        def __eq__(self, other):
+            ran.append("eq")
+            return False
+
+    compiler = purity._Compiler(set())
+    load = compiler.expr(ast.parse("k", mode="eval").body)
+    call = compiler.expr(ast.parse("len(k)", mode="eval").body)
+    ns = {Key(): 1, "k": "pen"}
+    del ran[:]  # building ns compared the keys
+    for fn in (load, call):
+        purity._key_cache.clear()
+        try:
+            fn((None, ns))
+            raise AssertionError("computed from a namespace with a planted key")
+        except purity._Fail:
+            pass
+    purity._key_cache.clear()
+    assert ran == []
+    assert call((None, {"k": "pen"})) == 3
 
 
 if __name__ == "__main__":  # natively, and in the Guest (where the program is __main__)

@@ -252,6 +252,31 @@ result = [a, b, c, d]
     assert plm.pending == {} and plm.futures._spare == {}
 
 
+def test_chained_reads_start_once_their_names_values_arrive():
+    # a and b are bound speculatively to their reads' values when those arrive (the
+    # fake's reads are done at once: at the next chunk); c reads only them, so it is
+    # prepared while the program still streams, and the run claims it.
+    src = 'a = lookup(key="pen")\nb = lookup(key=inputs["m"]["k"])\nx = 1\nc = lookup(key="ink" if a + b == 7 else "pen")\nresult = [a, b, c]\n'
+    fake = begin()
+    feed(src, [len(src) - 12, 6])
+    assert prepared(fake) == [("lookup", {"key": "pen"}), ("lookup", {"key": "ink"}), ("lookup", {"key": "ink"})], fake.log
+    response, _, fake = harness.execute(src, TOOLS, EARLY, INPUTS, prefix=True, fake=fake)
+    off, _, _ = harness.execute(src, TOOLS, EARLY, INPUTS, early_reads=False)
+    assert response == off == {"value": [2, 5, 5]}, (response, off)
+    assert [e[0] for e in fake.log if e[0] != "peek"] == ["prepare"] * 3 + ["claim"] * 3, fake.log
+
+
+def test_a_chained_read_is_dropped_when_its_name_changes():
+    # a is rebound before its read's value arrives: c is prepared from the known 7, never
+    # from the read's value; a read prepared from a stale value is only a wasted read.
+    src = 'a = lookup(key="pen")\na = 7\nc = lookup(key="ink" if a == 2 else "book")\nresult = c\n'
+    fake = begin()
+    feed(src, [len(src) - 10, 5])
+    assert prepared(fake) == [("lookup", {"key": "pen"}), ("lookup", {"key": "book"})], fake.log
+    response, _, fake = harness.execute(src, TOOLS, EARLY, INPUTS, prefix=True, fake=fake)
+    assert response == {"value": 21}, response
+
+
 def test_prefix_and_off_give_the_same_outcomes():
     programs = [
         'a = lookup(key="pen")\nprint(a)\nb = lookup(key="nope")\n',

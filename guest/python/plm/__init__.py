@@ -34,10 +34,10 @@ from builtins import (
 from plm import futures, prefix, purity, rewrite, wire
 from plm.futures import pending, prepare, send, settle, start
 from plm.prefix import _Prefix, prefix_begin, prefix_feed
-from plm.rewrite import CAP, HELPER, _plans, run_plans, transform
+from plm.rewrite import CAP, HELPER, _plans, materialize, run_plans, transform
 
 __all__ = [
-    "pending", "send", "prepare", "transform", "run_plans", "reset", "prefix_begin", "prefix_feed", "warm",
+    "pending", "send", "prepare", "transform", "materialize", "run_plans", "reset", "prefix_begin", "prefix_feed", "warm",
     "CAP", "HELPER", "start", "settle",
 ]
 

@@ -19,6 +19,7 @@ from builtins import (
     BaseException,
     Exception,
     dict,
+    hash,
     len,
     tuple,
     type,
@@ -33,10 +34,14 @@ __all__ = ["pending", "send", "prepare", "reset", "start", "settle"]
 
 MAX_MESSAGE = 1 << 20  # maxMessage: the Host refuses larger requests
 
-pending = {}  # request bytes -> [handle, ...], oldest first
+# A pending read is found by its request's hash, not its bytes: the Host keeps the bytes
+# (and compares them when the read is claimed; on a mismatch it makes the call instead),
+# so a read costs the program's heap a few words, whatever its size, claimed or not.
+pending = {}  # hash(request bytes) -> [handle, ...], oldest first
 _started = []  # [(handle, request bytes, deliver)] of the calls start began, oldest first
-_spare = {}  # request bytes -> how many of pending[request] prefix mode made and no plan adopted yet
+_spare = {}  # hash(request bytes) -> how many of pending[request] prefix mode made and no plan adopted yet
 _spare_calls = set()  # (tool, keyword names) of every read prefix mode made in this run
+last_handle = 0  # the handle of the read _offer prepared last
 
 
 def reset():
@@ -51,17 +56,19 @@ def send(request):
     """Send one encoded tool request: claim a prepared read of exactly these bytes, or call."""
     if _started:
         settle()
-    handles = pending.get(request) if pending else None
-    if handles:
-        handle = handles.pop(0)
+    if pending:
+        digest = hash(request)
+        handles = pending.get(digest)
         if handles:
-            spare = _spare.get(request)
-            if spare is not None and spare > len(handles):
-                _spare[request] = len(handles)
-        else:
-            del pending[request]
-            _spare.pop(request, None)
-        return _spine.resolve(handle, request)
+            handle = handles.pop(0)
+            if handles:
+                spare = _spare.get(digest)
+                if spare is not None and spare > len(handles):
+                    _spare[digest] = len(handles)
+            else:
+                del pending[digest]
+                _spare.pop(digest, None)
+            return _spine.resolve(handle, request)
     return _spine.call(request)
 
 
@@ -73,25 +80,29 @@ def _offer(tool, args, spare=False):
     request = encode_request(tool, args)
     if len(request) > MAX_MESSAGE:
         return None
+    digest = hash(request)
     if not spare:
-        adoptable = _spare.get(request)
+        adoptable = _spare.get(digest)
         if adoptable:
             # Prefix mode prepared it already: this plan takes that read over.
             if adoptable > 1:
-                _spare[request] = adoptable - 1
+                _spare[digest] = adoptable - 1
             else:
-                del _spare[request]
+                del _spare[digest]
             return True
     handle = _spine.prepare(request)
+    del request  # the Host has its copy
     if not handle:
         return False
-    handles = pending.get(request)
+    global last_handle
+    last_handle = handle
+    handles = pending.get(digest)
     if handles is None:
-        pending[request] = [handle]
+        pending[digest] = [handle]
     else:
         handles.append(handle)
     if spare:
-        _spare[request] = _spare.get(request, 0) + 1
+        _spare[digest] = _spare.get(digest, 0) + 1
         _spare_calls.add((tool, tuple(args)))
     return True
 

@@ -9,13 +9,16 @@ with the pass on, and the pass's prepares of the same requests adopt those reads
 """
 
 import ast
+import json
 import re
+import sys
 from builtins import (
     Exception,
     RecursionError,
     SyntaxError,
     UnicodeDecodeError,
     ValueError,
+    Warning,
     any,
     bytearray,
     bytes,
@@ -31,10 +34,12 @@ from builtins import (
     type,
 )
 
+from plm import futures
 from plm.facts import _Facts, _usable_tools
 from plm.futures import pending
 from plm.purity import (
     _SCALAR,
+    _keys_scalar,
     _TRUTHY,
     _binder,
     _Compiler,
@@ -44,6 +49,9 @@ from plm.purity import (
 from plm.rewrite import HELPER, _Pass, _Scanner
 
 __all__ = ["prefix_begin", "prefix_feed", "reset"]
+
+_modules = sys.modules
+_ModuleType = type(sys)
 
 MAX_STATEMENT = 64 << 10  # prefix mode gives up on a statement longer than this
 
@@ -85,10 +93,17 @@ class _Prefix:
         self.quote = None  # the quote of the string the text is in, or None
         self.count = 0
         self.stopped = False
+        # Chained reads: name -> handle of the read prefix mode started for a statement
+        # `name = tool(...)`, until its value arrives (then name is known, speculatively)
+        # or a later statement may change name. waiting: candidates that read such names.
+        self.specs = {}
+        self.waiting = []
 
     def feed(self, chunk):
         if self.stopped:
             return self.count
+        if self.specs:
+            self.poll()
         buf = self.buf
         buf += chunk
         n = len(buf)
@@ -188,10 +203,14 @@ class _Prefix:
         except UnicodeDecodeError:
             self.stopped = True
             return None
+        quiet = _quiet_warnings() if "\\" in text or _NUMBER_WORD.search(text) else None
         try:
             return compile(text, "<prefix>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True).body
         except (SyntaxError, ValueError):
             return None
+        finally:
+            if quiet is not None:
+                quiet[0]["filters"] = quiet[1]
 
     def statement(self, stmt):
         try:
@@ -204,19 +223,55 @@ class _Prefix:
         bound, attrs, declared = facts.bound, facts.attrs, facts.declared
         shadowed = self.rebound | bound
         tools = _usable_tools(self.early - self.dead, bound, attrs)
+        target = _spec_target(stmt)
+        spec = 0
         if tools:
             scanner = _Scanner(tools, shadowed, "")
             lifted = _Pass(scanner, facts, self.declared | declared, HELPER, insert=False).block([stmt])
             for cand in lifted:
-                if cand.free <= self.known.keys() and self.run(cand.plan) is False:
-                    break
+                if cand.free <= self.known.keys():
+                    futures.last_handle = 0
+                    ok = self.run(cand.plan)
+                    if ok is False:
+                        break
+                    if ok is True and target is not None and cand.node is stmt.value:
+                        spec = futures.last_handle
+                elif self.specs and cand.free <= self.known.keys() | self.specs.keys():
+                    self.waiting.append(cand)
         if type(stmt) is ast.If and not declared:
             truth = self.value(stmt.test, shadowed)
-            if truth is not _UNKNOWN and type(truth) in _TRUTHY:
+            if truth is not _UNKNOWN and id(type(truth)) in _TRUTHY:
                 for s in stmt.body if truth else stmt.orelse:
                     self.statement(s)
                 return
         self.update(stmt, facts, shadowed)
+        if spec and target not in self.declared:
+            self.specs[target] = spec
+
+    def poll(self):
+        """Bind the names of chained reads whose values have arrived, and prepare the
+        waiting candidates whose names are all known now."""
+        try:
+            for name, handle in list(self.specs.items()):
+                raw = futures._spine.call(b'{"tool":"","args":{"peek":%d}}' % handle)
+                if raw == b"null":
+                    continue
+                del self.specs[name]
+                envelope = json.loads(raw)
+                if type(envelope) is dict and envelope.get("error") is None:
+                    self.known[name] = envelope.get("value")
+                    self.alias[name] = frozenset()
+            if self.waiting:
+                still = []
+                for cand in self.waiting:
+                    if cand.free <= self.known.keys():
+                        self.run(cand.plan)
+                    elif cand.free <= self.known.keys() | self.specs.keys():
+                        still.append(cand)
+                self.waiting = still
+        except Exception:
+            self.specs.clear()
+            self.waiting = []
 
     def run(self, plan):
         try:
@@ -254,7 +309,14 @@ class _Prefix:
         if everything:
             self.known.clear()
             self.alias.clear()
+            self.specs.clear()
+            self.waiting = []
             return
+        if self.specs or self.waiting:
+            changed = rebound | mutated | declared | self.declared
+            for name in changed:
+                self.specs.pop(name, None)
+            self.waiting = [c for c in self.waiting if not c.free & changed]
         values = {}
         targets, value = None, None
         if type(stmt) is ast.Assign:
@@ -303,7 +365,7 @@ class _Prefix:
         shares |= out.keys()
         result = {}
         for name, v in out.items():
-            result[name] = (v, frozenset() if type(v) in _SCALAR else frozenset(shares - {name}))
+            result[name] = (v, frozenset() if id(type(v)) in _SCALAR else frozenset(shares - {name}))
         return result
 
     def forget_object(self, name):
@@ -313,6 +375,42 @@ class _Prefix:
             if other in group or self.alias.get(other, frozenset()) & group:
                 self.known.pop(other, None)
                 self.alias.pop(other, None)
+
+
+# The parser warns about invalid escape sequences and numbers run into a word (1if); the
+# program's own parse warns again, so prefix mode's parse must not print them. It swaps
+# the warnings module's filters for one that ignores every warning while it parses, when
+# the text could warn: no registry is touched (the parser passes none), no version bumped.
+_NUMBER_WORD = re.compile(r"[0-9][A-Za-z_]")
+_IGNORE_ALL = [("ignore", None, Warning, None, 0)]
+
+
+def _quiet_warnings():
+    """(the warnings module's dict, its filters) after swapping in _IGNORE_ALL, or None
+    when that cannot be done without running program code (then the parse may warn)."""
+    _key_cache.clear()
+    try:
+        mod = _modules.get("warnings") if _keys_scalar(_modules) else None
+        if type(mod) is not _ModuleType:
+            return None
+        d = mod.__dict__
+        if not _keys_scalar(d) or type(d.get("filters")) is not list:
+            return None
+    finally:
+        _key_cache.clear()
+    saved = d["filters"]
+    d["filters"] = _IGNORE_ALL
+    return d, saved
+
+
+def _spec_target(stmt):
+    """name for a statement `name = call(...)`, else None: the form whose read, when
+    prefix mode started it, gives name its value if the program reaches it unchanged."""
+    if type(stmt) is ast.Assign and len(stmt.targets) == 1 and type(stmt.value) is ast.Call:
+        target = stmt.targets[0]
+        if type(target) is ast.Name:
+            return target.id
+    return None
 
 
 _UNKNOWN = object()

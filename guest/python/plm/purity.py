@@ -57,14 +57,21 @@ _bdict = _builtins_module.__dict__
 # ---------------------------------------------------------------------------
 # Plain data: values whose comparison, hashing and encoding run no user code.
 
+# The sets below hold the id()s of exact built-in types: a test `type(x) in {types}`
+# would hash type(x), which runs its metaclass's __hash__ and __eq__ (program code).
+# `id(type(x)) in _SCALAR` compares only ints.
+def _ids(*types):
+    return frozenset([id(t) for t in types])
+
+
 _NONE = type(None)
-_SCALAR = frozenset((int, float, str, bool, _NONE))
-_NUMBER = frozenset((int, float, bool))
-_INT = frozenset((int, bool))
-_SEQ = frozenset((str, list, tuple))
-_INDEXABLE = frozenset((str, list, tuple, range))
 _KEYS, _VALUES, _ITEMS = type({}.keys()), type({}.values()), type({}.items())
-_SIZED = frozenset((str, list, tuple, dict, set, frozenset, range, _KEYS, _VALUES, _ITEMS))
+_SCALAR = _ids(int, float, str, bool, _NONE)
+_NUMBER = _ids(int, float, bool)
+_INT = _ids(int, bool)
+_SEQ = _ids(str, list, tuple)
+_INDEXABLE = _ids(str, list, tuple, range)
+_SIZED = _ids(str, list, tuple, dict, set, frozenset, range, _KEYS, _VALUES, _ITEMS)
 _TRUTHY = _SCALAR | _SIZED
 
 
@@ -94,7 +101,7 @@ def _plain(value, sets=False):
     while stack:
         x = pop()
         t = type(x)
-        if t in _SCALAR:
+        if id(t) in _SCALAR:
             continue
         if t is list or t is tuple:
             budget -= len(x) + 1
@@ -106,7 +113,7 @@ def _plain(value, sets=False):
             if budget < 0:
                 return False
             for k in x:
-                if type(k) not in _SCALAR:
+                if id(type(k)) not in _SCALAR:
                     return False
             push(x.values())
         elif sets and (t is set or t is frozenset):
@@ -114,7 +121,7 @@ def _plain(value, sets=False):
             if budget < 0:
                 return False
             for k in x:
-                if type(k) not in _SCALAR:
+                if id(type(k)) not in _SCALAR:
                     return False
         else:
             return False
@@ -130,7 +137,7 @@ def _keys_scalar(container):
     ok = len(container) <= MAX_SCAN
     if ok:
         for k in container:
-            if type(k) not in _SCALAR:
+            if id(type(k)) not in _SCALAR:
                 ok = False
                 break
     _key_cache[id(container)] = (container, ok)
@@ -138,7 +145,7 @@ def _keys_scalar(container):
 
 
 def _truth(v):
-    if type(v) not in _TRUTHY:
+    if id(type(v)) not in _TRUTHY:
         raise _Fail
     return bool(v)
 
@@ -150,14 +157,14 @@ def _small(x):
 
 
 def _sized(x, limit=MAX_LEN):
-    if type(x) not in _SIZED or len(x) > limit:
+    if id(type(x)) not in _SIZED or len(x) > limit:
         raise _Fail
     return x
 
 
 def _iter_of(x):
     t = type(x)
-    if t in _SIZED:
+    if id(t) in _SIZED:
         return iter(x)
     if t is _Lazy:
         return x.make()
@@ -168,7 +175,7 @@ def _iter_of(x):
 
 
 def _numbers(a, b):
-    if type(a) not in _NUMBER or type(b) not in _NUMBER:
+    if id(type(a)) not in _NUMBER or id(type(b)) not in _NUMBER:
         raise _Fail
     _small(a)
     _small(b)
@@ -176,9 +183,9 @@ def _numbers(a, b):
 
 def _add(a, b):
     ta = type(a)
-    if ta in _NUMBER and type(b) in _NUMBER:
+    if id(ta) in _NUMBER and id(type(b)) in _NUMBER:
         return _small(a) + _small(b)
-    if ta is type(b) and ta in _SEQ:
+    if ta is type(b) and id(ta) in _SEQ:
         if len(a) + len(b) > MAX_LEN:
             raise _Fail
         return a + b
@@ -192,13 +199,13 @@ def _sub(a, b):
 
 def _mul(a, b):
     ta, tb = type(a), type(b)
-    if ta in _NUMBER and tb in _NUMBER:
+    if id(ta) in _NUMBER and id(tb) in _NUMBER:
         if ta is int and tb is int and a.bit_length() + b.bit_length() > MAX_BITS:
             raise _Fail
         return _small(a) * _small(b)
-    if ta in _SEQ and tb in _INT:
+    if id(ta) in _SEQ and id(tb) in _INT:
         seq, n = a, b
-    elif tb in _SEQ and ta in _INT:
+    elif id(tb) in _SEQ and id(ta) in _INT:
         seq, n = b, a
     else:
         raise _Fail
@@ -224,13 +231,13 @@ def _mod(a, b):
 
 def _pow(a, b):
     _numbers(a, b)
-    if type(a) in _INT and type(b) in _INT and b > 0 and max(abs(a).bit_length(), 1) * b > MAX_BITS:
+    if id(type(a)) in _INT and id(type(b)) in _INT and b > 0 and max(abs(a).bit_length(), 1) * b > MAX_BITS:
         raise _Fail
     return a ** b
 
 
 def _ints(a, b):
-    if type(a) not in _INT or type(b) not in _INT:
+    if id(type(a)) not in _INT or id(type(b)) not in _INT:
         raise _Fail
     _small(a)
     _small(b)
@@ -280,19 +287,19 @@ _BINOPS = {
 
 
 def _neg(a):
-    if type(a) not in _NUMBER:
+    if id(type(a)) not in _NUMBER:
         raise _Fail
     return -a
 
 
 def _pos(a):
-    if type(a) not in _NUMBER:
+    if id(type(a)) not in _NUMBER:
         raise _Fail
     return +a
 
 
 def _invert(a):
-    if type(a) not in _INT:
+    if id(type(a)) not in _INT:
         raise _Fail
     return ~a
 
@@ -345,13 +352,13 @@ def _in(a, b):
         if type(a) is str:
             return a in b
     elif tb is dict or tb is set or tb is frozenset:
-        if type(a) in _SCALAR and _keys_scalar(b):
+        if id(type(a)) in _SCALAR and _keys_scalar(b):
             return a in b
     elif tb is list or tb is tuple:
         _comparable(a, b)
         return a in b
     elif tb is range:
-        if type(a) in _INT:
+        if id(type(a)) in _INT:
             return a in b
     raise _Fail
 
@@ -385,25 +392,25 @@ _CMPOPS = {
 def _item(v, k):
     t = type(v)
     if t is dict:
-        if type(k) in _SCALAR and _keys_scalar(v):
+        if id(type(k)) in _SCALAR and _keys_scalar(v):
             return v[k]
-    elif t in _INDEXABLE:
-        if type(k) in _INT:
+    elif id(t) in _INDEXABLE:
+        if id(type(k)) in _INT:
             return v[k]
     raise _Fail
 
 
 def _slice(v, lo, hi, step):
-    if type(v) not in _INDEXABLE:
+    if id(type(v)) not in _INDEXABLE:
         raise _Fail
     for b in (lo, hi, step):
-        if b is not None and type(b) not in _INT:
+        if b is not None and id(type(b)) not in _INT:
             raise _Fail
     return v[lo:hi:step]
 
 
 def _fmt(v, conversion, spec):
-    if type(v) not in _SCALAR or type(spec) is not str:
+    if id(type(v)) not in _SCALAR or type(spec) is not str:
         raise _Fail
     if conversion == 115:
         v = str(v)
@@ -429,7 +436,7 @@ def _fmt(v, conversion, spec):
 
 def _elements(x):
     """The elements of an exact built-in collection, as a checked list."""
-    if type(x) not in _SIZED or len(x) > MAX_SORT:
+    if id(type(x)) not in _SIZED or len(x) > MAX_SORT:
         raise _Fail
     items = list(x)
     if not _plain(items, True):
@@ -438,27 +445,27 @@ def _elements(x):
 
 
 def _f_len(x):
-    if type(x) not in _SIZED:
+    if id(type(x)) not in _SIZED:
         raise _Fail
     return len(x)
 
 
 def _f_str(x=""):
-    if type(x) not in _SCALAR:
+    if id(type(x)) not in _SCALAR:
         raise _Fail
     return str(x)
 
 
 def _f_int(x=0):
     t = type(x)
-    if t in _NUMBER or (t is str and len(x) <= 1000):
+    if id(t) in _NUMBER or (t is str and len(x) <= 1000):
         return int(x)
     raise _Fail
 
 
 def _f_float(x=0.0):
     t = type(x)
-    if t in _NUMBER or (t is str and len(x) <= 1000):
+    if id(t) in _NUMBER or (t is str and len(x) <= 1000):
         return float(x)
     raise _Fail
 
@@ -468,13 +475,13 @@ def _f_bool(x=False):
 
 
 def _f_abs(x):
-    if type(x) not in _NUMBER:
+    if id(type(x)) not in _NUMBER:
         raise _Fail
     return abs(x)
 
 
 def _f_round(x, n=None):
-    if type(x) not in _NUMBER or (n is not None and type(n) not in _INT):
+    if id(type(x)) not in _NUMBER or (n is not None and id(type(n)) not in _INT):
         raise _Fail
     return round(x, _small(n)) if n is not None else round(x)
 
@@ -491,15 +498,15 @@ def _f_sum(x, start=0):
     items = _elements(x)
     for v in items:
         _small(v)
-        if type(v) not in _NUMBER:
+        if id(type(v)) not in _NUMBER:
             raise _Fail
-    if type(start) not in _NUMBER:
+    if id(type(start)) not in _NUMBER:
         raise _Fail
     return sum(items, start)
 
 
 def _f_sorted(x, reverse=False):
-    if type(reverse) not in _INT:
+    if id(type(reverse)) not in _INT:
         raise _Fail
     return sorted(_elements(x), reverse=reverse)
 
@@ -514,14 +521,14 @@ def _f_tuple(x=()):
 
 def _f_range(*args):
     for a in args:
-        if type(a) not in _INT:
+        if id(type(a)) not in _INT:
             raise _Fail
     return range(*args)
 
 
 def _f_enumerate(x, start=0):
     _sized(x, 1 << 62)
-    if type(start) not in _INT:
+    if id(type(start)) not in _INT:
         raise _Fail
     return _Lazy(lambda: enumerate(x, start))
 
@@ -561,7 +568,7 @@ def _str_args(*args):
             for s in a:
                 if type(s) is not str:
                     raise _Fail
-        elif t not in _SCALAR:
+        elif id(t) not in _SCALAR:
             raise _Fail
 
 
@@ -586,7 +593,7 @@ def _m_join(sep, items):
 
 
 def _m_replace(s, old, new, count=-1):
-    if type(old) is not str or type(new) is not str or type(count) not in _INT:
+    if type(old) is not str or type(new) is not str or id(type(count)) not in _INT:
         raise _Fail
     n = s.count(old)
     if 0 <= count < n:
@@ -599,7 +606,7 @@ def _m_replace(s, old, new, count=-1):
 def _padding(method):
     def call(s, width, *fill):
         _str_args(*fill)
-        if type(width) not in _INT or width > MAX_LEN:
+        if id(type(width)) not in _INT or width > MAX_LEN:
             raise _Fail
         return method(s, width, *fill)
 
@@ -622,7 +629,7 @@ del _name
 
 
 def _m_get(d, key, default=None):
-    if type(key) not in _SCALAR or not _keys_scalar(d):
+    if id(type(key)) not in _SCALAR or not _keys_scalar(d):
         raise _Fail
     return d.get(key, default)
 
@@ -656,7 +663,7 @@ class _Compiler:
 
     def constant(self, node):
         value = node.value
-        if type(value) not in _SCALAR:
+        if id(type(value)) not in _SCALAR:
             raise _NotPure
         return lambda env: value
 
@@ -670,7 +677,10 @@ class _Compiler:
             overlay = env[0]
             if overlay is not None and name in overlay:
                 return overlay[name]
-            return env[1][name]
+            ns = env[1]
+            if not _keys_scalar(ns):
+                raise _Fail  # a lookup could run a planted key's __eq__
+            return ns[name]
 
         return load
 
@@ -782,7 +792,7 @@ class _Compiler:
         def make(env):
             items = build(env)
             for v in items:
-                if type(v) not in _SCALAR:
+                if id(type(v)) not in _SCALAR:
                     raise _Fail
             return set(items)
 
@@ -801,7 +811,7 @@ class _Compiler:
                     out.update(v)
                 else:
                     k = key(env)
-                    if type(k) not in _SCALAR:
+                    if id(type(k)) not in _SCALAR:
                         raise _Fail
                     out[k] = value(env)
             return out
@@ -851,7 +861,10 @@ class _Compiler:
             name, original = func.id, _ORIGINAL[func.id]
 
             def call(env):
-                if name in env[1] or _bdict.get(name) is not original:
+                ns = env[1]
+                if not _keys_scalar(ns) or not _keys_scalar(_bdict):
+                    raise _Fail  # a lookup could run a planted key's __eq__
+                if name in ns or _bdict.get(name) is not original:
                     raise _Fail  # the program shadowed or replaced the built-in
                 return fn(*[a(env) for a in args], **{k: v(env) for k, v in kwargs})
 

@@ -9,10 +9,13 @@ difference): it runs the plans and never raises.
 """
 
 import ast
+import opcode
 from builtins import (
     BaseException,
     Exception,
     RecursionError,
+    bytearray,
+    bytes,
     compile,
     dict,
     enumerate,
@@ -45,13 +48,14 @@ from plm.purity import (
     _truth,
 )
 
-__all__ = ["HELPER", "transform", "run_plans", "reset"]
+__all__ = ["HELPER", "transform", "materialize", "run_plans", "reset"]
 
 CAP = 64  # requests one loop or comprehension prepares at its entry
 MAX_VISITS = 1024  # elements one loop or comprehension entry may look at
 HELPER = "__spine_prepare"
 
 _plans = {}  # plan key -> plan, for run_plans
+_inserted = []  # (block, statement) of each prepare statement in the run's tree
 _ns = None  # the running program's namespace
 
 
@@ -59,6 +63,7 @@ def reset():
     """Forget every plan: the state of a run that has ended."""
     global _ns
     _plans.clear()
+    _inserted.clear()
     _ns = None
 
 
@@ -435,6 +440,7 @@ class _Pass:
         self.places = []  # (block, index, candidates to prepare just before block[index])
         self.count = 0  # statements numbered so far, in source order (nested ones included)
         self.seq = {}  # id(statement) -> its number
+        self.inserted = []  # (block, statement) of each prepare statement inserted
 
     def block(self, stmts, start=0):
         last = {}  # name -> index of the last statement that may rebind or change it
@@ -512,12 +518,18 @@ class _Pass:
         if len(places) > 1:
             # Each block's prepares from its end to its start, so indices stay valid.
             places.sort(key=lambda p: p[1], reverse=True)
+        # Every statement is made before any is inserted: a failure while making one
+        # (a RecursionError on a deep tree) leaves the tree as the program wrote it.
+        made = []
         for stmts, at, cands, _ in places:
             if leads is not None:
                 cands = [c for c in cands if not c.lead or id(c) in keep]
                 if not cands:
                     continue
-            stmts.insert(at, self.prepare_stmt(cands, stmts[at]))
+            made.append((stmts, at, self.prepare_stmt(cands, stmts[at])))
+        for stmts, at, stmt in made:
+            stmts.insert(at, stmt)
+            self.inserted.append((stmts, stmt))
 
     @staticmethod
     def at_risk(places, leads, always):
@@ -723,8 +735,145 @@ def transform(tree, source, filename, early, namespace):
         plm.place(body, start, plm.block(body, start))
         plm.finish(_spare_calls)
     except Exception:
-        return compile(source, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        # The tree is untouched until the pass has made every statement (finish). It is
+        # not parsed again: that would repeat the parser's warnings.
+        return tree
     if plm.plans:
         _plans.update(plm.plans)
         _ns = namespace
+        _inserted.extend(plm.inserted)
     return tree
+
+
+# Materializing: the prepare statements call the helper without looking its name up ----
+#
+# A name looked up at module level is looked up in the program's globals first: a program
+# could bind __spine_prepare there, or plant a key whose hash equals the name's and whose
+# __eq__ would run during the lookup. So the module's code object is changed: each
+# prepare statement's callee, compiled as __spine_prepare[_MARK] (a name load, a constant
+# load and a subscript: at least 14 bytes), becomes a load of the helper itself as a
+# constant of the code, padded with NOPs. Offsets, line numbers and exception tables are
+# unchanged. A load of the name not followed by the mark is the program's own (transform
+# leaves a program that names the helper alone, but an identifier is NFKC-normalized, so
+# other characters can spell it): it is left as it is.
+
+_MARK = "\x00spine:helper"
+_OP = opcode.opmap
+_LOAD_NAME, _LOAD_CONST, _BINARY_SUBSCR = _OP["LOAD_NAME"], _OP["LOAD_CONST"], _OP["BINARY_SUBSCR"]
+_EXTENDED_ARG, _NOP = _OP["EXTENDED_ARG"], _OP["NOP"]
+
+
+def materialize(tree, filename):
+    """The code object of tree (a Module) to run: compile(tree, filename, "exec"), with
+    the prepare statements transform inserted calling the helper directly. When that
+    cannot be done, the prepare statements are taken out again (no prepares)."""
+    if not _inserted:
+        return compile(tree, filename, "exec")
+    calls = []
+    for _, stmt in _inserted:
+        call = stmt.value
+        func = call.func
+        calls.append((call, func))
+        call.func = ast.Subscript(
+            value=func,
+            slice=ast.Constant(value=_MARK, lineno=func.lineno, col_offset=func.col_offset,
+                               end_lineno=func.end_lineno, end_col_offset=func.end_col_offset),
+            ctx=ast.Load(),
+            lineno=func.lineno,
+            col_offset=func.col_offset,
+            end_lineno=func.end_lineno,
+            end_col_offset=func.end_col_offset,
+        )
+    try:
+        code = compile(tree, filename, "exec")
+    finally:
+        for call, func in calls:
+            call.func = func
+    patched = _patch(code)
+    if patched is not None:
+        return patched
+    for stmts, stmt in _inserted:
+        for i, s in enumerate(stmts):
+            if s is stmt:
+                del stmts[i]
+                break
+    _inserted.clear()
+    _plans.clear()
+    return compile(tree, filename, "exec")
+
+
+def _patch(code):
+    """code with every `__spine_prepare[_MARK]` replaced by a load of the helper as a
+    constant, or None when the code is not as expected."""
+    names = code.co_names
+    consts = code.co_consts
+    if HELPER not in names:
+        return code  # the compiler dropped every prepare (unreachable code)
+    name_at = names.index(HELPER)
+    mark_at = -1
+    for i, c in enumerate(consts):
+        if type(c) is str and c == _MARK:
+            mark_at = i
+            break
+    helper_at = len(consts)
+    if mark_at < 0 or helper_at > 0xFFFF:
+        return None
+    co = bytearray(code.co_code)
+    n = len(co)
+    if name_at < 256:
+        # The loads have no EXTENDED_ARG: find them with bytearray.find (every code unit
+        # is two bytes, so a match at an odd offset is an argument and an opcode).
+        load = bytes((_LOAD_NAME, name_at))
+        i = co.find(load)
+        while i >= 0:
+            if not i & 1 and (i < 2 or co[i - 2] != _EXTENDED_ARG):
+                _replace(co, i, i + 2, mark_at, helper_at)
+            i = co.find(load, i + 2)
+    else:
+        i = 0
+        start = -1
+        ext = 0
+        while i < n:
+            op, arg = co[i], co[i + 1]
+            if op == _EXTENDED_ARG:
+                if start < 0:
+                    start = i
+                ext = (ext | arg) << 8
+                i += 2
+                continue
+            first = i if start < 0 else start
+            full = ext | arg
+            start, ext = -1, 0
+            i += 2
+            if op == _LOAD_NAME and full == name_at:
+                end = _replace(co, first, i, mark_at, helper_at)
+                if end > 0:
+                    i = end
+    return code.replace(co_code=bytes(co), co_consts=consts + (run_plans,))
+
+
+def _replace(co, first, i, mark_at, helper_at):
+    """If the load of the helper's name spanning co[first:i] is followed by the mark's
+    constant and a subscript, make the whole span a load of the helper (at index
+    helper_at of the constants) and NOPs; return the span's end, or -1 (the program's own
+    load of the name, left alone)."""
+    n = len(co)
+    e = 0
+    while i < n and co[i] == _EXTENDED_ARG:
+        e = (e | co[i + 1]) << 8
+        i += 2
+    if i + 4 > n or co[i] != _LOAD_CONST or (e | co[i + 1]) != mark_at or co[i + 2] != _BINARY_SUBSCR:
+        return -1
+    end = i + 4 + 2 * _SUBSCR_CACHES
+    if end > n:
+        return -1
+    for j in range(i + 4, end):
+        if co[j]:
+            return -1  # not the subscript's cache entries
+    co[first:end] = bytes((_EXTENDED_ARG, helper_at >> 8, _LOAD_CONST, helper_at & 255)) + bytes(
+        (_NOP, 0)
+    ) * ((end - first - 4) // 2)
+    return end
+
+
+_SUBSCR_CACHES = opcode._inline_cache_entries[_BINARY_SUBSCR]
