@@ -109,13 +109,21 @@ async def twice(x):
 async def main():
     return await asyncio.gather(twice(1), twice(2), twice(3))
 result = asyncio.run(main())`, `[2,4,6]`},
+		// The timers are set at times fixed before any task starts (call_at),
+		// so a machine that pauses the run between the tasks' starts cannot
+		// reorder them; timers due together fire in the order of their times.
 		{"tasks in order of their timers", `import asyncio
 order = []
-async def note(name, delay):
-    await asyncio.sleep(delay)
+async def note(name, when):
+    loop = asyncio.get_running_loop()
+    due = loop.create_future()
+    loop.call_at(when, due.set_result, None)
+    await due
+    await asyncio.sleep(0)
     order.append(name)
 async def main():
-    tasks = [asyncio.create_task(note(n, d)) for n, d in (("c", 0.03), ("a", 0.01), ("b", 0.02))]
+    base = asyncio.get_running_loop().time()
+    tasks = [asyncio.create_task(note(n, base + d)) for n, d in (("c", 0.03), ("a", 0.01), ("b", 0.02))]
     await asyncio.wait(tasks)
 asyncio.run(main())
 result = order`, `["a","b","c"]`},
