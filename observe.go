@@ -15,19 +15,20 @@ import (
 
 // ToolCall is one tool call of a run, as Output.Calls records it.
 type ToolCall struct {
-	Tool string
+	Tool string `json:"tool"`
 
 	// Start is when the tool started, from the start of the run; Duration is
 	// how long it ran. An early read starts before the program reaches the call.
-	Start    time.Duration
-	Duration time.Duration
+	// In JSON both are nanoseconds.
+	Start    time.Duration `json:"start_ns"`
+	Duration time.Duration `json:"duration_ns"`
 
 	// Early says the call was answered by an early read.
-	Early bool
+	Early bool `json:"early"`
 
 	// Failed says the call raised in the program: the tool's error, a
 	// refusal by Options.Approve, an unknown tool.
-	Failed bool
+	Failed bool `json:"failed"`
 }
 
 // ApproveFunc decides whether a tool call may run: nil lets it, an error

@@ -427,16 +427,17 @@ type runRequest struct {
 
 // Response is the body of every answer of /v1/run and /v1/run/stream.
 type Response struct {
-	Value           json.RawMessage `json:"value"` // null when the run failed
-	Stdout          string          `json:"stdout"`
-	Stderr          string          `json:"stderr"`
-	StdoutTruncated bool            `json:"stdout_truncated,omitempty"`
-	StderrTruncated bool            `json:"stderr_truncated,omitempty"`
-	ToolCalls       int             `json:"tool_calls"`
-	Files           []spine.File    `json:"files,omitempty"`          // what the program left in its working directory, data in base64
-	FilesLeftOut    int             `json:"files_left_out,omitempty"` // files left out of Files by the caps on files
-	Error           *Error          `json:"error"`                    // null on success
-	Timing          Timing          `json:"timing"`
+	Value           json.RawMessage  `json:"value"` // null when the run failed
+	Stdout          string           `json:"stdout"`
+	Stderr          string           `json:"stderr"`
+	StdoutTruncated bool             `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool             `json:"stderr_truncated,omitempty"`
+	ToolCalls       int              `json:"tool_calls"`
+	Calls           []spine.ToolCall `json:"calls,omitempty"`          // each call the program made (Output.Calls)
+	Files           []spine.File     `json:"files,omitempty"`          // what the program left in its working directory, data in base64
+	FilesLeftOut    int              `json:"files_left_out,omitempty"` // files left out of Files by the caps on files
+	Error           *Error           `json:"error"`                    // null on success
+	Timing          Timing           `json:"timing"`
 }
 
 // Error says why a run failed or was refused.
@@ -733,6 +734,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 		resp.Stdout, resp.Stderr = out.Stdout, out.Stderr
 		resp.StdoutTruncated, resp.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
 		resp.ToolCalls = out.ToolCalls
+		resp.Calls = out.Calls
 		resp.Files, resp.FilesLeftOut = out.Files, out.FilesLeftOut
 		if e == nil {
 			resp.Value = out.Value

@@ -102,6 +102,9 @@ func TestRun(t *testing.T) {
 	if status != 200 || string(out.Value) != "63" || out.Stdout != "hi\n" || out.ToolCalls != 1 || out.Error != nil {
 		t.Fatalf("status %d, %+v", status, out)
 	}
+	if len(out.Calls) != 1 || out.Calls[0].Tool != "lookup" || out.Calls[0].Early || out.Calls[0].Failed {
+		t.Errorf("calls %+v", out.Calls)
+	}
 	if ct := header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q", ct)
 	}

@@ -221,18 +221,19 @@ func readSource(file string, stdin io.Reader) (source, filename string, err erro
 
 // runResult is the object --json prints.
 type runResult struct {
-	Value           json.RawMessage `json:"value"`
-	Stdout          string          `json:"stdout"`
-	Stderr          string          `json:"stderr"`
-	StdoutTruncated bool            `json:"stdout_truncated,omitempty"`
-	StderrTruncated bool            `json:"stderr_truncated,omitempty"`
-	Error           *runError       `json:"error"`
-	ToolCalls       int             `json:"tool_calls"`
-	Timing          runTiming       `json:"timing"`
-	ExitCode        int             `json:"exit_code"`
-	Session         *runSession     `json:"session,omitempty"`
-	Files           []runFile       `json:"files,omitempty"`
-	FilesLeftOut    int             `json:"files_left_out,omitempty"`
+	Value           json.RawMessage  `json:"value"`
+	Stdout          string           `json:"stdout"`
+	Stderr          string           `json:"stderr"`
+	StdoutTruncated bool             `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool             `json:"stderr_truncated,omitempty"`
+	Error           *runError        `json:"error"`
+	ToolCalls       int              `json:"tool_calls"`
+	Calls           []spine.ToolCall `json:"calls,omitempty"` // each call the program made
+	Timing          runTiming        `json:"timing"`
+	ExitCode        int              `json:"exit_code"`
+	Session         *runSession      `json:"session,omitempty"`
+	Files           []runFile        `json:"files,omitempty"`
+	FilesLeftOut    int              `json:"files_left_out,omitempty"`
 }
 
 // runFile is what --json says of a file the program left: its name, size,
@@ -440,6 +441,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		res.Stdout, res.Stderr = out.Stdout, out.Stderr
 		res.StdoutTruncated, res.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
 		res.ToolCalls = out.ToolCalls
+		res.Calls = out.Calls
 		res.FilesLeftOut = out.FilesLeftOut
 		for _, f := range out.Files {
 			res.Files = append(res.Files, runFile{Name: f.Name, Bytes: len(f.Data)})

@@ -159,8 +159,15 @@ type jsonResult struct {
 	Stdout    string          `json:"stdout"`
 	Stderr    string          `json:"stderr"`
 	ToolCalls int             `json:"tool_calls"`
-	ExitCode  int             `json:"exit_code"`
-	Error     *struct {
+	Calls     []struct {
+		Tool       string `json:"tool"`
+		StartNS    int64  `json:"start_ns"`
+		DurationNS int64  `json:"duration_ns"`
+		Early      bool   `json:"early"`
+		Failed     bool   `json:"failed"`
+	} `json:"calls"`
+	ExitCode int `json:"exit_code"`
+	Error    *struct {
 		Kind, Type, Message, Traceback string
 		Line                           int
 	} `json:"error"`
@@ -210,6 +217,9 @@ func TestRunJSON(t *testing.T) {
 	}
 	if res.Stdout != "out\n" || res.Error != nil || res.ToolCalls != 1 {
 		t.Errorf("result %+v", res)
+	}
+	if len(res.Calls) != 1 || res.Calls[0].Tool != "lookup" || res.Calls[0].Failed {
+		t.Errorf("calls %+v", res.Calls)
 	}
 	if res.Timing.RunMS <= 0 || res.Timing.SetupMS <= 0 || res.Timing.TotalMS < res.Timing.RunMS+res.Timing.SetupMS-1 {
 		t.Errorf("timing %+v", res.Timing)
