@@ -13,7 +13,7 @@ test: ## vet and run every test (real Guest included), and the examples module's
 	$(GO) test -timeout 30m ./...
 	cd examples && $(GO) vet ./... && $(GO) test -timeout 10m ./...
 
-install-check: ## go.mod's go line is the lowest the dependencies allow; the README's first program builds in a new module with it (module cache only)
+install-check: ## go.mod's go line is the lowest the dependencies allow; the README's first program builds in a new module with it (from the module cache)
 	$(GO) test -count=1 -run '^(TestGoDirective|TestInstall)$$' -v .
 
 ci: test
