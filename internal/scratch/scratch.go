@@ -536,10 +536,7 @@ func (f *FS) Rmdir(path string) experimentalsys.Errno {
 	case len(n.kids) > 0:
 		return experimentalsys.ENOTEMPTY
 	}
-	delete(dir.kids, name)
-	dir.mtim = time.Now().UnixNano()
-	n.removed = true
-	t.release(n)
+	t.unlink(dir, name, n)
 	return 0
 }
 
@@ -559,11 +556,17 @@ func (f *FS) Unlink(path string) experimentalsys.Errno {
 	case n.dir:
 		return experimentalsys.EISDIR
 	}
+	t.unlink(dir, name, n)
+	return 0
+}
+
+// unlink takes n, named name in dir, out of the tree; what it counts is given
+// back once nothing holds it open.
+func (t *Tree) unlink(dir *node, name string, n *node) {
 	delete(dir.kids, name)
 	dir.mtim = time.Now().UnixNano()
 	n.removed = true
 	t.release(n)
-	return 0
 }
 
 // Link implements experimental/sys.FS: the tree has no hard links (EPERM).
