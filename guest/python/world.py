@@ -31,6 +31,7 @@ import types
 from contextvars import Context
 
 from plm import futures
+from plm.purity import _key_cache, _keys_scalar
 
 __all__ = ["know_tools", "start", "settle", "NO_NETWORK", "DEADLOCK"]
 
@@ -88,13 +89,10 @@ _MISSING = object()
 
 def _get(mapping, name):
     """mapping[name], or _MISSING, without running any code of the program: the lookup is
-    made only in an exact dict whose keys are all exact strs (a key of another type, or a
-    str subclass, could run its own __eq__ when its hash collides with name's)."""
-    if type(mapping) is not dict:
+    made only in an exact dict whose keys are all exact scalars (_keys_scalar; a key of
+    another type could run its own __eq__ when its hash collides with name's)."""
+    if type(mapping) is not dict or not _keys_scalar(mapping):
         raise LookupError(name)
-    for key in mapping:  # iterating a dict runs no code
-        if type(key) is not str:
-            raise LookupError(name)
     return dict.get(mapping, name, _MISSING)
 
 
@@ -107,6 +105,7 @@ def _forwarder(fn, args):
     fn's bytecode is read, never run, and every name is looked up without running code
     of the program (_get), so what fn(*args) would call, and with what, is known exactly:
     the same proxy and values fn finds when it runs now, as it would in the caller."""
+    _key_cache.clear()  # _keys_scalar's answers hold for this look at fn only
     code = fn.__code__
     if (code.co_flags & _NOT_FORWARDER or code.co_kwonlyargcount or code.co_cellvars
             or len(args) != code.co_argcount):
