@@ -10,6 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"sync"
 	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
@@ -43,6 +45,10 @@ type Config struct {
 	// whenever what Warm does, or the artifact, changes.
 	ImageKey string
 
+	// ArtifactID names the artifact in the disk cache (the module made from
+	// it); "" for the hash of Wasm.
+	ArtifactID string
+
 	MemoryLimit    uint64         // bytes of linear memory per Guest
 	MaxOutput      int            // bytes of stdout, and of stderr, kept per run
 	MaxDescriptors int            // files and directories a run may hold open
@@ -66,13 +72,14 @@ type Engine struct {
 	cfg          Config
 	runtime      wazero.Runtime
 	cache        wazero.CompilationCache
-	cacheDir     string                // "" when compiled code is cached in memory only
-	compiled     wazero.CompiledModule // the Guest without its data segments
-	segments     []wasm.DataSegment    // the Guest's data segments, for a start from scratch
-	instrumented bool                  // the Guest has ticks and the descriptor checks
-	mode         StartMode             // resolved: never StartAuto
-	image        *image                // nil with StartFresh
-	pool         *pool                 // nil without an image or without PoolSize
+	cacheDir     string                             // "" when compiled code is cached in memory only
+	module       guestModule                        // what was compiled: mapped from the cache folder, or made by New
+	compiled     wazero.CompiledModule              // the Guest without its data segments
+	segments     func() ([]wasm.DataSegment, error) // the Guest's data segments, for a start from scratch
+	instrumented bool                               // the Guest has ticks and the descriptor checks
+	mode         StartMode                          // resolved: never StartAuto
+	image        *image                             // nil with StartFresh
+	pool         *pool                              // nil without an image or without PoolSize
 
 	instancesMade atomic.Int64
 
@@ -93,42 +100,6 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 }
 
 func (e *Engine) setup(ctx context.Context) error {
-	stripped, segments, err := wasm.SplitData(e.cfg.Wasm)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrArtifact, err)
-	}
-	module, err := wasm.Instrument(stripped)
-	e.instrumented = err == nil
-	if !e.instrumented {
-		module = stripped // wazero's own, slower, way to stop it; no reuse
-	}
-	if e.cache, e.cacheDir, err = openCodeCache(e.cfg.NoDiskCache, e.cfg.CacheDir, module); err != nil {
-		return err
-	}
-	config := wazero.NewRuntimeConfig().
-		WithCloseOnContextDone(!e.instrumented).
-		WithMemoryLimitPages(uint32(e.cfg.MemoryLimit / WasmPageSize)).
-		WithCompilationCache(e.cache)
-	e.runtime = wazero.NewRuntimeWithConfig(ctx, config)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, e.runtime); err != nil {
-		return fmt.Errorf("spine: WASI: %w", err)
-	}
-	if err := e.instantiateHost(ctx); err != nil {
-		return fmt.Errorf("spine: host module: %w", err)
-	}
-	compiled, err := e.runtime.CompileModule(ctx, module)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrArtifact, err)
-	}
-	sealCodeCache(e.cacheDir, module)
-	exports := compiled.ExportedFunctions()
-	for _, name := range []string{"_initialize", "abi_version", "init", "alloc", "release", "execute", "prefix_begin", "prefix_feed"} {
-		if _, ok := exports[name]; !ok {
-			return fmt.Errorf("%w: it does not export %s", ErrArtifact, name)
-		}
-	}
-	e.compiled, e.segments = compiled, segments
-
 	switch e.mode = e.cfg.Start; e.mode {
 	case StartAuto:
 		e.mode = StartCopy
@@ -143,15 +114,93 @@ func (e *Engine) setup(ctx context.Context) error {
 	default:
 		return fmt.Errorf("spine: unknown start mode %d", e.cfg.Start)
 	}
+	dir := cacheFolder(e.cfg.NoDiskCache, e.cfg.CacheDir)
+
+	// The cached image is loaded while the module is compiled: they share
+	// nothing until the first Guest starts, and each takes one of the cores
+	// a new process usually has to itself.
+	var loaded chan *image
+	if e.mode != StartFresh && dir != "" {
+		loaded = make(chan *image, 1)
+		path, limit, cow := imagePath(dir, e.cfg.ImageKey), e.cfg.MemoryLimit, e.mode == StartCOW
+		go func() {
+			img, _ := loadImage(path, limit, cow) // not there or not intact: captured below
+			loaded <- img
+		}()
+	}
+	err := e.compile(ctx, dir)
+	var img *image
+	if loaded != nil {
+		img = <-loaded
+	}
+	if err != nil {
+		img.close()
+		return err
+	}
 	if e.mode == StartFresh {
 		return nil
 	}
-	if e.image, err = e.prepareImage(ctx); err != nil {
-		return err
+	if img == nil {
+		if img, err = e.prepareImage(ctx); err != nil {
+			return err
+		}
 	}
+	e.image = img
 	if e.cfg.PoolSize > 0 {
 		e.pool = newPool(e, e.cfg.PoolSize)
 	}
+	return nil
+}
+
+// compile makes the module to compile (or takes it from the cache folder
+// dir), compiles it (through the checked code cache) and checks its exports.
+func (e *Engine) compile(ctx context.Context, dir string) error {
+	path := modulePath(dir, &e.cfg)
+	module, segments, err := prepareModule(path, e.cfg.Wasm)
+	if err != nil {
+		return err
+	}
+	e.module, e.instrumented = module, module.instrumented
+	if segments != nil {
+		e.segments = func() ([]wasm.DataSegment, error) { return segments, nil }
+	} else {
+		e.segments = sync.OnceValues(func() ([]wasm.DataSegment, error) {
+			segments, err := wasm.DataSegments(e.cfg.Wasm)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrArtifact, err)
+			}
+			return segments, nil
+		})
+	}
+	if e.cache, e.cacheDir, err = openCodeCache(dir == "", dir, module.code); err != nil {
+		return err
+	}
+	config := wazero.NewRuntimeConfig().
+		WithCloseOnContextDone(!e.instrumented).
+		WithMemoryLimitPages(uint32(e.cfg.MemoryLimit / WasmPageSize)).
+		WithCompilationCache(e.cache)
+	e.runtime = wazero.NewRuntimeWithConfig(ctx, config)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, e.runtime); err != nil {
+		return fmt.Errorf("spine: WASI: %w", err)
+	}
+	if err := e.instantiateHost(ctx); err != nil {
+		return fmt.Errorf("spine: host module: %w", err)
+	}
+	compiled, err := e.runtime.CompileModule(ctx, module.code)
+	if err != nil {
+		if module.cached {
+			os.Remove(path) // from the cache: the next New makes it anew
+		}
+		return fmt.Errorf("%w: %v", ErrArtifact, err)
+	}
+	sealCodeCache(e.cacheDir, module.code)
+	exports := compiled.ExportedFunctions()
+	for _, name := range []string{"_initialize", "abi_version", "init", "alloc", "release", "execute", "prefix_begin", "prefix_feed"} {
+		if _, ok := exports[name]; !ok {
+			return fmt.Errorf("%w: it does not export %s", ErrArtifact, name)
+		}
+	}
+	e.compiled = compiled
 	return nil
 }
 
@@ -267,11 +316,12 @@ type Stats struct {
 	PoolSize      int       // the pool's target size; 0 without a pool
 	PoolReady     int       // Guests waiting in the pool now
 	Start         StartMode // how runs start (never StartAuto)
+	ModuleCached  bool      // New took the module to compile from the cache folder
 }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
-	s := Stats{InstancesMade: e.instancesMade.Load(), Start: e.mode}
+	s := Stats{InstancesMade: e.instancesMade.Load(), Start: e.mode, ModuleCached: e.module.cached}
 	if e.pool != nil {
 		s.PoolSize, s.PoolReady = cap(e.pool.ready), len(e.pool.ready)
 	}
@@ -290,6 +340,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		err = e.runtime.Close(ctx)
 	}
 	e.image.close()
+	e.module.close() // after the runtime: nothing reads it any more
 	if e.cache != nil {
 		if cacheErr := e.cache.Close(ctx); err == nil {
 			err = cacheErr

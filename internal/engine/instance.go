@@ -103,7 +103,10 @@ func (e *Engine) newInstance(ctx context.Context, img *image, maxMemory uint64) 
 	inst.mod = mod
 	inst.fns = lookupFunctions(mod)
 	if img == nil {
-		err = inst.start(ctx, e.segments)
+		var segments []wasm.DataSegment
+		if segments, err = e.segments(); err == nil {
+			err = inst.start(ctx, segments)
+		}
 	} else {
 		err = inst.restore(img)
 	}
