@@ -81,6 +81,10 @@ type Engine struct {
 	image        *image                             // nil with StartFresh
 	pool         *pool                              // nil without an image or without PoolSize
 
+	hot         []uint32    // the image's hot pages (hot.go); nil when unknown
+	hotPath     string      // where to record them when unknown; "" not to
+	hotRecorded atomic.Bool // recordHotPages has run
+
 	instancesMade atomic.Int64
 
 	closing context.Context // done once Close begins
@@ -119,33 +123,45 @@ func (e *Engine) setup(ctx context.Context) error {
 	// The cached image is loaded while the module is compiled: they share
 	// nothing until the first Guest starts, and each takes one of the cores
 	// a new process usually has to itself.
-	var loaded chan *image
+	type loadedImage struct {
+		img *image
+		hot []uint32
+	}
+	var loaded chan loadedImage
 	if e.mode != StartFresh && dir != "" {
-		loaded = make(chan *image, 1)
+		loaded = make(chan loadedImage, 1)
 		path, limit, cow := imagePath(dir, e.cfg.ImageKey), e.cfg.MemoryLimit, e.mode == StartCOW
+		hot := hotPath(dir, e.cfg.ImageKey)
 		go func() {
-			img, _ := loadImage(path, limit, cow) // not there or not intact: captured below
-			loaded <- img
+			var l loadedImage
+			l.img, _ = loadImage(path, limit, cow) // not there or not intact: captured below
+			if l.img != nil && cow {
+				l.hot = loadHotPages(hot, l.img.size/pageSize)
+			}
+			loaded <- l
 		}()
 	}
 	err := e.compile(ctx, dir)
-	var img *image
+	var l loadedImage
 	if loaded != nil {
-		img = <-loaded
+		l = <-loaded
 	}
 	if err != nil {
-		img.close()
+		l.img.close()
 		return err
 	}
 	if e.mode == StartFresh {
 		return nil
 	}
-	if img == nil {
-		if img, err = e.prepareImage(ctx); err != nil {
+	if l.img == nil {
+		if l.img, err = e.prepareImage(ctx); err != nil {
 			return err
 		}
 	}
-	e.image = img
+	e.image, e.hot = l.img, l.hot
+	if e.hot == nil && e.mode == StartCOW && e.cacheDir != "" {
+		e.hotPath = hotPath(e.cacheDir, e.cfg.ImageKey)
+	}
 	if e.cfg.PoolSize > 0 {
 		e.pool = newPool(e, e.cfg.PoolSize)
 	}
@@ -272,16 +288,26 @@ func tick(ctx context.Context) uint64 {
 // Acquire returns a Guest ready for a run: from the pool, from the image, or
 // started from scratch.
 func (e *Engine) Acquire(ctx context.Context) (*Instance, error) {
+	var inst *Instance
+	var err error
 	if e.pool != nil {
-		return e.pool.get(ctx)
+		inst, err = e.pool.get(ctx)
+	} else {
+		inst, err = e.newInstance(ctx, e.image, 0)
 	}
-	return e.newInstance(ctx, e.image, 0)
+	if err == nil && e.hot != nil {
+		e.prefault(inst)
+	}
+	return inst, err
 }
 
 // Release takes back a Guest after its run; clean says the run ended without
 // a trap or a stop. The Guest is reused only when all of its state can be
 // the image's again; otherwise it is closed.
 func (e *Engine) Release(g *Instance, clean bool) {
+	if clean && e.hotPath != "" {
+		e.recordHotPages(g)
+	}
 	if e.pool != nil {
 		e.pool.put(g, clean)
 		return
@@ -317,11 +343,12 @@ type Stats struct {
 	PoolReady     int       // Guests waiting in the pool now
 	Start         StartMode // how runs start (never StartAuto)
 	ModuleCached  bool      // New took the module to compile from the cache folder
+	HotPages      int       // pages a Guest gets before its first run (hot.go)
 }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
-	s := Stats{InstancesMade: e.instancesMade.Load(), Start: e.mode, ModuleCached: e.module.cached}
+	s := Stats{InstancesMade: e.instancesMade.Load(), Start: e.mode, ModuleCached: e.module.cached, HotPages: len(e.hot)}
 	if e.pool != nil {
 		s.PoolSize, s.PoolReady = cap(e.pool.ready), len(e.pool.ready)
 	}

@@ -279,9 +279,18 @@ const (
 )
 
 // pruneImages removes from dir the images other than keep that no Runner has
-// loaded for imageMaxAge, all but the maxCachedImages loaded last, and the
-// temporary files of writers that died.
-func pruneImages(dir, keep string) { pruneFiles(dir, keep, ".img", maxCachedImages) }
+// loaded for imageMaxAge, all but the maxCachedImages loaded last, the
+// temporary files of writers that died, and the hot pages (hot.go) of the
+// images no longer there.
+func pruneImages(dir, keep string) {
+	pruneFiles(dir, keep, ".img", maxCachedImages)
+	hot, _ := filepath.Glob(filepath.Join(dir, "*.pages"))
+	for _, path := range hot {
+		if _, err := os.Lstat(strings.TrimSuffix(path, ".pages") + ".img"); errors.Is(err, fs.ErrNotExist) {
+			os.Remove(path)
+		}
+	}
+}
 
 // pruneFiles removes from dir the files named *ext other than keep that
 // nobody has used for imageMaxAge, all but the max used last, and the

@@ -32,6 +32,7 @@ type Instance struct {
 	pages          uint32       // memory size, in pages, when ready for a run
 	failed         bool         // a call into the Guest did not return: it stopped mid-instruction
 	session        bool         // a session's: a run out of time is interrupted before it is stopped
+	ran            bool         // it was handed to a run (and given the hot pages)
 	runCtx         context.Context
 }
 
