@@ -1,8 +1,8 @@
 // Package engine is the Guest machinery under spine.Runner: the compiled
 // Guest, its instances, the prepared image they start from (copied or mapped
 // copy-on-write), the warm pool, the descriptor accounting that makes a used
-// Guest as good as a new one, and the checked caches of compiled code and
-// images. It knows nothing of tools: the Runner gives it the bridge's Host
+// Guest as good as a new one, and the checked caches of compiled code, of the
+// module it is compiled from, of images and of their hot pages. It knows nothing of tools: the Runner gives it the bridge's Host
 // functions and the warm-up to run before the image is taken.
 package engine
 
