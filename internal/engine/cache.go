@@ -72,7 +72,7 @@ func cacheFolder(noDisk bool, dir string) string {
 // module's CRC-32C and length, and the version of wazero, so that it normally
 // holds a single entry.
 func codeFolder(dir string, module []byte) string {
-	id := fmt.Sprintf("%08x-%d-%s", crc32.Checksum(module, castagnoli), len(module), wazeroVersion())
+	id := moduleID(module) + "-" + wazeroVersion()
 	return filepath.Join(dir, "code", id)
 }
 

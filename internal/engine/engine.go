@@ -81,6 +81,7 @@ type Engine struct {
 	image        *image                             // nil with StartFresh
 	pool         *pool                              // nil without an image or without PoolSize
 
+	imageName   string      // the image's name in the cache folder
 	hot         []uint32    // the image's hot pages (hot.go); nil when unknown
 	hotPath     string      // where to record them when unknown; "" not to
 	hotRecorded atomic.Bool // recordHotPages has run
@@ -119,6 +120,13 @@ func (e *Engine) setup(ctx context.Context) error {
 		return fmt.Errorf("spine: unknown start mode %d", e.cfg.Start)
 	}
 	dir := cacheFolder(e.cfg.NoDiskCache, e.cfg.CacheDir)
+	if err := e.prepareModule(dir); err != nil {
+		return err
+	}
+	// An image holds the indices of the module's functions (in CPython's
+	// function pointers), which another instrumentation of the same
+	// artifact numbers differently: an image is named by the module too.
+	e.imageName = e.cfg.ImageKey + "-" + moduleID(e.module.code)
 
 	// The cached image is loaded while the module is compiled: they share
 	// nothing until the first Guest starts, and each takes one of the cores
@@ -130,8 +138,8 @@ func (e *Engine) setup(ctx context.Context) error {
 	var loaded chan loadedImage
 	if e.mode != StartFresh && dir != "" {
 		loaded = make(chan loadedImage, 1)
-		path, limit, cow := imagePath(dir, e.cfg.ImageKey), e.cfg.MemoryLimit, e.mode == StartCOW
-		hot := hotPath(dir, e.cfg.ImageKey)
+		path, limit, cow := imagePath(dir, e.imageName), e.cfg.MemoryLimit, e.mode == StartCOW
+		hot := hotPath(dir, e.imageName)
 		go func() {
 			var l loadedImage
 			l.img, _ = loadImage(path, limit, cow) // not there or not intact: captured below
@@ -160,7 +168,7 @@ func (e *Engine) setup(ctx context.Context) error {
 	}
 	e.image, e.hot = l.img, l.hot
 	if e.hot == nil && e.mode == StartCOW && e.cacheDir != "" {
-		e.hotPath = hotPath(e.cacheDir, e.cfg.ImageKey)
+		e.hotPath = hotPath(e.cacheDir, e.imageName)
 	}
 	if e.cfg.PoolSize > 0 {
 		e.pool = newPool(e, e.cfg.PoolSize)
@@ -168,11 +176,10 @@ func (e *Engine) setup(ctx context.Context) error {
 	return nil
 }
 
-// compile makes the module to compile (or takes it from the cache folder
-// dir), compiles it (through the checked code cache) and checks its exports.
-func (e *Engine) compile(ctx context.Context, dir string) error {
-	path := modulePath(dir, &e.cfg)
-	module, segments, err := prepareModule(path, e.cfg.Wasm)
+// prepareModule makes the module to compile, or takes it from the cache
+// folder dir.
+func (e *Engine) prepareModule(dir string) error {
+	module, segments, err := prepareModule(modulePath(dir, &e.cfg), e.cfg.Wasm)
 	if err != nil {
 		return err
 	}
@@ -188,6 +195,14 @@ func (e *Engine) compile(ctx context.Context, dir string) error {
 			return segments, nil
 		})
 	}
+	return nil
+}
+
+// compile compiles the module (through the checked code cache) and checks
+// its exports.
+func (e *Engine) compile(ctx context.Context, dir string) error {
+	module := e.module
+	var err error
 	if e.cache, e.cacheDir, err = openCodeCache(dir == "", dir, module.code); err != nil {
 		return err
 	}
@@ -205,7 +220,7 @@ func (e *Engine) compile(ctx context.Context, dir string) error {
 	compiled, err := e.runtime.CompileModule(ctx, module.code)
 	if err != nil {
 		if module.cached {
-			os.Remove(path) // from the cache: the next New makes it anew
+			os.Remove(modulePath(dir, &e.cfg)) // from the cache: the next New makes it anew
 		}
 		return fmt.Errorf("%w: %v", ErrArtifact, err)
 	}

@@ -70,9 +70,9 @@ func (img *image) close() {
 	}
 }
 
-// imagePath is where the cache folder dir keeps the image named key.
-func imagePath(dir, key string) string {
-	return filepath.Join(dir, "images", key+".img")
+// imagePath is where the cache folder dir keeps the image named name.
+func imagePath(dir, name string) string {
+	return filepath.Join(dir, "images", name+".img")
 }
 
 // prepareImage captures the image (New found none in the cache folder),
@@ -81,7 +81,7 @@ func imagePath(dir, key string) string {
 func (e *Engine) prepareImage(ctx context.Context) (*image, error) {
 	var path string
 	if e.cacheDir != "" {
-		path = imagePath(e.cacheDir, e.cfg.ImageKey)
+		path = imagePath(e.cacheDir, e.imageName)
 	}
 	cow := e.mode == StartCOW
 	data, err := e.captureImage(ctx)

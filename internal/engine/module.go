@@ -72,6 +72,12 @@ func moduleKey(id string) string {
 	return fmt.Sprintf("%s-w%d-%s", id, wasm.Version, wazeroVersion())
 }
 
+// moduleID names a module by its CRC-32C and length, as its folder of
+// compiled code is named.
+func moduleID(module []byte) string {
+	return fmt.Sprintf("%08x-%d", crc32.Checksum(module, castagnoli), len(module))
+}
+
 // artifactID is cfg.ArtifactID, or the hash of the artifact's module.
 func artifactID(cfg *Config) string {
 	if cfg.ArtifactID != "" {
