@@ -2,9 +2,12 @@ package engine
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -93,5 +96,40 @@ func TestPruneModules(t *testing.T) {
 	}
 	if _, err := os.Stat(path); err != nil {
 		t.Fatal("the module in use was removed")
+	}
+}
+
+// TestNewCompileErrorWhileImageLoads: when the compile fails while the image
+// is being loaded beside it, New reports the compile's error and releases the
+// loaded image (its memfd and mapping), leaking no descriptor.
+func TestNewCompileErrorWhileImageLoads(t *testing.T) {
+	dir := t.TempDir()
+	module, _, err := makeModule(tinyModule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "tiny"
+	if err := writeImage(imagePath(dir, key+"-"+moduleID(module.code)), testImage()); err != nil {
+		t.Fatal(err)
+	}
+	fds := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd")
+		}
+		return len(entries)
+	}
+	before := fds()
+	for range 3 {
+		_, err := New(context.Background(), Config{Wasm: tinyModule, ImageKey: key, CacheDir: dir, MemoryLimit: 64 << 20})
+		if !errors.Is(err, ErrArtifact) || !strings.Contains(err.Error(), "does not export") {
+			t.Fatalf("New: %v", err)
+		}
+	}
+	if after := fds(); after != before {
+		t.Fatalf("%d descriptors open before New, %d after", before, after)
+	}
+	if len(ModulePaths(dir)) != 1 {
+		t.Fatalf("module files: %v", ModulePaths(dir))
 	}
 }
