@@ -72,6 +72,11 @@ func (c *chainTools) manifest() Manifest {
 	}
 }
 
+// chainOptions leave the probe loops room: a probe is a tool call, and how many
+// the program makes before the wake depends on when the reads' goroutines
+// get to run.
+var chainOptions = &Options{MaxToolCalls: 1 << 20}
+
 func (c *chainTools) log() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -124,7 +129,7 @@ func lastSlow(t *testing.T, out *Output) ToolCall {
 // reached c.
 func TestWholeProgramChainStartsEarly(t *testing.T) {
 	tools := newChainTools()
-	r := newRunner(t, tools.manifest(), nil)
+	r := newRunner(t, tools.manifest(), chainOptions)
 	out, err := r.Run(context.Background(), Request{Source: chainSource(1<<30, ""), EarlyReads: true})
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +148,7 @@ func TestWholeProgramChainStartsEarly(t *testing.T) {
 	if n := strings.Count(strings.Join(events, " "), "start:alpha-beta"); n != 1 {
 		t.Fatalf("c's read started %d times: %v", n, events)
 	}
+	t.Logf("%d probes before the chained read had started", out.ToolCalls-3)
 }
 
 // TestWholeProgramChainNeedsTheWake is the negative control: the same program
@@ -150,7 +156,7 @@ func TestWholeProgramChainStartsEarly(t *testing.T) {
 // program loops; it starts only when the program reaches c.
 func TestWholeProgramChainNeedsTheWake(t *testing.T) {
 	tools := newChainTools()
-	r := newRunner(t, tools.manifest(), nil)
+	r := newRunner(t, tools.manifest(), chainOptions)
 	r.noWake = true
 	out, err := r.Run(context.Background(), Request{Source: chainSource(200, ""), EarlyReads: true})
 	if err != nil {
@@ -184,7 +190,7 @@ func TestWholeProgramChainMismatch(t *testing.T) {
 		if !early {
 			tools.ungated()
 		}
-		r := newRunner(t, tools.manifest(), nil)
+		r := newRunner(t, tools.manifest(), chainOptions)
 		out, err := r.Run(context.Background(), Request{Source: chainSource(limit, between), EarlyReads: early})
 		if err != nil {
 			t.Fatal(err)
@@ -223,7 +229,7 @@ func TestWholeProgramChainMismatch(t *testing.T) {
 // disturbed.
 func TestSessionChainStartsEarly(t *testing.T) {
 	tools := newChainTools()
-	r := newRunner(t, tools.manifest(), nil)
+	r := newRunner(t, tools.manifest(), chainOptions)
 	s := newSession(t, r)
 	out, err := s.Run(context.Background(), Request{Source: chainSource(1<<30, ""), EarlyReads: true})
 	if err != nil {
@@ -251,7 +257,7 @@ func TestSessionChainStartsEarly(t *testing.T) {
 // {"peek": id}, is a call of an unknown tool.
 func TestProgramCannotPeekThroughPeek(t *testing.T) {
 	tools := newChainTools()
-	r := newRunner(t, tools.manifest(), nil)
+	r := newRunner(t, tools.manifest(), chainOptions)
 	src := `import _spine
 probe()
 seen = [_spine.peek(h) for h in range(4)]
@@ -281,7 +287,7 @@ result = [seen, raw.decode() if isinstance(raw, bytes) else raw, a, b]
 // nothing of the patches.
 func TestChainStepRunsNoProgramCode(t *testing.T) {
 	tools := newChainTools()
-	r := newRunner(t, tools.manifest(), nil)
+	r := newRunner(t, tools.manifest(), chainOptions)
 	hostile := `import sys, json
 def loud(*args, **kwargs):
     print("program code ran")
