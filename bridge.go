@@ -134,8 +134,6 @@ func (r *Runner) hostCall(ctx context.Context, m api.Module, ptr, size, out, cap
 	var response []byte
 	if err != nil {
 		response = encodeResponse(nil, err)
-	} else if st, ok := ctx.Value(runKey{}).(*runState); ok && st.feeding && request.Tool == "" {
-		response = st.peek(request.Args) // prefix mode asks after an early read
 	} else {
 		response = r.invoke(ctx, request)
 	}
@@ -157,6 +155,40 @@ func (r *Runner) hostResolve(ctx context.Context, m api.Module, id, ptr, size, o
 		response = encodeResponse(nil, err)
 	} else {
 		response = ctx.Value(runKey{}).(*runState).resolve(id, request)
+	}
+	return writeResponse(m, out, capacity, response)
+}
+
+// What peek answers besides a response's length.
+const (
+	peekAnswerRunning = 0xFFFFFFFE // the read is still running
+	peekAnswerNone    = 0xFFFFFFFD // there is no such read
+)
+
+// hostPeek answers the Guest's peek(id, out, capacity): the length of the
+// finished read's response written at out, peekAnswerRunning or
+// peekAnswerNone; responseFailed when the response does not fit. With
+// capacity 0 the Guest only asks to be woken when the read finishes: a read
+// that has finished already wakes it at the next tick. id 0 asks for a wake at
+// the next tick (the Guest's chain step found its table in use).
+func (r *Runner) hostPeek(ctx context.Context, m api.Module, id, out, capacity uint32) uint32 {
+	st, _ := ctx.Value(runKey{}).(*runState)
+	if st == nil {
+		return peekAnswerNone
+	}
+	if id == 0 {
+		st.wake.Store(true)
+		return peekAnswerNone
+	}
+	response, state := st.peek(id)
+	switch {
+	case state == peekNone:
+		return peekAnswerNone
+	case state == peekRunning:
+		return peekAnswerRunning
+	case capacity == 0:
+		st.wake.Store(true)
+		return peekAnswerRunning
 	}
 	return writeResponse(m, out, capacity, response)
 }

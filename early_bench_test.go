@@ -383,3 +383,72 @@ func BenchmarkEarlyPrefixChain(b *testing.B) {
 	b.ReportMetric(earlyMs(earlyMedian(prefix)), "p50-prefix-ms")
 	b.ReportMetric(earlyMs(earlyMedian(offs)), "p50-off-ms")
 }
+
+// earlyWholeChainSource is the dependent chain of a whole program: some
+// computation, two independent reads, and a read whose key depends on both.
+// The program measures how long its call of c waits for the answer.
+const earlyWholeChainSource = `import time
+total = 0
+for i in range(300000):
+    total += i * i
+a = read(key="alpha")
+b = read(key="beta")
+t = time.perf_counter()
+c = read(key=str(a) + "-" + str(b))
+waited = time.perf_counter() - t
+result = [a, b, c, total, waited]
+`
+
+// BenchmarkEarlyWholeChain runs earlyWholeChainSource with 40 ms reads, sent
+// whole, with early reads off, on without the wake (chained reads start only
+// where the pass put their prepares), and on. It reports c's wait, from the
+// program's call to its answer, and the whole run: with the wake, a and b
+// arrive during the computation, the Guest is woken between two bytecodes and
+// starts c's read with their values, and the program finds c's value there.
+func BenchmarkEarlyWholeChain(b *testing.B) {
+	reader := &earlyReader{delay: 40 * time.Millisecond}
+	r := newRunner(b, Manifest{"read": {Call: reader.call, AllowEarlyRead: true}}, nil)
+	quiet := newRunner(b, Manifest{"read": {Call: reader.call, AllowEarlyRead: true}}, nil)
+	quiet.noWake = true
+	const want = `[5,4,3,8999955000050000,`
+	once := func(r *Runner, early bool) (wait, whole time.Duration) {
+		start := time.Now()
+		out, err := r.Run(context.Background(), Request{Source: earlyWholeChainSource, EarlyReads: early})
+		whole = time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !strings.HasPrefix(string(out.Value), want) {
+			b.Fatalf("result %s, want %s...", out.Value, want)
+		}
+		var v []float64
+		if err := json.Unmarshal(out.Value, &v); err != nil || len(v) != 5 {
+			b.Fatalf("result %s: %v", out.Value, err)
+		}
+		return time.Duration(v[4] * float64(time.Second)), whole
+	}
+	modes := []struct {
+		name  string
+		r     *Runner
+		early bool
+	}{{"off", r, false}, {"nowake", quiet, true}, {"on", r, true}}
+	waits := make([][]time.Duration, len(modes))
+	wholes := make([][]time.Duration, len(modes))
+	for _, m := range modes {
+		once(m.r, m.early) // warm-up
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j, m := range modes {
+			w, t := once(m.r, m.early)
+			waits[j] = append(waits[j], w)
+			wholes[j] = append(wholes[j], t)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(0, "ns/op")
+	for j, m := range modes {
+		b.ReportMetric(earlyMs(earlyMedian(waits[j])), "p50-c-wait-"+m.name+"-ms")
+		b.ReportMetric(earlyMs(earlyMedian(wholes[j])), "p50-run-"+m.name+"-ms")
+	}
+}

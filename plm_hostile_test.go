@@ -296,9 +296,10 @@ func TestPrefixChainedRead(t *testing.T) {
 	}
 }
 
-// TestPLMProgramCannotPeek: only prefix mode, while no program code runs, may
-// ask after a read without claiming it; a program asking is making a call of
-// an unknown tool.
+// TestPLMProgramCannotPeek: a program asking after a read with a call of the
+// tool "" is making a call of an unknown tool (only the Guest's own windows,
+// where no program code runs, get a read's value without claiming it: see
+// TestProgramCannotPeekThroughPeek).
 func TestPLMProgramCannotPeek(t *testing.T) {
 	g := newGate()
 	r := gateRunner(t, g, nil)

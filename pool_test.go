@@ -95,7 +95,7 @@ func TestResetRestoresTheImage(t *testing.T) {
 	}
 	st := newRunState(r, ctx, false)
 	defer st.close()
-	if _, err := inst.Execute(inst.Begin(st.ctx), request, 1<<20); err != nil {
+	if _, err := inst.Execute(inst.Begin(st.ctx, nil), request, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	mem := inst.Memory()

@@ -26,7 +26,6 @@ func (r *Runner) readStream(ctx context.Context, inst *engine.Instance, stream i
 		return "", err
 	}
 
-	st, _ := ctx.Value(runKey{}).(*runState)
 	type chunk = streamChunkRead
 	chunks := make(chan chunk)
 	done := make(chan struct{})
@@ -61,14 +60,7 @@ func (r *Runner) readStream(ctx context.Context, inst *engine.Instance, stream i
 				return "", r.drainStream(ctx, chunks, len(source)+len(c.data), c.err)
 			}
 			source = append(source, c.data...)
-			if st != nil {
-				st.feeding = true
-			}
-			_, err := inst.PrefixFeed(ctx, c.data)
-			if st != nil {
-				st.feeding = false
-			}
-			if err != nil {
+			if _, err := inst.PrefixFeed(ctx, c.data); err != nil {
 				return "", err
 			}
 		}

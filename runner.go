@@ -132,6 +132,8 @@ type Runner struct {
 	mu          sync.Mutex
 	closed      bool
 	runs        sync.WaitGroup
+
+	noWake bool // tests: never wake the Guest for chained reads
 }
 
 // New validates and copies manifest, then compiles the Guest once (through
@@ -234,7 +236,12 @@ func (r *Runner) bridgeFunctions(b wazero.HostModuleBuilder) wazero.HostModuleBu
 		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
 			stack[0] = uint64(r.hostResolve(ctx, m, uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3]), uint32(stack[4])))
 		}), []api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}).
-		Export("resolve")
+		Export("resolve").
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
+			stack[0] = uint64(r.hostPeek(ctx, m, uint32(stack[0]), uint32(stack[1]), uint32(stack[2])))
+		}), []api.ValueType{i32, i32, i32}, []api.ValueType{i32}).
+		Export("peek")
 }
 
 // warmSource runs once in the Guest the image is taken from: it imports the
@@ -381,7 +388,11 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	if err != nil {
 		return nil, r.runError(ctx, err)
 	}
-	guestCtx := inst.Begin(st.ctx)
+	var wake *atomic.Bool
+	if st.early && !r.noWake {
+		wake = &st.wake
+	}
+	guestCtx := inst.Begin(st.ctx, wake)
 	stopForwarding := r.forward(ctx, inst, req)
 	err = placeFiles(inst, req.Files)
 	tooLarge := false // a stream over MaxSource: Run answers as for that source sent whole

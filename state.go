@@ -3,9 +3,9 @@ package spine
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -28,9 +28,9 @@ type runState struct {
 
 	calls   int // tool calls the program made (claimed early reads included)
 	started int // early reads started, claimed or not
-	// feeding is true while prefix mode reads a chunk of the program (no code
-	// of the program runs then): only then may the Guest peek at a future.
-	feeding bool
+	// wake is set by the goroutine of an early read the Guest asked after
+	// (peek) when it finishes; the tick then wakes the Guest (engine.Begin).
+	wake atomic.Bool
 
 	begun        time.Time  // when the run began, for ToolCall.Start
 	record       []ToolCall // Output.Calls
@@ -57,6 +57,8 @@ type future struct {
 	// (claimed or cancelled) and the tool has returned, whichever is later.
 	span    trace.Span
 	settled chan struct{}
+
+	watched bool // the Guest asked after it (peek) before it finished; under runState.mu
 }
 
 // settle records what became of a traced early read: claimed or cancelled.
@@ -129,6 +131,12 @@ func (st *runState) prepare(request callRequest) uint32 {
 			toolFailed(f.span, f.err)
 		}
 		close(f.done)
+		st.mu.Lock()
+		watched := f.watched
+		st.mu.Unlock()
+		if watched {
+			st.wake.Store(true)
+		}
 		if f.span != nil {
 			<-f.settled
 			f.span.End()
@@ -188,27 +196,36 @@ func (st *runState) close() {
 	st.wg.Wait()
 }
 
-// peek answers prefix mode's question whether the early read with handle id
-// has finished, without claiming it: its response, or null while it runs or
-// when there is no such read. Asked only while no program code runs
-// (feeding), so a program cannot read a value without claiming it.
-func (st *runState) peek(args json.RawMessage) []byte {
-	var a struct {
-		Peek uint32 `json:"peek"`
-	}
-	if json.Unmarshal(args, &a) != nil {
-		return []byte("null")
+// peekState is what peek found.
+type peekState int
+
+const (
+	peekDone    peekState = iota // finished: the response is there
+	peekRunning                  // still running; the Guest is woken when it finishes
+	peekNone                     // no such read: claimed, cancelled, unknown
+)
+
+// peek answers the Guest's question whether the early read id has finished,
+// without claiming it: its response once it has, and nothing while it runs or
+// when there is no such read. A read still running is watched: when it
+// finishes, wake is set, and the tick wakes the Guest to run its chain step.
+// The Guest hands the value on only to its chain step, when no program code
+// runs (docs/abi.md, peek): a program cannot read a value without claiming it.
+func (st *runState) peek(id uint32) ([]byte, peekState) {
+	if id == 0 {
+		return nil, peekNone
 	}
 	st.mu.Lock()
-	f := st.futures[a.Peek]
-	st.mu.Unlock()
+	defer st.mu.Unlock()
+	f := st.futures[id]
 	if f == nil {
-		return []byte("null")
+		return nil, peekNone
 	}
 	select {
 	case <-f.done:
-		return f.response
+		return f.response, peekDone
 	default:
-		return []byte("null")
+		f.watched = true
+		return nil, peekRunning
 	}
 }

@@ -2,9 +2,9 @@
  * The Spine Guest: CPython 3.11 as a WASI reactor.
  *
  * This file is the whole C side of the Guest. It registers the builtin module
- * _spine, whose call/prepare/resolve reach the Host imports of the same names in
- * module "spine", and exports the Guest ABI (docs/abi.md): abi_version, init,
- * alloc, release, execute, prefix_begin, prefix_feed.
+ * _spine, whose call/prepare/resolve/peek reach the Host imports of the same names
+ * in module "spine", and exports the Guest ABI (docs/abi.md): abi_version, init,
+ * alloc, release, execute, prefix_begin, prefix_feed, interrupt, wake.
  *
  * _spine returns NULL (with a Python exception set) only when its own argument
  * parsing, its buffer checks or a bytes allocation fail. Everything else, tool
@@ -35,6 +35,21 @@ spine_prepare(uint32_t ptr, uint32_t size);
 
 __attribute__((import_module("spine"), import_name("resolve"))) uint32_t
 spine_resolve(uint32_t id, uint32_t ptr, uint32_t size, uint32_t out, uint32_t capacity);
+
+__attribute__((import_module("spine"), import_name("peek"))) uint32_t
+spine_peek(uint32_t id, uint32_t out, uint32_t capacity);
+
+/* What peek answers besides a response's length (docs/abi.md). */
+#define SPINE_PEEK_RUNNING 0xFFFFFFFEu
+#define SPINE_PEEK_NONE 0xFFFFFFFDu
+
+/*
+ * window is true while the Guest's own chain step runs and no code of the
+ * program can: in the pending call wake schedules, and while prefix mode reads
+ * a chunk. Only then does _spine.peek hand back a read's value; at any other
+ * time it only asks the Host to wake the Guest when the read finishes.
+ */
+static int window;
 
 /*
  * One response buffer for the life of the instance. The Host writes a response
@@ -123,6 +138,35 @@ python_resolve(PyObject *self, PyObject *args)
 	return response_bytes(n);
 }
 
+/*
+ * _spine.peek(id: int) -> bytes | None | False: the response of the finished
+ * early read id without claiming it, None while it runs, False when there is
+ * no such read (claimed, cancelled, unknown). Either way the Host wakes the
+ * Guest (wake, below) once a running read it was asked about finishes. Outside
+ * a window it answers None and only asks for that wake: a program that imports
+ * _spine learns nothing from it.
+ */
+static PyObject *
+python_peek(PyObject *self, PyObject *args)
+{
+	unsigned int id;
+	if (!PyArg_ParseTuple(args, "I:peek", &id)) {
+		return NULL;
+	}
+	if (!window) {
+		(void)spine_peek((uint32_t)id, 0, 0);
+		Py_RETURN_NONE;
+	}
+	uint32_t n = spine_peek((uint32_t)id, guest_offset(response_buffer), SPINE_MAX_MESSAGE);
+	if (n == SPINE_PEEK_RUNNING) {
+		Py_RETURN_NONE;
+	}
+	if (n == SPINE_PEEK_NONE) {
+		Py_RETURN_FALSE;
+	}
+	return response_bytes(n);
+}
+
 static PyMethodDef spine_methods[] = {
 	{"call", python_call, METH_VARARGS,
 	 "call(request: bytes) -> bytes\n\nSend one JSON tool request to the Host; return the response envelope."},
@@ -130,6 +174,8 @@ static PyMethodDef spine_methods[] = {
 	 "prepare(request: bytes) -> int\n\nAsk the Host to start an early read; 0 means not prepared."},
 	{"resolve", python_resolve, METH_VARARGS,
 	 "resolve(id: int, request: bytes) -> bytes\n\nClaim a prepared read (or call normally when it does not match)."},
+	{"peek", python_peek, METH_VARARGS,
+	 "peek(id: int) -> bytes | None | False\n\nA finished early read's response, unclaimed (only in the Guest's own windows)."},
 	{NULL, NULL, 0, NULL},
 };
 
@@ -152,10 +198,11 @@ PyInit__spine(void)
 	return m;
 }
 
-/* bootstrap.execute, prefix_begin and prefix_feed, looked up once by init. */
+/* bootstrap.execute, prefix_begin, prefix_feed and chain_step, looked up once by init. */
 static PyObject *execute_entry;
 static PyObject *prefix_begin_entry;
 static PyObject *prefix_feed_entry;
+static PyObject *chain_step_entry;
 
 __attribute__((export_name("abi_version"))) int32_t
 spine_abi_version(void)
@@ -235,9 +282,11 @@ spine_init(void)
 	}
 	prefix_begin_entry = PyObject_GetAttrString(bootstrap, "prefix_begin");
 	prefix_feed_entry = prefix_begin_entry == NULL ? NULL : PyObject_GetAttrString(bootstrap, "prefix_feed");
+	chain_step_entry = prefix_feed_entry == NULL ? NULL : PyObject_GetAttrString(bootstrap, "chain_step");
 	Py_DECREF(bootstrap);
-	if (prefix_feed_entry == NULL) {
+	if (chain_step_entry == NULL) {
 		Py_CLEAR(prefix_begin_entry);
+		Py_CLEAR(prefix_feed_entry);
 		Py_DECREF(execute);
 		PyErr_Print();
 		return 6;
@@ -375,7 +424,10 @@ spine_prefix_begin(uint32_t ptr, uint32_t len)
 __attribute__((export_name("prefix_feed"))) int32_t
 spine_prefix_feed(uint32_t ptr, uint32_t len)
 {
-	return call_int(prefix_feed_entry, ptr, len);
+	window = 1;
+	int32_t n = call_int(prefix_feed_entry, ptr, len);
+	window = 0;
+	return n;
 }
 
 /*
@@ -385,8 +437,81 @@ spine_prefix_feed(uint32_t ptr, uint32_t len)
  * session's run is out of time; like a signal handler it only sets flags, so
  * any point of the Guest's work is a safe one. 2 is SIGINT.
  */
+static int stepping;           /* the chain step runs (chain_pending, below) */
+static int interrupt_deferred; /* an interrupt that came meanwhile */
+
 __attribute__((export_name("interrupt"))) int32_t
 spine_interrupt(void)
 {
+	if (stepping) {
+		interrupt_deferred = 1;
+		return 0;
+	}
 	return PyErr_SetInterruptEx(2);
+}
+
+/*
+ * chain_pending is the pending call wake schedules: it runs bootstrap.chain_step
+ * (plm.chain) between two bytecodes of the program, in a window the program
+ * cannot see: tracing and profiling suspended, the cyclic collector off (so no
+ * __del__ or gc callback of the program runs), an interrupt arriving meanwhile
+ * deferred to the program's next bytecode, the exception state as it was, and
+ * whatever the step raises dropped. The step runs no code of the program.
+ */
+static int wake_scheduled;
+
+static int
+chain_pending(void *arg)
+{
+	(void)arg;
+	wake_scheduled = 0;
+	if (chain_step_entry == NULL || window) {
+		return 0;
+	}
+	PyThreadState *tstate = PyThreadState_Get();
+	PyObject *type, *value, *traceback;
+	PyErr_Fetch(&type, &value, &traceback);
+	PyThreadState_EnterTracing(tstate);
+	int collecting = PyGC_Disable();
+	if (PyOS_InterruptOccurred()) {
+		interrupt_deferred = 1;
+	}
+	window = stepping = 1;
+	PyObject *answer = PyObject_CallNoArgs(chain_step_entry);
+	window = stepping = 0;
+	if (answer == NULL) {
+		PyErr_Clear();
+	}
+	Py_XDECREF(answer);
+	if (collecting) {
+		PyGC_Enable();
+	}
+	PyThreadState_LeaveTracing(tstate);
+	PyErr_Restore(type, value, traceback);
+	if (interrupt_deferred) {
+		interrupt_deferred = 0;
+		PyErr_SetInterruptEx(2);
+	}
+	return 0;
+}
+
+/*
+ * wake asks the Guest to run its chain step at the program's next bytecode: an
+ * early read that a chained read waits for has finished (docs/early-reads.md).
+ * The Host calls it from its tick, in the middle of execute; like interrupt it
+ * only sets flags (Py_AddPendingCall is safe wherever the Guest stopped), and
+ * one wake scheduled is enough however often it comes. Optional: without it,
+ * whole programs do not chain early reads.
+ */
+__attribute__((export_name("wake"))) int32_t
+spine_wake(void)
+{
+	if (wake_scheduled || execute_entry == NULL) {
+		return 0;
+	}
+	if (Py_AddPendingCall(chain_pending, NULL) < 0) {
+		return -1;
+	}
+	wake_scheduled = 1;
+	return 0;
 }

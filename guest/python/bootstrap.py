@@ -15,25 +15,27 @@ read a program while it streams in (prefix mode, in ``plm``).
 # the row imports the column. Every x is right of the diagonal: no module imports one
 # above it, so there is no cycle.
 #
-#              imports: world  plm  .prefix  .rewrite  .facts  .futures  .purity  .wire
+#              imports: world  plm  .prefix  .rewrite  .chain  .facts  .futures  .purity  .wire
 #   c.f.thread            x
-#   bootstrap             x      x                                                   x
-#   world                        x                                 x
-#   plm                                x         x                 x         x
-#   plm.prefix                                   x         x       x         x
-#   plm.rewrite                                            x       x         x
+#   bootstrap             x     x                                                           x
+#   world                       x                                          x
+#   plm                                x         x        x                x        x
+#   plm.prefix                                   x        x       x        x        x
+#   plm.rewrite                                           x       x        x        x
+#   plm.chain                                                              x        x
 #   plm.facts
-#   plm.futures                                                              x       x
+#   plm.futures                                                                     x       x
 #   plm.purity
 #   plm.wire
 #
 #   c.f.thread   concurrent.futures.thread: the Guest's ThreadPoolExecutor (docs/python.md)
-#   bootstrap    the Host's entries (execute, prefix_begin, prefix_feed), the program's
+#   bootstrap    the Host's entries (execute, prefix_begin, prefix_feed, chain_step), the program's
 #                namespace, the tool proxies (make_tool, invoke_tool), errors, responses
 #   world        the program's world: asyncio's loop, threads, sockets; executor calls on the Host
 #   plm          reset and the warm-up; the names bootstrap uses
 #   plm.prefix   prefix mode: the program read while it streams in
 #   plm.rewrite  the PLM pass: transform, its plans, run_plans (the __spine_prepare helper)
+#   plm.chain    chained reads: started once the values they need arrive (the wake's step)
 #   plm.facts    what each statement of a program may bind or change
 #   plm.futures  the pending reads; send, the way of every tool call (and _spine's only user)
 #   plm.purity   plain data and the evaluator of pure expressions
@@ -58,7 +60,7 @@ from plm.wire import encode_request, encoder
 # would be dropped as a signal with no handler.
 import _signal  # noqa: F401
 
-__all__ = ["make_tool", "invoke_tool", "decode", "execute", "prefix_begin", "prefix_feed", "Namespace"]
+__all__ = ["make_tool", "invoke_tool", "decode", "execute", "prefix_begin", "prefix_feed", "chain_step", "Namespace"]
 
 _loads = json.loads
 # A tool call's own fast path: json's C scanner called directly, without the
@@ -496,6 +498,15 @@ def prefix_begin(raw):
         return 0
     except BaseException:
         return -1
+
+
+def chain_step():
+    """The step the Guest's wake schedules (guest/c/spine.c): advance the running
+    program's chained reads. Never raises into the program."""
+    try:
+        plm.chain_step()
+    except Exception:
+        pass
 
 
 def prefix_feed(chunk):

@@ -47,6 +47,7 @@ class FakeSpine:
         self.cap = cap
         self.log = []
         self.futures = {}
+        self.running = set()  # handles peek says are still running
         self.last = 0
 
     def _run(self, request):
@@ -59,15 +60,19 @@ class FakeSpine:
         except Exception as exc:
             return {"value": None, "error": str(exc)}
 
+    def peek(self, handle):
+        """A chain asks after a read: the fake's reads are done at once (or, for the
+        handles in running, not yet). handle 0 asks for a wake."""
+        self.log.append(("peek", None, {"peek": handle}))
+        if handle in self.running:
+            return None
+        prepared = self.futures.get(handle)
+        if prepared is None:
+            return False
+        return json.dumps(self._run(prepared)).encode()
+
     def call(self, request):
         req = json.loads(request)
-        if req["tool"] == "" and "peek" in req["args"]:
-            # Prefix mode asks after a read: the fake's reads are done at once.
-            prepared = self.futures.get(req["args"]["peek"])
-            self.log.append(("peek", None, req["args"]))
-            if prepared is None:
-                return b"null"
-            return json.dumps(self._run(prepared)).encode()
         self.log.append(("call", req["tool"], req["args"]))
         return json.dumps(self._run(request)).encode()
 

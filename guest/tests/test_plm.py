@@ -381,7 +381,63 @@ result = e
         (['echo(k=c["k"])'], "log(msg=c)"),
     ], rewrite(src)
     _, _, fake = same(src)
-    assert [e[0] for e in fake.log] == ["prepare", "prepare", "claim", "claim", "call", "prepare", "call", "claim", "call"], fake.log
+    # (The peeks are the chain asking the Host to wake the Guest when a, b and c arrive.)
+    assert [e[0] for e in fake.log if e[0] != "peek"] == ["prepare", "prepare", "claim", "claim", "call", "prepare", "call", "claim", "call"], fake.log
+
+
+def _step(args):
+    """A tool that stands for the Host's wake: the chain step runs during the call."""
+    plm.chain.step()
+    return 0
+
+
+CHAIN_TOOLS = dict(TOOLS, tick=_step)
+
+
+def test_a_whole_programs_chained_read_starts_when_the_step_runs():
+    # a and b are prepared first; the step (the wake) peeks their values, binds them and
+    # prepares c's read before the program gets there; c's call claims it.
+    src = 't = tick(n=1)\na = echo(k="x")\nb = echo(k="y")\nc = echo(k=a["k"] + "-" + b["k"])\nresult = c\n'
+    response, _, fake = same(src, tools=CHAIN_TOOLS)
+    assert response == {"value": {"k": "x-y"}}, response
+    assert [e[:2] for e in fake.log if e[0] != "peek"] == [
+        ("prepare", "echo"), ("prepare", "echo"), ("call", "tick"), ("prepare", "echo"),
+        ("claim", "echo"), ("claim", "echo"), ("claim", "echo"),
+    ], fake.log
+    assert fake.kinds("prepare")[2][2] == {"k": "x-y"}, fake.log
+    assert plm.pending == {}
+
+
+def test_a_chained_read_the_program_does_not_make_is_left_unclaimed():
+    # alias shares a's object: the program's c reads "z", the chain's "x". The chained
+    # read is never claimed (the Host cancels it); the call is made as without it.
+    src = 't = tick(n=1)\na = echo(k="x")\nb = echo(k="y")\nalias = a\nalias["k"] = "z"\nc = echo(k=a["k"] + "-" + b["k"])\nresult = c\n'
+    response, _, fake = same(src, tools=CHAIN_TOOLS)
+    assert response == {"value": {"k": "z-y"}}, response
+    assert ("prepare", "echo", {"k": "x-y"}) in fake.log, fake.log
+    assert ("call", "echo", {"k": "z-y"}) in fake.log, fake.log
+
+
+def test_a_failed_read_starts_no_chain():
+    # a's read fails: nothing is bound to a, and c, which needs it, is never prepared.
+    src = 't = tick(n=1)\na = lookup(key="nope")\nc = lookup(key=str(a))\n'
+    response, _, fake = same(src, tools=CHAIN_TOOLS)
+    assert "no such key" in response["error"]["message"], response
+    assert [e[2] for e in fake.kinds("prepare")] == [{"key": "nope"}], fake.log
+
+
+def test_the_step_waits_while_the_table_is_in_use():
+    fake = harness.use(harness.FakeSpine(TOOLS, EARLY))
+    plm.chain.begin({}, [plm.rewrite._Cand(None, {"a"}, None)], {})
+    plm.futures.busy = True
+    try:
+        plm.chain.step()
+    finally:
+        plm.futures.busy = False
+    assert fake.log == [("peek", None, {"peek": 0})], fake.log  # wake again at the next tick
+    plm.chain.reset()
+    plm.chain.step()  # nothing waits: nothing asked
+    assert len(fake.log) == 1, fake.log
 
 
 def test_a_statement_with_several_reads_keeps_them_overlapping():

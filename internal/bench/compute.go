@@ -418,7 +418,7 @@ func newBareHost(ctx context.Context) (*bareHost, error) {
 	// pass run once, everything alive frozen.
 	first, _ := json.Marshal(map[string]any{"source": bareWarmSource, "inputs": map[string]any{}, "tools": []any{},
 		"early_reads": false, "result_limit": 1 << 20})
-	out, err := inst.Execute(inst.Begin(ctx), first, 1<<20)
+	out, err := inst.Execute(inst.Begin(ctx, nil), first, 1<<20)
 	inst.End()
 	if err == nil && string(out) != `{"value":null}` {
 		err = fmt.Errorf("warm-up answered %s", out)
@@ -444,7 +444,7 @@ gc.freeze()
 
 func (h *bareHost) run(ctx context.Context) error {
 	defer h.inst.End()
-	out, err := h.inst.Execute(h.inst.Begin(ctx), emptyRequest, 1<<20)
+	out, err := h.inst.Execute(h.inst.Begin(ctx, nil), emptyRequest, 1<<20)
 	if err == nil && string(out) != `{"value":null}` {
 		err = fmt.Errorf("bare host answered %s", out)
 	}

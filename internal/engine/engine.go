@@ -297,6 +297,9 @@ func tick(ctx context.Context) uint64 {
 	if ctx.Err() != nil {
 		return stopTick(ctx)
 	}
+	if !wakeTick(ctx) {
+		return 0
+	}
 	return wasm.FuelPerTick
 }
 

@@ -121,7 +121,7 @@ func (e *Engine) captureImage(ctx context.Context) ([]byte, error) {
 	}
 	defer inst.Close()
 	if e.cfg.Warm != nil {
-		if err := e.cfg.Warm(inst.Begin(ctx), inst); err != nil {
+		if err := e.cfg.Warm(inst.Begin(ctx, nil), inst); err != nil {
 			return nil, fmt.Errorf("spine: preparing the image: %w", err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	mathrand "math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -39,7 +40,7 @@ type Instance struct {
 // guestFunctions are the Guest's exports the Host calls, looked up once.
 type guestFunctions struct {
 	alloc, release, execute, prefixBegin, prefixFeed api.Function
-	interrupt                                        api.Function // nil in a Guest without it
+	interrupt, wake                                  api.Function // nil in a Guest without them
 }
 
 func lookupFunctions(mod api.Module) guestFunctions {
@@ -50,6 +51,7 @@ func lookupFunctions(mod api.Module) guestFunctions {
 		prefixBegin: mod.ExportedFunction("prefix_begin"),
 		prefixFeed:  mod.ExportedFunction("prefix_feed"),
 		interrupt:   mod.ExportedFunction("interrupt"),
+		wake:        mod.ExportedFunction("wake"),
 	}
 }
 
@@ -175,7 +177,12 @@ const ScratchMount = "/"
 // instance's descriptors to the Host's checks and, for a session's Guest,
 // what the tick needs to interrupt the run when ctx ends. The run gets a new,
 // empty scratch tree (Scratch), which End drops.
-func (inst *Instance) Begin(ctx context.Context) context.Context {
+//
+// wake, when not nil, is the run's wake flag: whoever sets it asks the Guest
+// to run its chain step (docs/early-reads.md); the tick loads it and, when it
+// is set, clears it and calls the Guest's wake export. A Guest without that
+// export is never woken.
+func (inst *Instance) Begin(ctx context.Context, wake *atomic.Bool) context.Context {
 	inst.runCtx = ctx
 	inst.stdout.reset()
 	inst.stderr.reset()
@@ -184,7 +191,35 @@ func (inst *Instance) Begin(ctx context.Context) context.Context {
 	if inst.session && inst.fns.interrupt != nil {
 		ctx = context.WithValue(ctx, interruptKey{}, &interrupter{fn: inst.fns.interrupt, grace: interruptGrace})
 	}
+	if wake != nil && inst.fns.wake != nil {
+		// Last, so that the tick finds it first.
+		ctx = context.WithValue(ctx, wakeKey{}, &waker{flag: wake, fn: inst.fns.wake})
+	}
 	return ctx
+}
+
+// waker is what the tick needs to wake the Guest: the run's flag and the
+// Guest's wake export.
+type waker struct {
+	flag *atomic.Bool
+	fn   api.Function
+}
+
+type wakeKey struct{}
+
+// wakeTick calls the Guest's wake when the run's flag is set: one atomic load
+// at every tick, a call into the Guest only when a read finished that it asked
+// after. false when the call failed (the Guest is broken: the tick stops it).
+func wakeTick(ctx context.Context) bool {
+	w, _ := ctx.Value(wakeKey{}).(*waker)
+	if w == nil || !w.flag.Load() {
+		return true
+	}
+	w.flag.Store(false)
+	// wake only schedules a pending call in the Guest: the chain step runs at
+	// the program's next bytecode, after this tick has returned.
+	_, err := w.fn.Call(ctx)
+	return err == nil
 }
 
 // interruptGrace is how many ticks (each FuelPerTick loop iterations, a few

@@ -9,6 +9,8 @@ by job (each imports only those listed after it; the graph is drawn in bootstrap
 - ``plm.rewrite``: the PLM pass (prepare -> linearize -> materialize), ``transform``,
   which inserts statements ``__spine_prepare("<key>", ...)`` into the program's AST, and
   ``run_plans``, the helper those statements call;
+- ``plm.chain``: chained reads, which start once the values they need have arrived
+  (``step``, run between two bytecodes when the Host wakes the Guest);
 - ``plm.facts``: what each statement of a program may bind or change;
 - ``plm.futures``: the table of pending reads and ``send``, which every tool call goes
   through (a call claims a read prepared for exactly its request's bytes);
@@ -31,21 +33,24 @@ from builtins import (
     range,
 )
 
-from plm import futures, prefix, purity, rewrite, wire
+from plm import chain, futures, prefix, purity, rewrite, wire
 from plm.futures import pending, prepare, send, settle, start
 from plm.prefix import _Prefix, prefix_begin, prefix_feed
 from plm.rewrite import CAP, HELPER, _plans, materialize, run_plans, transform
 
 __all__ = [
     "pending", "send", "prepare", "transform", "materialize", "run_plans", "reset", "prefix_begin", "prefix_feed", "warm",
-    "CAP", "HELPER", "start", "settle",
+    "CAP", "HELPER", "start", "settle", "chain_step",
 ]
+
+chain_step = chain.step
 
 
 def reset():
     """Forget every handle and plan: the state of a run that has ended."""
     futures.reset()
     rewrite.reset()
+    chain.reset()
     purity._key_cache.clear()
     prefix.reset()
 
@@ -84,6 +89,10 @@ class _NoHost:
     @staticmethod
     def prepare(request):
         return 1
+
+    @staticmethod
+    def peek(handle):
+        return None
 
     call = resolve = None
 

@@ -13,6 +13,9 @@ at once through the same prepare path, and ``settle`` claims it later. A started
 stands for a call the program made when it handed it over, so started calls are claimed
 oldest first, and all of them before any other tool call (``send``) and before the run
 ends: the Host sees the program's calls in the program's order, as without early reads.
+
+``busy`` is true while ``send`` or the pass's helper works on the table: the chain step
+(``plm.chain``), which the Host's wake runs between two bytecodes, leaves it alone then.
 """
 
 from builtins import (
@@ -41,7 +44,9 @@ pending = {}  # hash(request bytes) -> [handle, ...], oldest first
 _started = []  # [(handle, request bytes, deliver)] of the calls start began, oldest first
 _spare = {}  # hash(request bytes) -> how many of pending[request] prefix mode made and no plan adopted yet
 _spare_calls = set()  # (tool, keyword names) of every read prefix mode made in this run
-last_handle = 0  # the handle of the read _offer prepared last
+last_handle = 0  # the handle of the read _offer prepared (or reused) last
+busy = False  # send or run_plans is at work on the table: the chain step waits
+CHAIN = "chain"  # _offer's spare for a chained read: one of prefix mode's kind that reuses a pending read
 
 
 def reset():
@@ -57,24 +62,35 @@ def send(request):
     if _started:
         settle()
     if pending:
-        digest = hash(request)
-        handles = pending.get(digest)
-        if handles:
-            handle = handles.pop(0)
+        global busy
+        busy = True
+        try:
+            digest = hash(request)
+            handles = pending.get(digest)
             if handles:
-                spare = _spare.get(digest)
-                if spare is not None and spare > len(handles):
-                    _spare[digest] = len(handles)
+                handle = handles.pop(0)
+                if handles:
+                    spare = _spare.get(digest)
+                    if spare is not None and spare > len(handles):
+                        _spare[digest] = len(handles)
+                else:
+                    del pending[digest]
+                    _spare.pop(digest, None)
             else:
-                del pending[digest]
-                _spare.pop(digest, None)
+                handle = 0
+        finally:
+            busy = False
+        if handle:
             return _spine.resolve(handle, request)
     return _spine.call(request)
 
 
 def _offer(tool, args, spare=False):
     """Prepare the call of tool with args. True: a read is pending for it; False: the Host
-    said no (stop preparing for now); None: args are not plain data."""
+    said no (stop preparing for now); None: args are not plain data. spare: prefix mode's
+    or a chain's read (CHAIN: a read pending for the same bytes serves it instead), which
+    a plan of the pass adopts instead of preparing it again."""
+    global last_handle
     if type(args) is not dict or not _plain(args) or not fits(tool, args):
         return None  # not plain data, or the call raises TypeError before any request
     request = encode_request(tool, args)
@@ -84,17 +100,23 @@ def _offer(tool, args, spare=False):
     if not spare:
         adoptable = _spare.get(digest)
         if adoptable:
-            # Prefix mode prepared it already: this plan takes that read over.
+            # Prefix mode or a chain prepared it already: this plan takes that read over.
             if adoptable > 1:
                 _spare[digest] = adoptable - 1
             else:
                 del _spare[digest]
+            handles = pending.get(digest)
+            last_handle = handles[-adoptable] if handles and len(handles) >= adoptable else 0
+            return True
+    elif spare is CHAIN:
+        handles = pending.get(digest)
+        if handles:
+            last_handle = handles[-1]
             return True
     handle = _spine.prepare(request)
     del request  # the Host has its copy
     if not handle:
         return False
-    global last_handle
     last_handle = handle
     handles = pending.get(digest)
     if handles is None:

@@ -9,7 +9,6 @@ with the pass on, and the pass's prepares of the same requests adopt those reads
 """
 
 import ast
-import json
 import re
 import sys
 from builtins import (
@@ -35,6 +34,7 @@ from builtins import (
 )
 
 from plm import futures
+from plm.chain import advance, spec_target
 from plm.facts import _Facts, _usable_tools
 from plm.futures import pending
 from plm.purity import (
@@ -223,7 +223,7 @@ class _Prefix:
         bound, attrs, declared = facts.bound, facts.attrs, facts.declared
         shadowed = self.rebound | bound
         tools = _usable_tools(self.early - self.dead, bound, attrs)
-        target = _spec_target(stmt)
+        target = spec_target(stmt)
         spec = 0
         if tools:
             scanner = _Scanner(tools, shadowed, "")
@@ -250,28 +250,19 @@ class _Prefix:
 
     def poll(self):
         """Bind the names of chained reads whose values have arrived, and prepare the
-        waiting candidates whose names are all known now."""
+        waiting candidates whose names are all known now (plm.chain)."""
         try:
-            for name, handle in list(self.specs.items()):
-                raw = futures._spine.call(b'{"tool":"","args":{"peek":%d}}' % handle)
-                if raw == b"null":
-                    continue
-                del self.specs[name]
-                envelope = json.loads(raw)
-                if type(envelope) is dict and envelope.get("error") is None:
-                    self.known[name] = envelope.get("value")
+            before = list(self.specs)
+            self.waiting = advance(self.specs, self.known, self.waiting, self._run_waiting)
+            for name in before:
+                if name in self.known:
                     self.alias[name] = frozenset()
-            if self.waiting:
-                still = []
-                for cand in self.waiting:
-                    if cand.free <= self.known.keys():
-                        self.run(cand.plan)
-                    elif cand.free <= self.known.keys() | self.specs.keys():
-                        still.append(cand)
-                self.waiting = still
         except Exception:
             self.specs.clear()
             self.waiting = []
+
+    def _run_waiting(self, cand):
+        self.run(cand.plan)
 
     def run(self, plan):
         try:
@@ -401,16 +392,6 @@ def _quiet_warnings():
     saved = d["filters"]
     d["filters"] = _IGNORE_ALL
     return d, saved
-
-
-def _spec_target(stmt):
-    """name for a statement `name = call(...)`, else None: the form whose read, when
-    prefix mode started it, gives name its value if the program reaches it unchanged."""
-    if type(stmt) is ast.Assign and len(stmt.targets) == 1 and type(stmt.value) is ast.Call:
-        target = stmt.targets[0]
-        if type(target) is ast.Name:
-            return target.id
-    return None
 
 
 _UNKNOWN = object()

@@ -31,6 +31,8 @@ from builtins import (
     zip,
 )
 
+from plm import chain, futures
+from plm.chain import spec_target
 from plm.facts import (
     _COMPS,
     _children,
@@ -44,6 +46,7 @@ from plm.purity import (
     _Compiler,
     _iter_of,
     _key_cache,
+    _keys_scalar,
     _NotPure,
     _truth,
 )
@@ -71,6 +74,7 @@ def run_plans(*keys):
     """The helper the rewritten program calls: run the plans named by keys, in order.
     Anything else (no plans, unknown keys, a program calling it itself) does nothing."""
     try:
+        futures.busy = True
         _key_cache.clear()
         ns = _ns
         for key in keys:
@@ -80,6 +84,7 @@ def run_plans(*keys):
         pass
     finally:
         _key_cache.clear()
+        futures.busy = False
 
 
 # Plans: what one prepare statement runs ------------------------------------
@@ -733,16 +738,116 @@ def transform(tree, source, filename, early, namespace):
         scanner = _Scanner(tools, bound, source)
         plm = _Pass(scanner, facts, facts.declared, HELPER)
         plm.place(body, start, plm.block(body, start))
+        chains = _chains(body, start, plm, facts)
         plm.finish(_spare_calls)
     except Exception:
         # The tree is untouched until the pass has made every statement (finish). It is
         # not parsed again: that would repeat the parser's warnings.
         return tree
     if plm.plans:
+        if chains is not None:
+            _begin_chains(chains, plm.plans, namespace)
         _plans.update(plm.plans)
         _ns = namespace
         _inserted.extend(plm.inserted)
     return tree
+
+
+# Chains: reads that wait for other reads' values (plm.chain) ----------------
+
+
+def _chains(body, start, plm, facts):
+    """The whole program's chains, found before the prepares are inserted: (waiting
+    candidates, {id(candidate): name} of the candidates that are specs, {name: spec
+    candidate}), or None.
+
+    A spec is the call of a module-level statement ``name = tool(...)``, the only statement
+    of the module's top level that binds or changes name, in no function's global
+    declaration. A waiting candidate is one of a later module-level statement's calls
+    whose arguments read specs made before it and, at most, inputs (which no statement
+    before it may bind or change), nothing else. When the program reaches it with nothing
+    changed, its arguments are what the chain computes from the specs' values."""
+    top = {}  # statement number -> index in body, for module-level statements
+    for i in range(start, len(body)):
+        top[plm.seq[id(body[i])]] = i
+    cands = []
+    for _, _, cs, _ in plm.places:
+        for c in cs:
+            if c.home in top:
+                cands.append(c)
+    if len(cands) < 2:
+        return None
+    specs = {}  # name -> (index, candidate), None when several statements bind name
+    targets = {}
+    for c in cands:
+        if c.single is None:
+            continue
+        i = top[c.home]
+        stmt = body[i]
+        name = spec_target(stmt)
+        if name is None or c.node is not stmt.value or name in facts.declared:
+            continue
+        targets[id(c)] = name
+        specs[name] = None if name in specs else (i, c)
+    if not specs:
+        return None
+    waiting = []
+    needed = {}
+    for c in cands:
+        names = c.free & specs.keys()
+        if not names or c.free - names - {"inputs"}:
+            continue
+        at = top[c.home]
+        ok = True
+        for name in names:
+            entry = specs[name]
+            if entry is None or entry[0] >= at:
+                ok = False
+                break
+        watched = c.free
+        for j in range(start, at) if ok else ():
+            changed = facts.changes(body[j])
+            if changed is None:
+                ok = False
+                break
+            for name in watched & changed:
+                if name == "inputs" or specs[name][0] != j:
+                    ok = False
+            if not ok:
+                break
+        if ok:
+            waiting.append(c)
+            for name in names:
+                needed[name] = specs[name][1]
+    if not waiting:
+        return None
+    return waiting, targets, needed
+
+
+def _begin_chains(chains, plans, namespace):
+    """Make the plans of the specs a chain waits for tell plm.chain the handles of their
+    reads, and hand it the waiting candidates."""
+    waiting, targets, needed = chains
+    for name, cand in needed.items():
+        key = cand.text()
+        plan = plans.get(key)
+        if plan is not None:
+            plans[key] = _spec_plan(plan, name)
+    _key_cache.clear()
+    inputs = namespace.get("inputs") if _keys_scalar(namespace) else None
+    _key_cache.clear()
+    chain.begin(inputs, waiting, targets)
+
+
+def _spec_plan(plan, name):
+    def spec_plan(env, spare=False):
+        futures.last_handle = 0
+        ok = plan(env, spare)
+        if ok is True and futures.last_handle:
+            chain.spec(name, futures.last_handle)
+        return ok
+
+    return spec_plan
 
 
 # Materializing: the prepare statements call the helper without looking its name up ----
