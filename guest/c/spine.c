@@ -10,6 +10,8 @@
  * parsing, its buffer checks or a bytes allocation fail. Everything else, tool
  * errors included, comes back as a response envelope that bootstrap.decode reads.
  */
+/* For the compiler's internal API used by compile_program, at the end of this file. */
+#define Py_BUILD_CORE_BUILTIN 1
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -123,6 +125,17 @@ python_resolve(PyObject *self, PyObject *args)
 	return response_bytes(n);
 }
 
+/* compile_program and compile_last, defined at the end of this file. */
+static PyObject *python_compile_program(PyObject *self, PyObject *args);
+static PyObject *python_compile_last(PyObject *self, PyObject *pending);
+#define SPINE_COMPILE_METHODS \
+	{"compile_program", python_compile_program, METH_VARARGS, \
+	 "compile_program(source: str, filename: str) -> (code, pending) | None\n\n" \
+	 "Compile a program as bootstrap._run does, without a Python AST; None: take that path."}, \
+	{"compile_last", python_compile_last, METH_O, \
+	 "compile_last(pending) -> code | ast.Expression\n\n" \
+	 "Compile the last top-level expression compile_program set aside (the tree: audit hooks are on)."},
+
 static PyMethodDef spine_methods[] = {
 	{"call", python_call, METH_VARARGS,
 	 "call(request: bytes) -> bytes\n\nSend one JSON tool request to the Host; return the response envelope."},
@@ -130,6 +143,7 @@ static PyMethodDef spine_methods[] = {
 	 "prepare(request: bytes) -> int\n\nAsk the Host to start an early read; 0 means not prepared."},
 	{"resolve", python_resolve, METH_VARARGS,
 	 "resolve(id: int, request: bytes) -> bytes\n\nClaim a prepared read (or call normally when it does not match)."},
+	SPINE_COMPILE_METHODS
 	{NULL, NULL, 0, NULL},
 };
 
@@ -389,4 +403,184 @@ __attribute__((export_name("interrupt"))) int32_t
 spine_interrupt(void)
 {
 	return PyErr_SetInterruptEx(2);
+}
+
+
+/*
+ * compile_program: the program's code without a Python AST.
+ *
+ * bootstrap._run parses the program to an ast.Module, takes a last top-level
+ * expression statement off it, compiles the rest for exec and that expression
+ * for eval (just before it is evaluated, after the rest has run). The round
+ * trip through Python objects (ast2obj, obj2ast, validation) is most of what
+ * compiling a small program costs. compile_program does the same steps on the
+ * parser's own tree, in C: the same parser, compiler, flags and filename, so
+ * syntax errors, warnings, line numbers and future features come out as they
+ * do there. It answers None, before parsing, when it cannot promise that:
+ *
+ *  - an audit hook is installed: compile() raises audit events the hook must
+ *    see, three of them on that path;
+ *  - the program could nest deeper than that path's conversion of the tree to
+ *    and from Python objects allows (it raises RecursionError at about the
+ *    recursion limit). No byte of source adds more than one level of nesting,
+ *    so a program shorter than the recursion headroom cannot.
+ *
+ * The answer is (code, pending): pending is None, or holds the last expression
+ * for compile_last, which compiles it as compile(ast.Expression(...)) would. If
+ * the program installed an audit hook by then, compile_last answers that
+ * ast.Expression instead, for the caller to compile().
+ */
+#include "internal/pycore_ast.h"
+#include "internal/pycore_compile.h"
+#include "internal/pycore_interp.h"
+#include "internal/pycore_parser.h"
+#include "internal/pycore_pyarena.h"
+#include "internal/pycore_pystate.h"
+#include "internal/pycore_runtime.h"
+
+/* Levels of nesting kept free beyond the source's length: the tree's own
+ * (Module, statement, expression) and the frames of the compile() call. */
+#define SPINE_COMPILE_SLACK 64
+
+#define SPINE_PENDING "spine.pending_expression"
+
+/* A last expression set aside: its tree lives in the arena the program was parsed into. */
+typedef struct {
+	PyArena *arena;
+	mod_ty expression;
+	PyObject *filename;
+	PyCompilerFlags flags;
+} pending_expression;
+
+static void
+pending_free(PyObject *capsule)
+{
+	pending_expression *p = PyCapsule_GetPointer(capsule, SPINE_PENDING);
+	if (p == NULL) {
+		PyErr_Clear();
+		return;
+	}
+	_PyArena_Free(p->arena);
+	Py_DECREF(p->filename);
+	PyMem_Free(p);
+}
+
+/* What compile(..., flags=0, dont_inherit=False) starts from in the calling frame. */
+static PyCompilerFlags
+compile_flags(void)
+{
+	PyCompilerFlags cf = _PyCompilerFlags_INIT;
+	cf.cf_flags = PyCF_SOURCE_IS_UTF8;
+	PyEval_MergeCompilerFlags(&cf);
+	return cf;
+}
+
+static PyObject *
+python_compile_program(PyObject *self, PyObject *args)
+{
+	PyObject *source, *filename;
+	if (!PyArg_ParseTuple(args, "UO&:compile_program", &source, PyUnicode_FSDecoder, &filename)) {
+		return NULL;
+	}
+	PyThreadState *tstate = _PyThreadState_GET();
+	PyInterpreterState *interp = tstate->interp;
+	Py_ssize_t size;
+	if (interp->runtime->audit_hook_head != NULL || interp->audit_hooks != NULL ||
+	    PyUnicode_AsUTF8AndSize(source, &size) == NULL) {
+		PyErr_Clear();
+		Py_DECREF(filename);
+		Py_RETURN_NONE;
+	}
+	Py_ssize_t headroom = (Py_ssize_t)tstate->recursion_remaining - SPINE_COMPILE_SLACK;
+	if (size >= headroom) {
+		Py_DECREF(filename);
+		Py_RETURN_NONE;
+	}
+
+	PyCompilerFlags base = compile_flags();
+	PyCompilerFlags cf = base;
+	cf.cf_flags |= PyCF_ONLY_AST;
+	PyObject *source_copy = NULL;
+	PyArena *arena = NULL;
+	PyObject *code = NULL, *answer = NULL;
+	pending_expression *pending = NULL;
+
+	const char *text = _Py_SourceAsString(source, "compile", "string, bytes or AST", &cf, &source_copy);
+	if (text == NULL) {
+		goto done;
+	}
+	arena = _PyArena_New();
+	if (arena == NULL) {
+		goto done;
+	}
+	mod_ty mod = _PyParser_ASTFromString(text, filename, Py_file_input, &cf, arena);
+	if (mod == NULL) {
+		goto done;
+	}
+	asdl_stmt_seq *body = mod->v.Module.body;
+	Py_ssize_t n = asdl_seq_LEN(body);
+	if (n > 0 && asdl_seq_GET(body, n - 1)->kind == Expr_kind) {
+		pending = PyMem_Calloc(1, sizeof *pending);
+		if (pending == NULL) {
+			PyErr_NoMemory();
+			goto done;
+		}
+		pending->expression = _PyAST_Expression(asdl_seq_GET(body, n - 1)->v.Expr.value, arena);
+		if (pending->expression == NULL) {
+			goto done;
+		}
+		body->size = n - 1;
+	}
+	cf = base;
+	code = (PyObject *)_PyAST_Compile(mod, filename, &cf, -1, arena);
+	if (code == NULL) {
+		goto done;
+	}
+	PyObject *rest = Py_None;
+	if (pending != NULL) {
+		pending->arena = arena;
+		pending->filename = filename;
+		pending->flags = base;
+		rest = PyCapsule_New(pending, SPINE_PENDING, pending_free);
+		if (rest == NULL) {
+			pending->arena = NULL;
+			pending->filename = NULL;
+			goto done;
+		}
+		/* The capsule owns them now. */
+		arena = NULL;
+		filename = NULL;
+		pending = NULL;
+		answer = PyTuple_Pack(2, code, rest);
+		Py_DECREF(rest);
+	} else {
+		answer = PyTuple_Pack(2, code, Py_None);
+	}
+
+done:
+	Py_XDECREF(code);
+	PyMem_Free(pending);
+	if (arena != NULL) {
+		_PyArena_Free(arena);
+	}
+	Py_XDECREF(filename);
+	Py_XDECREF(source_copy);
+	return answer;
+}
+
+static PyObject *
+python_compile_last(PyObject *self, PyObject *capsule)
+{
+	pending_expression *p = PyCapsule_GetPointer(capsule, SPINE_PENDING);
+	if (p == NULL) {
+		return NULL;
+	}
+	PyInterpreterState *interp = _PyInterpreterState_GET();
+	if (interp->runtime->audit_hook_head != NULL || interp->audit_hooks != NULL) {
+		/* The program installed an audit hook: the caller compiles this
+		 * ast.Expression, raising the events it must see. */
+		return PyAST_mod2obj(p->expression);
+	}
+	PyCompilerFlags cf = p->flags;
+	return (PyObject *)_PyAST_Compile(p->expression, p->filename, &cf, -1, p->arena);
 }
