@@ -141,6 +141,13 @@ var lastExprPrograms = []string{
 	"1" + strings.Repeat(" + 1", 3000),
 	"'" + strings.Repeat("long ", 20000) + "'.count('long')",
 	"x = " + strings.Repeat("1 + ", 400) + "1\nx",
+	"def f(n):\n    try:\n        return 1 / n\n    except ZeroDivisionError as e:\n        return str(e)\n" +
+		strings.Repeat("y = f(1)\n", 100) + "match y:\n    case 1.0 if y > 0:\n        z = 'one'\n    case _:\n        z = 'other'\n" +
+		"@staticmethod\ndef g(): pass\nclass C:\n    " + strings.Repeat("a = 1\n    ", 50) + "\n(f(0), z, C.a)",
+	strings.Repeat("if True:\n    x = 1\nelse:\n    x = 2\n", 60) + "for i in range(3):\n    pass\nelse:\n    x += i\nx\n1/0",
+	strings.Repeat("print('line')\n", 100) + "while False:\n    pass\n'\\d' is 'x'",
+	strings.Repeat("x = 1\n", 100) + "if True:\n    y = " + strings.Repeat("-", 300) + "1\ny",
+	strings.Repeat("x = 1\n", 100) + "x = " + strings.Repeat("-", 700) + "1\nx",
 	"match 3:\n    case 1:\n        'one'\n    case _:\n        'other'\n",
 	"match 3:\n    case 1:\n        x = 'one'\n    case _:\n        x = 'other'\nx",
 	"try:\n    1/0\nexcept ZeroDivisionError:\n    'caught'\n",
@@ -217,6 +224,40 @@ var lastExprPrograms = []string{
 	"print('x')\n(1,\n 2)\n",
 }
 
+// deepPrograms nest expressions about as deep as the Guest's recursion limit (600),
+// where the Python path starts failing with RecursionError, after enough lines that
+// compile_program has to bound the depth from the statement's length.
+func deepPrograms() []string {
+	prefix := strings.Repeat("a = 1\n", 100) + "def f(*args):\n    return f\nclass O:\n    pass\no = O()\no.o = o\nl = [0]\nl[0] = l\n"
+	var programs []string
+	for _, depth := range []int{50, 100, 120, 200, 250, 300, 450, 590, 600, 610, 1000} {
+		for _, expr := range []string{
+			strings.Repeat("-", depth) + "1",
+			"o" + strings.Repeat(".o", depth),
+			"f" + strings.Repeat("()", depth),
+			"l" + strings.Repeat("[0]", depth),
+			strings.Repeat("not ", depth) + "a",
+			"1" + strings.Repeat(" + 1", depth),
+			strings.Repeat("lambda: ", depth) + "1",
+			strings.Repeat("(", min(depth, 199)) + "1" + strings.Repeat(")", min(depth, 199)),
+		} {
+			programs = append(programs, prefix+"x = "+expr+"\nx is not None", prefix+"if a:\n    y = "+expr+"\n'y' in globals()")
+		}
+	}
+	return programs
+}
+
+func TestLastExpressionDeep(t *testing.T) {
+	r := shared(t)
+	for i, src := range deepPrograms() {
+		fast := lastExprRun(t, r, src, "", false)
+		slow := lastExprRun(t, r, src, "", true)
+		if fast != slow {
+			t.Errorf("program %d %.80q...%.40q:\nC path:\n%s\nPython path:\n%s", i, src[:80], src[len(src)-40:], fast, slow)
+		}
+	}
+}
+
 // lastExprRun runs src with the C compile path (transformed false) or the Python AST
 // path (transformed true) and describes everything a caller sees but Transformed.
 func lastExprRun(t testing.TB, r *Runner, src, filename string, transformed bool) string {
@@ -256,11 +297,12 @@ func TestLastExpressionPaths(t *testing.T) {
 }
 
 // TestLastExpressionFastPath: a run without early reads or Transformed compiles in C
-// (bootstrap._run's frame then has compile_program's answer), unless the program is
-// longer than the recursion headroom; with Transformed it takes the Python AST path.
+// (bootstrap._run's frame then has compile_program's code), unless a statement is
+// long enough to nest deeper than the recursion headroom; with Transformed it takes
+// the Python AST path.
 func TestLastExpressionFastPath(t *testing.T) {
 	r := shared(t)
-	probe := "import sys\nsys._getframe().f_back.f_locals.get('compiled') is not None"
+	probe := "import sys\ntype(sys._getframe().f_back.f_locals.get('compiled')) is tuple"
 	for _, c := range []struct {
 		req  Request
 		want string
@@ -269,7 +311,10 @@ func TestLastExpressionFastPath(t *testing.T) {
 		{Request{Source: probe, Filename: "p.py"}, "true"},
 		{Request{Source: probe, Transformed: true}, "false"},
 		{Request{Source: probe, EarlyReads: true}, "false"},
-		{Request{Source: strings.Repeat("\n", 5000) + probe}, "false"},
+		{Request{Source: strings.Repeat("\n", 5000) + probe}, "true"},
+		{Request{Source: strings.Repeat("x = 1\n", 2000) + probe}, "true"},
+		{Request{Source: "def f():\n    " + strings.Repeat("x = 1; ", 200) + "\n" + probe}, "true"},
+		{Request{Source: strings.Repeat("x = 1\n", 100) + "x = " + strings.Repeat("-", 400) + "1\n" + probe}, "false"},
 	} {
 		out, err := r.Run(context.Background(), c.req)
 		if err != nil {

@@ -420,10 +420,13 @@ spine_interrupt(void)
  *
  *  - an audit hook is installed: compile() raises audit events the hook must
  *    see, three of them on that path;
- *  - the program could nest deeper than that path's conversion of the tree to
- *    and from Python objects allows (it raises RecursionError at about the
- *    recursion limit). No byte of source adds more than one level of nesting,
- *    so a program shorter than the recursion headroom cannot.
+ *  - the tree might be deeper than that path's conversion of it to and from
+ *    Python objects allows (it raises RecursionError at about the recursion
+ *    limit). A program shorter than the recursion headroom cannot be: no byte
+ *    adds more than one level. For a longer one, depth_bound bounds the depth
+ *    from each statement's own length; past the headroom, compile_program
+ *    answers the tree as ast.Module (raising what compile(..., PyCF_ONLY_AST)
+ *    raises), and the caller goes on with it on the Python path.
  *
  * The answer is (code, pending): pending is None, or holds the last expression
  * for compile_last, which compiles it as compile(ast.Expression(...)) would. If
@@ -475,6 +478,177 @@ compile_flags(void)
 	return cf;
 }
 
+/* Where each line of the program starts in its UTF-8 text, lines counted as the
+ * tokenizer counts them ("\r\n", "\r" and "\n" each end one). */
+typedef struct {
+	Py_ssize_t size;
+	Py_ssize_t *starts;
+	Py_ssize_t lines;
+} source_lines;
+
+static int
+lines_index(source_lines *l, const char *text, Py_ssize_t size)
+{
+	Py_ssize_t n = 1;
+	for (Py_ssize_t i = 0; i < size; i++) {
+		if (text[i] == '\n' || (text[i] == '\r' && (i + 1 == size || text[i + 1] != '\n'))) {
+			n++;
+		}
+	}
+	l->starts = PyMem_Malloc((size_t)n * sizeof *l->starts);
+	if (l->starts == NULL) {
+		return -1;
+	}
+	l->size = size;
+	l->lines = n;
+	l->starts[0] = 0;
+	n = 1;
+	for (Py_ssize_t i = 0; i < size; i++) {
+		if (text[i] == '\n' || (text[i] == '\r' && (i + 1 == size || text[i + 1] != '\n'))) {
+			l->starts[n++] = i + 1;
+		}
+	}
+	return 0;
+}
+
+/* The byte offset of (lineno, col_offset); past the end for anything unexpected. */
+static Py_ssize_t
+lines_offset(source_lines *l, int lineno, int col)
+{
+	if (lineno < 1 || lineno > l->lines || col < 0) {
+		return l->size;
+	}
+	Py_ssize_t at = l->starts[lineno - 1] + col;
+	return at > l->size ? l->size : at;
+}
+
+/* The bytes from one position to another; the whole program when they are out of order. */
+static Py_ssize_t
+lines_span(source_lines *l, int line0, int col0, int line1, int col1)
+{
+	Py_ssize_t from = line0 < 1 ? 0 : lines_offset(l, line0, col0), to = lines_offset(l, line1, col1);
+	return to >= from ? to - from : l->size;
+}
+
+/*
+ * depth_bound: an upper bound on the depth of the statements' trees, nested at
+ * level. A statement's expressions lie in its own text (a compound statement's
+ * in its header: from its first decorator or its start to its first body
+ * statement), and each level of an expression takes at least one byte of it;
+ * nodes that take none (arguments, keyword, withitem, comprehension) sit
+ * between ones that do, hence twice the bytes, and a margin.
+ */
+static Py_ssize_t depth_bound(source_lines *l, asdl_stmt_seq *body, Py_ssize_t level);
+
+static Py_ssize_t
+header_bound(source_lines *l, int line, int col, asdl_stmt_seq *body, Py_ssize_t level)
+{
+	if (asdl_seq_LEN(body) == 0) {
+		return level + 2 * l->size + 8;
+	}
+	stmt_ty first = asdl_seq_GET(body, 0);
+	return level + 2 * lines_span(l, line, col, first->lineno, first->col_offset) + 8;
+}
+
+static Py_ssize_t
+max_bound(Py_ssize_t a, Py_ssize_t b)
+{
+	return a > b ? a : b;
+}
+
+static Py_ssize_t
+depth_bound(source_lines *l, asdl_stmt_seq *body, Py_ssize_t level)
+{
+	Py_ssize_t deepest = level;
+	for (Py_ssize_t i = 0; i < asdl_seq_LEN(body); i++) {
+		stmt_ty s = asdl_seq_GET(body, i);
+		int line = s->lineno, col = s->col_offset;
+		asdl_expr_seq *decorators = NULL;
+		asdl_stmt_seq *inner = NULL, *orelse = NULL, *final = NULL;
+		switch (s->kind) {
+		case FunctionDef_kind:
+			decorators = s->v.FunctionDef.decorator_list;
+			inner = s->v.FunctionDef.body;
+			break;
+		case AsyncFunctionDef_kind:
+			decorators = s->v.AsyncFunctionDef.decorator_list;
+			inner = s->v.AsyncFunctionDef.body;
+			break;
+		case ClassDef_kind:
+			decorators = s->v.ClassDef.decorator_list;
+			inner = s->v.ClassDef.body;
+			break;
+		case For_kind:
+			inner = s->v.For.body, orelse = s->v.For.orelse;
+			break;
+		case AsyncFor_kind:
+			inner = s->v.AsyncFor.body, orelse = s->v.AsyncFor.orelse;
+			break;
+		case While_kind:
+			inner = s->v.While.body, orelse = s->v.While.orelse;
+			break;
+		case If_kind:
+			inner = s->v.If.body, orelse = s->v.If.orelse;
+			break;
+		case With_kind:
+			inner = s->v.With.body;
+			break;
+		case AsyncWith_kind:
+			inner = s->v.AsyncWith.body;
+			break;
+		case Try_kind:
+		case TryStar_kind: {
+			asdl_excepthandler_seq *handlers =
+			    s->kind == Try_kind ? s->v.Try.handlers : s->v.TryStar.handlers;
+			inner = s->kind == Try_kind ? s->v.Try.body : s->v.TryStar.body;
+			orelse = s->kind == Try_kind ? s->v.Try.orelse : s->v.TryStar.orelse;
+			final = s->kind == Try_kind ? s->v.Try.finalbody : s->v.TryStar.finalbody;
+			for (Py_ssize_t j = 0; j < asdl_seq_LEN(handlers); j++) {
+				excepthandler_ty h = asdl_seq_GET(handlers, j);
+				asdl_stmt_seq *hb = h->v.ExceptHandler.body;
+				deepest = max_bound(deepest, header_bound(l, h->lineno, h->col_offset, hb, level + 3));
+				deepest = max_bound(deepest, depth_bound(l, hb, level + 4));
+			}
+			break;
+		}
+		case Match_kind: {
+			asdl_match_case_seq *cases = s->v.Match.cases;
+			if (asdl_seq_LEN(cases) == 0) {
+				return level + 2 * l->size + 8;
+			}
+			match_case_ty c0 = asdl_seq_GET(cases, 0);
+			Py_ssize_t head = lines_span(l, line, col, c0->pattern->lineno, c0->pattern->col_offset);
+			deepest = max_bound(deepest, level + 2 * head + 8);
+			for (Py_ssize_t j = 0; j < asdl_seq_LEN(cases); j++) {
+				match_case_ty c = asdl_seq_GET(cases, j);
+				deepest = max_bound(deepest, header_bound(l, c->pattern->lineno, c->pattern->col_offset,
+				                                          c->body, level + 3));
+				deepest = max_bound(deepest, depth_bound(l, c->body, level + 4));
+			}
+			continue;
+		}
+		default: /* a simple statement: its whole text */
+			deepest = max_bound(deepest, level + 2 * lines_span(l, line, col, s->end_lineno, s->end_col_offset) + 8);
+			continue;
+		}
+		for (Py_ssize_t j = 0; decorators != NULL && j < asdl_seq_LEN(decorators); j++) {
+			expr_ty d = asdl_seq_GET(decorators, j);
+			if (d->lineno < line || (d->lineno == line && d->col_offset < col)) {
+				line = d->lineno, col = d->col_offset;
+			}
+		}
+		deepest = max_bound(deepest, header_bound(l, line, col, inner, level + 1));
+		deepest = max_bound(deepest, depth_bound(l, inner, level + 2));
+		if (orelse != NULL) {
+			deepest = max_bound(deepest, depth_bound(l, orelse, level + 2));
+		}
+		if (final != NULL) {
+			deepest = max_bound(deepest, depth_bound(l, final, level + 2));
+		}
+	}
+	return deepest;
+}
+
 static PyObject *
 python_compile_program(PyObject *self, PyObject *args)
 {
@@ -492,10 +666,6 @@ python_compile_program(PyObject *self, PyObject *args)
 		Py_RETURN_NONE;
 	}
 	Py_ssize_t headroom = (Py_ssize_t)tstate->recursion_remaining - SPINE_COMPILE_SLACK;
-	if (size >= headroom) {
-		Py_DECREF(filename);
-		Py_RETURN_NONE;
-	}
 
 	PyCompilerFlags base = compile_flags();
 	PyCompilerFlags cf = base;
@@ -518,6 +688,19 @@ python_compile_program(PyObject *self, PyObject *args)
 		goto done;
 	}
 	asdl_stmt_seq *body = mod->v.Module.body;
+	if (size >= headroom) {
+		source_lines lines;
+		if (lines_index(&lines, text, (Py_ssize_t)strlen(text)) < 0) {
+			PyErr_NoMemory();
+			goto done;
+		}
+		Py_ssize_t deepest = depth_bound(&lines, body, 2);
+		PyMem_Free(lines.starts);
+		if (deepest >= headroom) {
+			answer = PyAST_mod2obj(mod); /* the Python path from here */
+			goto done;
+		}
+	}
 	Py_ssize_t n = asdl_seq_LEN(body);
 	if (n > 0 && asdl_seq_GET(body, n - 1)->kind == Expr_kind) {
 		pending = PyMem_Calloc(1, sizeof *pending);

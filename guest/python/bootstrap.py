@@ -330,11 +330,13 @@ def _run(source, filename, namespace, early, rendered):
 
     early: the early-read tools when early reads are on (the PLM pass runs), else empty.
     rendered: a dict that gets "transformed", the source that runs, or None."""
+    compiled = None
     if not early and rendered is None:
-        # The same steps as below, on the parser's tree in C (guest/c/spine.c); None
-        # when only this path behaves exactly as it must (audit hooks, deep nesting).
+        # The same steps as below, on the parser's tree in C (guest/c/spine.c). None
+        # (an audit hook) or the tree (it may be too deep for C to promise the same
+        # outcome) when only this path behaves exactly as it must.
         compiled = _compile_program(source, filename)
-        if compiled is not None:
+        if type(compiled) is tuple:
             code, pending = compiled
             exec(code, namespace)
             if pending is None:
@@ -343,7 +345,7 @@ def _run(source, filename, namespace, early, rendered):
             if type(last) is not CodeType:  # an ast.Expression: the program added an audit hook
                 last = compile(last, filename, "eval")
             return eval(last, namespace)
-    tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST)
+    tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST) if compiled is None else compiled
     if early:
         tree = plm.transform(tree, source, filename, early, namespace)
     if rendered is not None:
