@@ -22,6 +22,56 @@ var perRunDemo = Request{
 	Inputs: map[string]any{"quantity": 3},
 }
 
+// perRunLong is a program of the length agents write (about 1.2 KB, 46 lines): helper
+// functions, a loop, a comprehension, two tool calls.
+var perRunLong = Request{Source: `class Item:
+    """One line of an order."""
+
+    def __init__(self, key, quantity):
+        self.key = key
+        self.quantity = quantity
+
+
+def total(items, prices):
+    """The price of every item times its quantity, summed."""
+    out = 0
+    for item in items:
+        price = prices.get(item.key)
+        if price is None:
+            raise ValueError(f"no price for {item.key}")
+        out += price * item.quantity
+    return out
+
+
+def parse(order):
+    items = []
+    for line in order.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, _, quantity = line.partition(":")
+        items.append(Item(key.strip(), int(quantity or 1)))
+    return items
+
+
+order = """
+# an order
+book: 1
+pen: 5
+book: 0
+"""
+items = parse(order)
+keys = sorted({item.key for item in items})
+prices = {key: lookup(key=key) for key in keys}
+summary = {
+    "lines": len(items),
+    "keys": keys,
+    "total": total(items, prices),
+}
+assert summary["lines"] == 3, summary
+summary["total"] + inputs["extra"]
+`, Inputs: map[string]any{"extra": 11}}
+
 // BenchmarkRunEmpty is one pooled run of the empty program: all of a run's cost that
 // is not the program's own.
 func BenchmarkRunEmpty(b *testing.B) {
@@ -74,6 +124,7 @@ func perRunCompare(b *testing.B, runners [2]*Runner) {
 	}{
 		{"demo", perRunDemo, "63"},
 		{"empty", Request{}, "null"},
+		{"long", perRunLong, "42"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var samples [2][]time.Duration
