@@ -365,7 +365,12 @@ func TestLastExpressionWarningOrder(t *testing.T) {
 
 func FuzzLastExpression(f *testing.F) {
 	for _, src := range lastExprPrograms {
-		if len(src) < 512 {
+		if len(src) < 4096 {
+			f.Add(src)
+		}
+	}
+	for i, src := range deepPrograms() {
+		if i%16 == 0 {
 			f.Add(src)
 		}
 	}
