@@ -173,6 +173,7 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 		Wasm:           artifact.Wasm,
 		StdlibZip:      artifact.StdlibZip,
 		ImageKey:       key,
+		ArtifactID:     artifactName(id),
 		MemoryLimit:    opts.MemoryLimit,
 		MaxOutput:      opts.MaxOutput,
 		MaxDescriptors: opts.MaxDescriptors,
@@ -205,6 +206,13 @@ func artifactID(a Artifact) []byte {
 	}
 	w, z := sha256.Sum256(a.Wasm), sha256.Sum256(a.StdlibZip)
 	return append(w[:], z[:]...)
+}
+
+// artifactName is the artifact's name in the cache folder: the hash of its
+// artifactID.
+func artifactName(id []byte) string {
+	sum := sha256.Sum256(id)
+	return hex.EncodeToString(sum[:])
 }
 
 // bridgeFunctions adds the bridge's Host functions (bridge.go) to the

@@ -40,15 +40,8 @@ const sumSuffix = ".sum"
 // compiled code is cached in memory only). After compiling module, call
 // sealCodeCache.
 func openCodeCache(noDisk bool, dir string, module []byte) (wazero.CompilationCache, string, error) {
-	if noDisk {
+	if dir = cacheFolder(noDisk, dir); dir == "" {
 		return wazero.NewCompilationCache(), "", nil
-	}
-	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return wazero.NewCompilationCache(), "", nil // no home: memory only
-		}
-		dir = filepath.Join(base, "spine")
 	}
 	folder := codeFolder(dir, module)
 	checkCodeCache(folder)
@@ -59,11 +52,27 @@ func openCodeCache(noDisk bool, dir string, module []byte) (wazero.CompilationCa
 	return cache, dir, nil
 }
 
+// cacheFolder is the cache folder: dir, or the user's when dir is "", or ""
+// for none (noDisk, or no home).
+func cacheFolder(noDisk bool, dir string) string {
+	switch {
+	case noDisk:
+		return ""
+	case dir != "":
+		return dir
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(base, "spine")
+}
+
 // codeFolder is module's folder under the cache folder dir: named by the
 // module's CRC-32C and length, and the version of wazero, so that it normally
 // holds a single entry.
 func codeFolder(dir string, module []byte) string {
-	id := fmt.Sprintf("%08x-%d-%s", crc32.Checksum(module, castagnoli), len(module), wazeroVersion())
+	id := moduleID(module) + "-" + wazeroVersion()
 	return filepath.Join(dir, "code", id)
 }
 

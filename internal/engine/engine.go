@@ -1,8 +1,8 @@
 // Package engine is the Guest machinery under spine.Runner: the compiled
 // Guest, its instances, the prepared image they start from (copied or mapped
 // copy-on-write), the warm pool, the descriptor accounting that makes a used
-// Guest as good as a new one, and the checked caches of compiled code and
-// images. It knows nothing of tools: the Runner gives it the bridge's Host
+// Guest as good as a new one, and the checked caches of compiled code, of the
+// module it is compiled from, of images and of their hot pages. It knows nothing of tools: the Runner gives it the bridge's Host
 // functions and the warm-up to run before the image is taken.
 package engine
 
@@ -10,6 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"sync"
 	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
@@ -43,6 +45,10 @@ type Config struct {
 	// whenever what Warm does, or the artifact, changes.
 	ImageKey string
 
+	// ArtifactID names the artifact in the disk cache (the module made from
+	// it); "" for the hash of Wasm.
+	ArtifactID string
+
 	MemoryLimit    uint64         // bytes of linear memory per Guest
 	MaxOutput      int            // bytes of stdout, and of stderr, kept per run
 	MaxDescriptors int            // files and directories a run may hold open
@@ -66,13 +72,19 @@ type Engine struct {
 	cfg          Config
 	runtime      wazero.Runtime
 	cache        wazero.CompilationCache
-	cacheDir     string                // "" when compiled code is cached in memory only
-	compiled     wazero.CompiledModule // the Guest without its data segments
-	segments     []wasm.DataSegment    // the Guest's data segments, for a start from scratch
-	instrumented bool                  // the Guest has ticks and the descriptor checks
-	mode         StartMode             // resolved: never StartAuto
-	image        *image                // nil with StartFresh
-	pool         *pool                 // nil without an image or without PoolSize
+	cacheDir     string                             // "" when compiled code is cached in memory only
+	module       guestModule                        // what was compiled: mapped from the cache folder, or made by New
+	compiled     wazero.CompiledModule              // the Guest without its data segments
+	segments     func() ([]wasm.DataSegment, error) // the Guest's data segments, for a start from scratch
+	instrumented bool                               // the Guest has ticks and the descriptor checks
+	mode         StartMode                          // resolved: never StartAuto
+	image        *image                             // nil with StartFresh
+	pool         *pool                              // nil without an image or without PoolSize
+
+	imageName   string      // the image's name in the cache folder
+	hot         []uint32    // the image's hot pages (hot.go); nil when unknown
+	hotPath     string      // where to record them when unknown; "" not to
+	hotRecorded atomic.Bool // recordHotPages has run
 
 	instancesMade atomic.Int64
 
@@ -93,42 +105,6 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 }
 
 func (e *Engine) setup(ctx context.Context) error {
-	stripped, segments, err := wasm.SplitData(e.cfg.Wasm)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrArtifact, err)
-	}
-	module, err := wasm.Instrument(stripped)
-	e.instrumented = err == nil
-	if !e.instrumented {
-		module = stripped // wazero's own, slower, way to stop it; no reuse
-	}
-	if e.cache, e.cacheDir, err = openCodeCache(e.cfg.NoDiskCache, e.cfg.CacheDir, module); err != nil {
-		return err
-	}
-	config := wazero.NewRuntimeConfig().
-		WithCloseOnContextDone(!e.instrumented).
-		WithMemoryLimitPages(uint32(e.cfg.MemoryLimit / WasmPageSize)).
-		WithCompilationCache(e.cache)
-	e.runtime = wazero.NewRuntimeWithConfig(ctx, config)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, e.runtime); err != nil {
-		return fmt.Errorf("spine: WASI: %w", err)
-	}
-	if err := e.instantiateHost(ctx); err != nil {
-		return fmt.Errorf("spine: host module: %w", err)
-	}
-	compiled, err := e.runtime.CompileModule(ctx, module)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrArtifact, err)
-	}
-	sealCodeCache(e.cacheDir, module)
-	exports := compiled.ExportedFunctions()
-	for _, name := range []string{"_initialize", "abi_version", "init", "alloc", "release", "execute", "prefix_begin", "prefix_feed"} {
-		if _, ok := exports[name]; !ok {
-			return fmt.Errorf("%w: it does not export %s", ErrArtifact, name)
-		}
-	}
-	e.compiled, e.segments = compiled, segments
-
 	switch e.mode = e.cfg.Start; e.mode {
 	case StartAuto:
 		e.mode = StartCopy
@@ -143,15 +119,119 @@ func (e *Engine) setup(ctx context.Context) error {
 	default:
 		return fmt.Errorf("spine: unknown start mode %d", e.cfg.Start)
 	}
+	dir := cacheFolder(e.cfg.NoDiskCache, e.cfg.CacheDir)
+	if err := e.prepareModule(dir); err != nil {
+		return err
+	}
+	// An image holds the indices of the module's functions (in CPython's
+	// function pointers), which another instrumentation of the same
+	// artifact numbers differently: an image is named by the module too.
+	e.imageName = e.cfg.ImageKey + "-" + moduleID(e.module.code)
+
+	// The cached image is loaded while the module is compiled: they share
+	// nothing until the first Guest starts, and each takes one of the cores
+	// a new process usually has to itself.
+	type loadedImage struct {
+		img *image
+		hot []uint32
+	}
+	var loaded chan loadedImage
+	if e.mode != StartFresh && dir != "" {
+		loaded = make(chan loadedImage, 1)
+		path, limit, cow := imagePath(dir, e.imageName), e.cfg.MemoryLimit, e.mode == StartCOW
+		hot := hotPath(dir, e.imageName)
+		go func() {
+			var l loadedImage
+			l.img, _ = loadImage(path, limit, cow) // not there or not intact: captured below
+			if l.img != nil && cow {
+				l.hot = loadHotPages(hot, l.img.size/pageSize)
+			}
+			loaded <- l
+		}()
+	}
+	err := e.compile(ctx, dir)
+	var l loadedImage
+	if loaded != nil {
+		l = <-loaded
+	}
+	if err != nil {
+		l.img.close()
+		return err
+	}
 	if e.mode == StartFresh {
 		return nil
 	}
-	if e.image, err = e.prepareImage(ctx); err != nil {
-		return err
+	if l.img == nil {
+		if l.img, err = e.prepareImage(ctx); err != nil {
+			return err
+		}
+	}
+	e.image, e.hot = l.img, l.hot
+	if e.hot == nil && e.mode == StartCOW && e.cacheDir != "" {
+		e.hotPath = hotPath(e.cacheDir, e.imageName)
 	}
 	if e.cfg.PoolSize > 0 {
 		e.pool = newPool(e, e.cfg.PoolSize)
 	}
+	return nil
+}
+
+// prepareModule makes the module to compile, or takes it from the cache
+// folder dir.
+func (e *Engine) prepareModule(dir string) error {
+	module, segments, err := prepareModule(modulePath(dir, &e.cfg), e.cfg.Wasm)
+	if err != nil {
+		return err
+	}
+	e.module, e.instrumented = module, module.instrumented
+	if segments != nil {
+		e.segments = func() ([]wasm.DataSegment, error) { return segments, nil }
+	} else {
+		e.segments = sync.OnceValues(func() ([]wasm.DataSegment, error) {
+			segments, err := wasm.DataSegments(e.cfg.Wasm)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrArtifact, err)
+			}
+			return segments, nil
+		})
+	}
+	return nil
+}
+
+// compile compiles the module (through the checked code cache) and checks
+// its exports.
+func (e *Engine) compile(ctx context.Context, dir string) error {
+	module := e.module
+	var err error
+	if e.cache, e.cacheDir, err = openCodeCache(dir == "", dir, module.code); err != nil {
+		return err
+	}
+	config := wazero.NewRuntimeConfig().
+		WithCloseOnContextDone(!e.instrumented).
+		WithMemoryLimitPages(uint32(e.cfg.MemoryLimit / WasmPageSize)).
+		WithCompilationCache(e.cache)
+	e.runtime = wazero.NewRuntimeWithConfig(ctx, config)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, e.runtime); err != nil {
+		return fmt.Errorf("spine: WASI: %w", err)
+	}
+	if err := e.instantiateHost(ctx); err != nil {
+		return fmt.Errorf("spine: host module: %w", err)
+	}
+	compiled, err := e.runtime.CompileModule(ctx, module.code)
+	if err != nil {
+		if module.cached {
+			os.Remove(modulePath(dir, &e.cfg)) // from the cache: the next New makes it anew
+		}
+		return fmt.Errorf("%w: %v", ErrArtifact, err)
+	}
+	sealCodeCache(e.cacheDir, module.code)
+	exports := compiled.ExportedFunctions()
+	for _, name := range []string{"_initialize", "abi_version", "init", "alloc", "release", "execute", "prefix_begin", "prefix_feed"} {
+		if _, ok := exports[name]; !ok {
+			return fmt.Errorf("%w: it does not export %s", ErrArtifact, name)
+		}
+	}
+	e.compiled = compiled
 	return nil
 }
 
@@ -223,16 +303,26 @@ func tick(ctx context.Context) uint64 {
 // Acquire returns a Guest ready for a run: from the pool, from the image, or
 // started from scratch.
 func (e *Engine) Acquire(ctx context.Context) (*Instance, error) {
+	var inst *Instance
+	var err error
 	if e.pool != nil {
-		return e.pool.get(ctx)
+		inst, err = e.pool.get(ctx)
+	} else {
+		inst, err = e.newInstance(ctx, e.image, 0)
 	}
-	return e.newInstance(ctx, e.image, 0)
+	if err == nil && e.hot != nil {
+		e.prefault(inst)
+	}
+	return inst, err
 }
 
 // Release takes back a Guest after its run; clean says the run ended without
 // a trap or a stop. The Guest is reused only when all of its state can be
 // the image's again; otherwise it is closed.
 func (e *Engine) Release(g *Instance, clean bool) {
+	if clean && e.hotPath != "" {
+		e.recordHotPages(g)
+	}
 	if e.pool != nil {
 		e.pool.put(g, clean)
 		return
@@ -267,11 +357,13 @@ type Stats struct {
 	PoolSize      int       // the pool's target size; 0 without a pool
 	PoolReady     int       // Guests waiting in the pool now
 	Start         StartMode // how runs start (never StartAuto)
+	ModuleCached  bool      // New took the module to compile from the cache folder
+	HotPages      int       // pages a Guest gets before its first run (hot.go)
 }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
-	s := Stats{InstancesMade: e.instancesMade.Load(), Start: e.mode}
+	s := Stats{InstancesMade: e.instancesMade.Load(), Start: e.mode, ModuleCached: e.module.cached, HotPages: len(e.hot)}
 	if e.pool != nil {
 		s.PoolSize, s.PoolReady = cap(e.pool.ready), len(e.pool.ready)
 	}
@@ -290,6 +382,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		err = e.runtime.Close(ctx)
 	}
 	e.image.close()
+	e.module.close() // after the runtime: nothing reads it any more
 	if e.cache != nil {
 		if cacheErr := e.cache.Close(ctx); err == nil {
 			err = cacheErr

@@ -70,17 +70,20 @@ func (img *image) close() {
 	}
 }
 
-// prepareImage loads the image from the disk cache or captures it, and makes
-// it ready for the engine's mode (StartCopy or StartCOW).
+// imagePath is where the cache folder dir keeps the image named name.
+func imagePath(dir, name string) string {
+	return filepath.Join(dir, "images", name+".img")
+}
+
+// prepareImage captures the image (New found none in the cache folder),
+// stores it there, and makes it ready for the engine's mode (StartCopy or
+// StartCOW).
 func (e *Engine) prepareImage(ctx context.Context) (*image, error) {
 	var path string
-	if !e.cfg.NoDiskCache && e.cacheDir != "" {
-		path = filepath.Join(e.cacheDir, "images", e.cfg.ImageKey+".img")
+	if e.cacheDir != "" {
+		path = imagePath(e.cacheDir, e.imageName)
 	}
 	cow := e.mode == StartCOW
-	if img, err := loadImage(path, e.cfg.MemoryLimit, cow); err == nil {
-		return img, nil
-	}
 	data, err := e.captureImage(ctx)
 	if err != nil {
 		return nil, err
@@ -188,13 +191,7 @@ func loadImage(path string, limit uint64, cow bool) (*image, error) {
 	defer f.Close()
 	img, err := loadImageFile(f, limit, cow)
 	if err != nil {
-		// Only if path still names the file read: another process may have
-		// just replaced it with a good one.
-		if opened, err := f.Stat(); err == nil {
-			if now, err := os.Lstat(path); err == nil && os.SameFile(opened, now) {
-				os.Remove(path)
-			}
-		}
+		removeIfSame(f, path)
 		return nil, fmt.Errorf("cached image %s: %w", path, err)
 	}
 	now := time.Now()
@@ -282,9 +279,23 @@ const (
 )
 
 // pruneImages removes from dir the images other than keep that no Runner has
-// loaded for imageMaxAge, all but the maxCachedImages loaded last, and the
-// temporary files of writers that died.
+// loaded for imageMaxAge, all but the maxCachedImages loaded last, the
+// temporary files of writers that died, and the hot pages (hot.go) of the
+// images no longer there.
 func pruneImages(dir, keep string) {
+	pruneFiles(dir, keep, ".img", maxCachedImages)
+	hot, _ := filepath.Glob(filepath.Join(dir, "*.pages"))
+	for _, path := range hot {
+		if _, err := os.Lstat(strings.TrimSuffix(path, ".pages") + ".img"); errors.Is(err, fs.ErrNotExist) {
+			os.Remove(path)
+		}
+	}
+}
+
+// pruneFiles removes from dir the files named *ext other than keep that
+// nobody has used for imageMaxAge, all but the max used last, and the
+// temporary files of writers that died (imageTempPrefix*, *.tmp).
+func pruneFiles(dir, keep, ext string, max int) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
@@ -293,26 +304,26 @@ func pruneImages(dir, keep string) {
 		path string
 		used time.Time
 	}
-	var images []cached
+	var files []cached
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
-		if strings.HasPrefix(e.Name(), imageTempPrefix) {
+		if strings.HasPrefix(e.Name(), imageTempPrefix) || strings.HasSuffix(e.Name(), ".tmp") {
 			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > tempMaxAge {
 				os.Remove(path)
 			}
 			continue
 		}
-		if path == keep || filepath.Ext(path) != ".img" {
+		if path == keep || filepath.Ext(path) != ext {
 			continue
 		}
 		if info, err := e.Info(); err == nil {
-			images = append(images, cached{path, info.ModTime()})
+			files = append(files, cached{path, info.ModTime()})
 		}
 	}
-	sort.Slice(images, func(i, j int) bool { return images[i].used.After(images[j].used) })
-	for i, img := range images {
-		if i >= maxCachedImages-1 || time.Since(img.used) > imageMaxAge {
-			os.Remove(img.path)
+	sort.Slice(files, func(i, j int) bool { return files[i].used.After(files[j].used) })
+	for i, f := range files {
+		if i >= max-1 || time.Since(f.used) > imageMaxAge {
+			os.Remove(f.path)
 		}
 	}
 }

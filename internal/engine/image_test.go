@@ -21,7 +21,16 @@ func TestPruneImagesKeepsTheLastUsed(t *testing.T) {
 		paths = append(paths, p)
 	}
 	keep := paths[len(paths)-1] // the one just written, even if oldest
+	orphan, kept := filepath.Join(dir, "gone.pages"), filepath.Join(dir, "00.pages")
+	os.WriteFile(orphan, []byte("x"), 0o644)
+	os.WriteFile(kept, []byte("x"), 0o644)
 	pruneImages(dir, keep)
+	if _, err := os.Stat(orphan); err == nil {
+		t.Error("the hot pages of an image not there were kept")
+	}
+	if _, err := os.Stat(kept); err != nil {
+		t.Error("the hot pages of a kept image were removed")
+	}
 	for i, p := range paths {
 		_, err := os.Stat(p)
 		wantKept := i < maxCachedImages-1 || p == keep

@@ -32,6 +32,7 @@ type Instance struct {
 	pages          uint32       // memory size, in pages, when ready for a run
 	failed         bool         // a call into the Guest did not return: it stopped mid-instruction
 	session        bool         // a session's: a run out of time is interrupted before it is stopped
+	ran            bool         // it was handed to a run (and given the hot pages)
 	runCtx         context.Context
 }
 
@@ -103,7 +104,10 @@ func (e *Engine) newInstance(ctx context.Context, img *image, maxMemory uint64) 
 	inst.mod = mod
 	inst.fns = lookupFunctions(mod)
 	if img == nil {
-		err = inst.start(ctx, e.segments)
+		var segments []wasm.DataSegment
+		if segments, err = e.segments(); err == nil {
+			err = inst.start(ctx, segments)
+		}
 	} else {
 		err = inst.restore(img)
 	}

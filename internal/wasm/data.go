@@ -35,6 +35,22 @@ func SplitData(module []byte) ([]byte, []DataSegment, error) {
 	return assemble(secs), segments, nil
 }
 
+// DataSegments returns the module's data segments, as SplitData does,
+// without rewriting the module: what a Host whose stripped module came from
+// a cache needs when it starts a Guest from scratch.
+func DataSegments(module []byte) ([]DataSegment, error) {
+	secs, err := sections(module)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range secs {
+		if s.id == sectionData {
+			return parseData(s.payload)
+		}
+	}
+	return nil, nil
+}
+
 func parseData(section []byte) ([]DataSegment, error) {
 	count, i, err := uleb(section, 0)
 	if err != nil {

@@ -28,6 +28,11 @@ var ErrnoImports = []string{"fd_write", "fd_pwrite", "path_open", "path_create_d
 // ErrnoImport is the Host function that restates an errno (ErrnoImports).
 const ErrnoImport = "errno"
 
+// Version names what SplitData and Instrument make of a module: it must
+// change whenever their output for the same input changes, since the Host
+// caches that output on disk under a key that includes it.
+const Version = 1
+
 // TouchPreopenExport is the name of the function Instrument adds that opens
 // the preopened folders' directories (see Instrument).
 const TouchPreopenExport = "touch_preopen"

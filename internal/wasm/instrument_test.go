@@ -106,6 +106,21 @@ func TestSplitData(t *testing.T) {
 	if _, _, err := SplitData([]byte("not wasm")); err == nil {
 		t.Fatal("accepted a non-wasm binary")
 	}
+	only, err := DataSegments(guest.Wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(only) != len(segments) {
+		t.Fatalf("DataSegments found %d segments, SplitData %d", len(only), len(segments))
+	}
+	for i := range only {
+		if only[i].Offset != segments[i].Offset || !bytes.Equal(only[i].Data, segments[i].Data) {
+			t.Fatalf("segment %d differs", i)
+		}
+	}
+	if none, err := DataSegments(stripped); err != nil || len(none) != 0 {
+		t.Fatalf("the stripped module: %d segments, %v", len(none), err)
+	}
 }
 
 // closeModule imports wasi_snapshot_preview1.fd_close and exports f(fd),
