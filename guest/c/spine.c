@@ -3,13 +3,16 @@
  *
  * This file is the whole C side of the Guest. It registers the builtin module
  * _spine, whose call/prepare/resolve/peek reach the Host imports of the same names
- * in module "spine", and exports the Guest ABI (docs/abi.md): abi_version, init,
+ * in module "spine" (compile_program and compile_last compile a program without
+ * a Python AST), and exports the Guest ABI (docs/abi.md): abi_version, init,
  * alloc, release, execute, prefix_begin, prefix_feed, interrupt, wake.
  *
  * _spine returns NULL (with a Python exception set) only when its own argument
  * parsing, its buffer checks or a bytes allocation fail. Everything else, tool
  * errors included, comes back as a response envelope that bootstrap.decode reads.
  */
+/* For the compiler's internal API used by compile_program, at the end of this file. */
+#define Py_BUILD_CORE_BUILTIN 1
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -167,6 +170,17 @@ python_peek(PyObject *self, PyObject *args)
 	return response_bytes(n);
 }
 
+/* compile_program and compile_last, defined at the end of this file. */
+static PyObject *python_compile_program(PyObject *self, PyObject *args);
+static PyObject *python_compile_last(PyObject *self, PyObject *pending);
+#define SPINE_COMPILE_METHODS \
+	{"compile_program", python_compile_program, METH_VARARGS, \
+	 "compile_program(source: str, filename: str) -> (code, pending) | None\n\n" \
+	 "Compile a program as bootstrap._run does, without a Python AST; None: take that path."}, \
+	{"compile_last", python_compile_last, METH_O, \
+	 "compile_last(pending) -> code | ast.Expression\n\n" \
+	 "Compile the last top-level expression compile_program set aside (the tree: audit hooks are on)."},
+
 static PyMethodDef spine_methods[] = {
 	{"call", python_call, METH_VARARGS,
 	 "call(request: bytes) -> bytes\n\nSend one JSON tool request to the Host; return the response envelope."},
@@ -176,6 +190,7 @@ static PyMethodDef spine_methods[] = {
 	 "resolve(id: int, request: bytes) -> bytes\n\nClaim a prepared read (or call normally when it does not match)."},
 	{"peek", python_peek, METH_VARARGS,
 	 "peek(id: int) -> bytes | None | False\n\nA finished early read's response, unclaimed (only in the Guest's own windows)."},
+	SPINE_COMPILE_METHODS
 	{NULL, NULL, 0, NULL},
 };
 
@@ -514,4 +529,366 @@ spine_wake(void)
 	}
 	wake_scheduled = 1;
 	return 0;
+}
+
+/*
+ * compile_program: the program's code without a Python AST.
+ *
+ * bootstrap._run parses the program to an ast.Module, takes a last top-level
+ * expression statement off it, compiles the rest for exec and that expression
+ * for eval (just before it is evaluated, after the rest has run). The round
+ * trip through Python objects (ast2obj, obj2ast, validation) is most of what
+ * compiling a small program costs. compile_program does the same steps on the
+ * parser's own tree, in C: the same parser, compiler, flags and filename, so
+ * syntax errors, warnings, line numbers and future features come out as they
+ * do there. It answers None, before parsing, when it cannot promise that:
+ *
+ *  - an audit hook is installed: compile() raises audit events the hook must
+ *    see, three of them on that path;
+ *  - the tree might be deeper than that path's conversion of it to and from
+ *    Python objects allows (it raises RecursionError at about the recursion
+ *    limit). A program shorter than the recursion headroom cannot be: no byte
+ *    adds more than one level. For a longer one, depth_bound bounds the depth
+ *    from each statement's own length; past the headroom, compile_program
+ *    answers the tree as ast.Module (raising what compile(..., PyCF_ONLY_AST)
+ *    raises), and the caller goes on with it on the Python path.
+ *
+ * The answer is (code, pending): pending is None, or holds the last expression
+ * for compile_last, which compiles it as compile(ast.Expression(...)) would. If
+ * the program installed an audit hook by then, compile_last answers that
+ * ast.Expression instead, for the caller to compile().
+ */
+#include "internal/pycore_ast.h"
+#include "internal/pycore_compile.h"
+#include "internal/pycore_interp.h"
+#include "internal/pycore_parser.h"
+#include "internal/pycore_pyarena.h"
+#include "internal/pycore_pystate.h"
+#include "internal/pycore_runtime.h"
+
+/* Levels of nesting kept free beyond the source's length: the tree's own
+ * (Module, statement, expression) and the frames of the compile() call. */
+#define SPINE_COMPILE_SLACK 64
+
+#define SPINE_PENDING "spine.pending_expression"
+
+/* A last expression set aside: its tree lives in the arena the program was parsed into. */
+typedef struct {
+	PyArena *arena;
+	mod_ty expression;
+	PyObject *filename;
+	PyCompilerFlags flags;
+} pending_expression;
+
+static void
+pending_free(PyObject *capsule)
+{
+	pending_expression *p = PyCapsule_GetPointer(capsule, SPINE_PENDING);
+	if (p == NULL) {
+		PyErr_Clear();
+		return;
+	}
+	_PyArena_Free(p->arena);
+	Py_DECREF(p->filename);
+	PyMem_Free(p);
+}
+
+/* What compile(..., flags=0, dont_inherit=False) starts from in the calling frame. */
+static PyCompilerFlags
+compile_flags(void)
+{
+	PyCompilerFlags cf = _PyCompilerFlags_INIT;
+	cf.cf_flags = PyCF_SOURCE_IS_UTF8;
+	PyEval_MergeCompilerFlags(&cf);
+	return cf;
+}
+
+/* Where each line of the program starts in its UTF-8 text, lines counted as the
+ * tokenizer counts them ("\r\n", "\r" and "\n" each end one). */
+typedef struct {
+	Py_ssize_t size;
+	Py_ssize_t *starts;
+	Py_ssize_t lines;
+} source_lines;
+
+static int
+lines_index(source_lines *l, const char *text, Py_ssize_t size)
+{
+	Py_ssize_t n = 1;
+	for (Py_ssize_t i = 0; i < size; i++) {
+		if (text[i] == '\n' || (text[i] == '\r' && (i + 1 == size || text[i + 1] != '\n'))) {
+			n++;
+		}
+	}
+	l->starts = PyMem_Malloc((size_t)n * sizeof *l->starts);
+	if (l->starts == NULL) {
+		return -1;
+	}
+	l->size = size;
+	l->lines = n;
+	l->starts[0] = 0;
+	n = 1;
+	for (Py_ssize_t i = 0; i < size; i++) {
+		if (text[i] == '\n' || (text[i] == '\r' && (i + 1 == size || text[i + 1] != '\n'))) {
+			l->starts[n++] = i + 1;
+		}
+	}
+	return 0;
+}
+
+/* The byte offset of (lineno, col_offset); past the end for anything unexpected. */
+static Py_ssize_t
+lines_offset(source_lines *l, int lineno, int col)
+{
+	if (lineno < 1 || lineno > l->lines || col < 0) {
+		return l->size;
+	}
+	Py_ssize_t at = l->starts[lineno - 1] + col;
+	return at > l->size ? l->size : at;
+}
+
+/* The bytes from one position to another; the whole program when they are out of order. */
+static Py_ssize_t
+lines_span(source_lines *l, int line0, int col0, int line1, int col1)
+{
+	Py_ssize_t from = line0 < 1 ? 0 : lines_offset(l, line0, col0), to = lines_offset(l, line1, col1);
+	return to >= from ? to - from : l->size;
+}
+
+/*
+ * depth_bound: an upper bound on the depth of the statements' trees, nested at
+ * level. A statement's expressions lie in its own text (a compound statement's
+ * in its header: from its first decorator or its start to its first body
+ * statement), and each level of an expression takes at least one byte of it;
+ * nodes that take none (arguments, keyword, withitem, comprehension) sit
+ * between ones that do, hence twice the bytes, and a margin.
+ */
+static Py_ssize_t depth_bound(source_lines *l, asdl_stmt_seq *body, Py_ssize_t level);
+
+static Py_ssize_t
+header_bound(source_lines *l, int line, int col, asdl_stmt_seq *body, Py_ssize_t level)
+{
+	if (asdl_seq_LEN(body) == 0) {
+		return level + 2 * l->size + 8;
+	}
+	stmt_ty first = asdl_seq_GET(body, 0);
+	return level + 2 * lines_span(l, line, col, first->lineno, first->col_offset) + 8;
+}
+
+static Py_ssize_t
+max_bound(Py_ssize_t a, Py_ssize_t b)
+{
+	return a > b ? a : b;
+}
+
+static Py_ssize_t
+depth_bound(source_lines *l, asdl_stmt_seq *body, Py_ssize_t level)
+{
+	Py_ssize_t deepest = level;
+	for (Py_ssize_t i = 0; i < asdl_seq_LEN(body); i++) {
+		stmt_ty s = asdl_seq_GET(body, i);
+		int line = s->lineno, col = s->col_offset;
+		asdl_expr_seq *decorators = NULL;
+		asdl_stmt_seq *inner = NULL, *orelse = NULL, *final = NULL;
+		switch (s->kind) {
+		case FunctionDef_kind:
+			decorators = s->v.FunctionDef.decorator_list;
+			inner = s->v.FunctionDef.body;
+			break;
+		case AsyncFunctionDef_kind:
+			decorators = s->v.AsyncFunctionDef.decorator_list;
+			inner = s->v.AsyncFunctionDef.body;
+			break;
+		case ClassDef_kind:
+			decorators = s->v.ClassDef.decorator_list;
+			inner = s->v.ClassDef.body;
+			break;
+		case For_kind:
+			inner = s->v.For.body, orelse = s->v.For.orelse;
+			break;
+		case AsyncFor_kind:
+			inner = s->v.AsyncFor.body, orelse = s->v.AsyncFor.orelse;
+			break;
+		case While_kind:
+			inner = s->v.While.body, orelse = s->v.While.orelse;
+			break;
+		case If_kind:
+			inner = s->v.If.body, orelse = s->v.If.orelse;
+			break;
+		case With_kind:
+			inner = s->v.With.body;
+			break;
+		case AsyncWith_kind:
+			inner = s->v.AsyncWith.body;
+			break;
+		case Try_kind:
+		case TryStar_kind: {
+			asdl_excepthandler_seq *handlers =
+			    s->kind == Try_kind ? s->v.Try.handlers : s->v.TryStar.handlers;
+			inner = s->kind == Try_kind ? s->v.Try.body : s->v.TryStar.body;
+			orelse = s->kind == Try_kind ? s->v.Try.orelse : s->v.TryStar.orelse;
+			final = s->kind == Try_kind ? s->v.Try.finalbody : s->v.TryStar.finalbody;
+			for (Py_ssize_t j = 0; j < asdl_seq_LEN(handlers); j++) {
+				excepthandler_ty h = asdl_seq_GET(handlers, j);
+				asdl_stmt_seq *hb = h->v.ExceptHandler.body;
+				deepest = max_bound(deepest, header_bound(l, h->lineno, h->col_offset, hb, level + 3));
+				deepest = max_bound(deepest, depth_bound(l, hb, level + 4));
+			}
+			break;
+		}
+		case Match_kind: {
+			asdl_match_case_seq *cases = s->v.Match.cases;
+			if (asdl_seq_LEN(cases) == 0) {
+				return level + 2 * l->size + 8;
+			}
+			match_case_ty c0 = asdl_seq_GET(cases, 0);
+			Py_ssize_t head = lines_span(l, line, col, c0->pattern->lineno, c0->pattern->col_offset);
+			deepest = max_bound(deepest, level + 2 * head + 8);
+			for (Py_ssize_t j = 0; j < asdl_seq_LEN(cases); j++) {
+				match_case_ty c = asdl_seq_GET(cases, j);
+				deepest = max_bound(deepest, header_bound(l, c->pattern->lineno, c->pattern->col_offset,
+				                                          c->body, level + 3));
+				deepest = max_bound(deepest, depth_bound(l, c->body, level + 4));
+			}
+			continue;
+		}
+		default: /* a simple statement: its whole text */
+			deepest = max_bound(deepest, level + 2 * lines_span(l, line, col, s->end_lineno, s->end_col_offset) + 8);
+			continue;
+		}
+		for (Py_ssize_t j = 0; decorators != NULL && j < asdl_seq_LEN(decorators); j++) {
+			expr_ty d = asdl_seq_GET(decorators, j);
+			if (d->lineno < line || (d->lineno == line && d->col_offset < col)) {
+				line = d->lineno, col = d->col_offset;
+			}
+		}
+		deepest = max_bound(deepest, header_bound(l, line, col, inner, level + 1));
+		deepest = max_bound(deepest, depth_bound(l, inner, level + 2));
+		if (orelse != NULL) {
+			deepest = max_bound(deepest, depth_bound(l, orelse, level + 2));
+		}
+		if (final != NULL) {
+			deepest = max_bound(deepest, depth_bound(l, final, level + 2));
+		}
+	}
+	return deepest;
+}
+
+static PyObject *
+python_compile_program(PyObject *self, PyObject *args)
+{
+	PyObject *source, *filename;
+	if (!PyArg_ParseTuple(args, "UO&:compile_program", &source, PyUnicode_FSDecoder, &filename)) {
+		return NULL;
+	}
+	PyThreadState *tstate = _PyThreadState_GET();
+	PyInterpreterState *interp = tstate->interp;
+	Py_ssize_t size;
+	if (interp->runtime->audit_hook_head != NULL || interp->audit_hooks != NULL ||
+	    PyUnicode_AsUTF8AndSize(source, &size) == NULL) {
+		PyErr_Clear();
+		Py_DECREF(filename);
+		Py_RETURN_NONE;
+	}
+	Py_ssize_t headroom = (Py_ssize_t)tstate->recursion_remaining - SPINE_COMPILE_SLACK;
+
+	PyCompilerFlags base = compile_flags();
+	PyCompilerFlags cf = base;
+	cf.cf_flags |= PyCF_ONLY_AST;
+	PyObject *source_copy = NULL;
+	PyArena *arena = NULL;
+	PyObject *code = NULL, *answer = NULL;
+	pending_expression *pending = NULL;
+
+	const char *text = _Py_SourceAsString(source, "compile", "string, bytes or AST", &cf, &source_copy);
+	if (text == NULL) {
+		goto done;
+	}
+	arena = _PyArena_New();
+	if (arena == NULL) {
+		goto done;
+	}
+	mod_ty mod = _PyParser_ASTFromString(text, filename, Py_file_input, &cf, arena);
+	if (mod == NULL) {
+		goto done;
+	}
+	asdl_stmt_seq *body = mod->v.Module.body;
+	if (size >= headroom) {
+		source_lines lines;
+		if (lines_index(&lines, text, (Py_ssize_t)strlen(text)) < 0) {
+			PyErr_NoMemory();
+			goto done;
+		}
+		Py_ssize_t deepest = depth_bound(&lines, body, 2);
+		PyMem_Free(lines.starts);
+		if (deepest >= headroom) {
+			answer = PyAST_mod2obj(mod); /* the Python path from here */
+			goto done;
+		}
+	}
+	Py_ssize_t n = asdl_seq_LEN(body);
+	if (n > 0 && asdl_seq_GET(body, n - 1)->kind == Expr_kind) {
+		pending = PyMem_Calloc(1, sizeof *pending);
+		if (pending == NULL) {
+			PyErr_NoMemory();
+			goto done;
+		}
+		pending->expression = _PyAST_Expression(asdl_seq_GET(body, n - 1)->v.Expr.value, arena);
+		if (pending->expression == NULL) {
+			goto done;
+		}
+		body->size = n - 1;
+	}
+	cf = base;
+	code = (PyObject *)_PyAST_Compile(mod, filename, &cf, -1, arena);
+	if (code == NULL) {
+		goto done;
+	}
+	PyObject *rest = Py_None;
+	if (pending != NULL) {
+		pending->arena = arena;
+		pending->filename = filename;
+		pending->flags = base;
+		rest = PyCapsule_New(pending, SPINE_PENDING, pending_free);
+		if (rest == NULL) {
+			pending->arena = NULL;
+			pending->filename = NULL;
+			goto done;
+		}
+		/* The capsule owns them now. */
+		arena = NULL;
+		filename = NULL;
+		pending = NULL;
+		answer = PyTuple_Pack(2, code, rest);
+		Py_DECREF(rest);
+	} else {
+		answer = PyTuple_Pack(2, code, Py_None);
+	}
+
+done:
+	Py_XDECREF(code);
+	PyMem_Free(pending);
+	if (arena != NULL) {
+		_PyArena_Free(arena);
+	}
+	Py_XDECREF(filename);
+	Py_XDECREF(source_copy);
+	return answer;
+}
+
+static PyObject *
+python_compile_last(PyObject *self, PyObject *capsule)
+{
+	pending_expression *p = PyCapsule_GetPointer(capsule, SPINE_PENDING);
+	if (p == NULL) {
+		return NULL;
+	}
+	PyInterpreterState *interp = _PyInterpreterState_GET();
+	if (interp->runtime->audit_hook_head != NULL || interp->audit_hooks != NULL) {
+		/* The program installed an audit hook: the caller compiles this
+		 * ast.Expression, raising the events it must see. */
+		return PyAST_mod2obj(p->expression);
+	}
+	PyCompilerFlags cf = p->flags;
+	return (PyObject *)_PyAST_Compile(p->expression, p->filename, &cf, -1, p->arena);
 }

@@ -37,7 +37,7 @@ read a program while it streams in (prefix mode, in ``plm``).
 #   plm.rewrite  the PLM pass: transform, its plans, run_plans (the __spine_prepare helper)
 #   plm.chain    chained reads: started once the values they need arrive (the wake's step)
 #   plm.facts    what each statement of a program may bind or change
-#   plm.futures  the pending reads; send, the way of every tool call (and _spine's only user)
+#   plm.futures  the pending reads; send, the way of every tool call (_spine's call, prepare, resolve)
 #   plm.purity   plain data and the evaluator of pure expressions
 #   plm.wire     a tool request's bytes
 
@@ -47,7 +47,7 @@ import json
 import linecache
 import sys
 import traceback
-from types import ModuleType
+from types import CodeType, ModuleType
 
 import plm
 import world
@@ -59,6 +59,8 @@ from plm.wire import encode_request, encoder
 # docs/sessions.md) raises KeyboardInterrupt in the program. Without it the interrupt
 # would be dropped as a signal with no handler.
 import _signal  # noqa: F401
+from _spine import compile_last as _compile_last
+from _spine import compile_program as _compile_program
 
 __all__ = ["make_tool", "invoke_tool", "decode", "execute", "prefix_begin", "prefix_feed", "chain_step", "Namespace"]
 
@@ -330,7 +332,22 @@ def _run(source, filename, namespace, early, rendered):
 
     early: the early-read tools when early reads are on (the PLM pass runs), else empty.
     rendered: a dict that gets "transformed", the source that runs, or None."""
-    tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST)
+    compiled = None
+    if not early and rendered is None:
+        # The same steps as below, on the parser's tree in C (guest/c/spine.c). None
+        # (an audit hook) or the tree (it may be too deep for C to promise the same
+        # outcome) when only this path behaves exactly as it must.
+        compiled = _compile_program(source, filename)
+        if type(compiled) is tuple:
+            code, pending = compiled
+            exec(code, namespace)
+            if pending is None:
+                return None
+            last = _compile_last(pending)
+            if type(last) is not CodeType:  # an ast.Expression: the program added an audit hook
+                last = compile(last, filename, "eval")
+            return eval(last, namespace)
+    tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST) if compiled is None else compiled
     if early:
         tree = plm.transform(tree, source, filename, early, namespace)
     if rendered is not None:

@@ -27,6 +27,8 @@ if NATIVE:  # load the Guest's modules over a fake _spine (and leave no __pycach
     _stub = types.ModuleType("_spine")
     _stub.MAX_MESSAGE = 1 << 20
     _stub.ABI_VERSION = 1
+    _stub.compile_program = lambda source, filename: None  # None: bootstrap's Python AST path
+    _stub.compile_last = None
     sys.modules["_spine"] = _stub
 
 import bootstrap  # noqa: E402
