@@ -9,6 +9,13 @@
 #                             fetch, verify and extract CPython's source only, and print
 #                             its folder (make cpython-tests runs its Lib/test)
 #
+#   SPINE_GUEST_LTO=full guest/build.sh
+#                             a variant for measurement (spine bench --variant), not the
+#                             committed artifact: CPython with full link-time optimisation
+#                             (configure --with-lto=full, llvm-19's llvm-ar, wasm-ld at
+#                             --lto-O3). Use its own SPINE_GUEST_WORK and copy the artifact
+#                             out of guest/artifact before restoring it with git.
+#
 # Everything comes from Debian's packages: clang-19, lld-19, wasi-libc,
 # libclang-rt-19-dev-wasm32, tcl (to generate SQLite's amalgamation), libc-bin's zic, and
 # the source packages python3.11, zlib, bzip2, xz-utils and sqlite3, and the tzdata
@@ -298,6 +305,17 @@ batteries=(
 	"LIBLZMA_CFLAGS=-I$deps/include" "LIBLZMA_LIBS=-L$deps/lib -llzma"
 	"LIBSQLITE3_CFLAGS=-I$deps/include" "LIBSQLITE3_LIBS=-L$deps/lib -lsqlite3"
 )
+lto=${SPINE_GUEST_LTO:-}
+lto_configure=()
+lto_link=()
+case "$lto" in
+"") ;;
+full)
+	lto_configure=(--with-lto=full "LLVM_AR=$llvm/llvm-ar")
+	lto_link=(-Wl,--lto-O3)
+	;;
+*) log "SPINE_GUEST_LTO=$lto: want full or nothing"; exit 2 ;;
+esac
 site=$work/config.site-spine
 {
 	cat "$cpython/Tools/wasm/config.site-wasm32-wasi"
@@ -306,15 +324,23 @@ site=$work/config.site-spine
 	echo 'ac_cv_lib_rt_clock_nanosleep=no'
 	echo "# Setup.local: $(sha256sum "$here/Setup.local" | cut -d' ' -f1)"
 	echo "# batteries: ${batteries[*]} $(cat "$deps"/{zlib,bzip2,xz,sqlite}.stamp | sha256sum | cut -d' ' -f1)"
+	[ -z "$lto" ] || echo "# link-time optimisation: $lto"
 } >"$site.new"
 if ! cmp -s "$site.new" "$site" || [ ! -f "$bld/config.status" ]; then
+	# A build configured otherwise before leaves objects that make would
+	# keep: they go first. A first build has none.
+	if [ -f "$bld/Makefile" ]; then
+		log "cleaning the earlier CPython build"
+		(cd "$bld" && WASI_SDK_PATH=$sdk "$cpython/Tools/wasm/wasi-env" make clean >clean.log 2>&1) ||
+			{ tail -20 "$bld/clean.log" >&2; exit 1; }
+	fi
 	mkdir -p "$bld/Modules"
 	cp "$here/Setup.local" "$bld/Modules/Setup.local"
 	mv "$site.new" "$site"
 	log "configuring CPython"
 	(cd "$bld" && rm -f config.cache && CONFIG_SITE=$site WASI_SDK_PATH=$sdk \
 		"$cpython/Tools/wasm/wasi-env" ../../configure -C --host=wasm32-unknown-wasi \
-		--build="$(../../config.guess)" --with-build-python="$python_build" "${batteries[@]}" >configure.log 2>&1) ||
+		--build="$(../../config.guess)" --with-build-python="$python_build" "${batteries[@]}" ${lto_configure[@]+"${lto_configure[@]}"} >configure.log 2>&1) ||
 		{ tail -30 "$bld/configure.log" >&2; exit 1; }
 	for module in zlib _bz2 _lzma _sqlite3; do
 		grep -q "^MODULE_$(echo "$module" | tr a-z A-Z)_STATE=yes" "$bld/Makefile" ||
@@ -336,7 +362,7 @@ $cc -O2 -c -I"$cpython/Include" -I"$bld" -o "$work/spine.o" "$here/c/spine.c"
 # linked module whenever one is on PATH, so the output would depend on what
 # else the machine has installed (clang-19's --no-wasm-opt drops the link).
 $cc -mexec-model=reactor -z stack-size=8388608 -Wl,--stack-first \
-	-Wl,--initial-memory=33554432 -Wl,--max-memory=536870912 \
+	-Wl,--initial-memory=33554432 -Wl,--max-memory=536870912 ${lto_link[@]+"${lto_link[@]}"} \
 	-o "$work/spine.wasm" "$work/spine.o" "$bld/libpython3.11.a" \
 	"$bld/Modules/_decimal/libmpdec/libmpdec.a" "$bld/Modules/expat/libexpat.a" \
 	"$deps/lib/libz.a" "$deps/lib/libbz2.a" "$deps/lib/liblzma.a" "$deps/lib/libsqlite3.a" \

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -44,6 +45,12 @@ flags:
   --modes LIST       start modes to measure, comma-separated (default fresh,copy,cow,pool)
   --pool-size N      the pool mode's pool size (default: GOMAXPROCS)
   --python PATH      python3 for the baselines; auto finds one, none skips them (default auto)
+  --variant DIR      instead of the suites: the compute suite on the embedded Guest and on the
+                     Guest artifact in DIR (spine.wasm and python311.zip), alternating, --compute-runs
+                     of each; prints each Guest's best per workload, the ratios (wall time and
+                     thread CPU time) and their geometric means, module sizes and New times
+  --variant-no-ticks the same against the embedded Guest with its tick checks left out (a Guest
+                     that cannot be stopped, built for this measurement only)
   --json             print the report as JSON
 
 exit codes: 0 ok, 2 usage error, 4 a measurement failed or was interrupted
@@ -56,6 +63,9 @@ type benchOptions struct {
 	suites string
 	python string
 	json   bool
+
+	variant        string
+	variantNoTicks bool
 }
 
 func (o *benchOptions) flags(fs *flag.FlagSet) {
@@ -76,6 +86,8 @@ func (o *benchOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.cfg.PoolSize, "pool-size", d.PoolSize, "")
 	fs.StringVar(&o.python, "python", "auto", "")
 	fs.BoolVar(&o.json, "json", false, "")
+	fs.StringVar(&o.variant, "variant", "", "")
+	fs.BoolVar(&o.variantNoTicks, "variant-no-ticks", false, "")
 }
 
 // benchCommand is spine bench.
@@ -88,6 +100,9 @@ func benchCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	o.flags(fs)
 	if _, code, done := parseFlags(fs, args, benchUsage, 0, stdout, stderr); done {
 		return code
+	}
+	if o.variant != "" || o.variantNoTicks {
+		return variantCommand(o, stdout, stderr)
 	}
 	cfg := o.cfg
 	cfg.Modes, cfg.Suites = benchList(o.modes), benchList(o.suites)
@@ -133,6 +148,39 @@ func benchCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return exitOK
 	}
 	report.Print(stdout)
+	return exitOK
+}
+
+// variantCommand is spine bench --variant DIR or --variant-no-ticks.
+func variantCommand(o benchOptions, stdout, stderr io.Writer) int {
+	if o.variant != "" && o.variantNoTicks {
+		return usageError(stderr, "spine bench", benchUsage, "--variant and --variant-no-ticks exclude each other")
+	}
+	if o.cfg.ComputeRuns < 1 {
+		return usageError(stderr, "spine bench", benchUsage, "--compute-runs must be positive")
+	}
+	if o.variant != "" {
+		if _, err := bench.LoadVariant(o.variant); err != nil {
+			return usageError(stderr, "spine bench", benchUsage, "%v", err)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	v, err := bench.RunVariant(ctx, bench.VariantConfig{Dir: o.variant, NoTicks: o.variantNoTicks, Runs: o.cfg.ComputeRuns, Progress: stderr})
+	if err != nil {
+		fmt.Fprintln(stderr, "spine bench:", err)
+		return exitFailure
+	}
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(v); err != nil {
+			fmt.Fprintln(stderr, "spine bench:", err)
+			return exitFailure
+		}
+		return exitOK
+	}
+	v.Print(stdout)
 	return exitOK
 }
 

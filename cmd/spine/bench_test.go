@@ -87,6 +87,9 @@ func TestBenchFlags(t *testing.T) {
 		{"bench", "-suites", "sessions,warp"},
 		{"bench", "-sessions", "-1"},
 		{"bench", "-session-runs", "0"},
+		{"bench", "--variant", "/no/such/folder"},
+		{"bench", "--variant", ".", "--variant-no-ticks"},
+		{"bench", "--variant-no-ticks", "--compute-runs", "0"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(args, &stdout, &stderr); code != 2 {

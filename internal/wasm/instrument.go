@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 )
 
 // TickImport is the Host function an instrumented Guest calls every
@@ -32,6 +33,15 @@ const ErrnoImport = "errno"
 // change whenever their output for the same input changes, since the Host
 // caches that output on disk under a key that includes it.
 const Version = 1
+
+// OmitTicksForMeasurement, while set, makes Instrument leave out the tick
+// checks at loop headers; everything else it adds (the tick import, the fuel
+// global, the guards, touch_preopen) stays, so the module differs from the
+// instrumented one only by the checks. Such a Guest cannot be stopped and
+// never yields to Go: it exists so that spine bench --variant-no-ticks can
+// measure what the ticks cost. No Runner option reaches it; only the
+// benchmark sets it, around the New of the Runner it measures.
+var OmitTicksForMeasurement atomic.Bool
 
 // TouchPreopenExport is the name of the function Instrument adds that opens
 // the preopened folders' directories (see Instrument).
@@ -80,9 +90,16 @@ const TouchPreopenExport = "touch_preopen"
 // and bulk memory are understood; anything else is an error, and the Host
 // falls back to WithCloseOnContextDone and discards every Guest after its run.
 func Instrument(module []byte) ([]byte, error) {
+	out, _, err := instrument(module, !OmitTicksForMeasurement.Load())
+	return out, err
+}
+
+// instrument is Instrument, with or without the tick checks; it returns the
+// check it inserts at every loop header (also when ticks is false).
+func instrument(module []byte, ticks bool) ([]byte, []byte, error) {
 	secs, err := sections(module)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var imports importList
 	var types []funcType
@@ -104,13 +121,13 @@ func Instrument(module []byte) ([]byte, error) {
 			definedGlobals, _, err = uleb(s.payload, 0)
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		kept = append(kept, s)
 	}
 	for _, id := range []byte{sectionType, sectionImport, sectionFunction, sectionGlobal, sectionCode} {
 		if !seen[id] {
-			return nil, fmt.Errorf("the module has no section %d", id)
+			return nil, nil, fmt.Errorf("the module has no section %d", id)
 		}
 	}
 
@@ -137,10 +154,10 @@ func Instrument(module []byte) ([]byte, error) {
 				continue
 			}
 			if imp.typ >= uint64(len(types)) {
-				return nil, fmt.Errorf("import %s: no type %d", imp.name, imp.typ)
+				return nil, nil, fmt.Errorf("import %s: no type %d", imp.name, imp.typ)
 			}
 			if ft := types[imp.typ]; len(ft.results) != 1 || ft.results[0] != 0x7f {
-				return nil, fmt.Errorf("import %s does not return an errno", imp.name)
+				return nil, nil, fmt.Errorf("import %s does not return an errno", imp.name)
 			}
 			guards = append(guards, guard{imp.name, uint64(idx), imp.typ, check, errno})
 			if check {
@@ -269,14 +286,18 @@ func Instrument(module []byte) ([]byte, error) {
 				body = append(body, 0x0b)
 				bodies = append(bodies, append(appendULEB(nil, uint64(len(body))), body...))
 			}
-			payload, err = instrumentCode(payload, check, shift, bodies)
+			loopCheck := check
+			if !ticks {
+				loopCheck = nil
+			}
+			payload, err = instrumentCode(payload, loopCheck, shift, bodies)
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		kept[i].payload = payload
 	}
-	return assemble(kept), nil
+	return assemble(kept), check, nil
 }
 
 // importEntry encodes an import of a function of type typ.

@@ -204,3 +204,96 @@ func TestRenumberElementsOffset(t *testing.T) {
 		t.Fatal("accepted an i64 offset")
 	}
 }
+
+// codeBodies splits a code section's payload into its function bodies.
+func codeBodies(t *testing.T, payload []byte) [][]byte {
+	t.Helper()
+	count, i, err := uleb(payload, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodies := make([][]byte, 0, count)
+	for k := uint64(0); k < count; k++ {
+		size, n, err := uleb(payload, i)
+		if err != nil || i+n+int(size) > len(payload) {
+			t.Fatalf("function %d: truncated", k)
+		}
+		bodies = append(bodies, payload[i+n:i+n+int(size)])
+		i += n + int(size)
+	}
+	return bodies
+}
+
+func TestOmitTicksForMeasurement(t *testing.T) {
+	stripped, _, err := SplitData(guest.Wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticked, check, err := instrument(stripped, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, check2, err := instrument(stripped, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(check) == 0 || !bytes.Equal(check, check2) {
+		t.Fatalf("checks %x and %x", check, check2)
+	}
+	tsecs, err := sections(ticked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	psecs, err := sections(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tsecs) != len(psecs) {
+		t.Fatalf("%d sections with ticks, %d without", len(tsecs), len(psecs))
+	}
+	checks := 0
+	for k := range tsecs {
+		ts, ps := tsecs[k], psecs[k]
+		if ts.id != ps.id {
+			t.Fatalf("section %d: id %d with ticks, %d without", k, ts.id, ps.id)
+		}
+		if ts.id != sectionCode {
+			if !bytes.Equal(ts.payload, ps.payload) {
+				t.Errorf("section %d (id %d) differs", k, ts.id)
+			}
+			continue
+		}
+		tb, pb := codeBodies(t, ts.payload), codeBodies(t, ps.payload)
+		if len(tb) != len(pb) {
+			t.Fatalf("%d functions with ticks, %d without", len(tb), len(pb))
+		}
+		for f := range tb {
+			n := bytes.Count(tb[f], check)
+			checks += n
+			if len(tb[f])-len(pb[f]) != n*len(check) || !bytes.Equal(bytes.ReplaceAll(tb[f], check, nil), pb[f]) {
+				t.Fatalf("function %d differs by more than its %d checks", f, n)
+			}
+		}
+	}
+	if checks < 1000 {
+		t.Fatalf("only %d checks in the Guest", checks)
+	}
+	t.Logf("%d checks of %d bytes; module %d bytes with them, %d without", checks, len(check), len(ticked), len(plain))
+
+	// The switch reaches Instrument, and the module without checks validates.
+	OmitTicksForMeasurement.Store(true)
+	viaSwitch, err := Instrument(stripped)
+	OmitTicksForMeasurement.Store(false)
+	if err != nil || !bytes.Equal(viaSwitch, plain) {
+		t.Fatalf("Instrument with the switch set: %v, same module %v", err, bytes.Equal(viaSwitch, plain))
+	}
+	if again, err := Instrument(stripped); err != nil || !bytes.Equal(again, ticked) {
+		t.Fatalf("Instrument after the switch was cleared: %v, the ticked module %v", err, bytes.Equal(again, ticked))
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer rt.Close(ctx)
+	if _, err := rt.CompileModule(ctx, plain); err != nil {
+		t.Fatalf("the module without ticks does not validate: %v", err)
+	}
+}
