@@ -43,7 +43,7 @@ func TestResetFootprint(t *testing.T) {
 			return b
 		},
 		Warm: func(ctx context.Context, g *Instance) error {
-			_, err := g.Execute(g.Begin(ctx), footprintRequest(footprintWarm), 1<<20)
+			_, err := g.Execute(g.Begin(ctx, nil), footprintRequest(footprintWarm), 1<<20)
 			g.End()
 			return err
 		},
@@ -59,7 +59,7 @@ func TestResetFootprint(t *testing.T) {
 	defer inst.Close()
 	empty := footprintRequest("")
 	for run := 1; run <= 3; run++ {
-		out, err := inst.Execute(inst.Begin(ctx), empty, 1<<20)
+		out, err := inst.Execute(inst.Begin(ctx, nil), empty, 1<<20)
 		inst.End()
 		if err != nil || string(out) != `{"value":null}` {
 			t.Fatalf("run %d: %s, %v", run, out, err)
