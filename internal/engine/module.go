@@ -68,8 +68,14 @@ func (m *guestModule) close() {
 }
 
 // moduleKey names the cached module of the artifact identified by id.
+// A module made while wasm.OmitTicksForMeasurement is set has no tick
+// checks, so it is kept under a key of its own.
 func moduleKey(id string) string {
-	return fmt.Sprintf("%s-w%d-%s", id, wasm.Version, wazeroVersion())
+	key := fmt.Sprintf("%s-w%d-%s", id, wasm.Version, wazeroVersion())
+	if wasm.OmitTicksForMeasurement.Load() {
+		key += "-noticks"
+	}
+	return key
 }
 
 // moduleID names a module by its CRC-32C and length, as its folder of

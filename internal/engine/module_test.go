@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spine-run/spine/internal/wasm"
 )
 
 // testModuleFile is a module file holding 100 bytes (decodeModuleFile does
@@ -131,5 +133,20 @@ func TestNewCompileErrorWhileImageLoads(t *testing.T) {
 	}
 	if len(ModulePaths(dir)) != 1 {
 		t.Fatalf("module files: %v", ModulePaths(dir))
+	}
+}
+
+// A module without tick checks must never be found under the key of one
+// with them (spine bench --variant-no-ticks shares the process).
+func TestModuleKeyOmitTicks(t *testing.T) {
+	with := moduleKey("a")
+	wasm.OmitTicksForMeasurement.Store(true)
+	without := moduleKey("a")
+	wasm.OmitTicksForMeasurement.Store(false)
+	if with == without {
+		t.Fatalf("the same key %q with and without tick checks", with)
+	}
+	if moduleKey("a") != with {
+		t.Fatal("the key did not come back once the switch was off")
 	}
 }
