@@ -343,3 +343,20 @@ func TestAssess(t *testing.T) {
 		t.Errorf("ratios: %v", got)
 	}
 }
+
+// TestBareHost: the overhead suite's bare host instantiates the embedded
+// Guest with every import it has and runs the empty program on it, again
+// and again without a reset.
+func TestBareHost(t *testing.T) {
+	ctx := context.Background()
+	h, err := newBareHost(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.close(ctx)
+	for i := 0; i < 3; i++ {
+		if err := h.run(ctx); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+	}
+}

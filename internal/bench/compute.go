@@ -401,7 +401,10 @@ func newBareHost(ctx context.Context) (*bareHost, error) {
 				fn, params := unused(f.params)
 				b = b.NewFunctionBuilder().WithGoModuleFunction(fn, params, []api.ValueType{i32}).Export(f.name)
 			}
-			return b
+			// peek(id, out, capacity): there is never an early read here.
+			_, params := unused(3)
+			none := func(_ context.Context, _ api.Module, stack []uint64) { stack[0] = 0xFFFFFFFD }
+			return b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(none), params, []api.ValueType{i32}).Export("peek")
 		},
 	})
 	if err != nil {
