@@ -31,7 +31,7 @@ func TestResetFootprint(t *testing.T) {
 		MemoryLimit: 256 << 20, MaxOutput: 1 << 20, MaxDescriptors: 64,
 		Start: StartCOW, NoDiskCache: true,
 		Bridge: func(b wazero.HostModuleBuilder) wazero.HostModuleBuilder {
-			for name, n := range map[string]int{"call": 4, "prepare": 2, "resolve": 5} {
+			for name, n := range map[string]int{"call": 4, "prepare": 2, "resolve": 5, "peek": 3} {
 				params := make([]api.ValueType, n)
 				for i := range params {
 					params[i] = i32
