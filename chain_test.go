@@ -319,3 +319,94 @@ sys.settrace(print)
 		t.Fatalf("the chained read did not start early: %v", events)
 	}
 }
+
+// TestHandedReadsAreAccounted: the chain step shares the interpreter with the
+// program, so a program can make it hand over the response of a read it
+// prepared itself and never claim it (here by planting a waiting candidate in
+// plm.chain). The Host does not rely on the step: a response it hands to the
+// Guest must fit in MaxToolCalls, and if the program never claims it, it is
+// on the record as Unclaimed.
+func TestHandedReadsAreAccounted(t *testing.T) {
+	returned := make(chan struct{})
+	m := Manifest{
+		"secret": {AllowEarlyRead: true, Call: func(ctx context.Context, args json.RawMessage) (any, error) {
+			defer close(returned)
+			return "s3cret", nil
+		}},
+		// wait returns once secret has: the program then asks for a wake.
+		"wait": {Call: func(ctx context.Context, _ json.RawMessage) (any, error) {
+			select {
+			case <-returned:
+				return true, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}},
+	}
+	src := func(calls int) string {
+		return `import sys, _spine
+ch = sys.modules["plm.chain"]
+h = _spine.prepare(b'{"tool":"secret","args":{}}')
+for _ in range(` + itoa(calls) + `):
+    wait()
+seen = []
+class Evil:
+    @property
+    def free(self):
+        v = _spine.peek(h)
+        if v:
+            seen.append(v.decode())
+        return set()
+    def plan(self, *a):
+        return None
+ch._waiting = [Evil()]
+_spine.peek(0)
+for i in range(1 << 20):
+    if seen:
+        break
+result = {"h": h, "stolen": seen}
+`
+	}
+	for _, c := range []struct {
+		name      string
+		calls     int // calls of wait before the step
+		max       int
+		mayHandIt bool
+	}{
+		{"budget left", 1, 8, true},
+		{"budget used", 2, 2, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			returned = make(chan struct{})
+			r := newRunner(t, m, &Options{MaxToolCalls: c.max})
+			out, err := r.Run(context.Background(), Request{Source: src(c.calls), EarlyReads: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v struct {
+				H      int      `json:"h"`
+				Stolen []string `json:"stolen"`
+			}
+			if err := json.Unmarshal(out.Value, &v); err != nil || v.H == 0 {
+				t.Fatalf("value %s (%v): the read was not prepared", out.Value, err)
+			}
+			if out.ToolCalls != c.calls {
+				t.Fatalf("ToolCalls %d, want %d (the program's calls only)", out.ToolCalls, c.calls)
+			}
+			var unclaimed []ToolCall
+			for _, call := range out.Calls {
+				if call.Unclaimed {
+					unclaimed = append(unclaimed, call)
+				}
+			}
+			switch {
+			case !c.mayHandIt && len(v.Stolen) > 0:
+				t.Fatalf("the Host handed over %q with the budget used", v.Stolen)
+			case len(v.Stolen) > 0 && (len(unclaimed) != 1 || unclaimed[0].Tool != "secret" || !unclaimed[0].Early):
+				t.Fatalf("the response reached the Guest but the record is %+v", out.Calls)
+			case len(v.Stolen) == 0 && len(unclaimed) != 0:
+				t.Fatalf("nothing was handed over but the record is %+v", out.Calls)
+			}
+		})
+	}
+}

@@ -29,6 +29,12 @@ type ToolCall struct {
 	// Failed says the call raised in the program: the tool's error, a
 	// refusal by Options.Approve, an unknown tool.
 	Failed bool `json:"failed"`
+
+	// Unclaimed says this was an early read whose response the Host handed
+	// to the Guest (to start a chained read, docs/early-reads.md) but that no
+	// call of the program claimed. It is on the record because its value
+	// was in the Guest; it is not one of Output.ToolCalls.
+	Unclaimed bool `json:"unclaimed,omitempty"`
 }
 
 // ApproveFunc decides whether a tool call may run: nil lets it, an error

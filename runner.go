@@ -99,7 +99,8 @@ type Output struct {
 
 	// Calls are the program's tool calls in the order it made them (at most
 	// Options.MaxToolCalls). Early reads the program never claimed are not
-	// among them.
+	// among them, except those whose response reached the Guest (for a
+	// chained read): they are there too, marked Unclaimed.
 	Calls []ToolCall
 
 	// Transformed is the program as it ran, rewritten by the PLM pass, when
@@ -417,6 +418,7 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	if tooLarge && ctx.Err() == nil {
 		return nil, err
 	}
+	st.recordUnclaimed()
 	out := &Output{ToolCalls: st.calls, Calls: st.record}
 	out.Stdout, out.Stderr, out.StdoutTruncated, out.StderrTruncated = inst.Output()
 	out.Files, out.FilesLeftOut = r.outputFiles(inst)

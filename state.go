@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,11 @@ type runState struct {
 
 	calls   int // tool calls the program made (claimed early reads included)
 	started int // early reads started, claimed or not
+	// handed is how many early reads peek handed to the Guest that the
+	// program has not claimed (yet); they count against MaxToolCalls when
+	// peek considers handing over another, and whatever of them the
+	// program never claims goes on the record as Unclaimed.
+	handed int
 	// wake is set by the goroutine of an early read the Guest asked after
 	// (peek) when it finishes; the tick then wakes the Guest (engine.Begin).
 	wake atomic.Bool
@@ -59,6 +65,7 @@ type future struct {
 	settled chan struct{}
 
 	watched bool // the Guest asked after it (peek) before it finished; under runState.mu
+	handed  bool // peek handed its response to the Guest; under runState.mu
 }
 
 // settle records what became of a traced early read: claimed or cancelled.
@@ -157,6 +164,7 @@ func (st *runState) resolve(id uint32, request callRequest) []byte {
 	if f.request.Tool != request.Tool || !bytes.Equal(f.request.Args, request.Args) {
 		f.cancel()
 		f.settle("spine.early_read.cancelled")
+		st.unclaimed(f)
 		return st.runner.invoke(st.ctx, request)
 	}
 	if err := st.spend(); err != nil {
@@ -180,7 +188,42 @@ func (st *runState) take(id uint32) *future {
 	defer st.mu.Unlock()
 	f := st.futures[id]
 	delete(st.futures, id)
+	if f != nil && f.handed {
+		st.handed--
+	}
 	return f
+}
+
+// unclaimed puts on the record an early read whose response peek handed to
+// the Guest and that the program did not claim: its value was in the Guest
+// (the chain step's, but a program can reach what the Guest holds), so it is
+// accounted for although no call of the program made it.
+func (st *runState) unclaimed(f *future) {
+	if f.handed {
+		st.record = append(st.record, ToolCall{Tool: f.request.Tool, Start: f.start.Sub(st.begun), Duration: f.took, Early: true, Failed: f.err != nil, Unclaimed: true})
+	}
+}
+
+// recordUnclaimed puts on the record, in the order they were started, the
+// early reads still pending at the end of the program whose responses peek
+// handed to the Guest (see unclaimed).
+func (st *runState) recordUnclaimed() {
+	st.mu.Lock()
+	ids := make([]uint32, 0, st.handed)
+	for id, f := range st.futures {
+		if f.handed {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	fs := make([]*future, len(ids))
+	for i, id := range ids {
+		fs[i] = st.futures[id]
+	}
+	st.mu.Unlock()
+	for _, f := range fs {
+		st.unclaimed(f)
+	}
 }
 
 // close cancels every future the program did not claim and waits for all of
@@ -209,8 +252,10 @@ const (
 // without claiming it: its response once it has, and nothing while it runs or
 // when there is no such read. A read still running is watched: when it
 // finishes, wake is set, and the tick wakes the Guest to run its chain step.
-// The Guest hands the value on only to its chain step, when no program code
-// runs (docs/abi.md, peek): a program cannot read a value without claiming it.
+// The Guest hands the value on only to its chain step, but the Host does not
+// rely on that (the chain step shares the interpreter with the program): a
+// response handed over counts against MaxToolCalls until the program claims
+// it, and goes on the record as Unclaimed if it never does.
 func (st *runState) peek(id uint32) ([]byte, peekState) {
 	if id == 0 {
 		return nil, peekNone
@@ -223,6 +268,15 @@ func (st *runState) peek(id uint32) ([]byte, peekState) {
 	}
 	select {
 	case <-f.done:
+		if !f.handed {
+			// A response handed over is a tool result in the Guest: it
+			// must fit in the budget as if it were a call.
+			if st.calls+st.handed >= st.runner.opts.MaxToolCalls {
+				return nil, peekNone
+			}
+			f.handed = true
+			st.handed++
+		}
 		return f.response, peekDone
 	default:
 		f.watched = true

@@ -468,6 +468,8 @@ def execute(raw):
                 raise
             last = None
         finally:
+            # The program has ended: no chain step may start a read after it.
+            plm.chain.reset()
             # The tool calls the program handed to an executor and the Host started
             # are claimed, used or not: each counts as the call it stands for.
             plm.settle()

@@ -48,9 +48,9 @@ chain_step = chain.step
 
 def reset():
     """Forget every handle and plan: the state of a run that has ended."""
+    chain.reset()  # first: a chain step between two of these must find nothing to do
     futures.reset()
     rewrite.reset()
-    chain.reset()
     purity._key_cache.clear()
     prefix.reset()
 
