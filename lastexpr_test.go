@@ -222,6 +222,17 @@ var lastExprPrograms = []string{
 	"1e",
 	"\"\"\"doc\"\"\"\n'''value'''",
 	"print('x')\n(1,\n 2)\n",
+	// The program lowers the recursion limit below what its last expression needs
+	// once the rest has run: compile_last checks the depth again.
+	"import sys\nsys.setrecursionlimit(60)\n" + strings.Repeat("-", 150) + "1",
+	"import sys\nsys.setrecursionlimit(60)\n" + strings.Repeat("-", 20) + "1",
+	// A gc callback reaches the pending expression through the frames and compiles it
+	// again while it is being compiled (folded in place): refused, never re-entered.
+	"import gc, sys, _spine\nseen = []\ndef cb(phase, info):\n    f = sys._getframe(1)\n" +
+		"    while f is not None and 'pending' not in f.f_locals:\n        f = f.f_back\n" +
+		"    if f is not None:\n        try:\n            _spine.compile_last(f.f_locals['pending'])\n" +
+		"        except RuntimeError:\n            pass\n" +
+		"gc.callbacks.append(cb)\ngc.set_threshold(1)\n-(-(+(-(~(1 + 2 * 3)))))[0:1] if False else -(-(+(-(~(1 + 2 * 3)))))",
 }
 
 // deepPrograms nest expressions about as deep as the Guest's recursion limit (600),

@@ -572,12 +572,22 @@ spine_wake(void)
 
 #define SPINE_PENDING "spine.pending_expression"
 
-/* A last expression set aside: its tree lives in the arena the program was parsed into. */
+/*
+ * A last expression set aside: its tree lives in the arena the program was
+ * parsed into. bound is an upper bound on the tree's depth, checked again when
+ * it is compiled (the program may have lowered the recursion limit). The
+ * capsule is reachable from the program (the caller's frame), and compiling
+ * folds the tree in place: so it is compiled at most once (code keeps the
+ * answer) and never while it is being read (busy).
+ */
 typedef struct {
 	PyArena *arena;
 	mod_ty expression;
 	PyObject *filename;
 	PyCompilerFlags flags;
+	Py_ssize_t bound;
+	PyObject *code;
+	int busy;
 } pending_expression;
 
 static void
@@ -590,6 +600,7 @@ pending_free(PyObject *capsule)
 	}
 	_PyArena_Free(p->arena);
 	Py_DECREF(p->filename);
+	Py_XDECREF(p->code);
 	PyMem_Free(p);
 }
 
@@ -651,6 +662,9 @@ lines_offset(source_lines *l, int lineno, int col)
 static Py_ssize_t
 lines_span(source_lines *l, int line0, int col0, int line1, int col1)
 {
+	if (line0 >= 1 && (line0 > l->lines || col0 < 0)) {
+		return l->size; /* a start it cannot place: the whole program */
+	}
 	Py_ssize_t from = line0 < 1 ? 0 : lines_offset(l, line0, col0), to = lines_offset(l, line1, col1);
 	return to >= from ? to - from : l->size;
 }
@@ -813,6 +827,7 @@ python_compile_program(PyObject *self, PyObject *args)
 		goto done;
 	}
 	asdl_stmt_seq *body = mod->v.Module.body;
+	Py_ssize_t bound = size; /* no byte adds more than one level */
 	if (size >= headroom) {
 		source_lines lines;
 		if (lines_index(&lines, text, (Py_ssize_t)strlen(text)) < 0) {
@@ -821,6 +836,7 @@ python_compile_program(PyObject *self, PyObject *args)
 		}
 		Py_ssize_t deepest = depth_bound(&lines, body, 2);
 		PyMem_Free(lines.starts);
+		bound = deepest;
 		if (deepest >= headroom) {
 			answer = PyAST_mod2obj(mod); /* the Python path from here */
 			goto done;
@@ -849,6 +865,7 @@ python_compile_program(PyObject *self, PyObject *args)
 		pending->arena = arena;
 		pending->filename = filename;
 		pending->flags = base;
+		pending->bound = bound;
 		rest = PyCapsule_New(pending, SPINE_PENDING, pending_free);
 		if (rest == NULL) {
 			pending->arena = NULL;
@@ -883,12 +900,31 @@ python_compile_last(PyObject *self, PyObject *capsule)
 	if (p == NULL) {
 		return NULL;
 	}
-	PyInterpreterState *interp = _PyInterpreterState_GET();
-	if (interp->runtime->audit_hook_head != NULL || interp->audit_hooks != NULL) {
-		/* The program installed an audit hook: the caller compiles this
-		 * ast.Expression, raising the events it must see. */
-		return PyAST_mod2obj(p->expression);
+	if (p->code != NULL) {
+		return Py_NewRef(p->code);
 	}
-	PyCompilerFlags cf = p->flags;
-	return (PyObject *)_PyAST_Compile(p->expression, p->filename, &cf, -1, p->arena);
+	if (p->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "compile_last: already compiling this expression");
+		return NULL;
+	}
+	PyThreadState *tstate = _PyThreadState_GET();
+	PyInterpreterState *interp = tstate->interp;
+	PyObject *answer;
+	p->busy = 1;
+	if (interp->runtime->audit_hook_head != NULL || interp->audit_hooks != NULL ||
+	    p->bound >= (Py_ssize_t)tstate->recursion_remaining - SPINE_COMPILE_SLACK) {
+		/* The program installed an audit hook, or lowered the recursion
+		 * limit below what the tree may need: the caller compiles this
+		 * ast.Expression, raising the events a hook must see and the
+		 * RecursionError the Python path would. */
+		answer = PyAST_mod2obj(p->expression);
+	} else {
+		PyCompilerFlags cf = p->flags;
+		answer = (PyObject *)_PyAST_Compile(p->expression, p->filename, &cf, -1, p->arena);
+		if (answer != NULL) {
+			p->code = Py_NewRef(answer);
+		}
+	}
+	p->busy = 0;
+	return answer;
 }

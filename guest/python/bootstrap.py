@@ -62,6 +62,10 @@ import _signal  # noqa: F401
 from _spine import compile_last as _compile_last
 from _spine import compile_program as _compile_program
 
+# _run tells compile_program's answers apart with these, not with the builtins a
+# program may replace (in a session, for the runs after it).
+_type, _tuple = type, tuple
+
 __all__ = ["make_tool", "invoke_tool", "decode", "execute", "prefix_begin", "prefix_feed", "chain_step", "Namespace"]
 
 _loads = json.loads
@@ -338,13 +342,13 @@ def _run(source, filename, namespace, early, rendered):
         # (an audit hook) or the tree (it may be too deep for C to promise the same
         # outcome) when only this path behaves exactly as it must.
         compiled = _compile_program(source, filename)
-        if type(compiled) is tuple:
+        if _type(compiled) is _tuple:
             code, pending = compiled
             exec(code, namespace)
             if pending is None:
                 return None
             last = _compile_last(pending)
-            if type(last) is not CodeType:  # an ast.Expression: the program added an audit hook
+            if _type(last) is not CodeType:  # an ast.Expression: an audit hook, or a lower recursion limit
                 last = compile(last, filename, "eval")
             return eval(last, namespace)
     tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST) if compiled is None else compiled
