@@ -180,7 +180,7 @@ func (r *Runner) hostPeek(ctx context.Context, m api.Module, id, out, capacity u
 		st.wake.Store(true)
 		return peekAnswerNone
 	}
-	response, state := st.peek(id)
+	response, state := st.peek(id, capacity)
 	switch {
 	case state == peekNone:
 		return peekAnswerNone

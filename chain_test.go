@@ -367,6 +367,23 @@ for i in range(1 << 20):
 result = {"h": h, "stolen": seen}
 `
 	}
+	// Asked outside the window, peek hands nothing over (the C side offers no
+	// room): nothing goes on the record.
+	t.Run("outside the window", func(t *testing.T) {
+		returned = make(chan struct{})
+		r := newRunner(t, m, &Options{MaxToolCalls: 8})
+		out, err := r.Run(context.Background(), Request{Source: `import _spine
+h = _spine.prepare(b'{"tool":"secret","args":{}}')
+wait()
+result = [h, _spine.peek(h)]
+`, EarlyReads: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out.Value) != "[1,null]" || out.ToolCalls != 1 || len(out.Calls) != 1 || out.Calls[0].Unclaimed {
+			t.Fatalf("value %s, %d calls, record %+v", out.Value, out.ToolCalls, out.Calls)
+		}
+	})
 	for _, c := range []struct {
 		name      string
 		calls     int // calls of wait before the step

@@ -256,7 +256,10 @@ const (
 // rely on that (the chain step shares the interpreter with the program): a
 // response handed over counts against MaxToolCalls until the program claims
 // it, and goes on the record as Unclaimed if it never does.
-func (st *runState) peek(id uint32) ([]byte, peekState) {
+//
+// capacity is the room the Guest offered: only a response that fits in it is
+// handed over, and accounted for (0 only asks for a wake).
+func (st *runState) peek(id uint32, capacity uint32) ([]byte, peekState) {
 	if id == 0 {
 		return nil, peekNone
 	}
@@ -268,7 +271,7 @@ func (st *runState) peek(id uint32) ([]byte, peekState) {
 	}
 	select {
 	case <-f.done:
-		if !f.handed {
+		if !f.handed && capacity != 0 && uint64(len(f.response)) <= uint64(capacity) {
 			// A response handed over is a tool result in the Guest: it
 			// must fit in the budget as if it were a call.
 			if st.calls+st.handed >= st.runner.opts.MaxToolCalls {
