@@ -209,6 +209,10 @@ func (st *runState) unclaimed(f *future) {
 // handed to the Guest (see unclaimed).
 func (st *runState) recordUnclaimed() {
 	st.mu.Lock()
+	if st.handed == 0 {
+		st.mu.Unlock()
+		return
+	}
 	ids := make([]uint32, 0, st.handed)
 	for id, f := range st.futures {
 		if f.handed {

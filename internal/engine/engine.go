@@ -2,8 +2,9 @@
 // Guest, its instances, the prepared image they start from (copied or mapped
 // copy-on-write), the warm pool, the descriptor accounting that makes a used
 // Guest as good as a new one, and the checked caches of compiled code, of the
-// module it is compiled from, of images and of their hot pages. It knows nothing of tools: the Runner gives it the bridge's Host
-// functions and the warm-up to run before the image is taken.
+// module it is compiled from, of images and of their hot pages. It knows
+// nothing of tools: the Runner gives it the bridge's Host functions and the
+// warm-up to run before the image is taken.
 package engine
 
 import (
