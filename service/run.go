@@ -109,25 +109,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 			sess.turn <- struct{}{}
 		}
 	}
-	if body != nil {
-		select {
-		case s.streams <- struct{}{}:
-		default:
-			giveTurn()
-			w.Header().Set("Retry-After", "1")
-			s.refuse(w, start, http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d stream slots are busy (streams may hold %d of the %d run slots); try again later", cap(s.streams), cap(s.streams), cap(s.slots)))
-			return
-		}
-	}
-	select {
-	case s.slots <- struct{}{}:
-	default:
-		if body != nil {
-			<-s.streams
-		}
-		giveTurn()
-		w.Header().Set("Retry-After", "1")
-		s.refuse(w, start, http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d run slots are busy; try again later", cap(s.slots)))
+	if !s.admit(w, start, body != nil, giveTurn) {
 		return
 	}
 	if body != nil {
@@ -184,6 +166,39 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 			status, e = s.sessionRunError(r.Context(), sess, err, status, e)
 		}
 	}()
+	s.answer(w, start, status, e, out, runTime, events, stdout, stderr)
+}
+
+// admit takes a run slot, and for a stream one of the stream slots too, or
+// refuses the request with 429 (no queue) and gives the session's turn back.
+func (s *Server) admit(w http.ResponseWriter, start time.Time, stream bool, giveTurn func()) bool {
+	if stream {
+		select {
+		case s.streams <- struct{}{}:
+		default:
+			giveTurn()
+			w.Header().Set("Retry-After", "1")
+			s.refuse(w, start, http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d stream slots are busy (streams may hold %d of the %d run slots); try again later", cap(s.streams), cap(s.streams), cap(s.slots)))
+			return false
+		}
+	}
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		if stream {
+			<-s.streams
+		}
+		giveTurn()
+		w.Header().Set("Retry-After", "1")
+		s.refuse(w, start, http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d run slots are busy; try again later", cap(s.slots)))
+		return false
+	}
+	return true
+}
+
+// answer counts the run in the metrics, logs it and answers it: as JSON, or
+// as the closing "result" event when events is not nil.
+func (s *Server) answer(w http.ResponseWriter, start time.Time, status int, e *Error, out *spine.Output, runTime time.Duration, events *eventStream, stdout, stderr *output) {
 	if e != nil && e.Kind == kindTooManySessions {
 		w.Header().Set("Retry-After", "1")
 	}
