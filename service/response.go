@@ -12,7 +12,9 @@ import (
 	"github.com/spine-run/spine"
 )
 
-// Response is the body of every answer of /v1/run and /v1/run/stream.
+// Response is the body of every answer of /v1/run and /v1/run/stream, and
+// what spine run --json prints (with a few fields of its own): the same
+// program gets the same answer from both.
 type Response struct {
 	Value           json.RawMessage  `json:"value"` // null when the run failed
 	Stdout          string           `json:"stdout"`
@@ -51,8 +53,52 @@ type Error struct {
 
 // Timing is where the time of a request went, in milliseconds.
 type Timing struct {
-	TotalMS float64 `json:"total_ms"` // from the handler's start to the answer
-	RunMS   float64 `json:"run_ms"`   // inside Runner.Run (for a stream, reading it included)
+	SetupMS float64 `json:"setup_ms,omitempty"` // spine run only: loading the tools and starting the sandbox
+	RunMS   float64 `json:"run_ms"`             // inside Runner.Run (for a stream, reading it included)
+	TotalMS float64 `json:"total_ms"`           // from the handler's start to the answer
+}
+
+// SetOutput fills r with what a run left: its output, its tool calls, its
+// files and, when it succeeded (r.Error is nil), its value. out may be nil
+// (the run did not start).
+func (r *Response) SetOutput(out *spine.Output) {
+	if out == nil {
+		return
+	}
+	r.Stdout, r.Stderr = out.Stdout, out.Stderr
+	r.StdoutTruncated, r.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
+	r.ToolCalls = out.ToolCalls
+	r.Calls = out.Calls
+	r.Files, r.FilesLeftOut = out.Files, out.FilesLeftOut
+	if r.Error == nil {
+		r.Value = out.Value
+	}
+}
+
+// ErrorOf is the Error of a run that ended with err, nil for success: a
+// Python error's exception, else the kind of its spine.Outcome and its text.
+// limit is the run's time limit, which a time-out's message names.
+func ErrorOf(err error, limit time.Duration) *Error {
+	if err == nil {
+		return nil
+	}
+	var pyErr *spine.PythonError
+	if errors.As(err, &pyErr) {
+		return &Error{Kind: kindPython, Type: pyErr.Type, Message: pyErr.Message, Line: pyErr.Line, Traceback: pyErr.Traceback}
+	}
+	outcome := spine.Classify(err)
+	e := &Error{Kind: string(outcome), Message: err.Error()}
+	switch outcome {
+	case spine.OutcomeTimeout:
+		e.Message = timeoutMessage(limit)
+	case spine.OutcomeClosed:
+		e.Message = "the server is shutting down"
+	}
+	return e
+}
+
+func timeoutMessage(limit time.Duration) string {
+	return fmt.Sprintf("the run did not finish within its time limit of %v", limit)
 }
 
 // The error kinds, also the label values of spine_errors_total.
@@ -90,11 +136,8 @@ func classify(ctx context.Context, limit time.Duration, err error, body *streamB
 	if err == nil {
 		return http.StatusOK, nil
 	}
-	var pyErr *spine.PythonError
-	if errors.As(err, &pyErr) {
-		return http.StatusUnprocessableEntity, &Error{
-			Kind: kindPython, Type: pyErr.Type, Message: pyErr.Message, Line: pyErr.Line, Traceback: pyErr.Traceback,
-		}
+	if errors.As(err, new(*spine.PythonError)) {
+		return http.StatusUnprocessableEntity, ErrorOf(err, limit)
 	}
 	// The Runner keeps only the text of a failed read: ask the body.
 	var (
@@ -114,18 +157,13 @@ func classify(ctx context.Context, limit time.Duration, err error, body *streamB
 	case errors.As(readErr, &tooBig):
 		return http.StatusRequestEntityTooLarge, &Error{Kind: kindTooLarge, Message: fmt.Sprintf("the streamed program is over the %d-byte limit", tooBig.Limit)}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return http.StatusRequestTimeout, &Error{Kind: kindTimeout, Message: fmt.Sprintf("the run did not finish within its time limit of %v", limit)}
+		return http.StatusRequestTimeout, &Error{Kind: kindTimeout, Message: timeoutMessage(limit)}
 	case ctx.Err() != nil:
 		return statusClientClosed, &Error{Kind: kindCanceled, Message: "the client went away; the run was stopped"}
 	case readErr != nil:
 		return statusClientClosed, &Error{Kind: kindCanceled, Message: "reading the program failed: " + readErr.Error()}
 	}
-	outcome := spine.Classify(err)
-	e := &Error{Kind: string(outcome), Message: err.Error()}
-	if outcome == spine.OutcomeClosed {
-		e.Message = "the server is shutting down"
-	}
-	return outcomeStatus[outcome], e
+	return outcomeStatus[spine.Classify(err)], ErrorOf(err, limit)
 }
 
 // outcomeStatus is the HTTP status of each way a run can end.

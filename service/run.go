@@ -211,16 +211,9 @@ func (s *Server) answer(w http.ResponseWriter, start time.Time, status int, e *E
 	s.metrics.runs.WithLabelValues(outcome).Inc()
 	s.metrics.duration.WithLabelValues(outcome).Observe(runTime.Seconds())
 	resp := Response{Error: e, Timing: Timing{RunMS: ms(runTime)}}
+	resp.SetOutput(out)
 	if out != nil {
 		s.metrics.toolCalls.Add(float64(out.ToolCalls))
-		resp.Stdout, resp.Stderr = out.Stdout, out.Stderr
-		resp.StdoutTruncated, resp.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
-		resp.ToolCalls = out.ToolCalls
-		resp.Calls = out.Calls
-		resp.Files, resp.FilesLeftOut = out.Files, out.FilesLeftOut
-		if e == nil {
-			resp.Value = out.Value
-		}
 	}
 	switch {
 	case e == nil:

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/service"
 )
 
 const runUsage = `usage: spine run [flags] [FILE|-]
@@ -219,29 +220,13 @@ func readSource(file string, stdin io.Reader) (source, filename string, err erro
 	return string(data), filename, nil
 }
 
-// runResult is the object --json prints.
+// runResult is the object --json prints: the HTTP API's answer to the same
+// program (service.Response), then what only spine run knows.
 type runResult struct {
-	Value           json.RawMessage  `json:"value"`
-	Stdout          string           `json:"stdout"`
-	Stderr          string           `json:"stderr"`
-	StdoutTruncated bool             `json:"stdout_truncated,omitempty"`
-	StderrTruncated bool             `json:"stderr_truncated,omitempty"`
-	Error           *runError        `json:"error"`
-	ToolCalls       int              `json:"tool_calls"`
-	Calls           []spine.ToolCall `json:"calls,omitempty"` // each call the program made
-	Timing          runTiming        `json:"timing"`
-	ExitCode        int              `json:"exit_code"`
-	Session         *runSession      `json:"session,omitempty"`
-	Files           []runFile        `json:"files,omitempty"`
-	FilesLeftOut    int              `json:"files_left_out,omitempty"`
-}
-
-// runFile is what --json says of a file the program left: its name, size,
-// and where --out wrote it.
-type runFile struct {
-	Name  string `json:"name"`
-	Bytes int    `json:"bytes"`
-	Path  string `json:"path,omitempty"`
+	service.Response
+	ExitCode int         `json:"exit_code"`
+	Session  *runSession `json:"session,omitempty"`
+	Written  []string    `json:"written,omitempty"` // where --out wrote Files, in their order
 }
 
 // runSession is what --json says of --session FILE.
@@ -252,23 +237,10 @@ type runSession struct {
 	Note     string `json:"note,omitempty"` // why it was not saved
 }
 
-// runError is a failed run: kind "python" (type, message, line and traceback
-// from the exception), "timeout" or "failure".
-type runError struct {
-	Kind      string `json:"kind"`
-	Type      string `json:"type,omitempty"`
-	Message   string `json:"message"`
-	Line      int    `json:"line,omitempty"`
-	Traceback string `json:"traceback,omitempty"`
-}
-
-// runTiming is in milliseconds: setup is loading the tools and starting the
-// sandbox, run is the program itself.
-type runTiming struct {
-	SetupMS float64 `json:"setup_ms"`
-	RunMS   float64 `json:"run_ms"`
-	TotalMS float64 `json:"total_ms"`
-}
+// kindFailure is the error kind of a failure of spine run's own, around the
+// run: loading the tools, --session FILE, --out DIR. The run's own errors
+// have the HTTP API's kinds (service.ErrorOf).
+const kindFailure = "failure"
 
 func runMillis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
@@ -288,12 +260,12 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	tools, err := loadManifest(ctx, inv.o.config, inv.o.demoTools, serverLogs{inv.o.verbose, stderr})
 	if err != nil {
-		return rep.finish(loadExitCode(err), &runError{Kind: "failure", Message: err.Error()})
+		return rep.finish(loadExitCode(err), &service.Error{Kind: kindFailure, Message: err.Error()})
 	}
 	defer tools.close()
 	runner, err := spine.New(ctx, tools.manifest, &spine.Options{PoolSize: -1})
 	if err != nil {
-		return rep.finish(exitFailure, &runError{Kind: "failure", Message: err.Error()})
+		return rep.finish(exitFailure, &service.Error{Kind: kindFailure, Message: err.Error()})
 	}
 	defer runner.Close(context.Background())
 	run := runner.Run
@@ -302,7 +274,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rep.res.Session = &runSession{File: inv.o.session}
 		session, code, err = openSession(ctx, runner, inv)
 		if err != nil {
-			return rep.finish(code, &runError{Kind: "failure", Message: err.Error()})
+			return rep.finish(code, &service.Error{Kind: kindFailure, Message: err.Error()})
 		}
 		rep.res.Session.Restored = inv.saved != nil
 		defer session.Close(context.Background())
@@ -402,7 +374,7 @@ func openSession(ctx context.Context, runner *spine.Runner, inv runInvocation) (
 // execute runs the program with run and records its output in rep. It
 // returns the Output (nil when the run did not start), the exit code and
 // the error to report (nil for success).
-func execute(ctx context.Context, run func(context.Context, spine.Request) (*spine.Output, error), inv runInvocation, rep *runReport) (*spine.Output, int, *runError) {
+func execute(ctx context.Context, run func(context.Context, spine.Request) (*spine.Output, error), inv runInvocation, rep *runReport) (*spine.Output, int, *service.Error) {
 	res := &rep.res
 	began := time.Now()
 	req := spine.Request{
@@ -418,49 +390,37 @@ func execute(ctx context.Context, run func(context.Context, spine.Request) (*spi
 	}
 	out, err := run(ctx, req)
 	res.Timing.RunMS = runMillis(time.Since(began))
-	if out != nil {
-		res.Stdout, res.Stderr = out.Stdout, out.Stderr
-		res.StdoutTruncated, res.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
-		res.ToolCalls = out.ToolCalls
-		res.Calls = out.Calls
-		res.FilesLeftOut = out.FilesLeftOut
-		for _, f := range out.Files {
-			res.Files = append(res.Files, runFile{Name: f.Name, Bytes: len(f.Data)})
-		}
-	}
-	switch spine.Classify(err) {
+	outcome := spine.Classify(err)
+	res.Error = service.ErrorOf(err, inv.o.timeout)
+	res.SetOutput(out)
+	switch outcome {
 	case spine.OutcomeOK:
-		res.Value = out.Value
 		return out, exitOK, nil
 	case spine.OutcomePython:
-		var pyErr *spine.PythonError
-		errors.As(err, &pyErr)
-		return out, exitPython, &runError{Kind: "python", Type: pyErr.Type, Message: pyErr.Message, Line: pyErr.Line, Traceback: pyErr.Traceback}
+		return out, exitPython, res.Error
 	case spine.OutcomeTimeout:
-		return out, exitTimeout, &runError{Kind: "timeout", Message: fmt.Sprintf("the program ran over its time limit of %v", inv.o.timeout)}
+		return out, exitTimeout, res.Error
 	case spine.OutcomeBadRequest, spine.OutcomeBadSnapshot:
-		return out, exitUsage, &runError{Kind: "failure", Message: err.Error()}
+		return out, exitUsage, res.Error
 	case spine.OutcomeCanceled:
 		if ctx.Err() != nil {
-			return out, exitFailure, &runError{Kind: "failure", Message: "interrupted"}
+			res.Error.Message = "interrupted"
 		}
 	}
 	// The Guest, a limit, OutcomeSessionGone, OutcomeTooManySessions.
-	return out, exitFailure, &runError{Kind: "failure", Message: err.Error()}
+	return out, exitFailure, res.Error
 }
 
 // writeOut writes the files the program left to --out dir and records where.
 // A failure to write becomes the run's error when it had none, else it is
 // printed.
-func (rep *runReport) writeOut(dir string, files []spine.File, code int, e *runError) (int, *runError) {
+func (rep *runReport) writeOut(dir string, files []spine.File, code int, e *service.Error) (int, *service.Error) {
 	written, err := writeFiles(dir, files)
-	for i, path := range written {
-		rep.res.Files[i].Path = path
-	}
+	rep.res.Written = written
 	if err != nil {
 		msg := fmt.Sprintf("--out: %v", err)
 		if e == nil {
-			return exitFailure, &runError{Kind: "failure", Message: msg}
+			return exitFailure, &service.Error{Kind: kindFailure, Message: msg}
 		}
 		fmt.Fprintf(rep.stderr, "spine run: %s\n", rep.errText(msg))
 	}
@@ -472,11 +432,11 @@ func (rep *runReport) writeOut(dir string, files []spine.File, code int, e *runE
 // whole, as in a notebook: it is saved like any other; only a session the
 // run lost is not. A run that went well but whose session could not be
 // saved fails.
-func (rep *runReport) save(ctx context.Context, session *spine.Session, file string, code int, e *runError) (int, *runError) {
+func (rep *runReport) save(ctx context.Context, session *spine.Session, file string, code int, e *service.Error) (int, *service.Error) {
 	if err := saveSession(context.WithoutCancel(ctx), session, file); err != nil {
 		rep.res.Session.Note = err.Error()
 		if code == exitOK { // the program ran, but its session is not where it was asked to be
-			return exitFailure, &runError{Kind: "failure", Message: err.Error()}
+			return exitFailure, &service.Error{Kind: kindFailure, Message: err.Error()}
 		}
 		return code, e
 	}
@@ -509,13 +469,13 @@ func newRunReport(o runOptions, stdout, stderr io.Writer) *runReport {
 	// Without --json, the program's output is printed as it runs.
 	rep.streamOut, rep.streamErr = newStreamWriter(stdout, rep.outText), newStreamWriter(stderr, rep.errText)
 	rep.start = time.Now()
-	rep.res = runResult{Value: json.RawMessage("null")}
+	rep.res.Value = json.RawMessage("null")
 	return rep
 }
 
 // finish prints the result of a run that ended with exit code code and error
 // e (nil for success), and returns code.
-func (rep *runReport) finish(code int, e *runError) int {
+func (rep *runReport) finish(code int, e *service.Error) int {
 	res := &rep.res
 	stdout, stderr, errText := rep.stdout, rep.stderr, rep.errText
 	res.Error, res.ExitCode = e, code
@@ -559,11 +519,11 @@ func (rep *runReport) finish(code int, e *runError) int {
 	if res.Session != nil && res.Session.Note != "" {
 		fmt.Fprintf(stderr, "spine run: %s\n", res.Session.Note)
 	}
-	for _, f := range res.Files {
-		if f.Path != "" {
-			fmt.Fprintf(stderr, "spine run: wrote %s (%d bytes)\n", errText(f.Path), f.Bytes)
+	for i, f := range res.Files {
+		if i < len(res.Written) {
+			fmt.Fprintf(stderr, "spine run: wrote %s (%d bytes)\n", errText(res.Written[i]), len(f.Data))
 		} else {
-			fmt.Fprintf(stderr, "spine run: the program left %s (%d bytes); --out DIR writes it\n", errText(f.Name), f.Bytes)
+			fmt.Fprintf(stderr, "spine run: the program left %s (%d bytes); --out DIR writes it\n", errText(f.Name), len(f.Data))
 		}
 	}
 	if res.FilesLeftOut > 0 {
