@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spine-run/spine/internal/atomicfile"
 	"github.com/spine-run/spine/internal/engine"
 )
 
@@ -469,7 +470,7 @@ func (s *Session) hibernate() error {
 	}
 	if dir := s.r.opts.Sessions.Dir; dir != "" {
 		path := filepath.Join(dir, s.id+".snapshot")
-		if err := writeFileAtomic(path, blob); err != nil {
+		if err := atomicfile.Write(path, blob, atomicfile.Options{}); err != nil {
 			return fmt.Errorf("spine: hibernating a session: %w", err)
 		}
 		s.file = path
@@ -660,22 +661,4 @@ func (r *Runner) closeSessions() {
 		s.end(ErrClosed)
 		s.turn <- struct{}{}
 	}
-}
-
-// writeFileAtomic writes data to path through a temporary file renamed into
-// place, readable by the owner only.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".snapshot-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/atomicfile"
 	"github.com/spine-run/spine/service"
 )
 
@@ -544,20 +545,7 @@ func saveSession(ctx context.Context, s *spine.Session, file string) error {
 	case err != nil:
 		return fmt.Errorf("the session could not be saved (%v): %s keeps its state from before the run", err, file)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*.tmp")
-	if err == nil {
-		defer os.Remove(tmp.Name()) // nothing left to remove once renamed
-		_, err = tmp.Write(blob)
-		if err == nil {
-			err = tmp.Sync()
-		}
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), file)
-		}
-	}
+	err = atomicfile.Write(file, blob, atomicfile.Options{Sync: true})
 	if err != nil {
 		return fmt.Errorf("the session could not be saved: %v; %s keeps its state from before the run", err, file)
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spine-run/spine/internal/atomicfile"
 	"github.com/tetratelabs/wazero"
 )
 
@@ -163,7 +164,7 @@ func sealCodeCache(dir string, module []byte) {
 		if err != nil {
 			return
 		}
-		writeFileAtomic(path+sumSuffix, []byte(formatSum(size, sum)))
+		atomicfile.Write(path+sumSuffix, []byte(formatSum(size, sum)), atomicfile.Options{})
 	})
 }
 
@@ -184,24 +185,6 @@ func entrySum(path string) (int64, uint32, error) {
 		return 0, 0, err
 	}
 	return n, h.Sum32(), nil
-}
-
-// writeFileAtomic writes data to path through a temporary file renamed into
-// place, so that path holds all of data or its former content.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // CheckCodeCache checks every compiled entry under the cache folder dir

@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+
+	"github.com/spine-run/spine/internal/atomicfile"
 )
 
 // A Guest started copy-on-write from the image has none of the image's pages
@@ -133,7 +135,7 @@ func (e *Engine) recordHotPages(inst *Instance) {
 		return
 	}
 	if pages := hotPagesOf(inst); pages != nil {
-		_ = writeFileAtomic(e.hotPath, encodeHotPages(pages)) // a hint: failing costs only time
+		_ = atomicfile.Write(e.hotPath, encodeHotPages(pages), atomicfile.Options{}) // a hint: failing costs only time
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/spine-run/spine/internal/atomicfile"
 )
 
 // isZero reports whether b holds only zero bytes.
@@ -335,41 +337,31 @@ func writeImage(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), imageTempPrefix+"*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	// Sparse: zero pages (most of the image's free heap) are holes.
-	if err := tmp.Truncate(imageHeaderSize + int64(len(data))); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.WriteAt(imageHeader(data), 0); err != nil {
-		tmp.Close()
-		return err
-	}
-	for off := 0; off < len(data); off += WasmPageSize {
-		page := data[off:min(off+WasmPageSize, len(data))]
-		if isZero(page) {
-			continue
-		}
-		if _, err := tmp.WriteAt(page, imageHeaderSize+int64(off)); err != nil {
-			tmp.Close()
+	// Sparse: zero pages (most of the image's free heap) are holes. The
+	// first image written under a key stays: a later one is not put in its
+	// place (see prepareImage).
+	err := atomicfile.WriteFunc(path, func(tmp *os.File) error {
+		if err := tmp.Truncate(imageHeaderSize + int64(len(data))); err != nil {
 			return err
 		}
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	// The first image written under a key stays: a later one is not put in
-	// its place (see prepareImage).
-	if err := os.Link(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
+		if _, err := tmp.WriteAt(imageHeader(data), 0); err != nil {
+			return err
+		}
+		for off := 0; off < len(data); off += WasmPageSize {
+			page := data[off:min(off+WasmPageSize, len(data))]
+			if isZero(page) {
+				continue
+			}
+			if _, err := tmp.WriteAt(page, imageHeaderSize+int64(off)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, atomicfile.Options{Keep: true, Pattern: imageTempPrefix + "*"})
+	if errors.Is(err, fs.ErrExist) {
 		return nil
 	} else if err != nil {
-		if err := os.Rename(tmp.Name(), path); err != nil { // a file system without links
-			return err
-		}
+		return err
 	}
 	pruneImages(filepath.Dir(path), path)
 	return nil

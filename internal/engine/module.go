@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spine-run/spine/internal/atomicfile"
 	"github.com/spine-run/spine/internal/wasm"
 )
 
@@ -158,7 +159,7 @@ func writeModule(path string, m guestModule) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, append(moduleHeader(m), m.code...))
+	return atomicfile.Write(path, append(moduleHeader(m), m.code...), atomicfile.Options{})
 }
 
 // decodeModuleFile returns the module a module file's bytes hold, and
