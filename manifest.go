@@ -105,12 +105,13 @@ type guestTool struct {
 	Params *keywordCheck `json:"params,omitempty"`
 }
 
-// guestTools encodes the manifest for the Guest once, in a stable order. A
+// encodeGuestTools encodes the manifest for the Guest once, in a stable order
+// (Runner.guestTools sends it when a run needs it). A
 // tool's doc is its stub (Stub), so help(tool) in the Guest shows what
 // `spine tools` prints. The doc starts with a newline: pydoc's cleandoc then
 // keeps the stub's indentation (it strips the common indent of the lines
 // after the first, and the def line would be the only one without).
-func guestTools(m Manifest) json.RawMessage {
+func encodeGuestTools(m Manifest) json.RawMessage {
 	tools := make([]guestTool, 0, len(m))
 	for name, spec := range m {
 		tools = append(tools, guestTool{Name: name, Early: spec.AllowEarlyRead, Doc: "\n" + Stub(name, spec), Params: checkOf(spec.InputSchema)})

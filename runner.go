@@ -164,7 +164,7 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 		artifact = *opts.Artifact
 	}
 
-	r := &Runner{manifest: m, opts: opts, tools: guestTools(m), sessions: newSessions(), log: opts.Logger}
+	r := &Runner{manifest: m, opts: opts, tools: encodeGuestTools(m), sessions: newSessions(), log: opts.Logger}
 	if opts.TracerProvider != nil {
 		r.tracer = opts.TracerProvider.Tracer(instrumentation)
 	}
@@ -275,9 +275,10 @@ gc.collect()
 gc.freeze()
 `
 
-// imageFormat changes whenever what an image holds changes meaning: 3 has
-// the scratch tree preopened at "/" and the working directory /work in
-// wasi-libc's tables.
+// imageFormat changes whenever what an image holds changes meaning. An image
+// has the scratch tree preopened at "/" and the working directory /work in
+// wasi-libc's tables, and is captured with fixed randomness, so that every
+// Host makes the same bytes under a key.
 const imageFormat = "spine-image-4"
 
 // imageKey names an image by everything that decides its bytes: the Guest
