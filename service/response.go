@@ -53,9 +53,9 @@ type Error struct {
 
 // Timing is where the time of a request went, in milliseconds.
 type Timing struct {
-	SetupMS float64 `json:"setup_ms,omitempty"` // spine run only: loading the tools and starting the sandbox
-	RunMS   float64 `json:"run_ms"`             // inside Runner.Run (for a stream, reading it included)
 	TotalMS float64 `json:"total_ms"`           // from the handler's start to the answer
+	RunMS   float64 `json:"run_ms"`             // inside Runner.Run (for a stream, reading it included)
+	SetupMS float64 `json:"setup_ms,omitempty"` // spine run only: loading the tools and starting the sandbox
 }
 
 // SetOutput fills r with what a run left: its output, its tool calls, its
