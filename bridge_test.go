@@ -18,6 +18,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/spine-run/spine/internal/abi"
 	"github.com/spine-run/spine/internal/engine"
 )
 
@@ -463,21 +464,21 @@ func TestBridgeHostCall(t *testing.T) {
 		{name: "request ptr+size overflow", request: `{"tool":"lookup"}`, ptr: 0xFFFFFFFF, size: 2,
 			out: bridgeOut, cap: bridgeCap, want: `{"value":null,"error":"tool request outside ABI bounds"}`},
 		{name: "response over capacity", request: `{"tool":"lookup","args":{}}`,
-			out: bridgeOut, cap: 11, result: responseFailed, lookups: 1},
+			out: bridgeOut, cap: 11, result: abi.Failed, lookups: 1},
 		{name: "zero capacity", request: `{"tool":"lookup","args":{}}`,
-			out: bridgeOut, cap: 0, result: responseFailed, lookups: 1},
+			out: bridgeOut, cap: 0, result: abi.Failed, lookups: 1},
 		{name: "big response over capacity", request: `{"tool":"big"}`,
-			out: bridgeOut, cap: bridgeCap, result: responseFailed},
+			out: bridgeOut, cap: bridgeCap, result: abi.Failed},
 		{name: "error envelope over capacity", request: `xx`,
-			out: bridgeOut, cap: 8, result: responseFailed},
+			out: bridgeOut, cap: 8, result: abi.Failed},
 		{name: "out outside memory", request: `{"tool":"lookup","args":{}}`,
-			out: page, cap: 100, result: responseFailed, lookups: 1},
+			out: page, cap: 100, result: abi.Failed, lookups: 1},
 		{name: "out far outside memory", request: `{"tool":"lookup","args":{}}`,
-			out: 0xFFFFFFF0, cap: 100, result: responseFailed, lookups: 1},
+			out: 0xFFFFFFF0, cap: 100, result: abi.Failed, lookups: 1},
 		{name: "out+capacity past end though response fits", request: `{"tool":"lookup","args":{}}`,
-			out: page - 100, cap: 101, result: responseFailed, lookups: 1},
+			out: page - 100, cap: 101, result: abi.Failed, lookups: 1},
 		{name: "out+capacity overflows uint32", request: `{"tool":"lookup","args":{}}`,
-			out: 16, cap: math.MaxUint32, result: responseFailed, lookups: 1},
+			out: 16, cap: math.MaxUint32, result: abi.Failed, lookups: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mod := bridgeModule(t, 1)
@@ -543,8 +544,8 @@ func TestBridgeWriteResponse(t *testing.T) {
 			got := writeResponse(mod, tc.out, tc.cap, resp)
 			after := bridgeMemory(t, mod)
 			if !tc.ok {
-				if got != responseFailed {
-					t.Fatalf("writeResponse = %#x, want responseFailed", got)
+				if got != abi.Failed {
+					t.Fatalf("writeResponse = %#x, want abi.Failed", got)
 				}
 				if !bytes.Equal(before, after) {
 					t.Fatal("memory changed on failure")
@@ -578,8 +579,8 @@ func TestBridgeBudget(t *testing.T) {
 		`{"value":null,"error":"tool call budget exhausted"}`,
 	} {
 		n := r.hostCall(st.ctx, mod, bridgeReq, size, bridgeOut, bridgeCap)
-		if n == responseFailed {
-			t.Fatalf("call %d: responseFailed", i+1)
+		if n == abi.Failed {
+			t.Fatalf("call %d: abi.Failed", i+1)
 		}
 		if got := bridgeGet(t, mod, bridgeOut, n); got != want {
 			t.Fatalf("call %d = %s, want %s", i+1, got, want)
@@ -904,10 +905,10 @@ func TestBridgeResolveBadRequest(t *testing.T) {
 	if got := bridgeGet(t, mod, bridgeOut, n); got != `{"value":5}` || snap.calls() != 1 {
 		t.Fatalf("resolve = %s with %d calls, want the future", got, snap.calls())
 	}
-	// A response over capacity is responseFailed; memory is untouched.
+	// A response over capacity is abi.Failed; memory is untouched.
 	id = r.hostPrepare(st.ctx, mod, bridgeReq, size)
 	before := bridgeMemory(t, mod)
-	if n := r.hostResolve(st.ctx, mod, id, bridgeReq, size, bridgeOut, 3); n != responseFailed {
+	if n := r.hostResolve(st.ctx, mod, id, bridgeReq, size, bridgeOut, 3); n != abi.Failed {
 		t.Fatalf("resolve over capacity = %#x", n)
 	}
 	if !bytes.Equal(before, bridgeMemory(t, mod)) {

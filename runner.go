@@ -20,12 +20,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/spine-run/spine/guest"
+	"github.com/spine-run/spine/internal/abi"
 	"github.com/spine-run/spine/internal/engine"
 	"github.com/spine-run/spine/internal/scratch"
 )
@@ -185,7 +184,7 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 		Start:          engine.StartFrom(ctx),
 		CacheDir:       opts.CacheDir,
 		NoDiskCache:    opts.NoDiskCache,
-		Bridge:         r.bridgeFunctions,
+		Bridge:         abi.Host{Call: r.hostCall, Prepare: r.hostPrepare, Resolve: r.hostResolve, Peek: r.hostPeek},
 		Warm:           r.warm,
 	})
 	if err != nil {
@@ -216,33 +215,6 @@ func artifactID(a Artifact) []byte {
 func artifactName(id []byte) string {
 	sum := sha256.Sum256(id)
 	return hex.EncodeToString(sum[:])
-}
-
-// bridgeFunctions adds the bridge's Host functions (bridge.go) to the
-// Guest's Host module "spine", without reflection.
-func (r *Runner) bridgeFunctions(b wazero.HostModuleBuilder) wazero.HostModuleBuilder {
-	i32 := api.ValueTypeI32
-	return b.
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-			stack[0] = uint64(r.hostCall(ctx, m, uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])))
-		}), []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}).
-		Export("call").
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-			stack[0] = uint64(r.hostPrepare(ctx, m, uint32(stack[0]), uint32(stack[1])))
-		}), []api.ValueType{i32, i32}, []api.ValueType{i32}).
-		Export("prepare").
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-			stack[0] = uint64(r.hostResolve(ctx, m, uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3]), uint32(stack[4])))
-		}), []api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}).
-		Export("resolve").
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-			stack[0] = uint64(r.hostPeek(ctx, m, uint32(stack[0]), uint32(stack[1]), uint32(stack[2])))
-		}), []api.ValueType{i32, i32, i32}, []api.ValueType{i32}).
-		Export("peek")
 }
 
 // warmSource runs once in the Guest the image is taken from: it imports the
@@ -473,8 +445,9 @@ func (r *Runner) forward(ctx context.Context, inst *engine.Instance, req Request
 }
 
 // maxErrorResponse is room in an execute response for an error's message and
-// traceback, which the Guest cuts to 64 KiB each.
-const maxErrorResponse = 256 << 10
+// traceback, which the Guest cuts to abi.MaxErrorText characters each, with
+// their escapes.
+const maxErrorResponse = 4 * abi.MaxErrorText
 
 func (r *Runner) begin() error {
 	r.mu.Lock()
