@@ -87,19 +87,11 @@ func encodeResponse(value any, err error) []byte {
 	return encoded
 }
 
-// invoke makes the program's call of request: it spends one of the run's
-// calls, asks Options.Approve, runs the tool, and records the call (span,
-// Output.Calls, log).
+// invoke makes the program's call of request in the run ctx carries: it
+// spends one of the run's calls, asks Options.Approve, runs the tool, and
+// records the call (span, Output.Calls, log).
 func (r *Runner) invoke(ctx context.Context, request callRequest) []byte {
-	st, _ := ctx.Value(runKey{}).(*runState)
-	if st == nil { // outside a run (the bridge's own tests): no budget, no record
-		spec, ok := r.manifest[request.Tool]
-		if !ok {
-			return encodeResponse(nil, fmt.Errorf("unknown tool: %s", request.Tool))
-		}
-		response, _ := callTool(ctx, request.Tool, spec.Call, request.Args)
-		return response
-	}
+	st := runOf(ctx)
 	if err := st.spend(); err != nil {
 		st.limitOnce(&st.loggedBudget, "MaxToolCalls")
 		return encodeResponse(nil, err)
@@ -112,7 +104,7 @@ func (r *Runner) invoke(ctx context.Context, request callRequest) []byte {
 	if !ok {
 		err = fmt.Errorf("unknown tool: %s", request.Tool)
 	} else {
-		err = r.approve(ctx, request, false)
+		err = st.approve(ctx, request, false)
 	}
 	if err != nil {
 		response = encodeResponse(nil, err)
@@ -143,7 +135,7 @@ func (r *Runner) hostPrepare(ctx context.Context, m api.Module, ptr, size uint32
 	if err != nil {
 		return abi.NotPrepared
 	}
-	return ctx.Value(runKey{}).(*runState).prepare(request)
+	return runOf(ctx).prepare(request)
 }
 
 func (r *Runner) hostResolve(ctx context.Context, m api.Module, id, ptr, size, out, capacity uint32) uint32 {
@@ -152,7 +144,7 @@ func (r *Runner) hostResolve(ctx context.Context, m api.Module, id, ptr, size, o
 	if err != nil {
 		response = encodeResponse(nil, err)
 	} else {
-		response = ctx.Value(runKey{}).(*runState).resolve(id, request)
+		response = runOf(ctx).resolve(id, request)
 	}
 	return writeResponse(m, out, capacity, response)
 }
@@ -164,10 +156,7 @@ func (r *Runner) hostResolve(ctx context.Context, m api.Module, id, ptr, size, o
 // that has finished already wakes it at the next tick. id 0 asks for a wake at
 // the next tick (the Guest's chain step found its table in use).
 func (r *Runner) hostPeek(ctx context.Context, m api.Module, id, out, capacity uint32) uint32 {
-	st, _ := ctx.Value(runKey{}).(*runState)
-	if st == nil {
-		return abi.PeekNone
-	}
+	st := runOf(ctx)
 	if id == 0 {
 		st.wake.Store(true)
 		return abi.PeekNone

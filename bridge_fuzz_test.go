@@ -223,10 +223,12 @@ func FuzzHostCall(f *testing.F) {
 		copy(mem, request)
 		maxCap := uint32(len(mem)) - bridgeOut
 		outCap := min(uint32(capacity), maxCap)
-		n := r.hostCall(context.Background(), mod, 0, uint32(len(request)), bridgeOut, outCap)
+		st := newRunState(r, context.Background(), false)
+		defer st.close()
+		n := r.hostCall(st.ctx, mod, 0, uint32(len(request)), bridgeOut, outCap)
 		if n == abi.Failed {
 			// Only legitimate when the response would not fit.
-			if want := r.hostCall(context.Background(), mod, 0, uint32(len(request)), bridgeOut, maxCap); want != abi.Failed && want <= outCap {
+			if want := r.hostCall(st.ctx, mod, 0, uint32(len(request)), bridgeOut, maxCap); want != abi.Failed && want <= outCap {
 				t.Fatalf("abi.Failed with capacity %d for a %d-byte response", outCap, want)
 			}
 			return

@@ -23,7 +23,7 @@ import (
 )
 
 // These tests drive the Host tool bridge (bridge.go) and a run's early-read
-// state (state.go) against the linear memory of a real wazero module: a
+// state (runstate.go, futures.go) against the linear memory of a real wazero module: a
 // hand-built wasm binary that only declares and exports a memory.
 
 // bridgeWasm returns a valid wasm binary whose only content is one memory of
@@ -76,10 +76,10 @@ func bridgeRunner(manifest Manifest, o *Options) *Runner {
 }
 
 // bridgeRun starts a run's state on r; it is closed at cleanup.
-func bridgeRun(t *testing.T, r *Runner, early bool) *runState {
-	t.Helper()
+func bridgeRun(tb testing.TB, r *Runner, early bool) *runState {
+	tb.Helper()
 	st := newRunState(r, context.Background(), early)
-	t.Cleanup(st.close)
+	tb.Cleanup(st.close)
 	return st
 }
 
@@ -386,8 +386,9 @@ func TestBridgeInvoke(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			lookup := &counter{value: 21}
 			r := bridgeRunner(bridgeTools(lookup), nil)
-			ctx := context.WithValue(context.Background(), bridgeCtxKey{}, "run ctx")
-			got := string(r.invoke(ctx, callRequest{Tool: tc.tool, Args: json.RawMessage(tc.args)}))
+			st := newRunState(r, context.WithValue(context.Background(), bridgeCtxKey{}, "run ctx"), false)
+			defer st.close()
+			got := string(r.invoke(st.ctx, callRequest{Tool: tc.tool, Args: json.RawMessage(tc.args)}))
 			if got != tc.want {
 				t.Fatalf("invoke = %s\n        want %s", got, tc.want)
 			}
@@ -413,7 +414,7 @@ func TestBridgeInvokeNothingCalledForUnknownTool(t *testing.T) {
 	}
 	r := bridgeRunner(manifest, nil)
 	for _, name := range []string{"", "A", "c", "look", "lookup3", "*x", " a", "a\x00", "unknown tool: a"} {
-		got := string(r.invoke(context.Background(), callRequest{Tool: name, Args: json.RawMessage(`{}`)}))
+		got := string(r.invoke(bridgeRun(t, r, false).ctx, callRequest{Tool: name, Args: json.RawMessage(`{}`)}))
 		message, _ := json.Marshal("unknown tool: " + name)
 		want := `{"value":null,"error":` + string(message) + `}`
 		if got != want {
@@ -490,7 +491,7 @@ func TestBridgeHostCall(t *testing.T) {
 				size = bridgePut(t, mod, ptr, tc.request)
 			}
 			before := bridgeMemory(t, mod)
-			got := r.hostCall(context.Background(), mod, ptr, size, tc.out, tc.cap)
+			got := r.hostCall(bridgeRun(t, r, false).ctx, mod, ptr, size, tc.out, tc.cap)
 			after := bridgeMemory(t, mod)
 			want := tc.result
 			if want == 0 {
@@ -589,12 +590,12 @@ func TestBridgeBudget(t *testing.T) {
 	if lookup.calls() != 2 || st.calls != 2 {
 		t.Fatalf("lookup called %d times, st.calls = %d; want 2, 2", lookup.calls(), st.calls)
 	}
-	// Unknown tools count too; outside a run there is no budget.
+	// Unknown tools count too; the budget is the run's own.
 	if got := string(r.invoke(st.ctx, callRequest{Tool: "nope"})); got != `{"value":null,"error":"tool call budget exhausted"}` {
 		t.Fatalf("unknown tool past the budget = %s", got)
 	}
-	if got := string(r.invoke(context.Background(), callRequest{Tool: "lookup"})); got != `{"value":21}` {
-		t.Fatalf("invoke outside a run = %s", got)
+	if got := string(r.invoke(bridgeRun(t, r, false).ctx, callRequest{Tool: "lookup"})); got != `{"value":21}` {
+		t.Fatalf("invoke in another run = %s", got)
 	}
 }
 
@@ -1033,7 +1034,7 @@ func TestBridgeInvokeEncodePanic(t *testing.T) {
 						t.Errorf("invoke panicked while encoding the tool's result: %v", p)
 					}
 				}()
-				got = r.invoke(context.Background(), callRequest{Tool: "m", Args: json.RawMessage(`{}`)})
+				got = r.invoke(bridgeRun(t, r, false).ctx, callRequest{Tool: "m", Args: json.RawMessage(`{}`)})
 			}()
 			if got != nil {
 				var envelope map[string]any

@@ -541,7 +541,7 @@ func TestSessionHibernation(t *testing.T) {
 func TestSessionIdleAndTTL(t *testing.T) {
 	// No sweeper: the test sweeps, with its own clock.
 	r := newRunner(t, testManifest(), &Options{PoolSize: -1, Sessions: SessionOptions{Idle: -1}})
-	r.opts.Sessions.Idle, r.opts.Sessions.TTL = time.Hour, 24*time.Hour
+	r.sessions.opts.Idle, r.sessions.opts.TTL = time.Hour, 24*time.Hour
 	var mu sync.Mutex
 	now := time.Unix(1e9, 0)
 	r.sessions.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -550,19 +550,19 @@ func TestSessionIdleAndTTL(t *testing.T) {
 	a, b := newSession(t, r), newSession(t, r)
 	step(t, a, "x = 'a'")
 	step(t, b, "x = 'b'")
-	r.sweep(advance(30 * time.Minute))
+	r.sessions.sweep(advance(30 * time.Minute))
 	if st := r.SessionStats(); st.Live != 2 {
 		t.Fatalf("after 30 minutes: %+v", st)
 	}
 	step(t, b, "x") // b is used: idle again from now
-	r.sweep(advance(45 * time.Minute))
+	r.sessions.sweep(advance(45 * time.Minute))
 	if st := r.SessionStats(); st.Live != 1 || st.Sessions != 2 {
 		t.Fatalf("a idle 75 minutes, b 45: %+v", st)
 	}
 	if got := step(t, a, "x"); got != `"a"` { // wakes
 		t.Fatalf("a woke with %s", got)
 	}
-	r.sweep(advance(23*time.Hour + 30*time.Minute))
+	r.sessions.sweep(advance(23*time.Hour + 30*time.Minute))
 	if st := r.SessionStats(); st.Sessions != 1 || st.Live != 0 {
 		t.Fatalf("b unused for 24h15m, a for 23h30m: %+v", st)
 	}
