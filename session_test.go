@@ -264,22 +264,27 @@ func TestSnapshotDamage(t *testing.T) {
 func TestSnapshotHostileState(t *testing.T) {
 	ctx := context.Background()
 	r := shared(t)
-	base := r.engine.Image()
+	inst, err := r.engine.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int(inst.Memory().Size()) // the image's: a Guest starts with its memory
+	r.engine.Release(inst, true)
 	for _, tc := range []struct {
 		name  string
 		pages []uint32
 	}{
 		{"the first pages", []uint32{0, 1, 2, 3}},
-		{"the middle", []uint32{uint32(len(base) / 2 / engine.StatePageSize)}},
-		{"the last page", []uint32{uint32(len(base)/engine.StatePageSize - 1)}},
+		{"the middle", []uint32{uint32(size / 2 / engine.StatePageSize)}},
+		{"the last page", []uint32{uint32(size/engine.StatePageSize - 1)}},
 		{"every 16th page", func() (p []uint32) {
-			for i := 0; i < len(base)/engine.StatePageSize; i += 16 {
+			for i := 0; i < size/engine.StatePageSize; i += 16 {
 				p = append(p, uint32(i))
 			}
 			return p
 		}()},
 	} {
-		st := &engine.State{Memory: uint64(len(base)), Pages: tc.pages, Raw: make([]byte, (len(tc.pages)+7)/8)}
+		st := &engine.State{Memory: uint64(size), Pages: tc.pages, Raw: make([]byte, (len(tc.pages)+7)/8)}
 		for i := range tc.pages {
 			page := make([]byte, engine.StatePageSize)
 			for j := range page {

@@ -203,19 +203,3 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
-
-// CheckCodeCache checks every compiled entry under the cache folder dir
-// against its record, as New does before compiling, and returns how many
-// entries there are; for tests of a Runner's cache.
-func CheckCodeCache(dir string) (entries int, err error) {
-	codeEntries(filepath.Join(dir, "code", "*"), func(path string, _ os.FileInfo) {
-		if strings.HasSuffix(path, sumSuffix) {
-			return
-		}
-		entries++
-		if e := checkCodeEntry(path); e != nil && err == nil {
-			err = fmt.Errorf("%s: %w", path, e)
-		}
-	})
-	return entries, err
-}

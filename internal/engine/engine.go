@@ -350,17 +350,6 @@ func (e *Engine) NewInstance(ctx context.Context) (*Instance, error) {
 	return e.newInstance(ctx, e.image, 0)
 }
 
-// Image is the prepared image's bytes, nil with StartFresh.
-func (e *Engine) Image() []byte {
-	switch {
-	case e.image == nil:
-		return nil
-	case e.image.memfd != nil:
-		return e.image.memfd.view
-	}
-	return e.image.data
-}
-
 // HasImage says whether Guests start from the prepared image (and so have
 // what Warm installed), not from scratch.
 func (e *Engine) HasImage() bool { return e.image != nil }
