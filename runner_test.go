@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if sharedRunner != nil {
 		sharedRunner.Close(context.Background())
 	}
+	for _, f := range testExit {
+		f()
+	}
 	os.Exit(code)
 }
 
