@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"bytes"
@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/internal/engine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // These tests load a Runner: many runs at once, and ten thousand in a row
@@ -21,16 +23,16 @@ import (
 // recovery) is tested in internal/engine.
 
 // poolRunner has one pooled instance, so consecutive runs reuse the same Guest.
-func poolRunner(t testing.TB) *Runner {
+func poolRunner(t testing.TB) *spine.Runner {
 	t.Helper()
 	if !engine.COWSupported {
 		t.Skip("instances are reused only with copy-on-write images")
 	}
-	return newRunner(t, testManifest(), &Options{PoolSize: 1})
+	return spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{PoolSize: 1})
 }
 
 func TestPoolHammer(t *testing.T) {
-	r := newRunner(t, testManifest(), &Options{PoolSize: 2})
+	r := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{PoolSize: 2})
 	programs := []struct {
 		src  string
 		want string
@@ -54,7 +56,7 @@ func TestPoolHammer(t *testing.T) {
 				if p.want == "deadline" {
 					ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
 				}
-				out, err := r.Run(ctx, Request{Source: p.src, Inputs: map[string]int{"n": n}})
+				out, err := r.Run(ctx, spine.Request{Source: p.src, Inputs: map[string]int{"n": n}})
 				cancel()
 				switch p.want {
 				case "n21":
@@ -70,7 +72,7 @@ func TestPoolHammer(t *testing.T) {
 						errs <- fmt.Errorf("%q n=%d: %v %v", p.src, n, out, err)
 					}
 				case "ZeroDivisionError":
-					var pe *PythonError
+					var pe *spine.PythonError
 					if !errors.As(err, &pe) || pe.Type != "ZeroDivisionError" {
 						errs <- fmt.Errorf("%q: %v", p.src, err)
 					}
@@ -96,7 +98,7 @@ func TestNoLeaks(t *testing.T) {
 		t.Skip("10,000 runs; skipped with -short")
 	}
 	before := countResources()
-	r, err := New(context.Background(), testManifest(), &Options{PoolSize: 2})
+	r, err := spine.New(context.Background(), spinetest.NewTools().Manifest(), &spine.Options{PoolSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +117,7 @@ func TestNoLeaks(t *testing.T) {
 		case i%100 == 2: // memory growth: the instance is replaced
 			src = "x = bytearray(40 << 20)"
 		}
-		r.Run(ctx, Request{Source: src})
+		r.Run(ctx, spine.Request{Source: src})
 		cancel()
 	}
 	t.Logf("10,000 runs in %v", time.Since(start))

@@ -105,9 +105,11 @@ func run(t testing.TB, r *Runner, src string, inputs any) (*Output, error) {
 	return r.Run(context.Background(), Request{Source: src, Inputs: inputs})
 }
 
-func mustRun(t testing.TB, r *Runner, src string, inputs any) *Output {
+// mustRun runs req on r and fails t unless the run succeeds; a Python error's
+// traceback goes in the failure. (The black-box suites use spinetest.MustRun.)
+func mustRun(t testing.TB, r *Runner, req Request) *Output {
 	t.Helper()
-	out, err := run(t, r, src, inputs)
+	out, err := r.Run(context.Background(), req)
 	if err != nil {
 		var pe *PythonError
 		if errors.As(err, &pe) {
@@ -128,9 +130,9 @@ func pythonError(t testing.TB, err error) *PythonError {
 }
 
 func TestGuestSeedDemo(t *testing.T) {
-	out := mustRun(t, shared(t), `price = lookup(key="book")
+	out := mustRun(t, shared(t), Request{Source: `price = lookup(key="book")
 result = price * inputs["quantity"]
-`, map[string]any{"quantity": 3})
+`, Inputs: map[string]any{"quantity": 3}})
 	if string(out.Value) != "63" {
 		t.Fatalf("value = %s, want 63", out.Value)
 	}
@@ -156,7 +158,7 @@ func TestGuestValues(t *testing.T) {
 		{"lone surrogate", `"\ud800"`, `"\ud800"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := mustRun(t, r, tc.src, nil)
+			out := mustRun(t, r, Request{Source: tc.src})
 			if string(out.Value) != tc.want {
 				t.Fatalf("value = %s, want %s", out.Value, tc.want)
 			}
@@ -167,11 +169,11 @@ func TestGuestValues(t *testing.T) {
 func TestGuestToolErrors(t *testing.T) {
 	r := shared(t)
 	t.Run("caught", func(t *testing.T) {
-		out := mustRun(t, r, `try:
+		out := mustRun(t, r, Request{Source: `try:
     lookup(key="nope")
 except RuntimeError as e:
     result = str(e)
-`, nil)
+`})
 		if string(out.Value) != `"no such key: nope"` {
 			t.Fatalf("value = %s", out.Value)
 		}
@@ -190,11 +192,11 @@ except RuntimeError as e:
 		}
 	})
 	t.Run("panicking tool", func(t *testing.T) {
-		out := mustRun(t, r, `try:
+		out := mustRun(t, r, Request{Source: `try:
     explode()
 except RuntimeError as e:
     result = str(e)
-`, nil)
+`})
 		if !strings.Contains(string(out.Value), "tool panicked: kaboom") {
 			t.Fatalf("value = %s", out.Value)
 		}
@@ -249,7 +251,7 @@ except TypeError as e:
     result = "TypeError"`, `"TypeError"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := mustRun(t, r, tc.src, nil)
+			out := mustRun(t, r, Request{Source: tc.src})
 			if string(out.Value) != tc.want {
 				t.Fatalf("value = %s, want %s", out.Value, tc.want)
 			}
@@ -308,21 +310,21 @@ func TestGuestPythonErrors(t *testing.T) {
 }
 
 func TestGuestOutputCapture(t *testing.T) {
-	out := mustRun(t, shared(t), `import sys, os
+	out := mustRun(t, shared(t), Request{Source: `import sys, os
 print("hello")
 print("to stderr", file=sys.stderr)
 sys.stdout.write("raw\n")
 os.write(1, b"fd\n")
-`, nil)
+`})
 	if out.Stdout != "hello\nraw\nfd\n" || out.Stderr != "to stderr\n" || out.StdoutTruncated || out.StderrTruncated {
 		t.Fatalf("stdout %q stderr %q", out.Stdout, out.Stderr)
 	}
 
 	small := newRunner(t, testManifest(), &Options{MaxOutput: 10})
-	out = mustRun(t, small, `import sys
+	out = mustRun(t, small, Request{Source: `import sys
 print("0123456789abcdef")
 print("é" * 20, file=sys.stderr)
-result = "done"`, nil)
+result = "done"`})
 	if out.Stdout != "0123456789" || !out.StdoutTruncated {
 		t.Fatalf("stdout %q truncated %v", out.Stdout, out.StdoutTruncated)
 	}
@@ -344,15 +346,15 @@ result = [
     "planted" in sys.modules,
     sys.getrecursionlimit(),
 ]`
-	clean := mustRun(t, r, probe, nil)
-	mustRun(t, r, `import builtins, json, sys
+	clean := mustRun(t, r, Request{Source: probe})
+	mustRun(t, r, Request{Source: `import builtins, json, sys
 secret = 42
 builtins.leaked = "yes"
 json.leaked = "yes"
 sys.modules["planted"] = json
 sys.setrecursionlimit(50)
-`, nil)
-	out := mustRun(t, r, probe, nil)
+`})
+	out := mustRun(t, r, Request{Source: probe})
 	if !strings.HasPrefix(string(clean.Value), "[false,false,false,false,") || string(out.Value) != string(clean.Value) {
 		t.Fatalf("state leaked between runs: %s, clean %s", out.Value, clean.Value)
 	}
@@ -378,13 +380,13 @@ func TestGuestSandbox(t *testing.T) {
 			}
 		})
 	}
-	out := mustRun(t, r, `import os, sys
-result = [dict(os.environ), sys.argv, os.getcwd()]`, nil)
+	out := mustRun(t, r, Request{Source: `import os, sys
+result = [dict(os.environ), sys.argv, os.getcwd()]`})
 	if !strings.HasPrefix(string(out.Value), `[{},`) {
 		t.Fatalf("the Guest sees an environment: %s", out.Value)
 	}
 	// "/" is the run's scratch tree, nothing of the Host's.
-	if out := mustRun(t, r, `import os; result = sorted(os.listdir("/"))`, nil); string(out.Value) != `["tmp","work"]` {
+	if out := mustRun(t, r, Request{Source: `import os; result = sorted(os.listdir("/"))`}); string(out.Value) != `["tmp","work"]` {
 		t.Fatalf(`the Guest's "/" holds %s`, out.Value)
 	}
 }
@@ -420,10 +422,10 @@ func TestGuestTimeout(t *testing.T) {
 }
 
 func TestGuestSleepWorks(t *testing.T) {
-	out := mustRun(t, shared(t), `import time
+	out := mustRun(t, shared(t), Request{Source: `import time
 t = time.monotonic()
 time.sleep(0.01)
-result = time.monotonic() - t >= 0.01`, nil)
+result = time.monotonic() - t >= 0.01`})
 	if string(out.Value) != "true" {
 		t.Fatalf("value %s", out.Value)
 	}
@@ -448,18 +450,18 @@ func TestGuestMemoryBomb(t *testing.T) {
 			}
 		})
 	}
-	mustRun(t, r, `x = bytearray(8 * 1024 * 1024)`, nil)
+	mustRun(t, r, Request{Source: `x = bytearray(8 * 1024 * 1024)`})
 }
 
 func TestGuestToolBudget(t *testing.T) {
 	r := newRunner(t, testManifest(), &Options{MaxToolCalls: 3})
-	out := mustRun(t, r, `n = 0
+	out := mustRun(t, r, Request{Source: `n = 0
 try:
     while True:
         lookup(key="book")
         n += 1
 except RuntimeError as e:
-    result = [n, str(e)]`, nil)
+    result = [n, str(e)]`})
 	if string(out.Value) != `[3,"tool call budget exhausted"]` {
 		t.Fatalf("value %s", out.Value)
 	}
@@ -482,7 +484,7 @@ func TestGuestLimits(t *testing.T) {
 			t.Fatalf("inputs %v: err = %v, want ErrBadRequest", in, err)
 		}
 	}
-	out := mustRun(t, r, `inputs["k"]`, json.RawMessage(` {"k": [1]} `))
+	out := mustRun(t, r, Request{Source: `inputs["k"]`, Inputs: json.RawMessage(` {"k": [1]} `)})
 	if string(out.Value) != "[1]" {
 		t.Fatalf("value %s", out.Value)
 	}
@@ -516,7 +518,7 @@ func TestGuestInputDepth(t *testing.T) {
 		t.Fatalf("the test's inputs nest %d levels, want %d", depth, MaxInputDepth)
 	}
 	// The deepest inputs the Host accepts, the Guest decodes.
-	out := mustRun(t, r, "x = inputs['a']\nn = 1\nwhile not isinstance(x, int):\n    x = x[0] if isinstance(x, list) else x['b']\n    n += 1\nresult = n", nested(MaxInputDepth))
+	out := mustRun(t, r, Request{Source: "x = inputs['a']\nn = 1\nwhile not isinstance(x, int):\n    x = x[0] if isinstance(x, list) else x['b']\n    n += 1\nresult = n", Inputs: nested(MaxInputDepth)})
 	if string(out.Value) != fmt.Sprint(MaxInputDepth) {
 		t.Fatalf("depth %s, want %d", out.Value, MaxInputDepth)
 	}
@@ -526,7 +528,7 @@ func TestGuestInputDepth(t *testing.T) {
 		t.Fatalf("too deep: %v", err)
 	}
 	// Brackets inside strings do not count.
-	mustRun(t, r, "1", json.RawMessage(`{"s": "`+strings.Repeat(`[{\"`, 2000)+`"}`))
+	mustRun(t, r, Request{Source: "1", Inputs: json.RawMessage(`{"s": "` + strings.Repeat(`[{\"`, 2000) + `"}`)})
 }
 
 func TestGuestConcurrentRuns(t *testing.T) {
@@ -555,8 +557,8 @@ func TestGuestConcurrentRuns(t *testing.T) {
 }
 
 func TestGuestHelp(t *testing.T) {
-	out := mustRun(t, shared(t), `help(lookup)
-result = lookup.__doc__`, nil)
+	out := mustRun(t, shared(t), Request{Source: `help(lookup)
+result = lookup.__doc__`})
 	// The doc is the tool's stub (stubs.go), the description its docstring.
 	if string(out.Value) != `"\ndef lookup(**kwargs) -> Any:\n    \"\"\"Look up a price by key.\"\"\"\n"` || !strings.Contains(out.Stdout, "Look up a price by key.") {
 		t.Fatalf("value %s stdout %q", out.Value, out.Stdout)
@@ -565,8 +567,8 @@ result = lookup.__doc__`, nil)
 	if !strings.Contains(out.Stdout, "lookup(**kwargs) -> Any\n") || strings.Contains(out.Stdout, "*args") {
 		t.Fatalf("help header: %q", out.Stdout)
 	}
-	out = mustRun(t, shared(t), `import inspect
-result = str(inspect.signature(market.get_price))`, nil)
+	out = mustRun(t, shared(t), Request{Source: `import inspect
+result = str(inspect.signature(market.get_price))`})
 	if string(out.Value) != `"(**kwargs) -> Any"` {
 		t.Fatalf("signature %s", out.Value)
 	}
@@ -634,7 +636,7 @@ func TestNewCopiesManifest(t *testing.T) {
 	m := Manifest{"lookup": {Call: lookupTool}}
 	r := newRunner(t, m, nil)
 	m["lookup"] = ToolSpec{Call: func(context.Context, json.RawMessage) (any, error) { return 0, nil }}
-	out := mustRun(t, r, `lookup(key="book")`, nil)
+	out := mustRun(t, r, Request{Source: `lookup(key="book")`})
 	if string(out.Value) != "21" {
 		t.Fatalf("value %s: the Runner saw a change to the caller's manifest", out.Value)
 	}
@@ -674,4 +676,26 @@ func TestClassify(t *testing.T) {
 	if got := Classify(fmt.Errorf("%w: a trap", ErrGuest)); got != OutcomeGuest {
 		t.Errorf("ErrGuest is %s", got)
 	}
+}
+
+// newSession starts a session of r, closed when the test ends. (The black-box
+// suites use spinetest.NewSession and spinetest.Step.)
+func newSession(t testing.TB, r *Runner) *Session {
+	t.Helper()
+	s, err := r.NewSession(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+// step runs src in s and returns its value, failing the test on any error.
+func step(t testing.TB, s *Session, src string) string {
+	t.Helper()
+	out, err := s.Run(context.Background(), Request{Source: src})
+	if err != nil {
+		t.Fatalf("%q: %v", src, err)
+	}
+	return string(out.Value)
 }
