@@ -23,7 +23,7 @@ func TestSnapshotMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := testManifest()
-	delete(m, "huge")
+	delete(m, "fail")
 	fewer := newRunner(t, m, &Options{PoolSize: -1})
 	if _, err := fewer.Restore(ctx, blob); !errors.Is(err, ErrSnapshotMismatch) || !strings.Contains(err.Error(), "tool list") {
 		t.Fatalf("another tool list: %v", err)
