@@ -1,8 +1,12 @@
-package spine
+package spine_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // The tests in this file run the Guest's batteries — zlib, gzip, zipfile, bz2,
@@ -68,7 +72,7 @@ with zipfile.ZipFile(buf) as zf:
 result = sorted(name for name, _ in shutil.get_archive_formats())`, `["bztar","gztar","tar","xztar","zip"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := mustRun(t, r, tc.src, nil)
+			out := spinetest.MustRun(t, r, spine.Request{Source: tc.src})
 			if string(out.Value) != tc.want {
 				t.Fatalf("value = %s, want %s", out.Value, tc.want)
 			}
@@ -184,15 +188,15 @@ except sqlite3.OperationalError as e:
 result = hasattr(sqlite3.connect(":memory:"), "enable_load_extension")`, `false`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := mustRun(t, r, tc.src, nil)
+			out := spinetest.MustRun(t, r, spine.Request{Source: tc.src})
 			if string(out.Value) != tc.want {
 				t.Fatalf("value = %s, want %s", out.Value, tc.want)
 			}
 		})
 	}
 	t.Run("syntax error is a Python error", func(t *testing.T) {
-		_, err := run(t, r, "import sqlite3\nsqlite3.connect(':memory:').execute('selec 1')", nil)
-		pe := pythonError(t, err)
+		_, err := r.Run(context.Background(), spine.Request{Source: "import sqlite3\nsqlite3.connect(':memory:').execute('selec 1')"})
+		pe := spinetest.PythonError(t, err)
 		if pe.Type != "OperationalError" || !strings.Contains(pe.Message, "syntax error") {
 			t.Fatalf("got %#v", pe)
 		}
@@ -246,7 +250,7 @@ for key in ["Mars/Olympus_Mons", "Europe", "Europe/", "__init__", "Europe/__init
 result = out`, `["not found","folder","invalid","not found","invalid","not found","invalid","invalid","invalid","invalid","invalid"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := mustRun(t, r, tc.src, nil)
+			out := spinetest.MustRun(t, r, spine.Request{Source: tc.src})
 			if string(out.Value) != tc.want {
 				t.Fatalf("value = %s, want %s", out.Value, tc.want)
 			}
@@ -257,18 +261,18 @@ result = out`, `["not found","folder","invalid","not found","invalid","not found
 // TestGuestBatteriesNoStateLeaks: a run that leaves a database, an open stream
 // and a cached zone behind hands the next run on the same Guest none of them.
 func TestGuestBatteriesNoStateLeaks(t *testing.T) {
-	r := newRunner(t, testManifest(), &Options{PoolSize: 1})
-	mustRun(t, r, `import sqlite3, zlib, zoneinfo, builtins
+	r := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{PoolSize: 1})
+	spinetest.MustRun(t, r, spine.Request{Source: `import sqlite3, zlib, zoneinfo, builtins
 builtins.kept_db = sqlite3.connect(":memory:")
 builtins.kept_db.execute("create table leak (x)")
 builtins.kept_stream = zlib.decompressobj()
 builtins.kept_stream.decompress(zlib.compress(b"abc")[:3])
 tokyo = zoneinfo.ZoneInfo("Asia/Tokyo")
-`, nil)
-	out := mustRun(t, r, `import builtins, sys, sqlite3
+`})
+	out := spinetest.MustRun(t, r, spine.Request{Source: `import builtins, sys, sqlite3
 result = [hasattr(builtins, "kept_db"), hasattr(builtins, "kept_stream"),
           sqlite3.connect(":memory:").execute("select count(*) from sqlite_master").fetchone()[0],
-          "tzdata.zoneinfo.Asia" in sys.modules]`, nil)
+          "tzdata.zoneinfo.Asia" in sys.modules]`})
 	if string(out.Value) != `[false,false,0,false]` {
 		t.Fatalf("value = %s", out.Value)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/spine-run/spine/internal/abi"
 )
 
 // Tool runs on the Host. args is Go-owned; no borrowed Guest memory escapes.
@@ -45,11 +47,7 @@ type callRequest struct {
 }
 
 // maxMessage caps every tool request and response crossing the bridge.
-const maxMessage = 1 << 20
-
-// responseFailed is what call and resolve return to the Guest when no response
-// could be written at out (outside memory, or larger than capacity).
-const responseFailed = 0xFFFFFFFF
+const maxMessage = abi.MaxMessage
 
 func readRequest(m api.Module, ptr, size uint32) (callRequest, error) {
 	var request callRequest
@@ -89,19 +87,11 @@ func encodeResponse(value any, err error) []byte {
 	return encoded
 }
 
-// invoke makes the program's call of request: it spends one of the run's
-// calls, asks Options.Approve, runs the tool, and records the call (span,
-// Output.Calls, log).
+// invoke makes the program's call of request in the run ctx carries: it
+// spends one of the run's calls, asks Options.Approve, runs the tool, and
+// records the call (span, Output.Calls, log).
 func (r *Runner) invoke(ctx context.Context, request callRequest) []byte {
-	st, _ := ctx.Value(runKey{}).(*runState)
-	if st == nil { // outside a run (the bridge's own tests): no budget, no record
-		spec, ok := r.manifest[request.Tool]
-		if !ok {
-			return encodeResponse(nil, fmt.Errorf("unknown tool: %s", request.Tool))
-		}
-		response, _ := callTool(ctx, request.Tool, spec.Call, request.Args)
-		return response
-	}
+	st := runOf(ctx)
 	if err := st.spend(); err != nil {
 		st.limitOnce(&st.loggedBudget, "MaxToolCalls")
 		return encodeResponse(nil, err)
@@ -114,7 +104,7 @@ func (r *Runner) invoke(ctx context.Context, request callRequest) []byte {
 	if !ok {
 		err = fmt.Errorf("unknown tool: %s", request.Tool)
 	} else {
-		err = r.approve(ctx, request, false)
+		err = st.approve(ctx, request, false)
 	}
 	if err != nil {
 		response = encodeResponse(nil, err)
@@ -143,9 +133,9 @@ func (r *Runner) hostCall(ctx context.Context, m api.Module, ptr, size, out, cap
 func (r *Runner) hostPrepare(ctx context.Context, m api.Module, ptr, size uint32) uint32 {
 	request, err := readRequest(m, ptr, size)
 	if err != nil {
-		return 0
+		return abi.NotPrepared
 	}
-	return ctx.Value(runKey{}).(*runState).prepare(request)
+	return runOf(ctx).prepare(request)
 }
 
 func (r *Runner) hostResolve(ctx context.Context, m api.Module, id, ptr, size, out, capacity uint32) uint32 {
@@ -154,54 +144,45 @@ func (r *Runner) hostResolve(ctx context.Context, m api.Module, id, ptr, size, o
 	if err != nil {
 		response = encodeResponse(nil, err)
 	} else {
-		response = ctx.Value(runKey{}).(*runState).resolve(id, request)
+		response = runOf(ctx).resolve(id, request)
 	}
 	return writeResponse(m, out, capacity, response)
 }
 
-// What peek answers besides a response's length.
-const (
-	peekAnswerRunning = 0xFFFFFFFE // the read is still running
-	peekAnswerNone    = 0xFFFFFFFD // there is no such read
-)
-
 // hostPeek answers the Guest's peek(id, out, capacity): the length of the
-// finished read's response written at out, peekAnswerRunning or
-// peekAnswerNone; responseFailed when the response does not fit. With
+// finished read's response written at out, abi.PeekRunning or
+// abi.PeekNone; abi.Failed when the response does not fit. With
 // capacity 0 the Guest only asks to be woken when the read finishes: a read
 // that has finished already wakes it at the next tick. id 0 asks for a wake at
 // the next tick (the Guest's chain step found its table in use).
 func (r *Runner) hostPeek(ctx context.Context, m api.Module, id, out, capacity uint32) uint32 {
-	st, _ := ctx.Value(runKey{}).(*runState)
-	if st == nil {
-		return peekAnswerNone
-	}
+	st := runOf(ctx)
 	if id == 0 {
 		st.wake.Store(true)
-		return peekAnswerNone
+		return abi.PeekNone
 	}
 	response, state := st.peek(id, capacity)
 	switch {
 	case state == peekNone:
-		return peekAnswerNone
+		return abi.PeekNone
 	case state == peekRunning:
-		return peekAnswerRunning
+		return abi.PeekRunning
 	case capacity == 0:
 		st.wake.Store(true)
-		return peekAnswerRunning
+		return abi.PeekRunning
 	}
 	return writeResponse(m, out, capacity, response)
 }
 
 // writeResponse copies response into the Guest at out. The whole buffer the
 // Guest offered, out to out+capacity, must lie in its memory and the response
-// must fit in it; otherwise nothing is written and the Guest gets responseFailed.
+// must fit in it; otherwise nothing is written and the Guest gets abi.Failed.
 func writeResponse(m api.Module, out, capacity uint32, response []byte) uint32 {
 	if uint64(out)+uint64(capacity) > uint64(m.Memory().Size()) || uint64(len(response)) > uint64(capacity) {
-		return responseFailed
+		return abi.Failed
 	}
 	if !m.Memory().Write(out, response) {
-		return responseFailed
+		return abi.Failed
 	}
 	return uint32(len(response))
 }

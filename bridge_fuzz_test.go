@@ -8,6 +8,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/spine-run/spine/internal/abi"
 	"github.com/spine-run/spine/internal/engine"
 )
 
@@ -104,8 +105,8 @@ func FuzzReadRequest(f *testing.F) {
 }
 
 // FuzzWriteResponse: any out/capacity/response never panic; the result is
-// len(response) with exactly those bytes at out, or responseFailed with memory
-// untouched, and it is responseFailed exactly when the buffer is outside
+// len(response) with exactly those bytes at out, or abi.Failed with memory
+// untouched, and it is abi.Failed exactly when the buffer is outside
 // memory or too small.
 func FuzzWriteResponse(f *testing.F) {
 	const page = engine.WasmPageSize
@@ -137,8 +138,8 @@ func FuzzWriteResponse(f *testing.F) {
 		got := writeResponse(mod, out, capacity, response)
 		fits := uint64(out)+uint64(capacity) <= memSize && uint64(len(response)) <= uint64(capacity)
 		if !fits {
-			if got != responseFailed {
-				t.Fatalf("out %#x capacity %#x len %d: got %#x, want responseFailed", out, capacity, len(response), got)
+			if got != abi.Failed {
+				t.Fatalf("out %#x capacity %#x len %d: got %#x, want abi.Failed", out, capacity, len(response), got)
 			}
 			if !bytes.Equal(mem, zero) {
 				t.Fatal("memory written on failure")
@@ -162,7 +163,7 @@ func FuzzWriteResponse(f *testing.F) {
 
 // FuzzHostCall: any request bytes through hostCall give a written response
 // that is a JSON object with a "value" or an "error" key (an error being a
-// string), or responseFailed only when that response is over capacity.
+// string), or abi.Failed only when that response is over capacity.
 func FuzzHostCall(f *testing.F) {
 	for _, seed := range []string{
 		`{"tool":"lookup","args":{"key":"book"}}`,
@@ -222,11 +223,13 @@ func FuzzHostCall(f *testing.F) {
 		copy(mem, request)
 		maxCap := uint32(len(mem)) - bridgeOut
 		outCap := min(uint32(capacity), maxCap)
-		n := r.hostCall(context.Background(), mod, 0, uint32(len(request)), bridgeOut, outCap)
-		if n == responseFailed {
+		st := newRunState(r, context.Background(), false)
+		defer st.close()
+		n := r.hostCall(st.ctx, mod, 0, uint32(len(request)), bridgeOut, outCap)
+		if n == abi.Failed {
 			// Only legitimate when the response would not fit.
-			if want := r.hostCall(context.Background(), mod, 0, uint32(len(request)), bridgeOut, maxCap); want != responseFailed && want <= outCap {
-				t.Fatalf("responseFailed with capacity %d for a %d-byte response", outCap, want)
+			if want := r.hostCall(st.ctx, mod, 0, uint32(len(request)), bridgeOut, maxCap); want != abi.Failed && want <= outCap {
+				t.Fatalf("abi.Failed with capacity %d for a %d-byte response", outCap, want)
 			}
 			return
 		}

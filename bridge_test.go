@@ -18,11 +18,12 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/spine-run/spine/internal/abi"
 	"github.com/spine-run/spine/internal/engine"
 )
 
 // These tests drive the Host tool bridge (bridge.go) and a run's early-read
-// state (state.go) against the linear memory of a real wazero module: a
+// state (runstate.go, futures.go) against the linear memory of a real wazero module: a
 // hand-built wasm binary that only declares and exports a memory.
 
 // bridgeWasm returns a valid wasm binary whose only content is one memory of
@@ -75,10 +76,10 @@ func bridgeRunner(manifest Manifest, o *Options) *Runner {
 }
 
 // bridgeRun starts a run's state on r; it is closed at cleanup.
-func bridgeRun(t *testing.T, r *Runner, early bool) *runState {
-	t.Helper()
+func bridgeRun(tb testing.TB, r *Runner, early bool) *runState {
+	tb.Helper()
 	st := newRunState(r, context.Background(), early)
-	t.Cleanup(st.close)
+	tb.Cleanup(st.close)
 	return st
 }
 
@@ -385,8 +386,9 @@ func TestBridgeInvoke(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			lookup := &counter{value: 21}
 			r := bridgeRunner(bridgeTools(lookup), nil)
-			ctx := context.WithValue(context.Background(), bridgeCtxKey{}, "run ctx")
-			got := string(r.invoke(ctx, callRequest{Tool: tc.tool, Args: json.RawMessage(tc.args)}))
+			st := newRunState(r, context.WithValue(context.Background(), bridgeCtxKey{}, "run ctx"), false)
+			defer st.close()
+			got := string(r.invoke(st.ctx, callRequest{Tool: tc.tool, Args: json.RawMessage(tc.args)}))
 			if got != tc.want {
 				t.Fatalf("invoke = %s\n        want %s", got, tc.want)
 			}
@@ -412,7 +414,7 @@ func TestBridgeInvokeNothingCalledForUnknownTool(t *testing.T) {
 	}
 	r := bridgeRunner(manifest, nil)
 	for _, name := range []string{"", "A", "c", "look", "lookup3", "*x", " a", "a\x00", "unknown tool: a"} {
-		got := string(r.invoke(context.Background(), callRequest{Tool: name, Args: json.RawMessage(`{}`)}))
+		got := string(r.invoke(bridgeRun(t, r, false).ctx, callRequest{Tool: name, Args: json.RawMessage(`{}`)}))
 		message, _ := json.Marshal("unknown tool: " + name)
 		want := `{"value":null,"error":` + string(message) + `}`
 		if got != want {
@@ -463,21 +465,21 @@ func TestBridgeHostCall(t *testing.T) {
 		{name: "request ptr+size overflow", request: `{"tool":"lookup"}`, ptr: 0xFFFFFFFF, size: 2,
 			out: bridgeOut, cap: bridgeCap, want: `{"value":null,"error":"tool request outside ABI bounds"}`},
 		{name: "response over capacity", request: `{"tool":"lookup","args":{}}`,
-			out: bridgeOut, cap: 11, result: responseFailed, lookups: 1},
+			out: bridgeOut, cap: 11, result: abi.Failed, lookups: 1},
 		{name: "zero capacity", request: `{"tool":"lookup","args":{}}`,
-			out: bridgeOut, cap: 0, result: responseFailed, lookups: 1},
+			out: bridgeOut, cap: 0, result: abi.Failed, lookups: 1},
 		{name: "big response over capacity", request: `{"tool":"big"}`,
-			out: bridgeOut, cap: bridgeCap, result: responseFailed},
+			out: bridgeOut, cap: bridgeCap, result: abi.Failed},
 		{name: "error envelope over capacity", request: `xx`,
-			out: bridgeOut, cap: 8, result: responseFailed},
+			out: bridgeOut, cap: 8, result: abi.Failed},
 		{name: "out outside memory", request: `{"tool":"lookup","args":{}}`,
-			out: page, cap: 100, result: responseFailed, lookups: 1},
+			out: page, cap: 100, result: abi.Failed, lookups: 1},
 		{name: "out far outside memory", request: `{"tool":"lookup","args":{}}`,
-			out: 0xFFFFFFF0, cap: 100, result: responseFailed, lookups: 1},
+			out: 0xFFFFFFF0, cap: 100, result: abi.Failed, lookups: 1},
 		{name: "out+capacity past end though response fits", request: `{"tool":"lookup","args":{}}`,
-			out: page - 100, cap: 101, result: responseFailed, lookups: 1},
+			out: page - 100, cap: 101, result: abi.Failed, lookups: 1},
 		{name: "out+capacity overflows uint32", request: `{"tool":"lookup","args":{}}`,
-			out: 16, cap: math.MaxUint32, result: responseFailed, lookups: 1},
+			out: 16, cap: math.MaxUint32, result: abi.Failed, lookups: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mod := bridgeModule(t, 1)
@@ -489,7 +491,7 @@ func TestBridgeHostCall(t *testing.T) {
 				size = bridgePut(t, mod, ptr, tc.request)
 			}
 			before := bridgeMemory(t, mod)
-			got := r.hostCall(context.Background(), mod, ptr, size, tc.out, tc.cap)
+			got := r.hostCall(bridgeRun(t, r, false).ctx, mod, ptr, size, tc.out, tc.cap)
 			after := bridgeMemory(t, mod)
 			want := tc.result
 			if want == 0 {
@@ -543,8 +545,8 @@ func TestBridgeWriteResponse(t *testing.T) {
 			got := writeResponse(mod, tc.out, tc.cap, resp)
 			after := bridgeMemory(t, mod)
 			if !tc.ok {
-				if got != responseFailed {
-					t.Fatalf("writeResponse = %#x, want responseFailed", got)
+				if got != abi.Failed {
+					t.Fatalf("writeResponse = %#x, want abi.Failed", got)
 				}
 				if !bytes.Equal(before, after) {
 					t.Fatal("memory changed on failure")
@@ -578,8 +580,8 @@ func TestBridgeBudget(t *testing.T) {
 		`{"value":null,"error":"tool call budget exhausted"}`,
 	} {
 		n := r.hostCall(st.ctx, mod, bridgeReq, size, bridgeOut, bridgeCap)
-		if n == responseFailed {
-			t.Fatalf("call %d: responseFailed", i+1)
+		if n == abi.Failed {
+			t.Fatalf("call %d: abi.Failed", i+1)
 		}
 		if got := bridgeGet(t, mod, bridgeOut, n); got != want {
 			t.Fatalf("call %d = %s, want %s", i+1, got, want)
@@ -588,12 +590,12 @@ func TestBridgeBudget(t *testing.T) {
 	if lookup.calls() != 2 || st.calls != 2 {
 		t.Fatalf("lookup called %d times, st.calls = %d; want 2, 2", lookup.calls(), st.calls)
 	}
-	// Unknown tools count too; outside a run there is no budget.
+	// Unknown tools count too; the budget is the run's own.
 	if got := string(r.invoke(st.ctx, callRequest{Tool: "nope"})); got != `{"value":null,"error":"tool call budget exhausted"}` {
 		t.Fatalf("unknown tool past the budget = %s", got)
 	}
-	if got := string(r.invoke(context.Background(), callRequest{Tool: "lookup"})); got != `{"value":21}` {
-		t.Fatalf("invoke outside a run = %s", got)
+	if got := string(r.invoke(bridgeRun(t, r, false).ctx, callRequest{Tool: "lookup"})); got != `{"value":21}` {
+		t.Fatalf("invoke in another run = %s", got)
 	}
 }
 
@@ -904,10 +906,10 @@ func TestBridgeResolveBadRequest(t *testing.T) {
 	if got := bridgeGet(t, mod, bridgeOut, n); got != `{"value":5}` || snap.calls() != 1 {
 		t.Fatalf("resolve = %s with %d calls, want the future", got, snap.calls())
 	}
-	// A response over capacity is responseFailed; memory is untouched.
+	// A response over capacity is abi.Failed; memory is untouched.
 	id = r.hostPrepare(st.ctx, mod, bridgeReq, size)
 	before := bridgeMemory(t, mod)
-	if n := r.hostResolve(st.ctx, mod, id, bridgeReq, size, bridgeOut, 3); n != responseFailed {
+	if n := r.hostResolve(st.ctx, mod, id, bridgeReq, size, bridgeOut, 3); n != abi.Failed {
 		t.Fatalf("resolve over capacity = %#x", n)
 	}
 	if !bytes.Equal(before, bridgeMemory(t, mod)) {
@@ -1032,7 +1034,7 @@ func TestBridgeInvokeEncodePanic(t *testing.T) {
 						t.Errorf("invoke panicked while encoding the tool's result: %v", p)
 					}
 				}()
-				got = r.invoke(context.Background(), callRequest{Tool: "m", Args: json.RawMessage(`{}`)})
+				got = r.invoke(bridgeRun(t, r, false).ctx, callRequest{Tool: "m", Args: json.RawMessage(`{}`)})
 			}()
 			if got != nil {
 				var envelope map[string]any

@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // The differential test of early reads: many generated programs run with early
@@ -403,7 +406,7 @@ func (rec *differentialRecorder) record(name string, args json.RawMessage) int {
 
 // differentialManifest: the early-read tools are deterministic functions of
 // their arguments (the early-read promise); the others record their calls.
-func differentialManifest() Manifest {
+func differentialManifest() spine.Manifest {
 	get := func(ctx context.Context, args json.RawMessage) (any, error) {
 		rec := recorderOf(ctx)
 		rec.mu.Lock()
@@ -453,7 +456,7 @@ func differentialManifest() Manifest {
 		}
 		return map[string]any{"k": a.K, "n": a.N}, nil
 	}
-	return Manifest{
+	return spine.Manifest{
 		"get":      {Call: get, AllowEarlyRead: true},
 		"ns.fetch": {Call: fetch, AllowEarlyRead: true},
 		"put": {Call: func(ctx context.Context, args json.RawMessage) (any, error) {
@@ -480,13 +483,13 @@ func (o differentialOutcome) String() string {
 		o.Value, o.Stdout, o.Stderr, o.Error, o.ToolCalls, o.Calls)
 }
 
-func differentialRun(r *Runner, p differentialProgram, early bool) differentialOutcome {
-	return differentialRunRequest(r, Request{Source: p.Source, Inputs: p.Inputs, EarlyReads: early})
+func differentialRun(r *spine.Runner, p differentialProgram, early bool) differentialOutcome {
+	return differentialRunRequest(r, spine.Request{Source: p.Source, Inputs: p.Inputs, EarlyReads: early})
 }
 
 // differentialRunRequest runs req (a program of differentialPrograms, sent any
 // way) and collects its outcome.
-func differentialRunRequest(r *Runner, req Request) differentialOutcome {
+func differentialRunRequest(r *spine.Runner, req spine.Request) differentialOutcome {
 	rec := &differentialRecorder{}
 	ctx := context.WithValue(context.Background(), differentialKey{}, rec)
 	out, err := r.Run(ctx, req)
@@ -494,7 +497,7 @@ func differentialRunRequest(r *Runner, req Request) differentialOutcome {
 	if out != nil {
 		o.Value, o.Stdout, o.Stderr, o.ToolCalls = string(out.Value), out.Stdout, out.Stderr, out.ToolCalls
 	}
-	var pe *PythonError
+	var pe *spine.PythonError
 	if errors.As(err, &pe) {
 		o.Error = fmt.Sprintf("%s: %s (line %d)\n%s", pe.Type, pe.Message, pe.Line, pe.Traceback)
 	} else if err != nil {
@@ -517,10 +520,10 @@ func TestDifferentialEarlyReads(t *testing.T) {
 		n = 600
 	}
 	programs := differentialPrograms(20260101, n)
-	runners := map[int]*Runner{0: newRunner(t, differentialManifest(), nil)}
+	runners := map[int]*spine.Runner{0: spinetest.NewRunner(t, differentialManifest(), nil)}
 	for _, p := range programs {
 		if _, ok := runners[p.Budget]; !ok {
-			runners[p.Budget] = newRunner(t, differentialManifest(), &Options{MaxToolCalls: p.Budget})
+			runners[p.Budget] = spinetest.NewRunner(t, differentialManifest(), &spine.Options{MaxToolCalls: p.Budget})
 		}
 	}
 	var (

@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"context"
@@ -10,10 +10,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // filesOf is out.Files as a map of name to contents.
-func filesOf(out *Output) map[string]string {
+func filesOf(out *spine.Output) map[string]string {
 	m := map[string]string{}
 	for _, f := range out.Files {
 		m[f.Name] = string(f.Data)
@@ -25,7 +28,7 @@ func filesOf(out *Output) map[string]string {
 // directory and /tmp.
 func TestScratchFileSystem(t *testing.T) {
 	r := shared(t)
-	out := mustRun(t, r, `import os, csv, tempfile, shutil, pathlib
+	out := spinetest.MustRun(t, r, spine.Request{Source: `import os, csv, tempfile, shutil, pathlib
 start = os.getcwd()
 with open("sales.csv", "w", newline="") as f:
     w = csv.writer(f)
@@ -75,7 +78,7 @@ result = {
     "size": os.stat("sales.csv").st_size, "isdir": os.path.isdir("out"), "tail": tail.decode(),
     "seek_size": os.path.getsize("seek.bin"), "rel": rel, "here": here, "cwd": os.getcwd(),
     "glob": sorted(str(x) for x in pathlib.Path(".").glob("*.txt")), "exists": os.path.exists("gone.txt"),
-}`, nil)
+}`})
 	var got map[string]any
 	if err := json.Unmarshal(out.Value, &got); err != nil {
 		t.Fatal(err)
@@ -105,7 +108,7 @@ result = {
 // tree can lead to a Host path.
 func TestScratchNoLinks(t *testing.T) {
 	r := shared(t)
-	out := mustRun(t, r, `import os, errno
+	out := spinetest.MustRun(t, r, spine.Request{Source: `import os, errno
 open("a", "w").write("a")
 res = []
 for f in (lambda: os.symlink("/etc/passwd", "p"), lambda: os.symlink("a", "b"), lambda: os.link("a", "c")):
@@ -119,7 +122,7 @@ try:
     os.readlink("a")
 except OSError as e:
     res.append(errno.errorcode[e.errno])
-result = res`, nil)
+result = res`})
 	if string(out.Value) != `["EPERM","EPERM","EPERM",false,"EINVAL"]` {
 		t.Fatalf("links: %s", out.Value)
 	}
@@ -129,8 +132,8 @@ result = res`, nil)
 // program can catch; its output and value are intact, and so is the file
 // it wrote up to the limit. Removing a file gives its room back.
 func TestScratchLimit(t *testing.T) {
-	r := newRunner(t, testManifest(), &Options{ScratchSize: 1 << 20, MaxScratchEntries: 20})
-	out, err := r.Run(context.Background(), Request{Source: `import os, errno
+	r := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{ScratchSize: 1 << 20, MaxScratchEntries: 20})
+	out, err := r.Run(context.Background(), spine.Request{Source: `import os, errno
 print("before")
 chunk = b"x" * 65536
 written = 0
@@ -170,14 +173,14 @@ result = [first, second, third, size > 900000, written == size, made]`})
 	}
 
 	// An uncaught ENOSPC is an OSError the caller sees, with the output before it.
-	out, err = r.Run(context.Background(), Request{Source: `print("partial")
+	out, err = r.Run(context.Background(), spine.Request{Source: `print("partial")
 open("big", "wb").write(b"x" * (2 << 20))`})
-	if pe := pythonError(t, err); pe.Type != "OSError" || !strings.Contains(pe.Message, "No space left on device") || out.Stdout != "partial\n" {
+	if pe := spinetest.PythonError(t, err); pe.Type != "OSError" || !strings.Contains(pe.Message, "No space left on device") || out.Stdout != "partial\n" {
 		t.Fatalf("got %v, stdout %q", err, out.Stdout)
 	}
 
 	// A file seeked far past the limit does not take the Host's memory.
-	out, err = r.Run(context.Background(), Request{Source: `import errno
+	out, err = r.Run(context.Background(), spine.Request{Source: `import errno
 f = open("sparse", "wb")
 f.seek(1 << 40)
 try:
@@ -199,15 +202,15 @@ func TestScratchPerRun(t *testing.T) {
 		}
 	}
 	waitReady()
-	mustRun(t, r, `import os
+	spinetest.MustRun(t, r, spine.Request{Source: `import os
 open("/tmp/secret", "w").write("run 1")
 os.makedirs("keep/me")
 open("keep/me/file", "w").write("run 1")
-os.chdir("/tmp")`, nil)
+os.chdir("/tmp")`})
 	made := r.Stats().InstancesMade
 	waitReady()
-	out := mustRun(t, r, `import os
-result = [os.getcwd(), os.listdir("/"), os.listdir("."), os.listdir("/tmp"), os.path.exists("/work/keep")]`, nil)
+	out := spinetest.MustRun(t, r, spine.Request{Source: `import os
+result = [os.getcwd(), os.listdir("/"), os.listdir("."), os.listdir("/tmp"), os.path.exists("/work/keep")]`})
 	if string(out.Value) != `["/work",["tmp","work"],[],[],false]` {
 		t.Fatalf("the next run sees %s", out.Value)
 	}
@@ -217,9 +220,9 @@ result = [os.getcwd(), os.listdir("/"), os.listdir("."), os.listdir("/tmp"), os.
 
 	// A run that leaves a scratch file open is not followed on its Guest.
 	waitReady()
-	mustRun(t, r, `import builtins; builtins.held = open("/tmp/held", "w")`, nil)
+	spinetest.MustRun(t, r, spine.Request{Source: `import builtins; builtins.held = open("/tmp/held", "w")`})
 	waitReady()
-	out = mustRun(t, r, `import os; result = os.listdir("/tmp")`, nil)
+	out = spinetest.MustRun(t, r, spine.Request{Source: `import os; result = os.listdir("/tmp")`})
 	if string(out.Value) != `[]` || r.Stats().InstancesMade == made {
 		t.Fatalf("after a file left open: %s, %d instances made (had %d)", out.Value, r.Stats().InstancesMade, made)
 	}
@@ -230,14 +233,14 @@ result = [os.getcwd(), os.listdir("/"), os.listdir("."), os.listdir("/tmp"), os.
 // run's files, nor another session's.
 func TestScratchSession(t *testing.T) {
 	r := shared(t)
-	a, b := newSession(t, r), newSession(t, r)
-	step(t, a, `import os
+	a, b := spinetest.NewSession(t, r), spinetest.NewSession(t, r)
+	spinetest.Step(t, a, `import os
 f = open("mine.txt", "w+")
 f.write("session a, run 1")
 f.flush()
 d = os.open(".", os.O_RDONLY)`)
-	step(t, b, `open("mine.txt", "w").write("session b")`)
-	got := step(t, a, `import errno
+	spinetest.Step(t, b, `open("mine.txt", "w").write("session b")`)
+	got := spinetest.Step(t, a, `import errno
 res = [sorted(os.listdir("."))]
 for op in (lambda: f.seek(0), lambda: f.read(), lambda: (f.write("x"), f.flush()), lambda: os.fstat(f.fileno()),
            lambda: os.open("mine.txt", os.O_RDONLY, dir_fd=d), lambda: os.stat("mine.txt", dir_fd=d)):
@@ -251,16 +254,16 @@ result = res`)
 	if got != `[[],"EBADF","EBADF","EBADF","EBADF","EBADF","EBADF","session a, run 2"]` {
 		t.Fatalf("a session's later run through an earlier run's file objects: %s", got)
 	}
-	out, err := b.Run(context.Background(), Request{Source: `import os; result = os.listdir(".")`,
-		Files: []File{{Name: "in.txt", Data: []byte("given")}}})
+	out, err := b.Run(context.Background(), spine.Request{Source: `import os; result = os.listdir(".")`,
+		Files: []spine.File{{Name: "in.txt", Data: []byte("given")}}})
 	if err != nil || string(out.Value) != `["in.txt"]` {
 		t.Fatalf("session b: %v %s", err, valueOf(out))
 	}
 	// Files held open cannot be carried by a snapshot.
-	if _, err := a.Snapshot(context.Background()); !errors.Is(err, ErrSessionState) {
+	if _, err := a.Snapshot(context.Background()); !errors.Is(err, spine.ErrSessionState) {
 		t.Fatalf("Snapshot of a session holding files open: %v", err)
 	}
-	step(t, a, `try:
+	spinetest.Step(t, a, `try:
     f.close()  # flushes the "x" above: EBADF, and closes
 except OSError:
     pass
@@ -273,11 +276,11 @@ os.close(d)`)
 // TestRequestFiles: a request's files are in the working directory; only
 // those the program wrote come back, and the caps on Output.Files hold.
 func TestRequestFiles(t *testing.T) {
-	r := newRunner(t, testManifest(), &Options{MaxFiles: 3, MaxFileBytes: 100})
-	out, err := r.Run(context.Background(), Request{Source: `import os
+	r := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{MaxFiles: 3, MaxFileBytes: 100})
+	out, err := r.Run(context.Background(), spine.Request{Source: `import os
 data = open("in/data.csv").read()
 open("in/notes.txt", "a").write(" and more")
-result = [data, sorted(os.listdir("in"))]`, Files: []File{
+result = [data, sorted(os.listdir("in"))]`, Files: []spine.File{
 		{Name: "in/data.csv", Data: []byte("a,b\n1,2\n")},
 		{Name: "in/notes.txt", Data: []byte("notes")},
 	}})
@@ -289,19 +292,19 @@ result = [data, sorted(os.listdir("in"))]`, Files: []File{
 	}
 
 	// Caps: the first files by name that fit, the rest counted.
-	out = mustRun(t, r, `for i in range(5):
-    open(f"f{i}", "w").write("x" * 30)`, nil)
+	out = spinetest.MustRun(t, r, spine.Request{Source: `for i in range(5):
+    open(f"f{i}", "w").write("x" * 30)`})
 	if len(out.Files) != 3 || out.FilesLeftOut != 2 || out.Files[0].Name != "f0" {
 		t.Fatalf("%d files, %d left out", len(out.Files), out.FilesLeftOut)
 	}
-	out = mustRun(t, r, `open("a", "w").write("x" * 90); open("b", "w").write("x" * 20); open("c", "w").close()`, nil)
+	out = spinetest.MustRun(t, r, spine.Request{Source: `open("a", "w").write("x" * 90); open("b", "w").write("x" * 20); open("c", "w").close()`})
 	if fmt.Sprint(filesOf(out)) != fmt.Sprint(map[string]string{"a": strings.Repeat("x", 90), "c": ""}) || out.FilesLeftOut != 1 {
 		t.Fatalf("files %v, %d left out", filesOf(out), out.FilesLeftOut)
 	}
 
 	// A Python error still returns the files, as it returns the output.
-	out, err = r.Run(context.Background(), Request{Source: `open("partial", "w").write("p"); 1/0`})
-	if pythonError(t, err) == nil || filesOf(out)["partial"] != "p" {
+	out, err = r.Run(context.Background(), spine.Request{Source: `open("partial", "w").write("p"); 1/0`})
+	if spinetest.PythonError(t, err) == nil || filesOf(out)["partial"] != "p" {
 		t.Fatalf("files of a failed run: %v", filesOf(out))
 	}
 }
@@ -309,34 +312,34 @@ result = [data, sorted(os.listdir("in"))]`, Files: []File{
 // TestRequestFilesRefused: hostile or oversized Request.Files are refused
 // before the run with a clear error.
 func TestRequestFilesRefused(t *testing.T) {
-	r := newRunner(t, testManifest(), &Options{MaxFiles: 4, MaxFileBytes: 1000, ScratchSize: 2048})
+	r := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{MaxFiles: 4, MaxFileBytes: 1000, ScratchSize: 2048})
 	for _, tc := range []struct {
 		name  string
-		files []File
+		files []spine.File
 		want  error
 		says  string
 	}{
-		{"absolute", []File{{Name: "/etc/passwd"}}, ErrBadRequest, "absolute"},
-		{"escape", []File{{Name: "../x"}}, ErrBadRequest, "not clean"},
-		{"escape inside", []File{{Name: "a/../../x"}}, ErrBadRequest, "not clean"},
-		{"dot", []File{{Name: "./x"}}, ErrBadRequest, "not clean"},
-		{"empty", []File{{Name: ""}}, ErrBadRequest, "no name"},
-		{"empty part", []File{{Name: "a//b"}}, ErrBadRequest, "empty part"},
-		{"trailing slash", []File{{Name: "a/"}}, ErrBadRequest, "empty part"},
-		{"backslash", []File{{Name: `..\x`}}, ErrBadRequest, "backslash"},
-		{"nul", []File{{Name: "a\x00b"}}, ErrBadRequest, "control"},
-		{"newline", []File{{Name: "a\nb"}}, ErrBadRequest, "control"},
-		{"not utf-8", []File{{Name: "a\xffb"}}, ErrBadRequest, "UTF-8"},
-		{"long part", []File{{Name: strings.Repeat("a", 256)}}, ErrBadRequest, "part of 256 bytes"},
-		{"long name", []File{{Name: strings.Repeat("a/", 600) + "b"}}, ErrBadRequest, "over the limit"},
-		{"twice", []File{{Name: "a"}, {Name: "a"}}, ErrBadRequest, "twice"},
-		{"file and folder", []File{{Name: "a"}, {Name: "a/b"}}, ErrBadRequest, "folder"},
-		{"folder and file", []File{{Name: "a/b"}, {Name: "a"}}, ErrBadRequest, "folder"},
-		{"too many", []File{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}, {Name: "e"}}, ErrTooLarge, "5 files"},
-		{"too big", []File{{Name: "a", Data: make([]byte, 1001)}}, ErrTooLarge, "1001 bytes"},
-		{"no room", []File{{Name: "a", Data: make([]byte, 900)}, {Name: "b/c/d/e", Data: make([]byte, 100)}}, ErrTooLarge, "scratch"},
+		{"absolute", []spine.File{{Name: "/etc/passwd"}}, spine.ErrBadRequest, "absolute"},
+		{"escape", []spine.File{{Name: "../x"}}, spine.ErrBadRequest, "not clean"},
+		{"escape inside", []spine.File{{Name: "a/../../x"}}, spine.ErrBadRequest, "not clean"},
+		{"dot", []spine.File{{Name: "./x"}}, spine.ErrBadRequest, "not clean"},
+		{"empty", []spine.File{{Name: ""}}, spine.ErrBadRequest, "no name"},
+		{"empty part", []spine.File{{Name: "a//b"}}, spine.ErrBadRequest, "empty part"},
+		{"trailing slash", []spine.File{{Name: "a/"}}, spine.ErrBadRequest, "empty part"},
+		{"backslash", []spine.File{{Name: `..\x`}}, spine.ErrBadRequest, "backslash"},
+		{"nul", []spine.File{{Name: "a\x00b"}}, spine.ErrBadRequest, "control"},
+		{"newline", []spine.File{{Name: "a\nb"}}, spine.ErrBadRequest, "control"},
+		{"not utf-8", []spine.File{{Name: "a\xffb"}}, spine.ErrBadRequest, "UTF-8"},
+		{"long part", []spine.File{{Name: strings.Repeat("a", 256)}}, spine.ErrBadRequest, "part of 256 bytes"},
+		{"long name", []spine.File{{Name: strings.Repeat("a/", 600) + "b"}}, spine.ErrBadRequest, "over the limit"},
+		{"twice", []spine.File{{Name: "a"}, {Name: "a"}}, spine.ErrBadRequest, "twice"},
+		{"file and folder", []spine.File{{Name: "a"}, {Name: "a/b"}}, spine.ErrBadRequest, "folder"},
+		{"folder and file", []spine.File{{Name: "a/b"}, {Name: "a"}}, spine.ErrBadRequest, "folder"},
+		{"too many", []spine.File{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}, {Name: "e"}}, spine.ErrTooLarge, "5 files"},
+		{"too big", []spine.File{{Name: "a", Data: make([]byte, 1001)}}, spine.ErrTooLarge, "1001 bytes"},
+		{"no room", []spine.File{{Name: "a", Data: make([]byte, 900)}, {Name: "b/c/d/e", Data: make([]byte, 100)}}, spine.ErrTooLarge, "scratch"},
 	} {
-		out, err := r.Run(context.Background(), Request{Source: "result = 1", Files: tc.files})
+		out, err := r.Run(context.Background(), spine.Request{Source: "result = 1", Files: tc.files})
 		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) || out != nil {
 			t.Errorf("%s: %v, want %v saying %q", tc.name, err, tc.want, tc.says)
 		}
@@ -351,9 +354,9 @@ func FuzzCheckFileName(f *testing.F) {
 	}
 	r := shared(f)
 	f.Fuzz(func(t *testing.T, name string) {
-		err := checkFileName(name)
+		err := spine.CheckFileName(name)
 		if err != nil {
-			if !errors.Is(err, ErrBadRequest) {
+			if !errors.Is(err, spine.ErrBadRequest) {
 				t.Fatalf("%q: %v does not match ErrBadRequest", name, err)
 			}
 			return
@@ -361,10 +364,10 @@ func FuzzCheckFileName(f *testing.F) {
 		if strings.HasPrefix(name, "/") || slices.Contains(strings.Split(name, "/"), "..") {
 			t.Fatalf("%q accepted", name)
 		}
-		out, err := r.Run(context.Background(), Request{Source: `import os
+		out, err := r.Run(context.Background(), spine.Request{Source: `import os
 name = inputs["name"]
 result = [os.path.abspath(name).startswith("/work/"), open(name, "rb").read().decode()]`,
-			Inputs: map[string]any{"name": name}, Files: []File{{Name: name, Data: []byte("ok")}}})
+			Inputs: map[string]any{"name": name}, Files: []spine.File{{Name: name, Data: []byte("ok")}}})
 		if err != nil || string(out.Value) != `[true,"ok"]` {
 			t.Fatalf("%q: %v %s", name, err, valueOf(out))
 		}
@@ -378,7 +381,7 @@ func TestScratchNoLeaks(t *testing.T) {
 		t.Skip("600 runs; skipped with -short")
 	}
 	before := countResources()
-	r, err := New(context.Background(), testManifest(), &Options{PoolSize: 2, ScratchSize: 1 << 20})
+	r, err := spine.New(context.Background(), spinetest.NewTools().Manifest(), &spine.Options{PoolSize: 2, ScratchSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +400,7 @@ while True: pass`
 			cancel()
 			ctx, cancel = context.WithTimeout(context.Background(), 5*time.Millisecond)
 		}
-		r.Run(ctx, Request{Source: src, Files: []File{{Name: "in/put", Data: []byte("in")}}})
+		r.Run(ctx, spine.Request{Source: src, Files: []spine.File{{Name: "in/put", Data: []byte("in")}}})
 		cancel()
 	}
 	if err := r.Close(context.Background()); err != nil {

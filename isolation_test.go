@@ -1,11 +1,15 @@
-package spine
+package spine_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // isolationProbe reports what a run can see of the Guest's state outside
@@ -34,14 +38,14 @@ result = {"modes": modes, "next_fd": fd, "stdin": sys.stdin.read(), "dir": os.li
 // Guest's state outside linear memory. After each, an ordinary run must
 // work, and at the end the probe must see a Guest like a new one.
 func TestIsolationHostileSuite(t *testing.T) {
-	fresh := newRunner(t, testManifest(), &Options{PoolSize: -1})
-	want := mustRun(t, fresh, isolationProbe, nil)
+	fresh := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{PoolSize: -1})
+	want := spinetest.MustRun(t, fresh, spine.Request{Source: isolationProbe})
 
 	r := poolRunner(t)
 	const maxFDs = 64 // the default MaxDescriptors
 	ordinary := func(after string) {
 		t.Helper()
-		out, err := run(t, r, `print("ok"); result = lookup(key="book")`, nil)
+		out, err := r.Run(context.Background(), spine.Request{Source: `print("ok"); result = lookup(key="book")`})
 		if err != nil || string(out.Value) != "21" || out.Stdout != "ok\n" {
 			t.Fatalf("after %s: %v %+v", after, err, out)
 		}
@@ -103,9 +107,9 @@ result = os.open("/usr/local/lib", os.O_RDONLY)`, "2"},
 		{"exit", "import os; os._exit(0)", ""},
 	}
 	for _, h := range hostile {
-		out, err := run(t, r, h.src, nil)
+		out, err := r.Run(context.Background(), spine.Request{Source: h.src})
 		if h.want == "" {
-			if _, ok := err.(*PythonError); !ok {
+			if _, ok := err.(*spine.PythonError); !ok {
 				t.Fatalf("%s: err = %v, want a Python error", h.name, err)
 			}
 		} else if err != nil || string(out.Value) != h.want {
@@ -117,16 +121,16 @@ result = os.open("/usr/local/lib", os.O_RDONLY)`, "2"},
 	// A channel through descriptor numbers: the sender leaves k descriptors
 	// open; the receiver reads the number its own open gets.
 	for k := 0; k < 4; k++ {
-		mustRun(t, r, fmt.Sprintf(`import os
+		spinetest.MustRun(t, r, spine.Request{Source: fmt.Sprintf(`import os
 for _ in range(%d):
-    os.open("/usr/local/lib", os.O_RDONLY)`, k), nil)
-		out := mustRun(t, r, `import os; result = os.open("/usr/local/lib", os.O_RDONLY)`, nil)
+    os.open("/usr/local/lib", os.O_RDONLY)`, k)})
+		out := spinetest.MustRun(t, r, spine.Request{Source: `import os; result = os.open("/usr/local/lib", os.O_RDONLY)`})
 		if string(out.Value) != "5" {
 			t.Fatalf("after a sender left %d descriptors open, the receiver's open got %s", k, out.Value)
 		}
 	}
 
-	got := mustRun(t, r, isolationProbe, nil)
+	got := spinetest.MustRun(t, r, spine.Request{Source: isolationProbe})
 	if string(got.Value) != string(want.Value) || got.Stdout != want.Stdout || got.Stderr != want.Stderr {
 		t.Fatalf("the Guest does not look new:\n got %s %q %q\nwant %s %q %q",
 			got.Value, got.Stdout, got.Stderr, want.Value, want.Stdout, want.Stderr)
@@ -143,8 +147,8 @@ for _ in range(%d):
 // TestIsolationDescriptorLimit: MaxDescriptors is the cap, exactly, on what
 // one run holds, counted over files and directories together.
 func TestIsolationDescriptorLimit(t *testing.T) {
-	r := newRunner(t, testManifest(), &Options{PoolSize: 1, MaxDescriptors: 5})
-	out := mustRun(t, r, `import os, errno
+	r := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{PoolSize: 1, MaxDescriptors: 5})
+	out := spinetest.MustRun(t, r, spine.Request{Source: `import os, errno
 held = [open("/usr/local/lib/python311.zip", "rb"), open("/usr/local/lib/python311.zip", "rb")]
 fds = []
 try:
@@ -155,13 +159,13 @@ except OSError as e:
 for fd in fds:
     os.close(fd)
 again = os.open("/usr/local/lib", os.O_RDONLY)
-result = [len(held) + len(fds), err, again > 2]`, nil)
+result = [len(held) + len(fds), err, again > 2]`})
 	if !strings.HasPrefix(string(out.Value), `[5,[true,"No file descriptors available"]`) && !strings.HasPrefix(string(out.Value), `[5,[true,"Too many open files"]`) {
 		t.Fatalf("value %s", out.Value)
 	}
 }
 
-func valueOf(out *Output) string {
+func valueOf(out *spine.Output) string {
 	if out == nil {
 		return "(no output)"
 	}
@@ -173,7 +177,7 @@ func valueOf(out *Output) string {
 // the preopened folder leave it reusable.
 func TestIsolationReuse(t *testing.T) {
 	r := poolRunner(t)
-	mustRun(t, r, "1", nil)
+	spinetest.MustRun(t, r, spine.Request{Source: "1"})
 	// A run that finds its Guest still being reset makes a new one rather
 	// than wait; so each run here waits for the pool to hold its Guest.
 	waitReady := func() {
@@ -185,12 +189,12 @@ func TestIsolationReuse(t *testing.T) {
 	made := r.Stats().InstancesMade
 	for i := 0; i < 5; i++ {
 		waitReady()
-		mustRun(t, r, `import os, fractions, decimal, statistics
+		spinetest.MustRun(t, r, spine.Request{Source: `import os, fractions, decimal, statistics
 with open("/usr/local/lib/python311.zip", "rb") as f:
     f.read(4)
 fd = os.open("/usr/local/lib", os.O_RDONLY)
 os.close(fd)
-result = [os.fstat(3).st_mode, sorted(os.listdir("/usr/local/lib"))]`, nil)
+result = [os.fstat(3).st_mode, sorted(os.listdir("/usr/local/lib"))]`})
 	}
 	if now := r.Stats().InstancesMade; now != made {
 		t.Fatalf("%d Guests made for 5 runs that left the state as they found it", now-made)

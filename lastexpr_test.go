@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // The Guest compiles a program in one of two ways (guest/python/bootstrap.py, _run):
@@ -271,18 +274,18 @@ func TestLastExpressionDeep(t *testing.T) {
 
 // lastExprRun runs src with the C compile path (transformed false) or the Python AST
 // path (transformed true) and describes everything a caller sees but Transformed.
-func lastExprRun(t testing.TB, r *Runner, src, filename string, transformed bool) string {
+func lastExprRun(t testing.TB, r *spine.Runner, src, filename string, transformed bool) string {
 	t.Helper()
-	return lastExprRequest(r, Request{Source: src, Filename: filename, Transformed: transformed})
+	return lastExprRequest(r, spine.Request{Source: src, Filename: filename, Transformed: transformed})
 }
 
-func lastExprRequest(r *Runner, req Request) string {
+func lastExprRequest(r *spine.Runner, req spine.Request) string {
 	out, err := r.Run(context.Background(), req)
 	var b strings.Builder
 	if out != nil {
 		fmt.Fprintf(&b, "value %s\nstdout %q\nstderr %q\ncalls %d\n", out.Value, out.Stdout, out.Stderr, out.ToolCalls)
 	}
-	var pe *PythonError
+	var pe *spine.PythonError
 	if errors.As(err, &pe) {
 		fmt.Fprintf(&b, "error %s: %q (line %d)\n%s", pe.Type, pe.Message, pe.Line, pe.Traceback)
 	} else if err != nil {
@@ -315,17 +318,17 @@ func TestLastExpressionFastPath(t *testing.T) {
 	r := shared(t)
 	probe := "import sys\ntype(sys._getframe().f_back.f_locals.get('compiled')) is tuple"
 	for _, c := range []struct {
-		req  Request
+		req  spine.Request
 		want string
 	}{
-		{Request{Source: probe}, "true"},
-		{Request{Source: probe, Filename: "p.py"}, "true"},
-		{Request{Source: probe, Transformed: true}, "false"},
-		{Request{Source: probe, EarlyReads: true}, "false"},
-		{Request{Source: strings.Repeat("\n", 5000) + probe}, "true"},
-		{Request{Source: strings.Repeat("x = 1\n", 2000) + probe}, "true"},
-		{Request{Source: "def f():\n    " + strings.Repeat("x = 1; ", 200) + "\n" + probe}, "true"},
-		{Request{Source: strings.Repeat("x = 1\n", 100) + "x = " + strings.Repeat("-", 400) + "1\n" + probe}, "false"},
+		{spine.Request{Source: probe}, "true"},
+		{spine.Request{Source: probe, Filename: "p.py"}, "true"},
+		{spine.Request{Source: probe, Transformed: true}, "false"},
+		{spine.Request{Source: probe, EarlyReads: true}, "false"},
+		{spine.Request{Source: strings.Repeat("\n", 5000) + probe}, "true"},
+		{spine.Request{Source: strings.Repeat("x = 1\n", 2000) + probe}, "true"},
+		{spine.Request{Source: "def f():\n    " + strings.Repeat("x = 1; ", 200) + "\n" + probe}, "true"},
+		{spine.Request{Source: strings.Repeat("x = 1\n", 100) + "x = " + strings.Repeat("-", 400) + "1\n" + probe}, "false"},
 	} {
 		out, err := r.Run(context.Background(), c.req)
 		if err != nil {
@@ -354,7 +357,7 @@ func TestLastExpressionValues(t *testing.T) {
 		{"x = 0\n" + strings.Repeat("x = x + 1\n", 600) + "x", "600"},
 		{"1" + strings.Repeat(" + 1", 300), "301"},
 	} {
-		out := mustRun(t, r, c.src, nil)
+		out := spinetest.MustRun(t, r, spine.Request{Source: c.src})
 		if string(out.Value) != c.want {
 			t.Errorf("%.60q: value %s, want %s", c.src, out.Value, c.want)
 		}
@@ -366,7 +369,7 @@ func TestLastExpressionValues(t *testing.T) {
 func TestLastExpressionWarningOrder(t *testing.T) {
 	r := shared(t)
 	src := "import sys\nprint('first', file=sys.stderr)\nx = 1\nx is 1"
-	out := mustRun(t, r, src, nil)
+	out := spinetest.MustRun(t, r, spine.Request{Source: src})
 	first := strings.Index(out.Stderr, "first")
 	warning := strings.Index(out.Stderr, "SyntaxWarning")
 	if first < 0 || warning < first {
@@ -388,7 +391,7 @@ func FuzzLastExpression(f *testing.F) {
 	r := shared(f)
 	f.Fuzz(func(t *testing.T, src string) {
 		// A generated program may loop for ever; the time-out only ends it.
-		req := Request{Source: src, Timeout: 5 * time.Second}
+		req := spine.Request{Source: src, Timeout: 5 * time.Second}
 		fast := lastExprRequest(r, req)
 		req.Transformed = true
 		slow := lastExprRequest(r, req)

@@ -2,9 +2,7 @@ package spine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -12,66 +10,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
-
-// ToolCall is one tool call of a run, as Output.Calls records it.
-type ToolCall struct {
-	Tool string `json:"tool"`
-
-	// Start is when the tool started, from the start of the run; Duration is
-	// how long it ran. An early read starts before the program reaches the call.
-	// In JSON both are nanoseconds.
-	Start    time.Duration `json:"start_ns"`
-	Duration time.Duration `json:"duration_ns"`
-
-	// Early says the call was answered by an early read.
-	Early bool `json:"early"`
-
-	// Failed says the call raised in the program: the tool's error, a
-	// refusal by Options.Approve, an unknown tool.
-	Failed bool `json:"failed"`
-
-	// Unclaimed says this was an early read whose response the Host handed
-	// to the Guest (to start a chained read, docs/early-reads.md) but that no
-	// call of the program claimed. It is on the record because its value
-	// was in the Guest; it is not one of Output.ToolCalls.
-	Unclaimed bool `json:"unclaimed,omitempty"`
-}
-
-// ApproveFunc decides whether a tool call may run: nil lets it, an error
-// refuses it, and the program's call raises PermissionError with the error's
-// message. args are the call's arguments as JSON (read-only); early says the
-// call is an early read the Host is about to start before the program
-// reaches it (docs/observability.md: a refused early read is not started,
-// and the program's call, if it comes, asks again). It runs on the Guest's
-// goroutine: while it runs the program waits, and ctx ends with the run.
-type ApproveFunc func(ctx context.Context, tool string, args json.RawMessage, early bool) error
-
-// refusedError is a call Options.Approve refused: the program sees
-// PermissionError.
-type refusedError struct{ msg string }
-
-func (e *refusedError) Error() string { return e.msg }
-
-// approve asks Options.Approve about request. A hook that panics refuses.
-func (r *Runner) approve(ctx context.Context, request callRequest, early bool) (err error) {
-	hook := r.opts.Approve
-	if hook == nil {
-		return nil
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			err = &refusedError{fmt.Sprintf("the approval hook panicked: %v", p)}
-		}
-	}()
-	if err := hook(ctx, request.Tool, request.Args, early); err != nil {
-		msg := err.Error()
-		if msg == "" {
-			msg = "tool call refused"
-		}
-		return &refusedError{msg}
-	}
-	return nil
-}
 
 // instrumentation is the name a Runner's tracer is known by.
 const instrumentation = "github.com/spine-run/spine"
@@ -149,29 +87,4 @@ func toolFailed(span trace.Span, err error) {
 		span.SetAttributes(attribute.Bool("spine.refused", true))
 	}
 	span.SetStatus(codes.Error, err.Error())
-}
-
-// called records a call the program made in Output.Calls (at most
-// MaxToolCalls: every recorded call spent one), and logs its failure.
-func (st *runState) called(tool string, start time.Time, took time.Duration, early bool, err error) {
-	if len(st.record) < st.runner.opts.MaxToolCalls {
-		st.record = append(st.record, ToolCall{Tool: tool, Start: start.Sub(st.begun), Duration: took, Early: early, Failed: err != nil})
-	}
-	if err != nil && st.runner.log != nil {
-		msg := "spine: tool failed"
-		var refused *refusedError
-		if errors.As(err, &refused) {
-			msg = "spine: tool call refused"
-		}
-		st.runner.log.LogAttrs(st.ctx, slog.LevelInfo, msg, slog.String("tool", tool), slog.Bool("early", early), slog.String("error", err.Error()))
-	}
-}
-
-// limitOnce logs the first time a run reaches a per-run limit.
-func (st *runState) limitOnce(seen *bool, limit string) {
-	if st.runner.log == nil || *seen {
-		return
-	}
-	*seen = true
-	st.runner.log.LogAttrs(st.ctx, slog.LevelWarn, "spine: limit reached", slog.String("limit", limit))
 }

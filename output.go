@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"sync"
+
+	"github.com/spine-run/spine/internal/engine"
 )
 
 // forwardPending is how many bytes of a stream may wait for its writer. Past
@@ -116,5 +118,32 @@ func (f *forwarder) finish(ctx context.Context) {
 		f.stopped = true
 		f.mu.Unlock()
 		signal(f.wake)
+	}
+}
+
+// forward tees inst's output to req.Stdout and req.Stderr for this run, and
+// returns what ends it.
+func forward(ctx context.Context, inst *engine.Instance, req Request) (stop func()) {
+	if req.Stdout == nil && req.Stderr == nil {
+		return func() {}
+	}
+	var stdout, stderr *forwarder
+	var out, errOut io.Writer // nil unless forwarded: no typed nil in an interface
+	if req.Stdout != nil {
+		stdout = newForwarder(ctx, req.Stdout)
+		out = stdout
+	}
+	if req.Stderr != nil {
+		stderr = newForwarder(ctx, req.Stderr)
+		errOut = stderr
+	}
+	inst.Tee(out, errOut)
+	return func() {
+		inst.Tee(nil, nil)
+		for _, f := range []*forwarder{stdout, stderr} {
+			if f != nil {
+				f.finish(ctx)
+			}
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"bytes"
@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // watchWriter keeps what it is given and closes seen once it holds want.
@@ -42,8 +45,8 @@ func (w *watchWriter) String() string {
 // gateManifest has the tool gate, which returns only once the test's writers
 // have seen what the program printed before calling it: the output arrived
 // while the program ran.
-func gateManifest(stdout, stderr *watchWriter) Manifest {
-	return Manifest{"gate": {Call: func(ctx context.Context, args json.RawMessage) (any, error) {
+func gateManifest(stdout, stderr *watchWriter) spine.Manifest {
+	return spine.Manifest{"gate": {Call: func(ctx context.Context, args json.RawMessage) (any, error) {
 		for _, w := range []*watchWriter{stdout, stderr} {
 			select {
 			case <-w.seen:
@@ -64,8 +67,8 @@ print("second")
 
 func TestOutputAsItHappens(t *testing.T) {
 	stdout, stderr := newWatchWriter("first\n"), newWatchWriter("first on stderr\n")
-	r := newRunner(t, gateManifest(stdout, stderr), nil)
-	out, err := r.Run(context.Background(), Request{Source: gateSource, Stdout: stdout, Stderr: stderr})
+	r := spinetest.NewRunner(t, gateManifest(stdout, stderr), nil)
+	out, err := r.Run(context.Background(), spine.Request{Source: gateSource, Stdout: stdout, Stderr: stderr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,23 +84,23 @@ func TestOutputAsItHappens(t *testing.T) {
 
 func TestOutputAsItHappensInSession(t *testing.T) {
 	stdout, stderr := newWatchWriter("first\n"), newWatchWriter("first on stderr\n")
-	r := newRunner(t, gateManifest(stdout, stderr), nil)
+	r := spinetest.NewRunner(t, gateManifest(stdout, stderr), nil)
 	s, err := r.NewSession(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	if _, err := s.Run(context.Background(), Request{Source: "n = 1"}); err != nil {
+	if _, err := s.Run(context.Background(), spine.Request{Source: "n = 1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Run(context.Background(), Request{Source: gateSource + "print(n)\n", Stdout: stdout, Stderr: stderr}); err != nil {
+	if _, err := s.Run(context.Background(), spine.Request{Source: gateSource + "print(n)\n", Stdout: stdout, Stderr: stderr}); err != nil {
 		t.Fatal(err)
 	}
 	if stdout.String() != "first\nsecond\n1\n" {
 		t.Fatalf("stdout %q", stdout.String())
 	}
 	// The next run without writers forwards nothing.
-	if _, err := s.Run(context.Background(), Request{Source: `print("later")`}); err != nil {
+	if _, err := s.Run(context.Background(), spine.Request{Source: `print("later")`}); err != nil {
 		t.Fatal(err)
 	}
 	if stdout.String() != "first\nsecond\n1\n" {
@@ -108,9 +111,9 @@ func TestOutputAsItHappensInSession(t *testing.T) {
 // TestOutputAllForwarded: forwarding is not cut by MaxOutput, which caps the
 // capture; a program that writes faster than its writer waits for it.
 func TestOutputAllForwarded(t *testing.T) {
-	r := newRunner(t, nil, &Options{MaxOutput: 1000})
+	r := spinetest.NewRunner(t, nil, &spine.Options{MaxOutput: 1000})
 	var w bytes.Buffer
-	out, err := r.Run(context.Background(), Request{Source: `for i in range(20000): print("x" * 20)`, Stdout: &w})
+	out, err := r.Run(context.Background(), spine.Request{Source: `for i in range(20000): print("x" * 20)`, Stdout: &w})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +139,8 @@ func (f *failingWriter) Write(p []byte) (int, error) {
 func TestOutputWriterFails(t *testing.T) {
 	stderr := newWatchWriter("")
 	f := &failingWriter{}
-	r := newRunner(t, nil, nil)
-	out, err := r.Run(context.Background(), Request{Source: `for i in range(100): print(i)`, Stdout: f, Stderr: stderr})
+	r := spinetest.NewRunner(t, nil, nil)
+	out, err := r.Run(context.Background(), spine.Request{Source: `for i in range(100): print(i)`, Stdout: f, Stderr: stderr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,12 +166,12 @@ func (b *blockingWriter) Write(p []byte) (int, error) {
 // program past its ctx nor Run: ctx ending stops both.
 func TestOutputWriterBlocks(t *testing.T) {
 	b := &blockingWriter{blocked: make(chan struct{}), release: make(chan struct{}), returned: make(chan struct{}, 1)}
-	r := newRunner(t, nil, nil)
+	r := spinetest.NewRunner(t, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-b.blocked; cancel() }()
 	// The program writes far more than the forwarder holds: it waits for
 	// the writer until ctx ends.
-	out, err := r.Run(ctx, Request{Source: `while True: print("x" * 1000)`, Stdout: b})
+	out, err := r.Run(ctx, spine.Request{Source: `while True: print("x" * 1000)`, Stdout: b})
 	if !errors.Is(err, context.Canceled) || out == nil || out.Stdout == "" {
 		t.Fatalf("err %v", err)
 	}

@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // The tests in this file check that the early-read machinery runs no code of
@@ -94,15 +97,15 @@ func TestPLMHostileObjectsRunNothing(t *testing.T) {
 	for i, src := range hostilePrograms {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			in := map[string]any{"k": "c"}
-			off := differentialRunRequest(r, Request{Source: src, Inputs: in})
+			off := differentialRunRequest(r, spine.Request{Source: src, Inputs: in})
 			if off.Error != "" {
 				t.Fatalf("the program fails with early reads off: %s", off.Error)
 			}
-			on := differentialRunRequest(r, Request{Source: src, Inputs: in, EarlyReads: true})
+			on := differentialRunRequest(r, spine.Request{Source: src, Inputs: in, EarlyReads: true})
 			if !differentialEqual(off, on) {
 				t.Fatalf("early reads on:\n%s\n--- off:\n%s", on, off)
 			}
-			streamed := differentialRunRequest(r, Request{Stream: &chunkReader{data: []byte(src), rng: rand.New(rand.NewPCG(uint64(i), 1)), max: 7}, Inputs: in})
+			streamed := differentialRunRequest(r, spine.Request{Stream: &chunkReader{data: []byte(src), rng: rand.New(rand.NewPCG(uint64(i), 1)), max: 7}, Inputs: in})
 			if !differentialEqual(off, streamed) {
 				t.Fatalf("streamed:\n%s\n--- off:\n%s", streamed, off)
 			}
@@ -122,7 +125,7 @@ a = slow(k="a", wait=[k])
 b = slow(k=k)
 result = [a, b]`
 	g := newGate()
-	out := earlyRun(t, gateRunner(t, g, nil), src, nil)
+	out := spinetest.MustRun(t, gateRunner(t, g, nil), spine.Request{Source: src, EarlyReads: true})
 	if string(out.Value) != `["v:a","v:b"]` || out.Stdout != "" || out.ToolCalls != 2 {
 		t.Fatalf("value %s, stdout %q, %d tool calls", out.Value, out.Stdout, out.ToolCalls)
 	}
@@ -136,17 +139,17 @@ func TestPLMFallbackPrintsOnce(t *testing.T) {
 	g := newGate()
 	r := gateRunner(t, g, nil)
 	deep := "x = '\\d'\na = slow(k='a')\nb = " + strings.Repeat("not ", 600) + "slow(k='b')\nresult = [a, b, len(x)]"
-	var outs [2]*Output
+	var outs [2]*spine.Output
 	var errs [2]error
 	for i, early := range []bool{false, true} {
 		s, err := r.NewSession(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Run(context.Background(), Request{Source: "import warnings\nwarnings.simplefilter('always')"}); err != nil {
+		if _, err := s.Run(context.Background(), spine.Request{Source: "import warnings\nwarnings.simplefilter('always')"}); err != nil {
 			t.Fatal(err)
 		}
-		outs[i], errs[i] = s.Run(context.Background(), Request{Source: deep, EarlyReads: early})
+		outs[i], errs[i] = s.Run(context.Background(), spine.Request{Source: deep, EarlyReads: early})
 		s.Close(context.Background())
 	}
 	if n := strings.Count(outs[0].Stderr, "invalid escape sequence"); n != 1 {
@@ -163,12 +166,12 @@ func TestPLMFallbackPrintsOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Run(context.Background(), Request{Source: "import warnings\nwarnings.simplefilter('always')"}); err != nil {
+		if _, err := s.Run(context.Background(), spine.Request{Source: "import warnings\nwarnings.simplefilter('always')"}); err != nil {
 			t.Fatal(err)
 		}
-		req := Request{Source: src}
+		req := spine.Request{Source: src}
 		if stream {
-			req = Request{Stream: &chunkReader{data: []byte(src), rng: rand.New(rand.NewPCG(5, 6)), max: 3}}
+			req = spine.Request{Stream: &chunkReader{data: []byte(src), rng: rand.New(rand.NewPCG(5, 6)), max: 3}}
 		}
 		out, err := s.Run(context.Background(), req)
 		if err != nil {
@@ -187,11 +190,11 @@ func TestPLMFallbackPrintsOnce(t *testing.T) {
 // read that only the bytes past it name never starts.
 func TestPrefixOversizedStream(t *testing.T) {
 	g := newGate()
-	r := gateRunner(t, g, &Options{MaxSource: 200})
+	r := gateRunner(t, g, &spine.Options{MaxSource: 200})
 	src := "a = slow(k='early')\n" + strings.Repeat("#\n", 100) + "b = slow(k='late')\nc = 1\n"
-	_, whole := r.Run(context.Background(), Request{Source: src, EarlyReads: true})
-	out, streamed := r.Run(context.Background(), Request{Stream: &chunkReader{data: []byte(src), rng: rand.New(rand.NewPCG(1, 2)), max: 5}})
-	if !errors.Is(whole, ErrTooLarge) || fmt.Sprint(whole) != fmt.Sprint(streamed) || out != nil {
+	_, whole := r.Run(context.Background(), spine.Request{Source: src, EarlyReads: true})
+	out, streamed := r.Run(context.Background(), spine.Request{Stream: &chunkReader{data: []byte(src), rng: rand.New(rand.NewPCG(1, 2)), max: 5}})
+	if !errors.Is(whole, spine.ErrTooLarge) || fmt.Sprint(whole) != fmt.Sprint(streamed) || out != nil {
 		t.Fatalf("whole: %v\nstreamed: %v (output %v)", whole, streamed, out)
 	}
 	_, started, _ := g.snapshot()
@@ -199,9 +202,8 @@ func TestPrefixOversizedStream(t *testing.T) {
 		t.Fatalf("a read past the limit started: %v", started)
 	}
 	// A stream that fails while it is drained reports its own failure.
-	_, err := r.Run(context.Background(), Request{Stream: io.MultiReader(strings.NewReader(src), errReader{})})
-	var readErr *streamReadError
-	if !errors.As(err, &readErr) {
+	_, err := r.Run(context.Background(), spine.Request{Stream: io.MultiReader(strings.NewReader(src), errReader{})})
+	if !errors.Is(err, errConnectionReset) || errors.Is(err, spine.ErrTooLarge) || errors.Is(err, spine.ErrGuest) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -227,7 +229,7 @@ result = fit
 // holds large values prefix mode computes too.
 func TestPLMMemoryAtTheLimit(t *testing.T) {
 	g := newGate()
-	r := gateRunner(t, g, &Options{MemoryLimit: 128 << 20})
+	r := gateRunner(t, g, &spine.Options{MemoryLimit: 128 << 20})
 	for _, src := range []string{
 		// 40 reads of 400 KB each prepared at the loop's entry, one claimed.
 		"big = 'x' * 400000\nfor i in range(40):\n    v = slow(k=big + str(i))\n    break\n" + memoryProbe,
@@ -242,9 +244,9 @@ func TestPLMMemoryAtTheLimit(t *testing.T) {
 			return b.String()
 		}() + memoryProbe,
 	} {
-		off := differentialRunRequest(r, Request{Source: src})
-		on := differentialRunRequest(r, Request{Source: src, EarlyReads: true})
-		streamed := differentialRunRequest(r, Request{Stream: &chunkReader{data: []byte(src), rng: rand.New(rand.NewPCG(3, 4)), max: 64}})
+		off := differentialRunRequest(r, spine.Request{Source: src})
+		on := differentialRunRequest(r, spine.Request{Source: src, EarlyReads: true})
+		streamed := differentialRunRequest(r, spine.Request{Stream: &chunkReader{data: []byte(src), rng: rand.New(rand.NewPCG(3, 4)), max: 64}})
 		if off.Error != "" || off.Value == "0" {
 			t.Fatalf("early reads off: %s", off)
 		}
@@ -282,7 +284,7 @@ func TestPrefixChainedRead(t *testing.T) {
 		pw.Write([]byte(src[head+1:]))
 		pw.Close()
 	}()
-	out, err := r.Run(context.Background(), Request{Stream: pr})
+	out, err := r.Run(context.Background(), spine.Request{Stream: pr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +308,7 @@ func TestPLMProgramCannotPeek(t *testing.T) {
 	src := `import _spine
 h = _spine.prepare(b'{"tool":"slow","args":{"k":"x"}}')
 result = [h > 0, _spine.call(b'{"tool":"","args":{"peek":%d}}' % h).decode()]`
-	out := earlyRun(t, r, src, nil)
+	out := spinetest.MustRun(t, r, spine.Request{Source: src, EarlyReads: true})
 	if string(out.Value) != `[true,"{\"value\":null,\"error\":\"unknown tool: \"}"]` || out.ToolCalls != 1 {
 		t.Fatalf("value %s, %d tool calls", out.Value, out.ToolCalls)
 	}

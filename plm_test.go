@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"context"
@@ -13,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // The tests in this file cover early reads on the Guest's side: the PLM pass
@@ -30,20 +33,20 @@ func TestPLMGuestUnitTests(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no guest/tests/test_*.py")
 	}
-	r := newRunner(t, Manifest{"lookup": {Call: lookupTool, AllowEarlyRead: true}}, &Options{MaxOutput: 4 << 20})
+	r := spinetest.NewRunner(t, spine.Manifest{"lookup": spinetest.NewTools().Manifest()["lookup"]}, &spine.Options{MaxOutput: 4 << 20})
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			src, err := os.ReadFile(file)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := r.Run(context.Background(), Request{
+			out, err := r.Run(context.Background(), spine.Request{
 				Source:   string(src),
 				Filename: filepath.Base(file),
 				Inputs:   map[string]any{"harness": string(harness)},
 			})
 			if err != nil {
-				var pe *PythonError
+				var pe *spine.PythonError
 				if errors.As(err, &pe) {
 					t.Fatalf("%v\n%s", err, pe.Traceback)
 				}
@@ -173,26 +176,13 @@ func clonedCounts(m map[string]int) map[string]int {
 	return out
 }
 
-func gateRunner(t *testing.T, g *gate, opts *Options) *Runner {
-	return newRunner(t, Manifest{
+func gateRunner(t *testing.T, g *gate, opts *spine.Options) *spine.Runner {
+	return spinetest.NewRunner(t, spine.Manifest{
 		"slow":      {Call: g.call, AllowEarlyRead: true},
 		"feed.slow": {Call: g.call, AllowEarlyRead: true},
 		"plain":     {Call: g.call}, // same tool, no early reads
 		"mark":      {Call: g.mark},
 	}, opts)
-}
-
-func earlyRun(t *testing.T, r *Runner, src string, inputs any) *Output {
-	t.Helper()
-	out, err := r.Run(context.Background(), Request{Source: src, Inputs: inputs, EarlyReads: true})
-	if err != nil {
-		var pe *PythonError
-		if errors.As(err, &pe) {
-			t.Fatalf("run failed: %v\n%s", err, pe.Traceback)
-		}
-		t.Fatalf("run failed: %v", err)
-	}
-	return out
 }
 
 // TestPLMEarlyReadsOverlap checks each rule of the pass by its effect. A gate
@@ -239,7 +229,7 @@ result = [a, b]`, `["v:a","v:b"]`, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGate()
-			out := earlyRun(t, gateRunner(t, g, nil), tc.src, inputs)
+			out := spinetest.MustRun(t, gateRunner(t, g, nil), spine.Request{Source: tc.src, Inputs: inputs, EarlyReads: true})
 			_, started, _ := g.snapshot()
 			if string(out.Value) != tc.want {
 				t.Fatalf("value %s, want %s", out.Value, tc.want)
@@ -262,10 +252,10 @@ result = [a, b]`, `["v:a","v:b"]`, 2},
 // TestPLMDependentReadsInOrder: a read that needs another's value starts after it.
 func TestPLMDependentReadsInOrder(t *testing.T) {
 	g := newGate()
-	out := earlyRun(t, gateRunner(t, g, nil), `a = slow(k="a")
+	out := spinetest.MustRun(t, gateRunner(t, g, nil), spine.Request{Source: `a = slow(k="a")
 b = slow(k=a)
 c = slow(k=b + "!")
-result = c`, nil)
+result = c`, EarlyReads: true})
 	events, _, peak := g.snapshot()
 	if string(out.Value) != `"v:v:v:a!"` || peak != 1 {
 		t.Fatalf("value %s, peak %d", out.Value, peak)
@@ -279,11 +269,11 @@ result = c`, nil)
 // TestPLMNonEarlyToolsAreNotStartedEarly: only AllowEarlyRead tools are prepared.
 func TestPLMNonEarlyToolsAreNotStartedEarly(t *testing.T) {
 	g := newGate()
-	out := earlyRun(t, gateRunner(t, g, nil), `mark(at=1)
+	out := spinetest.MustRun(t, gateRunner(t, g, nil), spine.Request{Source: `mark(at=1)
 a = plain(k="p")
 mark(at=2)
 b = slow(k="s")
-result = [a, b]`, nil)
+result = [a, b]`, EarlyReads: true})
 	events, _, _ := g.snapshot()
 	if string(out.Value) != `["v:p","v:s"]` {
 		t.Fatalf("value %s", out.Value)
@@ -298,9 +288,9 @@ result = [a, b]`, nil)
 func TestPLMOffStartsNothingEarly(t *testing.T) {
 	g := newGate()
 	r := gateRunner(t, g, nil)
-	out := mustRun(t, r, `mark(at=1)
+	out := spinetest.MustRun(t, r, spine.Request{Source: `mark(at=1)
 a = slow(k="a")
-result = a`, nil)
+result = a`})
 	events, _, _ := g.snapshot()
 	if string(out.Value) != `"v:a"` || !slices.Equal(events, []string{`mark:{"at":1}`, "start:a", "end:a"}) {
 		t.Fatalf("value %s, events %v", out.Value, events)
@@ -317,7 +307,7 @@ def change():
 change()
 result = slow(k=d["k"])`
 	g := newGate()
-	out := earlyRun(t, gateRunner(t, g, nil), src, nil)
+	out := spinetest.MustRun(t, gateRunner(t, g, nil), spine.Request{Source: src, EarlyReads: true})
 	_, started, _ := g.snapshot()
 	if string(out.Value) != `"v:b"` || out.ToolCalls != 1 {
 		t.Fatalf("value %s, ToolCalls %d", out.Value, out.ToolCalls)
@@ -343,15 +333,15 @@ func TestPLMSameOutcomes(t *testing.T) {
 		t.Run(src, func(t *testing.T) {
 			g := newGate()
 			r := gateRunner(t, g, nil)
-			outs := [2]*Output{}
+			outs := [2]*spine.Output{}
 			errs := [2]error{}
 			for i, early := range []bool{false, true} {
-				outs[i], errs[i] = r.Run(context.Background(), Request{Source: src, EarlyReads: early})
+				outs[i], errs[i] = r.Run(context.Background(), spine.Request{Source: src, EarlyReads: early})
 			}
 			if fmt.Sprint(errs[0]) != fmt.Sprint(errs[1]) {
 				t.Fatalf("errors differ:\noff: %v\non:  %v", errs[0], errs[1])
 			}
-			var pe [2]*PythonError
+			var pe [2]*spine.PythonError
 			if errors.As(errs[0], &pe[0]) && errors.As(errs[1], &pe[1]) && *pe[0] != *pe[1] {
 				t.Fatalf("Python errors differ:\noff: %#v\non:  %#v", pe[0], pe[1])
 			}
@@ -373,9 +363,9 @@ for i in range(5):
         out.append(str(e))
 result = out`
 	g := newGate()
-	r := gateRunner(t, g, &Options{MaxToolCalls: 3})
+	r := gateRunner(t, g, &spine.Options{MaxToolCalls: 3})
 	for _, early := range []bool{false, true} {
-		out, err := r.Run(context.Background(), Request{Source: src, EarlyReads: early})
+		out, err := r.Run(context.Background(), spine.Request{Source: src, EarlyReads: early})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -388,8 +378,8 @@ result = out`
 // TestPLMPendingCap: past MaxPendingEarlyReads the program still gets every value.
 func TestPLMPendingCap(t *testing.T) {
 	g := newGate()
-	r := gateRunner(t, g, &Options{MaxPendingEarlyReads: 2})
-	out := earlyRun(t, r, "result = [slow(k=i) for i in range(10)] + [slow(k='x'), slow(k='y'), slow(k='z')]", nil)
+	r := gateRunner(t, g, &spine.Options{MaxPendingEarlyReads: 2})
+	out := spinetest.MustRun(t, r, spine.Request{Source: "result = [slow(k=i) for i in range(10)] + [slow(k='x'), slow(k='y'), slow(k='z')]", EarlyReads: true})
 	_, started, peak := g.snapshot()
 	if !strings.HasPrefix(string(out.Value), `["v:0","v:1",`) || out.ToolCalls != 13 {
 		t.Fatalf("value %s, ToolCalls %d", out.Value, out.ToolCalls)

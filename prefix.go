@@ -18,7 +18,7 @@ const streamChunk = 32 << 10
 // the program is still being written, and returns the whole source at the end
 // of the stream. ctx ending stops it (and closes stream if it can be closed).
 func (r *Runner) readStream(ctx context.Context, inst *engine.Instance, stream io.Reader, inputs json.RawMessage, session bool) (string, error) {
-	begin, err := json.Marshal(prefixBeginRequest{Inputs: inputs, Tools: r.guestTools(), EarlyReads: true, Session: session})
+	begin, err := json.Marshal(prefixBeginRequest{Inputs: inputs, Tools: r.requestTools(), EarlyReads: true, Session: session})
 	if err != nil {
 		return "", err
 	}
@@ -57,7 +57,7 @@ func (r *Runner) readStream(ctx context.Context, inst *engine.Instance, stream i
 			if len(source)+len(c.data) > r.opts.MaxSource {
 				// No byte past the limit reaches the Guest; the rest of the stream is
 				// read and counted, so the error is the one the whole source gets.
-				return "", r.drainStream(ctx, chunks, len(source)+len(c.data), c.err)
+				return "", drainStream(ctx, chunks, len(source)+len(c.data), r.opts.MaxSource, c.err)
 			}
 			source = append(source, c.data...)
 			if _, err := inst.PrefixFeed(ctx, c.data); err != nil {
@@ -73,10 +73,10 @@ func (r *Runner) readStream(ctx context.Context, inst *engine.Instance, stream i
 	}
 }
 
-// drainStream reads what is left of a stream that is over MaxSource, without
-// keeping it, and returns the error Run gives that source sent whole; size is
-// what came so far, err the last chunk's error.
-func (r *Runner) drainStream(ctx context.Context, chunks <-chan streamChunkRead, size int, err error) error {
+// drainStream reads what is left of a stream that is over limit (MaxSource),
+// without keeping it, and returns the error Run gives that source sent whole;
+// size is what came so far, err the last chunk's error.
+func drainStream(ctx context.Context, chunks <-chan streamChunkRead, size, limit int, err error) error {
 	for err == nil {
 		select {
 		case c := <-chunks:
@@ -89,7 +89,7 @@ func (r *Runner) drainStream(ctx context.Context, chunks <-chan streamChunkRead,
 	if !errors.Is(err, io.EOF) {
 		return &streamReadError{err}
 	}
-	return sourceTooLarge(size, r.opts.MaxSource)
+	return sourceTooLarge(size, limit)
 }
 
 // sourceTooLarge is the error for a source of size bytes over limit.

@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // chunkReader delivers a program in random chunks of 1 to max bytes, the way
@@ -38,10 +41,10 @@ func TestDifferentialPrefixMode(t *testing.T) {
 		n = 300
 	}
 	programs := differentialPrograms(20261130, n)
-	runners := map[int]*Runner{0: newRunner(t, differentialManifest(), nil)}
+	runners := map[int]*spine.Runner{0: spinetest.NewRunner(t, differentialManifest(), nil)}
 	for _, p := range programs {
 		if _, ok := runners[p.Budget]; !ok {
-			runners[p.Budget] = newRunner(t, differentialManifest(), &Options{MaxToolCalls: p.Budget})
+			runners[p.Budget] = spinetest.NewRunner(t, differentialManifest(), &spine.Options{MaxToolCalls: p.Budget})
 		}
 	}
 	var mu sync.Mutex
@@ -57,7 +60,7 @@ func TestDifferentialPrefixMode(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(i), uint64(w)))
 				off := differentialRun(runners[p.Budget], p, false)
 				stream := &chunkReader{data: []byte(p.Source), rng: rng, max: 1 + rng.IntN(40)}
-				on := differentialRunRequest(runners[p.Budget], Request{Stream: stream, Inputs: p.Inputs})
+				on := differentialRunRequest(runners[p.Budget], spine.Request{Stream: stream, Inputs: p.Inputs})
 				mu.Lock()
 				early += on.earlyStarts
 				if strings.HasPrefix(off.Error, "not a Python error") || !differentialEqual(off, on) {
@@ -91,7 +94,7 @@ func TestDifferentialPrefixMode(t *testing.T) {
 // has started: only prefix mode can start it then.
 func TestPrefixStartsReadsWhileStreaming(t *testing.T) {
 	started := make(chan string, 4)
-	r := newRunner(t, Manifest{
+	r := spinetest.NewRunner(t, spine.Manifest{
 		"slow": {Call: func(ctx context.Context, args json.RawMessage) (any, error) {
 			started <- string(args)
 			return "v" + string(args), nil
@@ -99,12 +102,12 @@ func TestPrefixStartsReadsWhileStreaming(t *testing.T) {
 	}, nil)
 	pr, pw := io.Pipe()
 	type result struct {
-		out *Output
+		out *spine.Output
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := r.Run(context.Background(), Request{Stream: pr, Inputs: map[string]any{"k": "b"}})
+		out, err := r.Run(context.Background(), spine.Request{Stream: pr, Inputs: map[string]any{"k": "b"}})
 		done <- result{out, err}
 	}()
 	io.WriteString(pw, "a = slow(key=\"a\")\n")
@@ -133,15 +136,15 @@ func TestPrefixStartsReadsWhileStreaming(t *testing.T) {
 }
 
 func TestPrefixErrors(t *testing.T) {
-	r := newRunner(t, testManifest(), &Options{MaxSource: 64})
+	r := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{MaxSource: 64})
 	t.Run("source and stream", func(t *testing.T) {
-		if _, err := r.Run(context.Background(), Request{Source: "1", Stream: strings.NewReader("2")}); err == nil {
+		if _, err := r.Run(context.Background(), spine.Request{Source: "1", Stream: strings.NewReader("2")}); err == nil {
 			t.Fatal("accepted both")
 		}
 	})
 	t.Run("too large", func(t *testing.T) {
-		_, err := r.Run(context.Background(), Request{Stream: strings.NewReader(strings.Repeat("#\n", 100))})
-		if !errors.Is(err, ErrTooLarge) {
+		_, err := r.Run(context.Background(), spine.Request{Stream: strings.NewReader(strings.Repeat("#\n", 100))})
+		if !errors.Is(err, spine.ErrTooLarge) {
 			t.Fatalf("err = %v", err)
 		}
 	})
@@ -149,7 +152,7 @@ func TestPrefixErrors(t *testing.T) {
 		pr, pw := io.Pipe()
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(50*time.Millisecond, cancel)
-		_, err := r.Run(ctx, Request{Stream: pr})
+		_, err := r.Run(ctx, spine.Request{Stream: pr})
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v", err)
 		}
@@ -168,7 +171,7 @@ func TestPrefixErrors(t *testing.T) {
 		pr, pw := io.Pipe()
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, err := r.Run(ctx, Request{Stream: pr}); !errors.Is(err, context.Canceled) {
+		if _, err := r.Run(ctx, spine.Request{Stream: pr}); !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v", err)
 		}
 		// Nothing ever read it: the close is what ends this Write.
@@ -177,31 +180,34 @@ func TestPrefixErrors(t *testing.T) {
 		}
 	})
 	t.Run("read error", func(t *testing.T) {
-		_, err := r.Run(context.Background(), Request{Stream: io.MultiReader(strings.NewReader("x = 1\n"), errReader{})})
-		if err == nil || !strings.Contains(err.Error(), "reading the program: connection reset") || errors.Is(err, ErrGuest) {
+		_, err := r.Run(context.Background(), spine.Request{Stream: io.MultiReader(strings.NewReader("x = 1\n"), errReader{})})
+		if err == nil || !strings.Contains(err.Error(), "reading the program: connection reset") || errors.Is(err, spine.ErrGuest) {
 			t.Fatalf("err = %v", err)
 		}
 	})
 	t.Run("syntax error", func(t *testing.T) {
-		_, err := r.Run(context.Background(), Request{Stream: strings.NewReader("x = (\n")})
-		if pe := pythonError(t, err); pe.Type != "SyntaxError" {
+		_, err := r.Run(context.Background(), spine.Request{Stream: strings.NewReader("x = (\n")})
+		if pe := spinetest.PythonError(t, err); pe.Type != "SyntaxError" {
 			t.Fatalf("got %#v", pe)
 		}
 	})
 	// The Runner keeps working.
-	out := mustRun(t, r, `lookup(key="book")`, nil)
+	out := spinetest.MustRun(t, r, spine.Request{Source: `lookup(key="book")`})
 	if string(out.Value) != "21" {
 		t.Fatalf("value %s", out.Value)
 	}
 }
 
+// errReader is a stream that fails with errConnectionReset.
 type errReader struct{}
 
-func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection reset") }
+var errConnectionReset = errors.New("connection reset")
+
+func (errReader) Read([]byte) (int, error) { return 0, errConnectionReset }
 
 func TestTransformed(t *testing.T) {
 	r := shared(t)
-	out, err := r.Run(context.Background(), Request{
+	out, err := r.Run(context.Background(), spine.Request{
 		Source:      "a = lookup(key=\"book\")\nb = lookup(key=\"pen\")\nresult = a + b\n",
 		EarlyReads:  true,
 		Transformed: true,
@@ -212,7 +218,7 @@ func TestTransformed(t *testing.T) {
 	if string(out.Value) != "23" || !strings.Contains(out.Transformed, "__spine_prepare") {
 		t.Fatalf("value %s, transformed:\n%s", out.Value, out.Transformed)
 	}
-	out = mustRun(t, r, "1", nil)
+	out = spinetest.MustRun(t, r, spine.Request{Source: "1"})
 	if out.Transformed != "" {
 		t.Fatalf("transformed without asking: %q", out.Transformed)
 	}

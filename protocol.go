@@ -1,6 +1,10 @@
 package spine
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/spine-run/spine/internal/abi"
+)
 
 // The JSON messages that cross to the Guest besides the bridge's (bridge.go):
 // what the Host asks of the Guest's execute and prefix_begin exports.
@@ -33,4 +37,19 @@ type executeResponse struct {
 	Value       json.RawMessage `json:"value"`
 	Error       *PythonError    `json:"error"`
 	Transformed string          `json:"transformed"`
+}
+
+// maxErrorResponse is room in an execute response for an error's message and
+// traceback, which the Guest cuts to abi.MaxErrorText characters each, with
+// their escapes.
+const maxErrorResponse = 4 * abi.MaxErrorText
+
+// maxResponse is the largest execute response the Host accepts under o;
+// transformed says the request asked for the rewritten program.
+func (o *Options) maxResponse(transformed bool) int {
+	n := o.MaxResult + maxErrorResponse
+	if transformed {
+		n += 2 * o.MaxSource // the rewritten source, JSON-escaped
+	}
+	return n
 }

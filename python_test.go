@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // The tests in this file check the program's world in the real Guest
@@ -62,9 +65,9 @@ result = [m.__file__ for m in (os, codecs, abc, json)] + [all(m.__file__.startsw
 			`["/usr/local/lib/python311.zip/os.pyc","/usr/local/lib/python311.zip/codecs.pyc","/usr/local/lib/python311.zip/abc.pyc","/usr/local/lib/python311.zip/json/__init__.pyc",true]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := r.Run(context.Background(), Request{Source: tc.src, Filename: tc.filename})
+			out, err := r.Run(context.Background(), spine.Request{Source: tc.src, Filename: tc.filename})
 			if err != nil {
-				t.Fatalf("%v\n%s", err, pythonError(t, err).Traceback)
+				t.Fatalf("%v\n%s", err, spinetest.PythonError(t, err).Traceback)
 			}
 			if string(out.Value) != tc.want {
 				t.Fatalf("value %s, want %s", out.Value, tc.want)
@@ -73,25 +76,25 @@ result = [m.__file__ for m in (os, codecs, abc, json)] + [all(m.__file__.startsw
 	}
 
 	// A traceback still points into the program, by its file name.
-	_, err := r.Run(context.Background(), Request{Source: "def f():\n    raise ValueError('no')\nf()\n", Filename: "prog.py"})
-	pe := pythonError(t, err)
+	_, err := r.Run(context.Background(), spine.Request{Source: "def f():\n    raise ValueError('no')\nf()\n", Filename: "prog.py"})
+	pe := spinetest.PythonError(t, err)
 	if pe.Line != 2 || !strings.Contains(pe.Traceback, `File "prog.py", line 3`) || strings.Contains(pe.Traceback, "bootstrap") {
 		t.Fatalf("traceback: line %d\n%s", pe.Line, pe.Traceback)
 	}
 
 	// The next run has its own __main__.
-	mustRun(t, r, "leaked = 1", nil)
-	if out := mustRun(t, r, `import sys
-result = [hasattr(sys.modules["__main__"], "leaked"), "leaked" in globals()]`, nil); string(out.Value) != `[false,false]` {
+	spinetest.MustRun(t, r, spine.Request{Source: "leaked = 1"})
+	if out := spinetest.MustRun(t, r, spine.Request{Source: `import sys
+result = [hasattr(sys.modules["__main__"], "leaked"), "leaked" in globals()]`}); string(out.Value) != `[false,false]` {
 		t.Fatalf("a run saw the last one's __main__: %s", out.Value)
 	}
 }
 
 // TestPythonMainSession: a session's runs share one __main__.
 func TestPythonMainSession(t *testing.T) {
-	s := newSession(t, shared(t))
-	step(t, s, "import pickle\nclass Box:\n    def __init__(self, v): self.v = v\nsaved = pickle.dumps(Box(7))\nresult = 0")
-	if got := step(t, s, `import sys
+	s := spinetest.NewSession(t, shared(t))
+	spinetest.Step(t, s, "import pickle\nclass Box:\n    def __init__(self, v): self.v = v\nsaved = pickle.dumps(Box(7))\nresult = 0")
+	if got := spinetest.Step(t, s, `import sys
 result = [pickle.loads(saved).v, sys.modules["__main__"].Box is Box, __name__]`); got != `[7,true,"__main__"]` {
 		t.Fatalf("second run: %s", got)
 	}
@@ -186,7 +189,7 @@ async def main():
 result = [repr(x) for x in asyncio.run(main())]`, `["KeyError('k')","1"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := mustRun(t, r, tc.src, nil)
+			out := spinetest.MustRun(t, r, spine.Request{Source: tc.src})
 			if string(out.Value) != tc.want {
 				t.Fatalf("value %s, want %s", out.Value, tc.want)
 			}
@@ -194,11 +197,11 @@ result = [repr(x) for x in asyncio.run(main())]`, `["KeyError('k')","1"]`},
 	}
 
 	t.Run("nothing to wait for", func(t *testing.T) {
-		_, err := run(t, r, `import asyncio
+		_, err := r.Run(context.Background(), spine.Request{Source: `import asyncio
 async def main():
     await asyncio.get_running_loop().create_future()
-asyncio.run(main())`, nil)
-		pe := pythonError(t, err)
+asyncio.run(main())`})
+		pe := spinetest.PythonError(t, err)
 		if pe.Type != "RuntimeError" || !strings.Contains(pe.Message, "nothing to run and nothing to wait for") || pe.Line != 4 {
 			t.Fatalf("got %s: %s (line %d)", pe.Type, pe.Message, pe.Line)
 		}
@@ -209,11 +212,11 @@ asyncio.run(main())`, nil)
 		// only guards against a sleep that does not stop.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		_, err := r.Run(ctx, Request{Source: "import asyncio\nasyncio.run(asyncio.sleep(3600))", Timeout: 200 * time.Millisecond})
+		_, err := r.Run(ctx, spine.Request{Source: "import asyncio\nasyncio.run(asyncio.sleep(3600))", Timeout: 200 * time.Millisecond})
 		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			t.Fatalf("got %v", err)
 		}
-		mustRun(t, r, "1", nil) // the Runner goes on
+		spinetest.MustRun(t, r, spine.Request{Source: "1"}) // the Runner goes on
 	})
 }
 
@@ -268,8 +271,8 @@ func (b *barrier) counts() (started, peak int) {
 	return b.started, b.peak
 }
 
-func barrierRunner(t *testing.T, b *barrier, opts *Options) *Runner {
-	return newRunner(t, Manifest{
+func barrierRunner(t *testing.T, b *barrier, opts *spine.Options) *spine.Runner {
+	return spinetest.NewRunner(t, spine.Manifest{
 		"read":     {Call: b.call, AllowEarlyRead: true},
 		"db.read":  {Call: b.call, AllowEarlyRead: true},
 		"write":    {Call: func(ctx context.Context, args json.RawMessage) (any, error) { return "written", nil }},
@@ -356,7 +359,7 @@ func TestPythonExecutorsParallel(t *testing.T) {
 			rOn := barrierRunner(t, on, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a safety net only
 			defer cancel()
-			outOn, errOn := rOn.Run(ctx, Request{Source: tc.src, EarlyReads: true})
+			outOn, errOn := rOn.Run(ctx, spine.Request{Source: tc.src, EarlyReads: true})
 			if errOn != nil {
 				t.Fatalf("early reads on: %v", errOn)
 			}
@@ -365,7 +368,7 @@ func TestPythonExecutorsParallel(t *testing.T) {
 			}
 
 			off := newBarrier(1)
-			outOff, errOff := barrierRunner(t, off, nil).Run(context.Background(), Request{Source: tc.src})
+			outOff, errOff := barrierRunner(t, off, nil).Run(context.Background(), spine.Request{Source: tc.src})
 			if errOff != nil {
 				t.Fatalf("early reads off: %v", errOff)
 			}
@@ -405,7 +408,7 @@ with ThreadPoolExecutor() as ex:
 	var outs []string
 	for _, early := range []bool{true, false} {
 		b := newBarrier(1)
-		out, err := barrierRunner(t, b, nil).Run(context.Background(), Request{Source: src, EarlyReads: early})
+		out, err := barrierRunner(t, b, nil).Run(context.Background(), spine.Request{Source: src, EarlyReads: early})
 		if err != nil {
 			t.Fatalf("early reads %v: %v", early, err)
 		}
@@ -436,8 +439,8 @@ for f in fs:
 result = out`
 	var outs []string
 	for _, early := range []bool{true, false} {
-		r := barrierRunner(t, newBarrier(1), &Options{MaxToolCalls: 3})
-		out, err := r.Run(context.Background(), Request{Source: src, EarlyReads: early})
+		r := barrierRunner(t, newBarrier(1), &spine.Options{MaxToolCalls: 3})
+		out, err := r.Run(context.Background(), spine.Request{Source: src, EarlyReads: early})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -463,7 +466,7 @@ result = "done"`
 		if early {
 			b = newBarrier(4)
 		}
-		out, err := barrierRunner(t, b, nil).Run(context.Background(), Request{Source: src, EarlyReads: early})
+		out, err := barrierRunner(t, b, nil).Run(context.Background(), spine.Request{Source: src, EarlyReads: early})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -538,19 +541,19 @@ with ThreadPoolExecutor() as ex:
     f = ex.submit(lookup, key="book")
     g = ex.submit(lookup, key="none")
     h = ex.submit(lookup, "book")
-result = [f.result(), str(g.exception()), type(h.exception()).__name__]`, `[21,"no such key: none","TypeError"]`},
+result = [f.result(), str(g.exception()), type(h.exception()).__name__]`, `[21,"no such key: \"none\"","TypeError"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := mustRun(t, r, tc.src, nil)
+			out := spinetest.MustRun(t, r, spine.Request{Source: tc.src})
 			if string(out.Value) != tc.want {
 				t.Fatalf("value %s, want %s", out.Value, tc.want)
 			}
 		})
 	}
-	out := mustRun(t, r, `from concurrent.futures import ThreadPoolExecutor
+	out := spinetest.MustRun(t, r, spine.Request{Source: `from concurrent.futures import ThreadPoolExecutor
 def boom():
     raise ValueError("no")
-f = ThreadPoolExecutor(initializer=boom).submit(len, "a")`, nil)
+f = ThreadPoolExecutor(initializer=boom).submit(len, "a")`})
 	if !strings.Contains(out.Stderr, "Exception in initializer:") || !strings.Contains(out.Stderr, "ValueError: no") {
 		t.Fatalf("stderr: %q", out.Stderr)
 	}
@@ -559,7 +562,7 @@ f = ThreadPoolExecutor(initializer=boom).submit(len, "a")`, nil)
 // TestPythonThreads: Thread.start runs the thread to its end at once.
 func TestPythonThreads(t *testing.T) {
 	r := shared(t)
-	out := mustRun(t, r, `import threading
+	out := spinetest.MustRun(t, r, spine.Request{Source: `import threading
 results = []
 def work(n):
     results.append(n * n)
@@ -577,7 +580,7 @@ try:
     threads[0].start()
 except RuntimeError as e:
     again = str(e)
-result = [results, [t.is_alive() for t in threads], again, threading.active_count()]`, nil)
+result = [results, [t.is_alive() for t in threads], again, threading.active_count()]`})
 	if string(out.Value) != `[[0,1,4,9],[false,false,false,false],"threads can only be started once",1]` {
 		t.Fatalf("value %s", out.Value)
 	}
@@ -589,7 +592,7 @@ result = [results, [t.is_alive() for t in threads], again, threading.active_coun
 // TestPythonNoNetwork: every way to the network says there is none, with an
 // OSError a program can catch.
 func TestPythonNoNetwork(t *testing.T) {
-	out := mustRun(t, shared(t), `import errno, socket, http.client, urllib.request, urllib.error
+	out := spinetest.MustRun(t, shared(t), spine.Request{Source: `import errno, socket, http.client, urllib.request, urllib.error
 out = []
 def attempt(name, fn):
     try:
@@ -607,7 +610,7 @@ try:
     urllib.request.urlopen("http://example.com/")
 except urllib.error.URLError as e:
     out.append(["urlopen", type(e.reason).__name__, e.reason.errno == errno.ENETUNREACH, "no network in the sandbox" in str(e)])
-result = out`, nil)
+result = out`})
 	want := `[["socket","OSError",true,true],["socket tcp","OSError",true,true],["create_connection","OSError",true,true],` +
 		`["getaddrinfo","gaierror",true,true],["gethostbyname","gaierror",true,true],["socketpair","OSError",true,true],` +
 		`["http.client","OSError",true,true],["urlopen","OSError",true,true]]`
@@ -625,7 +628,7 @@ func TestPythonWorldInSessions(t *testing.T) {
 		if early {
 			b = newBarrier(3)
 		}
-		s := newSession(t, barrierRunner(t, b, nil))
+		s := spinetest.NewSession(t, barrierRunner(t, b, nil))
 		var got []string
 		for _, src := range []string{
 			`import asyncio
@@ -639,7 +642,7 @@ result = 0`,
 			`import sys
 result = [__name__, sys.modules["__main__"].pool is pool]`,
 		} {
-			out, err := s.Run(context.Background(), Request{Source: src, EarlyReads: early})
+			out, err := s.Run(context.Background(), spine.Request{Source: src, EarlyReads: early})
 			if err != nil {
 				t.Fatalf("early reads %v: %q: %v", early, src, err)
 			}

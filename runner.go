@@ -20,12 +20,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/spine-run/spine/guest"
+	"github.com/spine-run/spine/internal/abi"
 	"github.com/spine-run/spine/internal/engine"
 	"github.com/spine-run/spine/internal/scratch"
 )
@@ -164,7 +163,7 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 		artifact = *opts.Artifact
 	}
 
-	r := &Runner{manifest: m, opts: opts, tools: encodeGuestTools(m), sessions: newSessions(), log: opts.Logger}
+	r := &Runner{manifest: m, opts: opts, tools: encodeGuestTools(m), sessions: newSessions(opts.Sessions), log: opts.Logger}
 	if opts.TracerProvider != nil {
 		r.tracer = opts.TracerProvider.Tracer(instrumentation)
 	}
@@ -185,17 +184,14 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 		Start:          engine.StartFrom(ctx),
 		CacheDir:       opts.CacheDir,
 		NoDiskCache:    opts.NoDiskCache,
-		Bridge:         r.bridgeFunctions,
+		Bridge:         abi.Host{Call: r.hostCall, Prepare: r.hostPrepare, Resolve: r.hostResolve, Peek: r.hostPeek},
 		Warm:           r.warm,
 	})
 	if err != nil {
 		r.stop()
 		return nil, err
 	}
-	if every := opts.Sessions.sweepEvery(); every > 0 {
-		r.sessions.wg.Add(1)
-		go r.sweeper(every)
-	}
+	r.sessions.startSweeper(r.closing)
 	return r, nil
 }
 
@@ -216,33 +212,6 @@ func artifactID(a Artifact) []byte {
 func artifactName(id []byte) string {
 	sum := sha256.Sum256(id)
 	return hex.EncodeToString(sum[:])
-}
-
-// bridgeFunctions adds the bridge's Host functions (bridge.go) to the
-// Guest's Host module "spine", without reflection.
-func (r *Runner) bridgeFunctions(b wazero.HostModuleBuilder) wazero.HostModuleBuilder {
-	i32 := api.ValueTypeI32
-	return b.
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-			stack[0] = uint64(r.hostCall(ctx, m, uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])))
-		}), []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}).
-		Export("call").
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-			stack[0] = uint64(r.hostPrepare(ctx, m, uint32(stack[0]), uint32(stack[1])))
-		}), []api.ValueType{i32, i32}, []api.ValueType{i32}).
-		Export("prepare").
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-			stack[0] = uint64(r.hostResolve(ctx, m, uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3]), uint32(stack[4])))
-		}), []api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}).
-		Export("resolve").
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-			stack[0] = uint64(r.hostPeek(ctx, m, uint32(stack[0]), uint32(stack[1]), uint32(stack[2])))
-		}), []api.ValueType{i32, i32, i32}, []api.ValueType{i32}).
-		Export("peek")
 }
 
 // warmSource runs once in the Guest the image is taken from: it imports the
@@ -275,10 +244,9 @@ gc.collect()
 gc.freeze()
 `
 
-// imageFormat changes whenever what an image holds changes meaning. An image
-// has the scratch tree preopened at "/" and the working directory /work in
-// wasi-libc's tables, and is captured with fixed randomness, so that every
-// Host makes the same bytes under a key.
+// imageFormat changes whenever what an image holds changes meaning: 3 has
+// the scratch tree preopened at "/" and the working directory /work in
+// wasi-libc's tables.
 const imageFormat = "spine-image-4"
 
 // imageKey names an image by everything that decides its bytes: the Guest
@@ -343,7 +311,10 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	if req.Stream != nil && req.Source != "" {
 		return nil, fmt.Errorf("%w: a Request has a Source or a Stream, not both", ErrBadRequest)
 	}
-	inputs, err := r.checkInputs(req)
+	if len(req.Source) > r.opts.MaxSource {
+		return nil, sourceTooLarge(len(req.Source), r.opts.MaxSource)
+	}
+	inputs, err := r.CheckInputs(req.Inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -390,12 +361,25 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	if err != nil {
 		return nil, r.runError(ctx, err)
 	}
+	// The Guest goes back when the run is over. clean says it may serve
+	// another run, set once its run has ended and its answer is read; cause
+	// is the error its run ended with, for a session whose Guest broke.
+	var clean bool
+	var cause error
+	defer func() {
+		inst.End()
+		if session {
+			s.runEnded(inst.Failed(), cause)
+		} else {
+			r.engine.Release(inst, clean)
+		}
+	}()
 	var wake *atomic.Bool
 	if st.early && !r.noWake {
 		wake = &st.wake
 	}
 	guestCtx := inst.Begin(st.ctx, wake)
-	stopForwarding := r.forward(ctx, inst, req)
+	stopForwarding := forward(ctx, inst, req)
 	err = placeFiles(inst, req.Files)
 	tooLarge := false // a stream over MaxSource: Run answers as for that source sent whole
 	if err == nil && req.Stream != nil {
@@ -408,14 +392,10 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	}
 	var response []byte
 	if err == nil {
-		response, err = inst.Execute(guestCtx, request, r.maxResponse(req))
+		response, err = inst.Execute(guestCtx, request, r.opts.maxResponse(req.Transformed))
 	}
 	stopForwarding() // before the Guest goes back: the writers have had everything
-	if session {
-		defer func() { inst.End(); s.runEnded(inst.Failed(), err) }()
-	} else {
-		defer func() { inst.End(); r.engine.Release(inst, err == nil && ctx.Err() == nil) }()
-	}
+	cause = err
 	if tooLarge && ctx.Err() == nil {
 		return nil, err
 	}
@@ -429,9 +409,10 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 		return out, r.runError(ctx, err)
 	}
 	var decoded executeResponse
-	if err = json.Unmarshal(response, &decoded); err != nil {
+	if err := json.Unmarshal(response, &decoded); err != nil {
 		return out, fmt.Errorf("%w: bad execute response: %v", ErrGuest, err)
 	}
+	clean = true
 	out.Transformed = decoded.Transformed
 	if decoded.Error != nil {
 		return out, decoded.Error
@@ -445,37 +426,6 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	out.Value = decoded.Value
 	return out, nil
 }
-
-// forward tees inst's output to req.Stdout and req.Stderr for this run, and
-// returns what ends it.
-func (r *Runner) forward(ctx context.Context, inst *engine.Instance, req Request) (stop func()) {
-	if req.Stdout == nil && req.Stderr == nil {
-		return func() {}
-	}
-	var stdout, stderr *forwarder
-	var out, errOut io.Writer // nil unless forwarded: no typed nil in an interface
-	if req.Stdout != nil {
-		stdout = newForwarder(ctx, req.Stdout)
-		out = stdout
-	}
-	if req.Stderr != nil {
-		stderr = newForwarder(ctx, req.Stderr)
-		errOut = stderr
-	}
-	inst.Tee(out, errOut)
-	return func() {
-		inst.Tee(nil, nil)
-		for _, f := range []*forwarder{stdout, stderr} {
-			if f != nil {
-				f.finish(ctx)
-			}
-		}
-	}
-}
-
-// maxErrorResponse is room in an execute response for an error's message and
-// traceback, which the Guest cuts to 64 KiB each.
-const maxErrorResponse = 256 << 10
 
 func (r *Runner) begin() error {
 	r.mu.Lock()
@@ -535,15 +485,6 @@ func programFailure(err error) *PythonError {
 		return &PythonError{Type: "RecursionError", Message: "maximum recursion depth exceeded: the program overflowed the Guest's stack"}
 	}
 	return nil
-}
-
-// checkInputs checks req's source and inputs against the limits and returns
-// the encoded inputs.
-func (r *Runner) checkInputs(req Request) (json.RawMessage, error) {
-	if len(req.Source) > r.opts.MaxSource {
-		return nil, sourceTooLarge(len(req.Source), r.opts.MaxSource)
-	}
-	return r.CheckInputs(req.Inputs)
 }
 
 // CheckInputs validates inputs as Run does and returns them encoded: they
@@ -609,7 +550,7 @@ func (r *Runner) encodeExecute(req Request, source string, inputs json.RawMessag
 		Source:      source,
 		Filename:    req.Filename,
 		Inputs:      inputs,
-		Tools:       r.guestTools(),
+		Tools:       r.requestTools(),
 		EarlyReads:  req.EarlyReads || prefix,
 		Transformed: req.Transformed,
 		Prefix:      prefix,
@@ -618,22 +559,13 @@ func (r *Runner) encodeExecute(req Request, source string, inputs json.RawMessag
 	})
 }
 
-// guestTools is the tool list to send the Guest with a request: none when runs
+// requestTools is the tool list to send the Guest with a request: none when runs
 // start from the image, whose Guest has the Runner's tools installed already.
-func (r *Runner) guestTools() json.RawMessage {
+func (r *Runner) requestTools() json.RawMessage {
 	if r.engine.HasImage() {
 		return nil
 	}
 	return r.tools
-}
-
-// maxResponse is the largest execute response the Host accepts for req.
-func (r *Runner) maxResponse(req Request) int {
-	n := r.opts.MaxResult + maxErrorResponse
-	if req.Transformed {
-		n += 2 * r.opts.MaxSource // the rewritten source, JSON-escaped
-	}
-	return n
 }
 
 func encodeInputs(inputs any) (json.RawMessage, error) {
@@ -690,6 +622,6 @@ func (r *Runner) Close(ctx context.Context) error {
 	r.mu.Unlock()
 	r.stop()
 	r.runs.Wait() // a run's Guest stops at once: its context is done
-	r.closeSessions()
+	r.sessions.closeAll(ErrClosed)
 	return r.engine.Close(ctx)
 }

@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"container/list"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -71,52 +68,15 @@ var (
 	ErrSessionState = errors.New("spine: the session's state cannot be snapshotted")
 )
 
-// sessions is a Runner's table of sessions.
-type sessions struct {
-	mu     sync.Mutex
-	all    map[*Session]struct{}
-	frozen int64      // bytes of the snapshots hibernated sessions keep in memory
-	live   *list.List // sessions with a live Guest, least recently used first
-	now    func() time.Time
-	wg     sync.WaitGroup // the sweeper
-	awake  chan struct{}  // closed when the sweeper should stop
-}
-
-// hold counts n more bytes of snapshots kept in memory (n < 0: fewer),
-// unless that would take them past limit (when n > 0): then it reports false.
-func (t *sessions) hold(n int, limit uint64) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if n > 0 && uint64(t.frozen)+uint64(n) > limit {
-		return false
-	}
-	t.frozen += int64(n)
-	return true
-}
-
-func newSessions() *sessions {
-	return &sessions{all: map[*Session]struct{}{}, live: list.New(), now: time.Now, awake: make(chan struct{})}
-}
-
 // NewSession starts a session from the Runner's clean image.
 func (r *Runner) NewSession(ctx context.Context) (*Session, error) {
 	if err := r.begin(); err != nil {
 		return nil, err
 	}
 	defer r.runs.Done()
-	s, err := r.addSession()
-	if err != nil {
-		return nil, err
-	}
-	err = r.admit(s, func() (*engine.Instance, error) {
+	return r.openSession(func() (*engine.Instance, error) {
 		return r.engine.NewSession(ctx, r.opts.Sessions.MemoryLimit)
 	})
-	if err != nil {
-		r.dropSession(s)
-		return nil, r.sessionError(err)
-	}
-	s.give()
-	return s, nil
 }
 
 // Restore starts a session from a snapshot, in this process or another, on
@@ -136,112 +96,30 @@ func (r *Runner) Restore(ctx context.Context, snapshot []byte) (*Session, error)
 	if err := r.engine.Check(st, r.opts.Sessions.MemoryLimit); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSnapshot, err)
 	}
-	s, err := r.addSession()
+	return r.openSession(func() (*engine.Instance, error) {
+		return r.engine.Restore(ctx, st, r.opts.Sessions.MemoryLimit)
+	})
+}
+
+// openSession adds a session to the table with the Guest start returns.
+func (r *Runner) openSession(start func() (*engine.Instance, error)) (*Session, error) {
+	s, err := r.sessions.add(r)
 	if err != nil {
 		return nil, err
 	}
-	err = r.admit(s, func() (*engine.Instance, error) {
-		return r.engine.Restore(ctx, st, r.opts.Sessions.MemoryLimit)
-	})
-	if err != nil {
-		r.dropSession(s)
-		return nil, r.sessionError(err)
+	if err := r.sessions.admit(s, start); err != nil {
+		s.stop()
+		r.sessions.forget(s)
+		switch {
+		case r.closing.Err() != nil:
+			return nil, ErrClosed
+		case errors.Is(err, ErrTooManySessions) || errors.Is(err, ErrGuest) || errors.Is(err, ErrArtifact):
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", ErrGuest, err)
 	}
 	s.give()
 	return s, nil
-}
-
-// addSession makes a session, counted against SessionOptions.Max, holding
-// its turn and without a Guest.
-func (r *Runner) addSession() (*Session, error) {
-	id := make([]byte, 16)
-	rand.Read(id)
-	s := &Session{r: r, id: hex.EncodeToString(id), turn: make(chan struct{}, 1)}
-	s.closing, s.stop = context.WithCancel(r.closing) // made holding its turn: the token is not in turn
-	t := r.sessions
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.all) >= r.opts.Sessions.Max {
-		s.stop()
-		return nil, fmt.Errorf("%w: the Runner holds %d, its limit", ErrTooManySessions, len(t.all))
-	}
-	t.all[s] = struct{}{}
-	s.used = t.now()
-	return s, nil
-}
-
-// dropSession forgets s, which holds its turn and has no Guest, for good.
-func (r *Runner) dropSession(s *Session) {
-	s.stop()
-	t := r.sessions
-	t.mu.Lock()
-	delete(t.all, s)
-	t.mu.Unlock()
-}
-
-// sessionError is how a failure to make a session's Guest reads.
-func (r *Runner) sessionError(err error) error {
-	if r.closing.Err() != nil {
-		return ErrClosed
-	}
-	if errors.Is(err, ErrTooManySessions) || errors.Is(err, ErrGuest) || errors.Is(err, ErrArtifact) {
-		return err
-	}
-	return fmt.Errorf("%w: %v", ErrGuest, err)
-}
-
-// admit gives s (holding its turn, without a Guest) the Guest start returns,
-// as one of at most SessionOptions.MaxLive live sessions: past the cap, the
-// least recently used session that is not running is hibernated first.
-func (r *Runner) admit(s *Session, start func() (*engine.Instance, error)) error {
-	t := r.sessions
-	for {
-		t.mu.Lock()
-		if t.live.Len() < r.opts.Sessions.MaxLive {
-			s.live = t.live.PushBack(s) // the place is taken before the Guest is made
-			t.mu.Unlock()
-			break
-		}
-		var idle []*Session
-		for e := t.live.Front(); e != nil; e = e.Next() {
-			idle = append(idle, e.Value.(*Session))
-		}
-		t.mu.Unlock()
-		freed := false
-		for _, other := range idle {
-			if other.hibernateIfIdle() {
-				freed = true
-				break
-			}
-		}
-		// A session holding files open cannot be hibernated; rather than
-		// let such sessions hold every live place for good, the one used
-		// least recently is lost.
-		for i := 0; !freed && i < len(idle); i++ {
-			freed = idle[i].evictIfIdle()
-		}
-		if !freed {
-			return fmt.Errorf("%w: none of the %d live sessions can make room: each is running, or its snapshot would take hibernated sessions past HibernatedMemory", ErrTooManySessions, r.opts.Sessions.MaxLive)
-		}
-	}
-	inst, err := start()
-	if err != nil {
-		r.leaveLive(s)
-		return err
-	}
-	s.inst = inst
-	return nil
-}
-
-// leaveLive takes s off the live list.
-func (r *Runner) leaveLive(s *Session) {
-	t := r.sessions
-	t.mu.Lock()
-	if s.live != nil {
-		t.live.Remove(s.live)
-		s.live = nil
-	}
-	t.mu.Unlock()
 }
 
 // take waits for the session's turn, or for ctx.
@@ -261,13 +139,7 @@ func (s *Session) take(ctx context.Context) error {
 
 // give ends an operation on the session, marking it used.
 func (s *Session) give() {
-	t := s.r.sessions
-	t.mu.Lock()
-	s.used = t.now()
-	if s.live != nil {
-		t.live.MoveToBack(s.live)
-	}
-	t.mu.Unlock()
+	s.r.sessions.used(s)
 	s.turn <- struct{}{}
 }
 
@@ -345,7 +217,7 @@ func (s *Session) guest(ctx context.Context) (*engine.Instance, error) {
 
 // wake restores the hibernated session's state st into a new live Guest.
 func (s *Session) wake(ctx context.Context, st *engine.State) (*engine.Instance, error) {
-	err := s.r.admit(s, func() (*engine.Instance, error) {
+	err := s.r.sessions.admit(s, func() (*engine.Instance, error) {
 		return s.r.engine.Restore(ctx, st, s.r.opts.Sessions.MemoryLimit)
 	})
 	if err != nil {
@@ -363,7 +235,7 @@ func (s *Session) runEnded(failed bool, cause error) {
 	}
 	s.inst.Close()
 	s.inst = nil
-	s.r.leaveLive(s)
+	s.r.sessions.leaveLive(s)
 	if cause == nil {
 		cause = errors.New("the Guest failed")
 	}
@@ -454,7 +326,7 @@ func (s *Session) evictIfIdle() bool {
 	}
 	s.inst.Close()
 	s.inst = nil
-	s.r.leaveLive(s)
+	s.r.sessions.leaveLive(s)
 	s.fail(fmt.Errorf("%w: it held files open, so it could not be hibernated when room was needed among the %d live sessions", ErrSessionLost, s.r.opts.Sessions.MaxLive))
 	return true
 }
@@ -475,14 +347,14 @@ func (s *Session) hibernate() error {
 		}
 		s.file = path
 	} else {
-		if !s.r.sessions.hold(len(blob), s.r.opts.Sessions.HibernatedMemory) {
+		if !s.r.sessions.hold(len(blob)) {
 			return fmt.Errorf("%w: hibernated sessions hold their limit of %d bytes of snapshots", ErrTooManySessions, s.r.opts.Sessions.HibernatedMemory)
 		}
 		s.frozen = blob
 	}
 	s.inst.Close()
 	s.inst = nil
-	s.r.leaveLive(s)
+	s.r.sessions.leaveLive(s)
 	return nil
 }
 
@@ -508,7 +380,7 @@ func (s *Session) forgetSnapshot() {
 		s.file = ""
 	}
 	if s.frozen != nil {
-		s.r.sessions.hold(-len(s.frozen), 0)
+		s.r.sessions.hold(-len(s.frozen))
 		s.frozen = nil
 	}
 }
@@ -543,13 +415,10 @@ func (s *Session) end(why error) {
 	if s.inst != nil {
 		s.inst.Close()
 		s.inst = nil
-		s.r.leaveLive(s)
+		s.r.sessions.leaveLive(s)
 	}
 	s.forgetSnapshot()
-	t := s.r.sessions
-	t.mu.Lock()
-	delete(t.all, s)
-	t.mu.Unlock()
+	s.r.sessions.forget(s)
 }
 
 // fail records that the session is lost, and why.
@@ -573,92 +442,3 @@ func (s *Session) Err() error {
 // the Runner after SessionOptions.TTL without use. A service that keeps
 // sessions by id can drop the ones whose Done is closed.
 func (s *Session) Done() <-chan struct{} { return s.closing.Done() }
-
-// SessionStats counts a Runner's sessions.
-type SessionStats struct {
-	Sessions int // open sessions, live and hibernated
-	Live     int // sessions with a live Guest
-}
-
-// SessionStats returns the Runner's session counts.
-func (r *Runner) SessionStats() SessionStats {
-	t := r.sessions
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return SessionStats{Sessions: len(t.all), Live: t.live.Len()}
-}
-
-// sweep hibernates the sessions idle past SessionOptions.Idle and closes those
-// idle past SessionOptions.TTL, as of now. Sessions in use are left for the
-// next sweep.
-func (r *Runner) sweep(now time.Time) {
-	t := r.sessions
-	t.mu.Lock()
-	var expired, idle []*Session
-	for s := range t.all {
-		unused := now.Sub(s.used)
-		switch {
-		case r.opts.Sessions.TTL > 0 && unused >= r.opts.Sessions.TTL:
-			expired = append(expired, s)
-		case r.opts.Sessions.Idle > 0 && unused >= r.opts.Sessions.Idle && s.live != nil:
-			idle = append(idle, s)
-		}
-	}
-	t.mu.Unlock()
-	for _, s := range expired {
-		select {
-		case <-s.turn:
-			if s.unusedFor(now) >= r.opts.Sessions.TTL { // not used since it was chosen
-				s.end(fmt.Errorf("%w: unused for %v, its time to live", ErrSessionClosed, r.opts.Sessions.TTL))
-			}
-			s.turn <- struct{}{}
-		default:
-		}
-	}
-	for _, s := range idle {
-		if s.unusedFor(now) >= r.opts.Sessions.Idle {
-			s.hibernateIfIdle()
-		}
-	}
-}
-
-// unusedFor is how long, as of now, the session has gone unused.
-func (s *Session) unusedFor(now time.Time) time.Duration {
-	t := s.r.sessions
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return now.Sub(s.used)
-}
-
-// sweeper sweeps the sessions every so often until the Runner closes.
-func (r *Runner) sweeper(every time.Duration) {
-	defer r.sessions.wg.Done()
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-r.closing.Done():
-			return
-		case <-ticker.C:
-			r.sweep(r.sessions.now())
-		}
-	}
-}
-
-// closeSessions ends every session; the Runner is closing and no operation is
-// in flight.
-func (r *Runner) closeSessions() {
-	t := r.sessions
-	t.wg.Wait()
-	t.mu.Lock()
-	all := make([]*Session, 0, len(t.all))
-	for s := range t.all {
-		all = append(all, s)
-	}
-	t.mu.Unlock()
-	for _, s := range all {
-		<-s.turn
-		s.end(ErrClosed)
-		s.turn <- struct{}{}
-	}
-}

@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 type toolEdit struct {
@@ -26,8 +29,8 @@ type toolEditOut struct {
 	Changed int    `json:"changed"`
 }
 
-func editTool(calls *atomic.Int64) ToolSpec {
-	return NewTool("Edit a file.", func(ctx context.Context, in toolEditIn) (toolEditOut, error) {
+func editTool(calls *atomic.Int64) spine.ToolSpec {
+	return spine.NewTool("Edit a file.", func(ctx context.Context, in toolEditIn) (toolEditOut, error) {
 		calls.Add(1)
 		return toolEditOut{Content: in.Path, Changed: len(in.Edits)}, nil
 	})
@@ -46,34 +49,34 @@ func TestNewToolSchemas(t *testing.T) {
 	}
 	wantStub := "class Edit(TypedDict):\n    oldText: str  # text to find\n    newText: str\n\nclass EditResult(TypedDict):\n    content: str\n    changed: int\n\n" +
 		"def edit(*, path: str, edits: list[Edit] | None, dryRun: bool | None = None, limit: int | None = None) -> EditResult:\n    \"\"\"Edit a file.\"\"\"\n"
-	if got := Stub("edit", spec); got != wantStub {
+	if got := spine.Stub("edit", spec); got != wantStub {
 		t.Errorf("stub\n%s\nwant\n%s", got, wantStub)
 	}
 
 	// A map takes any keywords; a value of type any has no schema.
-	open := NewTool("", func(ctx context.Context, in map[string]int) (any, error) { return len(in), nil })
-	if got := Stub("f", open); got != "def f(**kwargs: int) -> Any:\n    ...\n" {
+	open := spine.NewTool("", func(ctx context.Context, in map[string]int) (any, error) { return len(in), nil })
+	if got := spine.Stub("f", open); got != "def f(**kwargs: int) -> Any:\n    ...\n" {
 		t.Errorf("map stub %q", got)
 	}
 	if open.OutputSchema != nil {
 		t.Errorf("OutputSchema of any: %s", open.OutputSchema)
 	}
 	// A pointer to a struct is a struct.
-	ptr := NewTool("", func(ctx context.Context, in *toolEdit) (string, error) { return in.OldText, nil })
-	if got := Stub("f", ptr); got != "def f(*, oldText: str, newText: str) -> str:\n    \"\"\"Args:\n        oldText: text to find\n    \"\"\"\n" {
+	ptr := spine.NewTool("", func(ctx context.Context, in *toolEdit) (string, error) { return in.OldText, nil })
+	if got := spine.Stub("f", ptr); got != "def f(*, oldText: str, newText: str) -> str:\n    \"\"\"Args:\n        oldText: text to find\n    \"\"\"\n" {
 		t.Errorf("pointer stub %q", got)
 	}
 }
 
 func TestNewToolPanicsOnBadTypes(t *testing.T) {
 	for name, make := range map[string]func(){
-		"scalar arguments": func() { NewTool("", func(ctx context.Context, in int) (int, error) { return in, nil }) },
-		"int-keyed map":    func() { NewTool("", func(ctx context.Context, in map[int]string) (int, error) { return 0, nil }) },
+		"scalar arguments": func() { spine.NewTool("", func(ctx context.Context, in int) (int, error) { return in, nil }) },
+		"int-keyed map":    func() { spine.NewTool("", func(ctx context.Context, in map[int]string) (int, error) { return 0, nil }) },
 		"channel field": func() {
-			NewTool("", func(ctx context.Context, in struct{ C chan int }) (int, error) { return 0, nil })
+			spine.NewTool("", func(ctx context.Context, in struct{ C chan int }) (int, error) { return 0, nil })
 		},
-		"func value":   func() { NewTool("", func(ctx context.Context, in struct{}) (func(), error) { return nil, nil }) },
-		"nil function": func() { NewTool[struct{}, int]("", nil) },
+		"func value":   func() { spine.NewTool("", func(ctx context.Context, in struct{}) (func(), error) { return nil, nil }) },
+		"nil function": func() { spine.NewTool[struct{}, int]("", nil) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
@@ -105,7 +108,7 @@ func TestNewToolArguments(t *testing.T) {
 		{`[1]`, `arguments must be a dict, not list`},
 	} {
 		value, err := spec.Call(context.Background(), json.RawMessage(c.args))
-		var argErr *ArgumentError
+		var argErr *spine.ArgumentError
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: %v", c.args, err)
@@ -127,8 +130,8 @@ func TestNewToolArguments(t *testing.T) {
 // with the tool's name, and the function is not called for them.
 func TestTypedToolInGuest(t *testing.T) {
 	var calls atomic.Int64
-	r := newRunner(t, Manifest{"files.edit": editTool(&calls)}, &Options{PoolSize: -1})
-	out := mustRun(t, r, `
+	r := spinetest.NewRunner(t, spine.Manifest{"files.edit": editTool(&calls)}, &spine.Options{PoolSize: -1})
+	out := spinetest.MustRun(t, r, spine.Request{Source: `
 ok = files.edit(path="a.txt", edits=[{"oldText": "x", "newText": "y"}])
 errors = []
 for bad in (
@@ -145,7 +148,7 @@ try:
 except TypeError as e:
     errors.append(str(e))
 result = {"ok": ok, "errors": errors}
-`, nil)
+`})
 	want := `{"ok":{"content":"a.txt","changed":1},"errors":["files.edit() argument 'path' must be str, not int","files.edit() argument 'edits[0].newText' must be str, not int","files.edit() argument 'dryRun' must be bool, not str","files.edit() argument 'edits[0]' is missing the key 'newText'"]}`
 	if string(out.Value) != want {
 		t.Errorf("value\n%s\nwant\n%s", out.Value, want)
@@ -154,8 +157,8 @@ result = {"ok": ok, "errors": errors}
 		t.Errorf("the function was called %d times, want 1", n)
 	}
 	// Uncaught, it is the run's TypeError, at the program's line.
-	_, err := run(t, r, "x = 1\nfiles.edit(path=1, edits=[])\n", nil)
-	var pyErr *PythonError
+	_, err := r.Run(context.Background(), spine.Request{Source: "x = 1\nfiles.edit(path=1, edits=[])\n"})
+	var pyErr *spine.PythonError
 	if !errors.As(err, &pyErr) || pyErr.Type != "TypeError" || pyErr.Line != 2 || pyErr.Message != "files.edit() argument 'path' must be str, not int" {
 		t.Errorf("err = %#v", err)
 	}
@@ -170,7 +173,7 @@ func TestToolKeywordChecks(t *testing.T) {
 		calls.Add(1)
 		return string(args), nil
 	}
-	m := Manifest{
+	m := spine.Manifest{
 		"lookup": {Call: count, AllowEarlyRead: true,
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"key":{"type":"string"}},"required":["key"]}`)},
 		"market.quote": {Call: count, AllowEarlyRead: true,
@@ -179,7 +182,7 @@ func TestToolKeywordChecks(t *testing.T) {
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"key":{"type":"string"}},"required":["key"],"additionalProperties":true}`)},
 		"free": {Call: count, AllowEarlyRead: true},
 	}
-	r := newRunner(t, m, &Options{PoolSize: -1})
+	r := spinetest.NewRunner(t, m, &spine.Options{PoolSize: -1})
 	for _, c := range []struct{ source, want string }{
 		{`lookup(kee="book")`, "lookup() got an unexpected keyword argument 'kee'"},
 		{`lookup()`, "lookup() missing 1 required keyword-only argument: 'key'"},
@@ -196,12 +199,12 @@ func TestToolKeywordChecks(t *testing.T) {
 		// (prefix mode).
 		for _, mode := range []string{"off", "on", "stream"} {
 			calls.Store(0)
-			request := Request{Source: c.source, EarlyReads: mode != "off", Inputs: map[string]any{"keys": []string{"a", "b"}}}
+			request := spine.Request{Source: c.source, EarlyReads: mode != "off", Inputs: map[string]any{"keys": []string{"a", "b"}}}
 			if mode == "stream" {
 				request.Source, request.Stream = "", strings.NewReader(c.source)
 			}
 			_, err := r.Run(context.Background(), request)
-			var pyErr *PythonError
+			var pyErr *spine.PythonError
 			if !errors.As(err, &pyErr) || pyErr.Type != "TypeError" || pyErr.Message != c.want {
 				t.Errorf("%s (early reads %s): %v, want TypeError: %s", c.source, mode, err, c.want)
 			}
@@ -212,7 +215,7 @@ func TestToolKeywordChecks(t *testing.T) {
 	}
 	// What the schema allows goes through, to the tool, either way.
 	for _, early := range []bool{false, true} {
-		out, err := r.Run(context.Background(), Request{EarlyReads: early, Source: `
+		out, err := r.Run(context.Background(), spine.Request{EarlyReads: early, Source: `
 [lookup(key="book"), market.quote(a=1, b=2, c=3), market.quote(a=1, b=2, c=3, d=4),
  anykey(key="k", anything=1, more=[2]), free(x=1, y=2), free()]`})
 		if err != nil {
@@ -238,7 +241,7 @@ func FuzzNewToolArguments(f *testing.F) {
 			return // the Guest only sends JSON
 		}
 		_, err := spec.Call(context.Background(), args)
-		var argErr *ArgumentError
+		var argErr *spine.ArgumentError
 		if err != nil && !errors.As(err, &argErr) {
 			t.Fatalf("%s: %v is not an *ArgumentError", args, err)
 		}

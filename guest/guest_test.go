@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/spine-run/spine/internal/abi"
 )
 
 type manifest struct {
@@ -99,7 +101,7 @@ func TestArtifactMatchesManifest(t *testing.T) {
 			t.Errorf("manifest.json does not name %s", name)
 		}
 	}
-	if m.ABIVersion != 1 {
+	if m.ABIVersion != abi.Version {
 		t.Errorf("abi_version %d", m.ABIVersion)
 	}
 }

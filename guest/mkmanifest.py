@@ -8,6 +8,7 @@ import argparse
 import hashlib
 import json
 import pathlib
+import re
 import subprocess
 
 # Guest sources, relative to the repository root, besides guest/python/**/*.py.
@@ -37,6 +38,12 @@ def package(name):
     return version(["dpkg-query", "-W", "-f=${Version}", name])
 
 
+def abi_version(root):
+    """The ABI version the Guest's C side exports (SPINE_ABI_VERSION)."""
+    source = (root / "guest/c/spine.c").read_text()
+    return int(re.search(r"^#define SPINE_ABI_VERSION (\d+)$", source, re.M).group(1))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", required=True, type=pathlib.Path)
@@ -57,7 +64,7 @@ def main():
     sources = sorted(SOURCES + [p.relative_to(args.root).as_posix()
                                 for p in (args.root / "guest/python").rglob("*.py")])
     manifest = {
-        "abi_version": 1,
+        "abi_version": abi_version(args.root),
         "cpython": {"version": "3.11.2", "tarball": args.tarball.name, "sha256": sha256(args.tarball)},
         "packages": packages,
         "toolchain": {name: package(name) for name in

@@ -24,6 +24,9 @@
 /* maxMessage: requests and responses are capped at 1 MiB. */
 #define SPINE_MAX_MESSAGE (1u << 20)
 
+/* The most characters of an error's message, and of its traceback, in an execute response. */
+#define SPINE_MAX_ERROR_TEXT (64u << 10)
+
 /* What call and resolve return when the Host could not write a response. */
 #define SPINE_FAILED 0xFFFFFFFFu
 
@@ -206,6 +209,7 @@ PyInit__spine(void)
 		return NULL;
 	}
 	if (PyModule_AddIntConstant(m, "MAX_MESSAGE", SPINE_MAX_MESSAGE) < 0 ||
+	    PyModule_AddIntConstant(m, "MAX_ERROR_TEXT", SPINE_MAX_ERROR_TEXT) < 0 ||
 	    PyModule_AddIntConstant(m, "ABI_VERSION", SPINE_ABI_VERSION) < 0) {
 		Py_DECREF(m);
 		return NULL;

@@ -59,6 +59,8 @@ from plm.wire import encode_request, encoder
 # docs/sessions.md) raises KeyboardInterrupt in the program. Without it the interrupt
 # would be dropped as a signal with no handler.
 import _signal  # noqa: F401
+# An error's message and traceback are cut to _MAX_ERROR_TEXT characters each.
+from _spine import MAX_ERROR_TEXT as _MAX_ERROR_TEXT
 from _spine import compile_last as _compile_last
 from _spine import compile_program as _compile_program
 
@@ -73,7 +75,6 @@ _loads = json.loads
 # Python layer of json.loads around it.
 _scan_once = json.JSONDecoder().scan_once
 _DEFAULT_FILENAME = "<agent>"
-_MAX_ERROR_TEXT = 64 << 10  # an error's message and traceback are cut to this many characters
 
 
 # The exception classes a response's "type" may name (a refused call is a

@@ -26,6 +26,7 @@ if NATIVE:  # load the Guest's modules over a fake _spine (and leave no __pycach
     sys.path.insert(0, os.path.join(_here, "..", "python"))
     _stub = types.ModuleType("_spine")
     _stub.MAX_MESSAGE = 1 << 20
+    _stub.MAX_ERROR_TEXT = 64 << 10
     _stub.ABI_VERSION = 1
     _stub.compile_program = lambda source, filename: None  # None: bootstrap's Python AST path
     _stub.compile_last = None

@@ -13,11 +13,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
-
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/guest"
+	"github.com/spine-run/spine/internal/abi"
 	"github.com/spine-run/spine/internal/engine"
 )
 
@@ -373,39 +371,19 @@ func measureOverhead(ctx context.Context, runs int) (*Overhead, error) {
 
 // bareHost is the embedded Guest on an engine without a Runner, an image or a
 // pool: one instance, started from scratch once, that every run reuses as
-// the last one left it. Its bridge functions are never called (the program
-// calls no tool).
+// the last one left it. Its bridge is the ABI's Host without tools (the
+// program calls none).
 type bareHost struct {
 	e    *engine.Engine
 	inst *engine.Instance
 }
 
 func newBareHost(ctx context.Context) (*bareHost, error) {
-	i32 := api.ValueTypeI32
-	unused := func(n int) (api.GoModuleFunc, []api.ValueType) {
-		params := make([]api.ValueType, n)
-		for i := range params {
-			params[i] = i32
-		}
-		return func(_ context.Context, _ api.Module, stack []uint64) { stack[0] = 0 }, params
-	}
 	e, err := engine.New(ctx, engine.Config{
 		Wasm: guest.Wasm, StdlibZip: guest.StdlibZip,
 		MemoryLimit: 256 << 20, MaxOutput: 1 << 20, MaxDescriptors: 64,
-		Start: engine.StartFresh,
-		Bridge: func(b wazero.HostModuleBuilder) wazero.HostModuleBuilder {
-			for _, f := range []struct {
-				name   string
-				params int
-			}{{"call", 4}, {"prepare", 2}, {"resolve", 5}} {
-				fn, params := unused(f.params)
-				b = b.NewFunctionBuilder().WithGoModuleFunction(fn, params, []api.ValueType{i32}).Export(f.name)
-			}
-			// peek(id, out, capacity): there is never an early read here.
-			_, params := unused(3)
-			none := func(_ context.Context, _ api.Module, stack []uint64) { stack[0] = 0xFFFFFFFD }
-			return b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(none), params, []api.ValueType{i32}).Export("peek")
-		},
+		Start:  engine.StartFresh,
+		Bridge: abi.Host{}, // no tools: every import answers as a Host without them
 	})
 	if err != nil {
 		return nil, err

@@ -186,19 +186,3 @@ func entrySum(path string) (int64, uint32, error) {
 	}
 	return n, h.Sum32(), nil
 }
-
-// CheckCodeCache checks every compiled entry under the cache folder dir
-// against its record, as New does before compiling, and returns how many
-// entries there are; for tests of a Runner's cache.
-func CheckCodeCache(dir string) (entries int, err error) {
-	codeEntries(filepath.Join(dir, "code", "*"), func(path string, _ os.FileInfo) {
-		if strings.HasSuffix(path, sumSuffix) {
-			return
-		}
-		entries++
-		if e := checkCodeEntry(path); e != nil && err == nil {
-			err = fmt.Errorf("%s: %w", path, e)
-		}
-	})
-	return entries, err
-}

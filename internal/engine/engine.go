@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -19,12 +20,10 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
+	"github.com/spine-run/spine/internal/abi"
 	"github.com/spine-run/spine/internal/scratch"
 	"github.com/spine-run/spine/internal/wasm"
 )
-
-// ABIVersion is the Guest ABI this Host speaks (docs/abi.md).
-const ABIVersion = 1
 
 // WasmPageSize is the size of a page of linear memory.
 const WasmPageSize = 64 << 10
@@ -59,9 +58,10 @@ type Config struct {
 	CacheDir       string // "" for the user's cache folder
 	NoDiskCache    bool
 
-	// Bridge adds the tool bridge's functions to the Guest's Host module
-	// "spine"; the engine adds its own (tick and the descriptor checks).
-	Bridge func(wazero.HostModuleBuilder) wazero.HostModuleBuilder
+	// Bridge is the tool bridge's side of the Guest's imports (internal/abi),
+	// in its Host module; the engine adds its own (tick and the descriptor
+	// checks). Its zero value answers as a Host without tools.
+	Bridge abi.Host
 
 	// Warm runs in a Guest just started from scratch, before its memory is
 	// taken as the image every run starts from.
@@ -226,28 +226,38 @@ func (e *Engine) compile(ctx context.Context, dir string) error {
 		return fmt.Errorf("%w: %v", ErrArtifact, err)
 	}
 	sealCodeCache(e.cacheDir, module.code)
-	exports := compiled.ExportedFunctions()
-	for _, name := range []string{"_initialize", "abi_version", "init", "alloc", "release", "execute", "prefix_begin", "prefix_feed"} {
-		if _, ok := exports[name]; !ok {
-			return fmt.Errorf("%w: it does not export %s", ErrArtifact, name)
-		}
+	if err := checkExports(compiled.ExportedFunctions()); err != nil {
+		return err
 	}
 	e.compiled = compiled
 	return nil
 }
 
+// checkExports checks the Guest's exports against the ABI's: each one it
+// needs there, with its signature.
+func checkExports(exports map[string]api.FunctionDefinition) error {
+	for _, want := range abi.Exports {
+		f, ok := exports[want.Name]
+		switch {
+		case !ok && want.Optional:
+		case !ok:
+			return fmt.Errorf("%w: it does not export %s", ErrArtifact, want.Name)
+		case !slices.Equal(f.ParamTypes(), want.Params) || !slices.Equal(f.ResultTypes(), want.Results):
+			return fmt.Errorf("%w: its export %s has the signature %v → %v, not %v → %v", ErrArtifact, want.Name,
+				f.ParamTypes(), f.ResultTypes(), want.Params, want.Results)
+		}
+	}
+	return nil
+}
+
 var errNoCOWHere = errors.New("copy-on-write images need Linux")
 
-// instantiateHost registers the Guest's Host module "spine": the bridge's
+// instantiateHost registers the Guest's Host module: the bridge's
 // functions, the tick, the descriptor checks and the errno restatement of
 // the scratch file system.
 func (e *Engine) instantiateHost(ctx context.Context) error {
 	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
-	b := e.runtime.NewHostModuleBuilder("spine")
-	if e.cfg.Bridge != nil {
-		b = e.cfg.Bridge(b)
-	}
-	_, err := b.
+	_, err := e.cfg.Bridge.Register(e.runtime.NewHostModuleBuilder(abi.Module)).
 		NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
 			stack[0] = tick(ctx)
@@ -338,17 +348,6 @@ func (e *Engine) Release(g *Instance, clean bool) {
 // scratch with StartFresh). The caller closes it.
 func (e *Engine) NewInstance(ctx context.Context) (*Instance, error) {
 	return e.newInstance(ctx, e.image, 0)
-}
-
-// Image is the prepared image's bytes, nil with StartFresh.
-func (e *Engine) Image() []byte {
-	switch {
-	case e.image == nil:
-		return nil
-	case e.image.memfd != nil:
-		return e.image.memfd.view
-	}
-	return e.image.data
 }
 
 // HasImage says whether Guests start from the prepared image (and so have

@@ -8,10 +8,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
-
 	"github.com/spine-run/spine/guest"
+	"github.com/spine-run/spine/internal/abi"
 )
 
 // TestResetFootprint measures what a reset after one run of the empty program
@@ -25,23 +23,11 @@ func TestResetFootprint(t *testing.T) {
 		t.Skip("starts CPython and prepares an image")
 	}
 	ctx := context.Background()
-	i32 := api.ValueTypeI32
 	e, err := New(ctx, Config{
 		Wasm: guest.Wasm, StdlibZip: guest.StdlibZip, ImageKey: "footprint-test",
 		MemoryLimit: 256 << 20, MaxOutput: 1 << 20, MaxDescriptors: 64,
 		Start: StartCOW, NoDiskCache: true,
-		Bridge: func(b wazero.HostModuleBuilder) wazero.HostModuleBuilder {
-			for name, n := range map[string]int{"call": 4, "prepare": 2, "resolve": 5, "peek": 3} {
-				params := make([]api.ValueType, n)
-				for i := range params {
-					params[i] = i32
-				}
-				b = b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, stack []uint64) {
-					stack[0] = 0
-				}), params, []api.ValueType{i32}).Export(name)
-			}
-			return b
-		},
+		Bridge: abi.Host{}, // the program calls no tool
 		Warm: func(ctx context.Context, g *Instance) error {
 			_, err := g.Execute(g.Begin(ctx, nil), footprintRequest(footprintWarm), 1<<20)
 			g.End()

@@ -147,13 +147,3 @@ func (e *Engine) prefault(inst *Instance) {
 	inst.ran = true
 	inst.cow.populate(e.hot)
 }
-
-// HotPaths returns the hot-pages files in the cache folder dir; for tests.
-func HotPaths(dir string) []string {
-	paths, _ := filepath.Glob(filepath.Join(dir, "images", "*.pages"))
-	return paths
-}
-
-// HotPagesIn returns the hot pages of the file at path as New reads them for
-// an image of limit pages; nil when New would not trust them.
-func HotPagesIn(path string, limit int) []uint32 { return loadHotPages(path, limit) }

@@ -367,17 +367,6 @@ func writeImage(path string, data []byte) error {
 	return nil
 }
 
-// ImageHeaderSize is the size of an image file's header; the image's bytes
-// follow it.
-const ImageHeaderSize = imageHeaderSize
-
-// CheckImageFile reads the image file at path as New does: an error means
-// New would not trust it (and it is removed).
-func CheckImageFile(path string, limit uint64) error {
-	_, err := readImage(path, limit)
-	return err
-}
-
 // startKey is the context key of the start mode experimental.WithStart sets.
 type startKey struct{}
 

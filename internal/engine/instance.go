@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 
 	"github.com/spine-run/spine/guest"
+	"github.com/spine-run/spine/internal/abi"
 	"github.com/spine-run/spine/internal/scratch"
 	"github.com/spine-run/spine/internal/wasm"
 )
@@ -45,13 +46,13 @@ type guestFunctions struct {
 
 func lookupFunctions(mod api.Module) guestFunctions {
 	return guestFunctions{
-		alloc:       mod.ExportedFunction("alloc"),
-		release:     mod.ExportedFunction("release"),
-		execute:     mod.ExportedFunction("execute"),
-		prefixBegin: mod.ExportedFunction("prefix_begin"),
-		prefixFeed:  mod.ExportedFunction("prefix_feed"),
-		interrupt:   mod.ExportedFunction("interrupt"),
-		wake:        mod.ExportedFunction("wake"),
+		alloc:       mod.ExportedFunction(abi.Alloc.Name),
+		release:     mod.ExportedFunction(abi.Release.Name),
+		execute:     mod.ExportedFunction(abi.Execute.Name),
+		prefixBegin: mod.ExportedFunction(abi.PrefixBegin.Name),
+		prefixFeed:  mod.ExportedFunction(abi.PrefixFeed.Name),
+		interrupt:   mod.ExportedFunction(abi.Interrupt.Name),
+		wake:        mod.ExportedFunction(abi.Wake.Name),
 	}
 }
 
@@ -134,17 +135,17 @@ func (inst *Instance) start(ctx context.Context, segments []wasm.DataSegment) er
 			return fmt.Errorf("%w: data segment at %d does not fit in memory", ErrArtifact, seg.Offset)
 		}
 	}
-	if _, err := inst.mod.ExportedFunction("_initialize").Call(ctx); err != nil {
+	if _, err := inst.mod.ExportedFunction(abi.Initialize.Name).Call(ctx); err != nil {
 		return err
 	}
-	results, err := inst.mod.ExportedFunction("abi_version").Call(ctx)
+	results, err := inst.mod.ExportedFunction(abi.ABIVersion.Name).Call(ctx)
 	if err != nil {
 		return err
 	}
-	if v := uint32(results[0]); v != ABIVersion {
-		return fmt.Errorf("%w: Guest ABI version %d, this Host speaks %d", ErrArtifact, v, ABIVersion)
+	if v := uint32(results[0]); v != abi.Version {
+		return fmt.Errorf("%w: Guest ABI version %d, this Host speaks %d", ErrArtifact, v, abi.Version)
 	}
-	results, err = inst.mod.ExportedFunction("init").Call(ctx)
+	results, err = inst.mod.ExportedFunction(abi.Init.Name).Call(ctx)
 	if err != nil {
 		return err
 	}

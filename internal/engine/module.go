@@ -247,17 +247,3 @@ func removeIfSame(f *os.File, path string) {
 		}
 	}
 }
-
-// ModulePaths returns the module files in the cache folder dir; for tests.
-func ModulePaths(dir string) []string {
-	paths, _ := filepath.Glob(filepath.Join(dir, "modules", "*.mod"))
-	return paths
-}
-
-// CheckModuleFile reads the module file at path as New does: an error means
-// New would not trust it (and it is removed).
-func CheckModuleFile(path string) error {
-	m, err := loadModule(path)
-	m.close()
-	return err
-}

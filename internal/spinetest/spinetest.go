@@ -3,13 +3,15 @@
 // tool until the test lets it go, the test MCP server, and small helpers for
 // HTTP, MCP sessions, metrics and waiting.
 //
-// The root package's own tests cannot import it (it imports the root
-// package); they keep their helpers in runner_test.go.
+// The root package's white-box tests cannot import it (it imports the root
+// package); they keep their helpers in runner_test.go. Its black-box suites
+// (package spine_test) use it.
 package spinetest
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -149,6 +151,52 @@ func NewRunner(tb testing.TB, manifest spine.Manifest, opts *spine.Options) *spi
 	}
 	tb.Cleanup(func() { r.Close(context.Background()) })
 	return r
+}
+
+// MustRun runs req on r and fails tb unless the run succeeds; a Python
+// error's traceback goes in the failure.
+func MustRun(tb testing.TB, r *spine.Runner, req spine.Request) *spine.Output {
+	tb.Helper()
+	out, err := r.Run(context.Background(), req)
+	if err != nil {
+		var pe *spine.PythonError
+		if errors.As(err, &pe) {
+			tb.Fatalf("run failed: %v\n%s", err, pe.Traceback)
+		}
+		tb.Fatalf("run failed: %v", err)
+	}
+	return out
+}
+
+// NewSession starts a session of r, closed when the test ends.
+func NewSession(tb testing.TB, r *spine.Runner) *spine.Session {
+	tb.Helper()
+	s, err := r.NewSession(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+// Step runs src in s and returns its value, failing tb on any error.
+func Step(tb testing.TB, s *spine.Session, src string) string {
+	tb.Helper()
+	out, err := s.Run(context.Background(), spine.Request{Source: src})
+	if err != nil {
+		tb.Fatalf("%q: %v", src, err)
+	}
+	return string(out.Value)
+}
+
+// PythonError returns err as a *spine.PythonError, failing tb if it is not one.
+func PythonError(tb testing.TB, err error) *spine.PythonError {
+	tb.Helper()
+	var pe *spine.PythonError
+	if !errors.As(err, &pe) {
+		tb.Fatalf("want a *spine.PythonError, got %v", err)
+	}
+	return pe
 }
 
 // Main is a TestMain for a package whose tests share one Runner: it sets

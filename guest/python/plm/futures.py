@@ -35,7 +35,7 @@ from plm.wire import encode_request, fits
 
 __all__ = ["pending", "send", "prepare", "reset", "start", "settle"]
 
-MAX_MESSAGE = 1 << 20  # maxMessage: the Host refuses larger requests
+MAX_MESSAGE = _spine.MAX_MESSAGE  # maxMessage: the Host refuses larger requests
 
 # A pending read is found by its request's hash, not its bytes: the Host keeps the bytes
 # (and compares them when the read is claimed; on a mismatch it makes the call instead),

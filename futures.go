@@ -3,51 +3,10 @@ package spine
 import (
 	"bytes"
 	"context"
-	"errors"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 )
-
-// runKey is the context key under which a run's *runState travels into the
-// host functions. Run always sets it before the Guest executes.
-type runKey struct{}
-
-// errBudget is the tool error a program sees once it has used its tool calls.
-var errBudget = errors.New("tool call budget exhausted")
-
-// runState is one run's bookkeeping: its tool-call budget and its early-read
-// futures. Tool calls arrive on the Guest's goroutine, one at a time; futures
-// finish on their own goroutines, hence the mutex.
-type runState struct {
-	runner *Runner
-	ctx    context.Context // the run's context, carrying this state; futures derive from it
-	early  bool            // early reads allowed for this run
-
-	calls   int // tool calls the program made (claimed early reads included)
-	started int // early reads started, claimed or not
-	// handed is how many early reads peek handed to the Guest that the
-	// program has not claimed (yet); they count against MaxToolCalls when
-	// peek considers handing over another, and whatever of them the
-	// program never claims goes on the record as Unclaimed.
-	handed int
-	// wake is set by the goroutine of an early read the Guest asked after
-	// (peek) when it finishes; the tick then wakes the Guest (engine.Begin).
-	wake atomic.Bool
-
-	begun        time.Time  // when the run began, for ToolCall.Start
-	record       []ToolCall // Output.Calls
-	loggedBudget bool       // the log has the run's tool call budget reached
-	loggedEarly  bool       // the log has the run's early reads capped
-
-	mu      sync.Mutex
-	futures map[uint32]*future
-	lastID  uint32
-	wg      sync.WaitGroup
-}
 
 // future is one early read: a tool call started before the program reached it.
 type future struct {
@@ -76,21 +35,6 @@ func (f *future) settle(event string) {
 	}
 }
 
-// newRunState returns the state of a new run; its ctx is ctx with the state attached.
-func newRunState(r *Runner, ctx context.Context, early bool) *runState {
-	st := &runState{runner: r, early: early, begun: time.Now()}
-	st.ctx = context.WithValue(ctx, runKey{}, st)
-	return st
-}
-
-func (st *runState) spend() error {
-	if st.calls >= st.runner.opts.MaxToolCalls {
-		return errBudget
-	}
-	st.calls++
-	return nil
-}
-
 // prepare starts an early read of request and returns its handle, or 0 when it
 // does not: early reads off, a tool without AllowEarlyRead, too many pending or
 // started, or the run already ending. 0 is never a business result.
@@ -111,7 +55,7 @@ func (st *runState) prepare(request callRequest) uint32 {
 		st.limitOnce(&st.loggedEarly, "MaxPendingEarlyReads or MaxEarlyReads")
 		return 0
 	}
-	if st.runner.approve(st.ctx, request, true) != nil {
+	if st.approve(st.ctx, request, true) != nil {
 		return 0 // not started; the program's call, if it comes, asks again
 	}
 	ctx, cancel := context.WithCancel(st.ctx)
@@ -192,55 +136,6 @@ func (st *runState) take(id uint32) *future {
 		st.handed--
 	}
 	return f
-}
-
-// unclaimed puts on the record an early read whose response peek handed to
-// the Guest and that the program did not claim: its value was in the Guest
-// (the chain step's, but a program can reach what the Guest holds), so it is
-// accounted for although no call of the program made it.
-func (st *runState) unclaimed(f *future) {
-	if f.handed {
-		st.record = append(st.record, ToolCall{Tool: f.request.Tool, Start: f.start.Sub(st.begun), Duration: f.took, Early: true, Failed: f.err != nil, Unclaimed: true})
-	}
-}
-
-// recordUnclaimed puts on the record, in the order they were started, the
-// early reads still pending at the end of the program whose responses peek
-// handed to the Guest (see unclaimed).
-func (st *runState) recordUnclaimed() {
-	st.mu.Lock()
-	if st.handed == 0 {
-		st.mu.Unlock()
-		return
-	}
-	ids := make([]uint32, 0, st.handed)
-	for id, f := range st.futures {
-		if f.handed {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	fs := make([]*future, len(ids))
-	for i, id := range ids {
-		fs[i] = st.futures[id]
-	}
-	st.mu.Unlock()
-	for _, f := range fs {
-		st.unclaimed(f)
-	}
-}
-
-// close cancels every future the program did not claim and waits for all of
-// them: no future outlives its run.
-func (st *runState) close() {
-	st.mu.Lock()
-	for id, f := range st.futures {
-		f.cancel()
-		f.settle("spine.early_read.cancelled")
-		delete(st.futures, id)
-	}
-	st.mu.Unlock()
-	st.wg.Wait()
 }
 
 // peekState is what peek found.

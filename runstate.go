@@ -1,0 +1,168 @@
+package spine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// runKey is the context key under which a run's *runState travels into the
+// host functions. Run always sets it before the Guest executes.
+type runKey struct{}
+
+// runOf is the state of the run ctx belongs to: the one way the bridge
+// reaches it. Every call into the Guest carries it (newRunState); a host
+// function called without it is a bug of the Host's, and panics.
+func runOf(ctx context.Context) *runState {
+	return ctx.Value(runKey{}).(*runState)
+}
+
+// errBudget is the tool error a program sees once it has used its tool calls.
+var errBudget = errors.New("tool call budget exhausted")
+
+// runState is one run's bookkeeping: its tool-call budget and its early-read
+// futures. Tool calls arrive on the Guest's goroutine, one at a time; futures
+// finish on their own goroutines, hence the mutex.
+type runState struct {
+	runner *Runner
+	ctx    context.Context // the run's context, carrying this state; futures derive from it
+	early  bool            // early reads allowed for this run
+
+	calls   int // tool calls the program made (claimed early reads included)
+	started int // early reads started, claimed or not
+	// handed is how many early reads peek handed to the Guest that the
+	// program has not claimed (yet); they count against MaxToolCalls when
+	// peek considers handing over another, and whatever of them the
+	// program never claims goes on the record as Unclaimed.
+	handed int
+	// wake is set by the goroutine of an early read the Guest asked after
+	// (peek) when it finishes; the tick then wakes the Guest (engine.Begin).
+	wake atomic.Bool
+
+	begun        time.Time  // when the run began, for ToolCall.Start
+	record       []ToolCall // Output.Calls
+	loggedBudget bool       // the log has the run's tool call budget reached
+	loggedEarly  bool       // the log has the run's early reads capped
+
+	mu      sync.Mutex
+	futures map[uint32]*future
+	lastID  uint32
+	wg      sync.WaitGroup
+}
+
+// newRunState returns the state of a new run; its ctx is ctx with the state attached.
+func newRunState(r *Runner, ctx context.Context, early bool) *runState {
+	st := &runState{runner: r, early: early, begun: time.Now()}
+	st.ctx = context.WithValue(ctx, runKey{}, st)
+	return st
+}
+
+func (st *runState) spend() error {
+	if st.calls >= st.runner.opts.MaxToolCalls {
+		return errBudget
+	}
+	st.calls++
+	return nil
+}
+
+// unclaimed puts on the record an early read whose response peek handed to
+// the Guest and that the program did not claim: its value was in the Guest
+// (the chain step's, but a program can reach what the Guest holds), so it is
+// accounted for although no call of the program made it.
+func (st *runState) unclaimed(f *future) {
+	if f.handed {
+		st.record = append(st.record, ToolCall{Tool: f.request.Tool, Start: f.start.Sub(st.begun), Duration: f.took, Early: true, Failed: f.err != nil, Unclaimed: true})
+	}
+}
+
+// recordUnclaimed puts on the record, in the order they were started, the
+// early reads still pending at the end of the program whose responses peek
+// handed to the Guest (see unclaimed).
+func (st *runState) recordUnclaimed() {
+	st.mu.Lock()
+	if st.handed == 0 {
+		st.mu.Unlock()
+		return
+	}
+	ids := make([]uint32, 0, st.handed)
+	for id, f := range st.futures {
+		if f.handed {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	fs := make([]*future, len(ids))
+	for i, id := range ids {
+		fs[i] = st.futures[id]
+	}
+	st.mu.Unlock()
+	for _, f := range fs {
+		st.unclaimed(f)
+	}
+}
+
+// close cancels every future the program did not claim and waits for all of
+// them: no future outlives its run.
+func (st *runState) close() {
+	st.mu.Lock()
+	for id, f := range st.futures {
+		f.cancel()
+		f.settle("spine.early_read.cancelled")
+		delete(st.futures, id)
+	}
+	st.mu.Unlock()
+	st.wg.Wait()
+}
+
+// ToolCall is one tool call of a run, as Output.Calls records it.
+type ToolCall struct {
+	Tool string `json:"tool"`
+
+	// Start is when the tool started, from the start of the run; Duration is
+	// how long it ran. An early read starts before the program reaches the call.
+	// In JSON both are nanoseconds.
+	Start    time.Duration `json:"start_ns"`
+	Duration time.Duration `json:"duration_ns"`
+
+	// Early says the call was answered by an early read.
+	Early bool `json:"early"`
+
+	// Failed says the call raised in the program: the tool's error, a
+	// refusal by Options.Approve, an unknown tool.
+	Failed bool `json:"failed"`
+
+	// Unclaimed says this was an early read whose response the Host handed
+	// to the Guest (to start a chained read, docs/early-reads.md) but that no
+	// call of the program claimed. It is on the record because its value
+	// was in the Guest; it is not one of Output.ToolCalls.
+	Unclaimed bool `json:"unclaimed,omitempty"`
+}
+
+// called records a call the program made in Output.Calls (at most
+// MaxToolCalls: every recorded call spent one), and logs its failure.
+func (st *runState) called(tool string, start time.Time, took time.Duration, early bool, err error) {
+	if len(st.record) < st.runner.opts.MaxToolCalls {
+		st.record = append(st.record, ToolCall{Tool: tool, Start: start.Sub(st.begun), Duration: took, Early: early, Failed: err != nil})
+	}
+	if err != nil && st.runner.log != nil {
+		msg := "spine: tool failed"
+		var refused *refusedError
+		if errors.As(err, &refused) {
+			msg = "spine: tool call refused"
+		}
+		st.runner.log.LogAttrs(st.ctx, slog.LevelInfo, msg, slog.String("tool", tool), slog.Bool("early", early), slog.String("error", err.Error()))
+	}
+}
+
+// limitOnce logs the first time a run reaches a per-run limit.
+func (st *runState) limitOnce(seen *bool, limit string) {
+	if st.runner.log == nil || *seen {
+		return
+	}
+	*seen = true
+	st.runner.log.LogAttrs(st.ctx, slog.LevelWarn, "spine: limit reached", slog.String("limit", limit))
+}

@@ -1,0 +1,159 @@
+package spine
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spine-run/spine/internal/engine"
+)
+
+// White-box tests of the snapshot format (snapshot.go): blobs of another
+// Guest or tool list, damaged ones and hostile pages, and its decoder fuzzed.
+
+func TestSnapshotMismatch(t *testing.T) {
+	ctx := context.Background()
+	s := newSession(t, shared(t))
+	step(t, s, "x = 1")
+	blob, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := testManifest()
+	delete(m, "fail")
+	fewer := newRunner(t, m, &Options{PoolSize: -1})
+	if _, err := fewer.Restore(ctx, blob); !errors.Is(err, ErrSnapshotMismatch) || !strings.Contains(err.Error(), "tool list") {
+		t.Fatalf("another tool list: %v", err)
+	}
+	// Another artifact: the same state under another artifact's identity.
+	st, err := decodeSnapshot(shared(t).identity, blob, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := shared(t).identity
+	id.artifact[0] ^= 1
+	if _, err := shared(t).Restore(ctx, encodeSnapshot(id, st)); !errors.Is(err, ErrSnapshotMismatch) || !strings.Contains(err.Error(), "artifact") {
+		t.Fatalf("another artifact: %v", err)
+	}
+	id = shared(t).identity
+	id.image[0] ^= 1
+	if _, err := shared(t).Restore(ctx, encodeSnapshot(id, st)); !errors.Is(err, ErrSnapshotMismatch) || !strings.Contains(err.Error(), "image") {
+		t.Fatalf("another image: %v", err)
+	}
+}
+
+// TestSnapshotDamage flips bits all over a snapshot and cuts it everywhere:
+// every variant is refused with ErrSnapshot, and the Runner is fine after.
+func TestSnapshotDamage(t *testing.T) {
+	ctx := context.Background()
+	r := shared(t)
+	s := newSession(t, r)
+	step(t, s, "x = 1")
+	blob, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stride := max(1, len(blob)/500)
+	for i := 0; i < len(blob); i += stride {
+		bad := append([]byte(nil), blob...)
+		bad[i] ^= 0x40
+		if _, err := r.Restore(ctx, bad); !errors.Is(err, ErrSnapshot) && !errors.Is(err, ErrSnapshotMismatch) {
+			t.Fatalf("byte %d flipped: %v", i, err)
+		}
+		if _, err := r.Restore(ctx, blob[:i]); !errors.Is(err, ErrSnapshot) {
+			t.Fatalf("cut at %d: %v", i, err)
+		}
+	}
+	for _, junk := range [][]byte{nil, []byte("{}"), make([]byte, 1<<20)} {
+		if _, err := r.Restore(ctx, junk); !errors.Is(err, ErrSnapshot) {
+			t.Fatalf("junk: %v", err)
+		}
+	}
+	if got := step(t, s, "x + 1"); got != "2" {
+		t.Fatalf("after the damage: %s", got)
+	}
+}
+
+// TestSnapshotHostileState restores well-formed snapshots whose pages are
+// garbage: the Guest may fail, never the Host, and the failure is the
+// session's alone.
+func TestSnapshotHostileState(t *testing.T) {
+	ctx := context.Background()
+	r := shared(t)
+	inst, err := r.engine.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int(inst.Memory().Size()) // the image's: a Guest starts with its memory
+	r.engine.Release(inst, true)
+	for _, tc := range []struct {
+		name  string
+		pages []uint32
+	}{
+		{"the first pages", []uint32{0, 1, 2, 3}},
+		{"the middle", []uint32{uint32(size / 2 / engine.StatePageSize)}},
+		{"the last page", []uint32{uint32(size/engine.StatePageSize - 1)}},
+		{"every 16th page", func() (p []uint32) {
+			for i := 0; i < size/engine.StatePageSize; i += 16 {
+				p = append(p, uint32(i))
+			}
+			return p
+		}()},
+	} {
+		st := &engine.State{Memory: uint64(size), Pages: tc.pages, Raw: make([]byte, (len(tc.pages)+7)/8)}
+		for i := range tc.pages {
+			page := make([]byte, engine.StatePageSize)
+			for j := range page {
+				page[j] = byte(j*7 + i)
+			}
+			st.Data = append(st.Data, page...)
+		}
+		s, err := r.Restore(ctx, encodeSnapshot(r.identity, st))
+		if err != nil {
+			t.Logf("%s: restore: %v", tc.name, err)
+			continue
+		}
+		out, err := s.Run(ctx, Request{Source: "result = 1 + 1", Timeout: time.Minute})
+		t.Logf("%s: %v %v", tc.name, err, out)
+		s.Close(ctx)
+	}
+	if out := mustRun(t, r, Request{Source: "1 + 1"}); string(out.Value) != "2" {
+		t.Fatalf("a pooled run after: %s", out.Value)
+	}
+}
+
+func FuzzDecodeSnapshot(f *testing.F) {
+	id := newSnapshotIdentity([]byte("artifact"), []byte("tools"), strings.Repeat("ab", 32))
+	good := encodeSnapshot(id, &engine.State{Memory: 1 << 20, Pages: []uint32{3, 9}, Raw: []byte{2}, Data: make([]byte, 2*engine.StatePageSize)})
+	f.Add(good)
+	f.Add(good[:snapshotHeaderSize])
+	f.Add([]byte(snapshotMagic))
+	f.Fuzz(func(t *testing.T, blob []byte) {
+		// Each input also goes in with its checksum made right, so that the
+		// fuzzer reaches the header's checks, the payload and the pages.
+		if len(blob) >= snapshotHeaderSize {
+			body := blob[:len(blob)-min(len(blob)-snapshotHeaderSize, snapshotSumSize)]
+			sum := sha256.Sum256(body)
+			decodeChecked(t, id, append(append([]byte(nil), body...), sum[:]...))
+		}
+		decodeChecked(t, id, blob)
+	})
+}
+
+func decodeChecked(t *testing.T, id snapshotIdentity, blob []byte) {
+	{
+		st, err := decodeSnapshot(id, blob, 64<<20)
+		if err != nil {
+			if !errors.Is(err, ErrSnapshot) && !errors.Is(err, ErrSnapshotMismatch) {
+				t.Fatalf("error of no kind: %v", err)
+			}
+			return
+		}
+		if uint64(len(st.Data)) != uint64(len(st.Pages))*engine.StatePageSize || st.Memory > 64<<20 || len(st.Raw) != (len(st.Pages)+7)/8 {
+			t.Fatalf("decoded an impossible state: %d pages, %d bytes, memory %d", len(st.Pages), len(st.Data), st.Memory)
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package spine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
+)
+
+// The black-box suites (package spine_test) test the Runner through its API
+// alone, with spinetest's tools and helpers, and the tools below. They share
+// one Runner of suiteManifest, made on first use and closed when the tests
+// end.
+
+// suiteManifest is spinetest's tools (lookup, gate) and tools whose answers
+// are edge cases of the bridge:
+//
+//	echo(**args)          its arguments
+//	fail()                the tool error "boom"
+//	nothing()             None
+//	unencodable()         a value JSON cannot hold
+//	explode()             a panic
+//	huge()                a 2 MiB string, over the bridge's 1 MiB
+//	wait()                waits for the run to end
+//	market.get_price(*, symbol)  a namespaced tool
+func suiteManifest() spine.Manifest {
+	m := spinetest.NewTools().Manifest()
+	for name, call := range map[string]spine.Tool{
+		"echo":        func(ctx context.Context, args json.RawMessage) (any, error) { return args, nil },
+		"fail":        func(ctx context.Context, args json.RawMessage) (any, error) { return nil, errors.New("boom") },
+		"nothing":     func(ctx context.Context, args json.RawMessage) (any, error) { return nil, nil },
+		"unencodable": func(ctx context.Context, args json.RawMessage) (any, error) { return make(chan int), nil },
+		"explode":     func(ctx context.Context, args json.RawMessage) (any, error) { panic("kaboom") },
+		"huge":        func(ctx context.Context, args json.RawMessage) (any, error) { return strings.Repeat("x", 2<<20), nil },
+		"wait": func(ctx context.Context, args json.RawMessage) (any, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
+		"market.get_price": func(ctx context.Context, args json.RawMessage) (any, error) {
+			var a struct {
+				Symbol string `json:"symbol"`
+			}
+			json.Unmarshal(args, &a)
+			return map[string]any{"symbol": a.Symbol, "price": 100 + len(a.Symbol)}, nil
+		},
+	} {
+		m[name] = spine.ToolSpec{Call: call}
+	}
+	return m
+}
+
+var sharedRunner = sync.OnceValues(func() (*spine.Runner, error) {
+	r, err := spine.New(context.Background(), suiteManifest(), nil)
+	if err == nil {
+		spine.AtTestExit(func() { r.Close(context.Background()) })
+	}
+	return r, err
+})
+
+// shared returns the suites' shared Runner.
+func shared(tb testing.TB) *spine.Runner {
+	tb.Helper()
+	r, err := sharedRunner()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
