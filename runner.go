@@ -244,9 +244,10 @@ gc.collect()
 gc.freeze()
 `
 
-// imageFormat changes whenever what an image holds changes meaning: 3 has
-// the scratch tree preopened at "/" and the working directory /work in
-// wasi-libc's tables.
+// imageFormat changes whenever what an image holds changes meaning. An image
+// has the scratch tree preopened at "/" and the working directory /work in
+// wasi-libc's tables, and is captured with fixed randomness, so that every
+// Host makes the same bytes under a key.
 const imageFormat = "spine-image-4"
 
 // imageKey names an image by everything that decides its bytes: the Guest
