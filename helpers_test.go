@@ -56,8 +56,9 @@ func testManifest() Manifest {
 	}
 }
 
-// testOptions keep tests quick: compiled code is cached on disk beside the
-// user's cache as usual.
+// shared is one Runner of the test manifest with the default options, made
+// once for the tests that need nothing else; compiled code is cached on disk
+// beside the user's cache as usual.
 func shared(t testing.TB) *Runner {
 	t.Helper()
 	sharedOnce.Do(func() {
