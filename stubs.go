@@ -151,20 +151,32 @@ func newStubWriter(tools []string) *stubWriter {
 // writeDef writes the def of the tool name at the given depth: inside depth
 // classes, as a static method.
 func (w *stubWriter) writeDef(b *strings.Builder, name string, spec ToolSpec, depth int) {
-	w.tool = name
-	short := name[strings.LastIndex(name, ".")+1:]
+	line, doc := w.def(name, spec)
 	in := indentOf(depth)
 	if depth > 0 {
 		b.WriteString(in + "@staticmethod\n")
 	}
-	params, docs := w.signature(spec.InputSchema)
+	b.WriteString(in + line + "\n")
+	body := in + "    "
+	if doc == "" {
+		b.WriteString(body + "...\n")
+		return
+	}
+	writeDocstring(b, body, doc)
+}
+
+// def returns the def line of the tool name ("def f(x: int) -> Any:") and
+// its docstring's text: the description, then the "Args:" section.
+func (w *stubWriter) def(name string, spec ToolSpec) (line, doc string) {
+	w.tool = name
+	short := name[strings.LastIndex(name, ".")+1:]
+	params, docs := w.signature(spec)
 	returns := "Any"
 	if s, ok := parseSchema(spec.OutputSchema); ok {
 		returns = w.typeOf(s, 0, hint{base: camel(short) + "Result", own: true})
 	}
-	fmt.Fprintf(b, "%sdef %s(%s) -> %s:\n", in, short, params, returns)
-	body := in + "    "
-	doc := strings.TrimSpace(strings.ReplaceAll(spec.Description, "\r\n", "\n"))
+	line = fmt.Sprintf("def %s(%s) -> %s:", short, params, returns)
+	doc = strings.TrimSpace(strings.ReplaceAll(spec.Description, "\r\n", "\n"))
 	if len(docs) > 0 {
 		if doc != "" {
 			doc += "\n\n"
@@ -174,11 +186,7 @@ func (w *stubWriter) writeDef(b *strings.Builder, name string, spec ToolSpec, de
 			doc += "    " + d + "\n"
 		}
 	}
-	if doc == "" {
-		b.WriteString(body + "...\n")
-		return
-	}
-	writeDocstring(b, body, doc)
+	return line, doc
 }
 
 // writeDocstring writes doc as a docstring at the indent body.
@@ -270,40 +278,83 @@ func parseSchema(raw json.RawMessage) (*schema, bool) {
 	return &s, true
 }
 
-// signature returns the parameter list of a tool with input schema raw, and
-// the "name: description" lines of its docstring.
-func (w *stubWriter) signature(raw json.RawMessage) (string, []string) {
-	s, ok := parseSchema(raw)
+// param is one parameter of a tool, as its input schema gives it.
+type param struct {
+	name     string
+	schema   *schema
+	required bool
+	odd      bool // not a Python identifier (or a keyword): passed only as **{name: ...}
+}
+
+// params returns the parameters of a tool with input schema raw in the
+// order of its stub's signature: the required ones first, then the rest,
+// each group in the schema's order; ok is false when raw is no schema of an
+// object (any keywords go).
+func params(raw json.RawMessage) (s *schema, list []param, ok bool) {
+	s, ok = parseSchema(raw)
 	if !ok || !isObjectSchema(s) {
-		return "**kwargs", nil // no schema, or not one of an object
+		return nil, nil, false
 	}
 	required := make(map[string]bool)
 	for _, r := range s.Required {
 		required[r] = true
 	}
-	var first, rest, docs, odd []string
+	var rest []param
 	for _, prop := range s.Properties {
 		ps, _ := parseSchema(prop.schema)
 		if ps == nil {
 			ps = &schema{}
 		}
-		typ := w.typeOf(ps, 0, propertyHint(prop.name))
-		var param string
-		switch {
-		case required[prop.name]:
-			param = fmt.Sprintf("%s: %s", prop.name, typ)
-		case len(ps.Default) > 0:
-			param = fmt.Sprintf("%s: %s = %s", prop.name, typ, pyLiteral(ps.Default))
-		default:
-			param = fmt.Sprintf("%s: %s = None", prop.name, union(typ, "None"))
+		p := param{name: prop.name, schema: ps, required: required[prop.name],
+			odd: !isIdentifier(prop.name) || pythonKeywords[prop.name]}
+		if p.required {
+			list = append(list, p)
+		} else {
+			rest = append(rest, p)
 		}
-		desc := oneLine(ps.Description)
-		if !isIdentifier(prop.name) || pythonKeywords[prop.name] {
-			note := fmt.Sprintf("%s (%s", pyLiteral(mustJSON(prop.name)), typ)
-			if !required[prop.name] {
+	}
+	return s, append(list, rest...), true
+}
+
+// keywordOnlyWhy says why a call of spec may not pass arguments
+// positionally, or "" when it may: its parameters then bind in the order of
+// its stub's signature.
+func keywordOnlyWhy(spec ToolSpec) string {
+	if spec.KeywordOnly {
+		return "the order of its parameters is not known"
+	}
+	if _, _, ok := params(spec.InputSchema); !ok {
+		return "it has no input schema to give its parameters an order"
+	}
+	return ""
+}
+
+// signature returns the parameter list of spec's tool, and the "name:
+// description" lines of its docstring.
+func (w *stubWriter) signature(spec ToolSpec) (string, []string) {
+	s, ps, ok := params(spec.InputSchema)
+	if !ok {
+		return "**kwargs", nil // no schema, or not one of an object
+	}
+	var named, docs, odd []string
+	for _, p := range ps {
+		typ := w.typeOf(p.schema, 0, propertyHint(p.name))
+		var text string
+		switch {
+		case p.required:
+			text = fmt.Sprintf("%s: %s", p.name, typ)
+		case len(p.schema.Default) > 0:
+			text = fmt.Sprintf("%s: %s = %s", p.name, typ, pyLiteral(p.schema.Default))
+		default:
+			text = fmt.Sprintf("%s: %s = None", p.name, union(typ, "None"))
+		}
+		desc := oneLine(p.schema.Description)
+		if p.odd {
+			note := fmt.Sprintf("%s (%s", pyLiteral(mustJSON(p.name)), typ)
+			if !p.required {
 				note += ", optional"
 			}
-			note += "): pass it as **{" + pyLiteral(mustJSON(prop.name)) + ": ...}"
+			note += "): pass it as **{" + pyLiteral(mustJSON(p.name)) + ": ...}"
 			if desc != "" {
 				note += "; " + desc
 			}
@@ -311,15 +362,10 @@ func (w *stubWriter) signature(raw json.RawMessage) (string, []string) {
 			continue
 		}
 		if desc != "" {
-			docs = append(docs, prop.name+": "+desc)
+			docs = append(docs, p.name+": "+desc)
 		}
-		if required[prop.name] {
-			first = append(first, param)
-		} else {
-			rest = append(rest, param)
-		}
+		named = append(named, text)
 	}
-	params := append(first, rest...)
 	docs = append(docs, odd...)
 	extra := ""
 	if len(odd) > 0 {
@@ -331,10 +377,13 @@ func (w *stubWriter) signature(raw json.RawMessage) (string, []string) {
 			extra = "**kwargs: Any"
 		}
 	}
-	if len(params) == 0 {
+	if len(named) == 0 {
 		return extra, docs
 	}
-	list := "*, " + strings.Join(params, ", ")
+	list := strings.Join(named, ", ")
+	if spec.KeywordOnly {
+		list = "*, " + list
+	}
 	if extra != "" {
 		list += ", " + extra
 	}
@@ -363,35 +412,47 @@ func additional(s *schema) (bool, *schema) {
 	return true, as
 }
 
-// keywordCheck is what a tool's proxy in the Guest checks of a call's keywords
-// before the call, from its input schema: nil when any keywords go (no
-// schema, or not an object schema). Names holds every property, Required
-// those the call must give, in the order the stub's signature lists them;
-// Open, when additional properties are allowed, lets any other keyword by
-// (as **kwargs does), the required ones still checked.
+// keywordCheck is what a tool's proxy in the Guest checks of a call's
+// arguments before the call, from its input schema: nil when any keywords go
+// (no schema, or not an object schema). Names holds every property,
+// Required those the call must give; Open, when additional properties are
+// allowed, lets any other keyword by (as **kwargs does), the required ones
+// still checked. Positional is the order in which arguments given
+// positionally bind (the stub's signature's), or nil when KeywordOnly says
+// why none may be. OmitNone are the optional parameters whose schema refuses
+// null: None for one of them is the same as leaving it out, so the request
+// has no such key.
 type keywordCheck struct {
-	Names    []string `json:"names"`
-	Required []string `json:"required"`
-	Open     bool     `json:"open,omitempty"`
+	Names       []string `json:"names"`
+	Required    []string `json:"required"`
+	Open        bool     `json:"open,omitempty"`
+	Positional  []string `json:"positional"`
+	KeywordOnly string   `json:"keyword_only,omitempty"`
+	OmitNone    []string `json:"omit_none,omitempty"`
 }
 
-func checkOf(raw json.RawMessage) *keywordCheck {
-	s, ok := parseSchema(raw)
-	if !ok || !isObjectSchema(s) {
+func checkOf(spec ToolSpec) *keywordCheck {
+	s, list, ok := params(spec.InputSchema)
+	if !ok {
 		return nil
 	}
-	c := &keywordCheck{Names: []string{}, Required: []string{}}
+	c := &keywordCheck{Names: []string{}, Required: []string{}, KeywordOnly: keywordOnlyWhy(spec)}
 	c.Open, _ = additional(s)
-	required := make(map[string]bool)
-	for _, r := range s.Required {
-		required[r] = true
+	if c.KeywordOnly == "" {
+		c.Positional = []string{}
 	}
 	named := make(map[string]bool)
-	for _, prop := range s.Properties {
-		c.Names = append(c.Names, prop.name)
-		named[prop.name] = true
-		if required[prop.name] {
-			c.Required = append(c.Required, prop.name)
+	for _, p := range list {
+		c.Names = append(c.Names, p.name)
+		named[p.name] = true
+		if p.required {
+			c.Required = append(c.Required, p.name)
+		}
+		if !p.odd && c.Positional != nil {
+			c.Positional = append(c.Positional, p.name)
+		}
+		if !p.required && !acceptsNull(p.schema, 0) {
+			c.OmitNone = append(c.OmitNone, p.name)
 		}
 	}
 	// A required key the properties do not describe is still a keyword the
@@ -404,6 +465,48 @@ func checkOf(raw json.RawMessage) *keywordCheck {
 		}
 	}
 	return c
+}
+
+// acceptsNull reports whether a value of schema s may be null: its type says
+// so, or it says nothing of types at all.
+func acceptsNull(s *schema, depth int) bool {
+	if s.Nullable || depth > maxTypeDepth {
+		return true
+	}
+	if len(s.Const) > 0 {
+		return string(bytes.TrimSpace(s.Const)) == "null"
+	}
+	if len(s.Enum) > 0 {
+		for _, v := range s.Enum {
+			if string(bytes.TrimSpace(v)) == "null" {
+				return true
+			}
+		}
+		return false
+	}
+	if members := append(append([]json.RawMessage{}, s.AnyOf...), s.OneOf...); len(members) > 0 {
+		for _, m := range members {
+			ms, ok := parseSchema(m)
+			if !ok || acceptsNull(ms, depth+1) {
+				return true
+			}
+		}
+		return false
+	}
+	var types []string
+	if err := json.Unmarshal(s.Type, &types); err != nil {
+		var one string
+		if json.Unmarshal(s.Type, &one) != nil {
+			return len(s.Properties) == 0 // no type: anything goes, unless it has properties
+		}
+		types = []string{one}
+	}
+	for _, t := range types {
+		if t == "null" {
+			return true
+		}
+	}
+	return len(types) == 0
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -70,7 +70,7 @@ for bad in ({"key": 7}, {"key": "pen", "quantity": "2"}, {"kee": "pen"}):
 	//     key: str
 	//     total: int
 	//
-	// def price(*, key: str, quantity: int | None = None) -> PriceResult:
+	// def price(key: str, quantity: int | None = None) -> PriceResult:
 	//     """The price of quantity items of key.
 	//
 	//     Args:

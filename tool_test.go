@@ -45,7 +45,7 @@ func TestNewToolSchemas(t *testing.T) {
 		t.Errorf("OutputSchema\n%s\nwant\n%s", spec.OutputSchema, wantOut)
 	}
 	wantStub := "class Edit(TypedDict):\n    oldText: str  # text to find\n    newText: str\n\nclass EditResult(TypedDict):\n    content: str\n    changed: int\n\n" +
-		"def edit(*, path: str, edits: list[Edit] | None, dryRun: bool | None = None, limit: int | None = None) -> EditResult:\n    \"\"\"Edit a file.\"\"\"\n"
+		"def edit(path: str, edits: list[Edit] | None, dryRun: bool | None = None, limit: int | None = None) -> EditResult:\n    \"\"\"Edit a file.\"\"\"\n"
 	if got := Stub("edit", spec); got != wantStub {
 		t.Errorf("stub\n%s\nwant\n%s", got, wantStub)
 	}
@@ -60,7 +60,7 @@ func TestNewToolSchemas(t *testing.T) {
 	}
 	// A pointer to a struct is a struct.
 	ptr := NewTool("", func(ctx context.Context, in *toolEdit) (string, error) { return in.OldText, nil })
-	if got := Stub("f", ptr); got != "def f(*, oldText: str, newText: str) -> str:\n    \"\"\"Args:\n        oldText: text to find\n    \"\"\"\n" {
+	if got := Stub("f", ptr); got != "def f(oldText: str, newText: str) -> str:\n    \"\"\"Args:\n        oldText: text to find\n    \"\"\"\n" {
 		t.Errorf("pointer stub %q", got)
 	}
 }

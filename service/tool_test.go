@@ -50,7 +50,7 @@ func TestTool(t *testing.T) {
 	var schema bytes.Buffer
 	json.Compact(&schema, tool.InputSchema())
 	if err != nil || def.Name != "run_python" || def.Description != tool.Description() ||
-		!bytes.Equal(def.InputSchema, schema.Bytes()) || !strings.Contains(def.Description, "def lookup(*, key: str)") {
+		!bytes.Equal(def.InputSchema, schema.Bytes()) || !strings.Contains(def.Description, "def lookup(key: str)") {
 		t.Errorf("%v: %s %s", err, def.Name, def.InputSchema)
 	}
 
