@@ -36,16 +36,17 @@ func editTool(calls *atomic.Int64) ToolSpec {
 func TestNewToolSchemas(t *testing.T) {
 	var calls atomic.Int64
 	spec := editTool(&calls)
-	wantIn := `{"type":"object","properties":{"path":{"type":"string"},"edits":{"type":["null","array"],"items":{"type":"object","properties":{"oldText":{"type":"string","description":"text to find"},"newText":{"type":"string"}},"required":["oldText","newText"],"additionalProperties":false}},"dryRun":{"type":"boolean"},"limit":{"type":["null","integer"]}},"required":["path","edits"],"additionalProperties":false}`
+	wantIn := `{"type":"object","properties":{"path":{"type":"string"},"edits":{"type":["null","array"],"items":{"type":"object","properties":{"oldText":{"type":"string","description":"text to find"},"newText":{"type":"string"}},"title":"toolEdit","required":["oldText","newText"],"additionalProperties":false}},"dryRun":{"type":"boolean"},"limit":{"type":["null","integer"]}},"required":["path","edits"],"additionalProperties":false}`
 	if string(spec.InputSchema) != wantIn {
 		t.Errorf("InputSchema\n%s\nwant\n%s", spec.InputSchema, wantIn)
 	}
-	wantOut := `{"type":"object","properties":{"content":{"type":"string"},"changed":{"type":"integer"}},"required":["content","changed"],"additionalProperties":false}`
+	wantOut := `{"type":"object","properties":{"content":{"type":"string"},"changed":{"type":"integer"}},"title":"toolEditOut","required":["content","changed"],"additionalProperties":false}`
 	if string(spec.OutputSchema) != wantOut {
 		t.Errorf("OutputSchema\n%s\nwant\n%s", spec.OutputSchema, wantOut)
 	}
-	wantStub := "class Edit(TypedDict):\n    oldText: str  # text to find\n    newText: str\n\nclass EditResult(TypedDict):\n    content: str\n    changed: int\n\n" +
-		"def edit(path: str, edits: list[Edit] | None, dryRun: bool | None = None, limit: int | None = None) -> EditResult:\n    \"\"\"Edit a file.\"\"\"\n"
+	// Go's struct types keep their names.
+	wantStub := "class ToolEdit(TypedDict):\n    oldText: str  # text to find\n    newText: str\n\nclass ToolEditOut(TypedDict):\n    content: str\n    changed: int\n\n" +
+		"def edit(path: str, edits: list[ToolEdit] | None, dryRun: bool | None = None, limit: int | None = None) -> ToolEditOut:\n    \"\"\"Edit a file.\"\"\"\n"
 	if got := Stub("edit", spec); got != wantStub {
 		t.Errorf("stub\n%s\nwant\n%s", got, wantStub)
 	}
