@@ -6,6 +6,8 @@
 // tools/call over the session; the result becomes the Python value:
 //
 //   - structuredContent, when the server sent it, as is (a dict, a list, ...);
+//     from Connect's and Dial's tools an object comes as the server wrote it
+//     (a json.RawMessage), so its keys keep the server's order;
 //   - otherwise the text content: the text parts joined with "\n", as a Python
 //     str (never parsed as JSON: a tool that means structure sends
 //     structuredContent); no content at all is None; content with non-text
@@ -19,6 +21,13 @@
 // Tools and Connect use a session the caller keeps. Dial returns a Server that
 // keeps itself connected: when its session ends, it connects again with
 // backoff, and its tools fail with a clear error (a *DownError) meanwhile.
+//
+// A tool's parameters are its input schema's properties in the order the
+// server wrote them, which Connect and Dial read from the wire (the SDK's
+// decoded schema has lost it); Tools cannot, and its tools are KeywordOnly.
+// Every tool checks a call's arguments against its input schema before the
+// server is called (spine.ValidateArguments), so that a mistake is the
+// program's TypeError, as for a Go tool.
 //
 // Early reads are allowed only for the tools named in Options.EarlyReads: the
 // Host vouches for them. MCP annotations such as readOnlyHint come from the
