@@ -294,7 +294,7 @@ func TestGuestHelpShowsOwnDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "Help on function search in module tools:\n\ncrm.search(query: str, limit: int | None = None) -> list[Order]\n    Search the orders.\n\n    Args:\n        query: what to find\n\n"
+	want := "Help on function search:\n\nsearch(query: str, limit: int | None = None) -> list[Order]\n    Search the orders.\n    \n    Args:\n        query: what to find\n\n"
 	if out.Stdout != want {
 		t.Errorf("help printed\n%q\nwant\n%q", out.Stdout, want)
 	}
