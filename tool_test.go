@@ -183,13 +183,13 @@ func TestToolKeywordChecks(t *testing.T) {
 	r := newRunner(t, m, &Options{PoolSize: -1})
 	for _, c := range []struct{ source, want string }{
 		{`lookup(kee="book")`, "lookup() got an unexpected keyword argument 'kee'"},
-		{`lookup()`, "lookup() missing 1 required keyword-only argument: 'key'"},
+		{`lookup()`, "lookup() missing 1 required positional argument: 'key'"},
 		{`lookup(key="a", kee="b")`, "lookup() got an unexpected keyword argument 'kee'"},
-		{`market.quote(a=1)`, "market.quote() missing 2 required keyword-only arguments: 'b' and 'c'"},
-		{`market.quote(d=1)`, "market.quote() missing 3 required keyword-only arguments: 'a', 'b', and 'c'"},
+		{`market.quote(a=1)`, "market.quote() missing 2 required positional arguments: 'b' and 'c'"},
+		{`market.quote(d=1)`, "market.quote() missing 3 required positional arguments: 'a', 'b', and 'c'"},
 		{`market.quote(a=1, b=2, c=3, e=4)`, "market.quote() got an unexpected keyword argument 'e'"},
 		{`[lookup(kee=k) for k in inputs["keys"]]`, "lookup() got an unexpected keyword argument 'kee'"},
-		{`anykey(kee="x")`, "anykey() missing 1 required keyword-only argument: 'key'"},
+		{`anykey(kee="x")`, "anykey() missing 1 required positional argument: 'key'"},
 		{"import concurrent.futures as cf\nwith cf.ThreadPoolExecutor() as ex:\n    ex.submit(lookup, kee=\"x\").result()",
 			"lookup() got an unexpected keyword argument 'kee'"},
 	} {
