@@ -10,7 +10,7 @@ func TestDemoToolsPositional(t *testing.T) {
 		spineCLI(t, program, "run", "--demo-tools", "-").check(t, 0, "21\n")
 	}
 	spineCLI(t, `[p["key"] for p in prices.list(1)] + [len(prices.list(limit=None))]`, "run", "--demo-tools", "-").
-		check(t, 0, "[\"pen\", 2]\n")
+		check(t, 0, "[\n  \"pen\",\n  2\n]\n")
 	spineCLI(t, `lookup("book", "pen")`, "run", "--demo-tools", "-").
 		check(t, 1, "", "TypeError: lookup() takes 1 positional argument but 2 were given")
 }
