@@ -60,7 +60,7 @@ func TestTool(t *testing.T) {
 	}{
 		{`{"source": "print('pricing')\nlookup(key='book') * inputs['n']", "inputs": {"n": 3}}`, `{"value":63,"stdout":"pricing\n"}`, false},
 		{`{"source": "lookup(key='unicorn')"}`, "Traceback (most recent call last):\n  File \"<agent>\", line 1, in <module>\n    lookup(key='unicorn')\nRuntimeError: no such key: \"unicorn\"", true},
-		{`{"code": "1"}`, `bad arguments: the arguments are not the tool's JSON object: json: unknown field "code"`, true},
+		{`{"code": "1"}`, `bad arguments: run_python() got an unexpected keyword argument 'code'`, true},
 	} {
 		status, a, _ := callTool(t, url, c.args)
 		if status != http.StatusOK || a.Text != c.text || a.IsError != c.isError {
