@@ -302,3 +302,29 @@ func TestGuestHelpShowsOwnDoc(t *testing.T) {
 		t.Errorf("value %s", out.Value)
 	}
 }
+
+// TestToolPositionalExecutor: a tool handed to an executor with positional
+// arguments, itself or through a function that forwards them, starts on the
+// Host at once as its keyword form does.
+func TestToolPositionalExecutor(t *testing.T) {
+	rec := &recordingTool{}
+	r := newRunner(t, positionalManifest(rec), &Options{PoolSize: -1})
+	for _, args := range [][2]string{{`"book"`, `k`}, {`key="book"`, `key=k`}} {
+		source := `import concurrent.futures as cf
+with cf.ThreadPoolExecutor() as ex:
+    a = ex.submit(lookup, ` + args[0] + `)
+    b = list(ex.map(lambda k: lookup(` + args[1] + `), ["pen"]))
+[a.result(), b]`
+		out, err := r.Run(context.Background(), Request{Source: source, EarlyReads: true})
+		if err != nil {
+			t.Fatalf("%s: %v", source, err)
+		}
+		if string(out.Value) != `["{\"key\":\"book\"}",["{\"key\":\"pen\"}"]]` {
+			t.Errorf("%s: value %s", source, out.Value)
+		}
+		if len(out.Calls) != 2 || !out.Calls[0].Early || !out.Calls[1].Early {
+			t.Errorf("%s: calls %+v, want both started on the Host", source, out.Calls)
+		}
+		rec.take()
+	}
+}
