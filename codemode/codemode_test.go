@@ -33,7 +33,7 @@ func TestDefinition(t *testing.T) {
 	desc := tool.Description()
 	for _, want := range []string{
 		strings.TrimRight(spine.Stubs(manifest), "\n"), "```python", spinetest.LookupDescription,
-		"keyword arguments only", "RuntimeError", "`inputs`", "`result`", "JSON-encodable", "traceback",
+		"positionally or by keyword", "TypeError", "RuntimeError", "`inputs`", "`result`", "JSON-encodable", "traceback",
 		"no network", "no subprocesses", "/work", "/tmp", "Nothing persists from one call to the next.",
 		"stopped after 30s", "Memory: 256 MiB (MemoryError past it)", "Tool calls: 1024 per run", "stdout and stderr: 1 MiB each",
 	} {
