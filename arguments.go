@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -112,8 +111,8 @@ func validatorMessage(text string) string {
 
 // checkBounds says what is wrong with v, a value at path decoded with
 // UseNumber and of a type s allows, for the bounds of s (enum, const,
-// minimum and maximum, lengths, pattern, item counts), in the words of a
-// Python TypeError; "" when nothing is.
+// minimum and maximum, lengths, item counts; a pattern is left to the
+// validator), in the words of a Python TypeError; "" when nothing is.
 func checkBounds(s *jsonschema.Schema, v any, path string) string {
 	if len(s.Enum) > 0 {
 		for _, e := range s.Enum {
@@ -157,11 +156,6 @@ func checkBounds(s *jsonschema.Schema, v any, path string) string {
 		}
 		if s.MaxLength != nil && n > *s.MaxLength {
 			return fmt.Sprintf("argument '%s' must have at most %s, not %d", path, plural(*s.MaxLength, "character"), n)
-		}
-		if s.Pattern != "" {
-			if re, err := regexp.Compile(s.Pattern); err == nil && !re.MatchString(v) {
-				return fmt.Sprintf("argument '%s' must match %s, not %s", path, pyRepr(s.Pattern), pyRepr(v))
-			}
 		}
 	case []any:
 		if s.MinItems != nil && len(v) < *s.MinItems {
