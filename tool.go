@@ -44,13 +44,18 @@ func (e *ArgumentError) Error() string { return e.Message }
 // properties named by their json tags, required unless "omitempty" or
 // "omitzero", described by their jsonschema tags; no other keys are allowed.
 // So the tool's stub shows its parameters and its return type, and the
-// Guest's proxy refuses unknown and missing keywords before the call.
+// Guest's proxy refuses unknown and missing keywords before the call. The
+// parameters are the struct's fields, required ones first, each group in
+// declaration order: a program may pass them positionally in that order or
+// by keyword. Named struct types are the schemas' titles, so the stub's
+// classes keep the Go names ([]Order is list[Order]).
 //
 // A call's arguments are decoded into In strictly: an unknown key, a value of
 // the wrong type (a string for an int, null for a string, a missing key of a
 // nested object) is an *ArgumentError, raised in the program as a TypeError
 // that names the argument and the type it must have, and fn is not called.
-// fn's value is the tool's value, encoded as JSON.
+// fn's value is the tool's value, encoded as JSON; a nil slice or map is an
+// empty list or dict.
 //
 // In must be a struct, a pointer to one, or a map with string keys (every
 // keyword then goes, as **kwargs); Out anything JSON can encode (any gives no
