@@ -151,10 +151,7 @@ def _stub_signature(sig):
         fn = ast.parse(sig + " ...").body[0]
         empty = inspect.Parameter.empty
 
-        def annotation(node):
-            return empty if node is None else _Annotation(ast.unparse(node))
-
-        def default(node):
+        def shown(node):  # an annotation or a default, as the stub writes it
             return empty if node is None else _Annotation(ast.unparse(node))
 
         params = []
@@ -162,14 +159,14 @@ def _stub_signature(sig):
         defaults = [None] * (len(positional) - len(fn.args.defaults)) + fn.args.defaults
         for arg, value in zip(positional, defaults):
             params.append(inspect.Parameter(arg.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                            default=default(value), annotation=annotation(arg.annotation)))
+                                            default=shown(value), annotation=shown(arg.annotation)))
         for arg, value in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
             params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY,
-                                            default=default(value), annotation=annotation(arg.annotation)))
+                                            default=shown(value), annotation=shown(arg.annotation)))
         if fn.args.kwarg is not None:
             params.append(inspect.Parameter(fn.args.kwarg.arg, inspect.Parameter.VAR_KEYWORD,
-                                            annotation=annotation(fn.args.kwarg.annotation)))
-        return inspect.Signature(params, return_annotation=annotation(fn.returns))
+                                            annotation=shown(fn.args.kwarg.annotation)))
+        return inspect.Signature(params, return_annotation=shown(fn.returns))
     except Exception:  # not a def line: no signature
         return None
 
@@ -185,17 +182,18 @@ class Namespace:
 
     def __getattr__(self, attr):
         # Only for a name the namespace does not hold: say which it does.
+        held = object.__getattribute__(self, "__dict__")
+        name = held.get("_Namespace__name", "tools")
         if attr.startswith("__"):
-            raise AttributeError(f"module '{self.__name}' has no attribute '{attr}'")
-        held = [key for key, value in self.__dict__.items()
-                if type(value) is Namespace or key in _tool_attrs(self)]
-        listed = ", ".join(held) if held else "none"
-        raise AttributeError(f"module '{self.__name}' has no tool '{attr}'; its tools are: {listed}")
+            raise AttributeError(f"module '{name}' has no attribute '{attr}'")
+        tools = _tool_attrs(name)
+        listed = ", ".join(key for key, value in held.items() if type(value) is Namespace or key in tools)
+        raise AttributeError(f"module '{name}' has no tool '{attr}'; its tools are: {listed or 'none'}")
 
 
 def _tool_attrs(space):
-    """The names under which space holds a tool's proxy."""
-    prefix = object.__getattribute__(space, "_Namespace__name") + "."
+    """The names under which the namespace space (its dotted name) holds a tool's proxy."""
+    prefix = space + "."
     return {name[len(prefix):] for name in _proxies_by_name
             if name.startswith(prefix) and "." not in name[len(prefix):]}
 
