@@ -27,9 +27,18 @@ type ToolSpec struct {
 	Description string
 
 	// InputSchema is the JSON Schema of the tool's arguments (an object
-	// schema), used for the tool's Python stub. It never changes how a call is
-	// dispatched, and the Host does not validate arguments against it.
+	// schema), used for the tool's Python stub and for the Guest's checks of
+	// a call's arguments (see Stub): its properties, in the order written,
+	// are the parameters a program may pass positionally or by keyword. It
+	// never changes how a call is dispatched, and the Host does not validate
+	// arguments against it (ValidateArguments makes a spec that does).
 	InputSchema json.RawMessage
+
+	// KeywordOnly says the order of InputSchema's properties is no order a
+	// program may rely on: every argument must then be passed by keyword,
+	// and the stub shows "*," before the parameters. mcpclient sets it when
+	// the server's order was lost.
+	KeywordOnly bool
 
 	// OutputSchema is the JSON Schema of the tool's value, used for the
 	// return type of its Python stub (Any without one). Like InputSchema, it

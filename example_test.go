@@ -158,7 +158,7 @@ func ExampleStubs() {
 	// from __future__ import annotations
 	// from typing import Any, Literal, NotRequired, TypedDict
 	//
-	// def lookup(*, key: str) -> Any:
+	// def lookup(key: str) -> Any:
 	//     """Look up the price of an item by key.
 	//
 	//     Args:
@@ -167,7 +167,7 @@ func ExampleStubs() {
 	//
 	// class prices:
 	//     @staticmethod
-	//     def list(*, limit: int | None = None) -> Any:
+	//     def list(limit: int | None = None) -> Any:
 	//         """List every item and its price, cheapest first."""
 }
 

@@ -99,22 +99,23 @@ func checkManifest(m Manifest) (Manifest, error) {
 type guestTool struct {
 	Name  string `json:"name"`
 	Early bool   `json:"early,omitempty"`
-	Doc   string `json:"doc,omitempty"`
-	// Params are the keywords the tool's proxy takes and requires (from
+	// Sig is the def line of the tool's stub ("def lookup(key: str) ->
+	// Any:"), and Doc its docstring's text: help(tool) shows the one as the
+	// signature and the other as the documentation.
+	Sig string `json:"sig,omitempty"`
+	Doc string `json:"doc,omitempty"`
+	// Params is what the tool's proxy checks of a call's arguments (from
 	// InputSchema); nil: any keywords go.
 	Params *keywordCheck `json:"params,omitempty"`
 }
 
 // encodeGuestTools encodes the manifest for the Guest once, in a stable order
-// (Runner.guestTools sends it when a run needs it). A
-// tool's doc is its stub (Stub), so help(tool) in the Guest shows what
-// `spine tools` prints. The doc starts with a newline: pydoc's cleandoc then
-// keeps the stub's indentation (it strips the common indent of the lines
-// after the first, and the def line would be the only one without).
+// (Runner.guestTools sends it when a run needs it).
 func encodeGuestTools(m Manifest) json.RawMessage {
 	tools := make([]guestTool, 0, len(m))
 	for name, spec := range m {
-		tools = append(tools, guestTool{Name: name, Early: spec.AllowEarlyRead, Doc: "\n" + Stub(name, spec), Params: checkOf(spec.InputSchema)})
+		sig, doc := newStubWriter([]string{name}).def(name, spec)
+		tools = append(tools, guestTool{Name: name, Early: spec.AllowEarlyRead, Sig: sig, Doc: doc, Params: checkOf(spec)})
 	}
 	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
 	encoded, _ := json.Marshal(tools)

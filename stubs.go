@@ -25,7 +25,7 @@ const stubImports = "from __future__ import annotations\nfrom typing import Any,
 //	    currency: Literal["USD", "EUR"]
 //	    venue: NotRequired[str]  # where it traded
 //
-//	def lookup(*, key: str) -> Any:
+//	def lookup(key: str) -> Any:
 //	    """Look up the price of an item by key.
 //
 //	    Args:
@@ -34,7 +34,7 @@ const stubImports = "from __future__ import annotations\nfrom typing import Any,
 //
 //	class market:
 //	    @staticmethod
-//	    def get_price(*, symbol: str, currency: Literal["USD", "EUR"] = "USD") -> Quote:
+//	    def get_price(symbol: str, currency: Literal["USD", "EUR"] = "USD") -> Quote:
 //	        """Return the last price of symbol."""
 //
 // Stub says how a tool's schemas become its signature and types.
@@ -82,13 +82,14 @@ func Stubs(m Manifest) string {
 // Stub returns the Python stub of one tool, as Stubs writes it, preceded by
 // the TypedDict classes it uses: the tool's description is the docstring,
 // followed by an "Args:" section with the description of each parameter that
-// has one. help(tool) inside the Guest shows this text.
+// has one. help(tool) inside the Guest shows the def line and the docstring.
 //
 // The signature comes from spec.InputSchema, a JSON Schema object:
-// every property is a keyword-only parameter (required ones first, then the
-// rest, each group in the schema's order); an optional parameter shows its
-// "default", or "= None" when it has none (leave it out to get the tool's
-// default). Types: string→str, integer→int, number→float, boolean→bool,
+// every property is a parameter (required ones first, then the rest, each
+// group in the schema's order), which a call may pass positionally in that
+// order or by keyword; with spec.KeywordOnly, "*," comes first. An optional
+// parameter shows its "default", or "= None" when it has none (leave it out,
+// or pass None, to get the tool's default). Types: string→str, integer→int, number→float, boolean→bool,
 // null→None, array→list[item type]; an object with properties→a TypedDict
 // class (its required keys plain, the others NotRequired, or total=False when
 // none is required; descriptions and defaults as comments), an object without
@@ -150,20 +151,32 @@ func newStubWriter(tools []string) *stubWriter {
 // writeDef writes the def of the tool name at the given depth: inside depth
 // classes, as a static method.
 func (w *stubWriter) writeDef(b *strings.Builder, name string, spec ToolSpec, depth int) {
-	w.tool = name
-	short := name[strings.LastIndex(name, ".")+1:]
+	line, doc := w.def(name, spec)
 	in := indentOf(depth)
 	if depth > 0 {
 		b.WriteString(in + "@staticmethod\n")
 	}
-	params, docs := w.signature(spec.InputSchema)
+	b.WriteString(in + line + "\n")
+	body := in + "    "
+	if doc == "" {
+		b.WriteString(body + "...\n")
+		return
+	}
+	writeDocstring(b, body, doc)
+}
+
+// def returns the def line of the tool name ("def f(x: int) -> Any:") and
+// its docstring's text: the description, then the "Args:" section.
+func (w *stubWriter) def(name string, spec ToolSpec) (line, doc string) {
+	w.tool = name
+	short := name[strings.LastIndex(name, ".")+1:]
+	params, docs := w.signature(spec)
 	returns := "Any"
 	if s, ok := parseSchema(spec.OutputSchema); ok {
 		returns = w.typeOf(s, 0, hint{base: camel(short) + "Result", own: true})
 	}
-	fmt.Fprintf(b, "%sdef %s(%s) -> %s:\n", in, short, params, returns)
-	body := in + "    "
-	doc := strings.TrimSpace(strings.ReplaceAll(spec.Description, "\r\n", "\n"))
+	line = fmt.Sprintf("def %s(%s) -> %s:", short, params, returns)
+	doc = strings.TrimSpace(strings.ReplaceAll(spec.Description, "\r\n", "\n"))
 	if len(docs) > 0 {
 		if doc != "" {
 			doc += "\n\n"
@@ -173,11 +186,7 @@ func (w *stubWriter) writeDef(b *strings.Builder, name string, spec ToolSpec, de
 			doc += "    " + d + "\n"
 		}
 	}
-	if doc == "" {
-		b.WriteString(body + "...\n")
-		return
-	}
-	writeDocstring(b, body, doc)
+	return line, doc
 }
 
 // writeDocstring writes doc as a docstring at the indent body.
@@ -208,40 +217,83 @@ func pyDocEscape(s string) string {
 	return strings.ReplaceAll(s, `"""`, `\"\"\"`)
 }
 
-// signature returns the parameter list of a tool with input schema raw, and
-// the "name: description" lines of its docstring.
-func (w *stubWriter) signature(raw json.RawMessage) (string, []string) {
-	s, ok := parseSchema(raw)
+// param is one parameter of a tool, as its input schema gives it.
+type param struct {
+	name     string
+	schema   *schema
+	required bool
+	odd      bool // not a Python identifier (or a keyword): passed only as **{name: ...}
+}
+
+// params returns the parameters of a tool with input schema raw in the
+// order of its stub's signature: the required ones first, then the rest,
+// each group in the schema's order; ok is false when raw is no schema of an
+// object (any keywords go).
+func params(raw json.RawMessage) (s *schema, list []param, ok bool) {
+	s, ok = parseSchema(raw)
 	if !ok || !isObjectSchema(s) {
-		return "**kwargs", nil // no schema, or not one of an object
+		return nil, nil, false
 	}
 	required := make(map[string]bool)
 	for _, r := range s.Required {
 		required[r] = true
 	}
-	var first, rest, docs, odd []string
+	var rest []param
 	for _, prop := range s.Properties {
 		ps, _ := parseSchema(prop.schema)
 		if ps == nil {
 			ps = &schema{}
 		}
-		typ := w.typeOf(ps, 0, propertyHint(prop.name))
-		var param string
-		switch {
-		case required[prop.name]:
-			param = fmt.Sprintf("%s: %s", prop.name, typ)
-		case len(ps.Default) > 0:
-			param = fmt.Sprintf("%s: %s = %s", prop.name, typ, pyLiteral(ps.Default))
-		default:
-			param = fmt.Sprintf("%s: %s = None", prop.name, union(typ, "None"))
+		p := param{name: prop.name, schema: ps, required: required[prop.name],
+			odd: !isIdentifier(prop.name) || pythonKeywords[prop.name]}
+		if p.required {
+			list = append(list, p)
+		} else {
+			rest = append(rest, p)
 		}
-		desc := oneLine(ps.Description)
-		if !isIdentifier(prop.name) || pythonKeywords[prop.name] {
-			note := fmt.Sprintf("%s (%s", pyLiteral(mustJSON(prop.name)), typ)
-			if !required[prop.name] {
+	}
+	return s, append(list, rest...), true
+}
+
+// keywordOnlyWhy says why a call of spec may not pass arguments
+// positionally, or "" when it may: its parameters then bind in the order of
+// its stub's signature.
+func keywordOnlyWhy(spec ToolSpec) string {
+	if spec.KeywordOnly {
+		return "the order of its parameters is not known"
+	}
+	if _, _, ok := params(spec.InputSchema); !ok {
+		return "it has no input schema to give its parameters an order"
+	}
+	return ""
+}
+
+// signature returns the parameter list of spec's tool, and the "name:
+// description" lines of its docstring.
+func (w *stubWriter) signature(spec ToolSpec) (string, []string) {
+	s, ps, ok := params(spec.InputSchema)
+	if !ok {
+		return "**kwargs", nil // no schema, or not one of an object
+	}
+	var named, docs, odd []string
+	for _, p := range ps {
+		typ := w.typeOf(p.schema, 0, propertyHint(p.name))
+		var text string
+		switch {
+		case p.required:
+			text = fmt.Sprintf("%s: %s", p.name, typ)
+		case len(p.schema.Default) > 0:
+			text = fmt.Sprintf("%s: %s = %s", p.name, typ, pyLiteral(p.schema.Default))
+		default:
+			text = fmt.Sprintf("%s: %s = None", p.name, union(typ, "None"))
+		}
+		desc := oneLine(p.schema.Description)
+		if p.odd {
+			note := fmt.Sprintf("%s (%s", pyLiteral(mustJSON(p.name)), typ)
+			if !p.required {
 				note += ", optional"
 			}
-			note += "): pass it as **{" + pyLiteral(mustJSON(prop.name)) + ": ...}"
+			note += "): pass it as **{" + pyLiteral(mustJSON(p.name)) + ": ...}"
 			if desc != "" {
 				note += "; " + desc
 			}
@@ -249,15 +301,10 @@ func (w *stubWriter) signature(raw json.RawMessage) (string, []string) {
 			continue
 		}
 		if desc != "" {
-			docs = append(docs, prop.name+": "+desc)
+			docs = append(docs, p.name+": "+desc)
 		}
-		if required[prop.name] {
-			first = append(first, param)
-		} else {
-			rest = append(rest, param)
-		}
+		named = append(named, text)
 	}
-	params := append(first, rest...)
 	docs = append(docs, odd...)
 	extra := ""
 	if len(odd) > 0 {
@@ -269,10 +316,13 @@ func (w *stubWriter) signature(raw json.RawMessage) (string, []string) {
 			extra = "**kwargs: Any"
 		}
 	}
-	if len(params) == 0 {
+	if len(named) == 0 {
 		return extra, docs
 	}
-	list := "*, " + strings.Join(params, ", ")
+	list := strings.Join(named, ", ")
+	if spec.KeywordOnly {
+		list = "*, " + list
+	}
 	if extra != "" {
 		list += ", " + extra
 	}

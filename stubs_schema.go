@@ -89,35 +89,47 @@ func additional(s *schema) (bool, *schema) {
 	return true, as
 }
 
-// keywordCheck is what a tool's proxy in the Guest checks of a call's keywords
-// before the call, from its input schema: nil when any keywords go (no
-// schema, or not an object schema). Names holds every property, Required
-// those the call must give, in the order the stub's signature lists them;
-// Open, when additional properties are allowed, lets any other keyword by
-// (as **kwargs does), the required ones still checked.
+// keywordCheck is what a tool's proxy in the Guest checks of a call's
+// arguments before the call, from its input schema: nil when any keywords go
+// (no schema, or not an object schema). Names holds every property,
+// Required those the call must give; Open, when additional properties are
+// allowed, lets any other keyword by (as **kwargs does), the required ones
+// still checked. Positional is the order in which arguments given
+// positionally bind (the stub's signature's), or nil when KeywordOnly says
+// why none may be. OmitNone are the optional parameters whose schema refuses
+// null: None for one of them is the same as leaving it out, so the request
+// has no such key.
 type keywordCheck struct {
-	Names    []string `json:"names"`
-	Required []string `json:"required"`
-	Open     bool     `json:"open,omitempty"`
+	Names       []string `json:"names"`
+	Required    []string `json:"required"`
+	Open        bool     `json:"open,omitempty"`
+	Positional  []string `json:"positional"`
+	KeywordOnly string   `json:"keyword_only,omitempty"`
+	OmitNone    []string `json:"omit_none,omitempty"`
 }
 
-func checkOf(raw json.RawMessage) *keywordCheck {
-	s, ok := parseSchema(raw)
-	if !ok || !isObjectSchema(s) {
+func checkOf(spec ToolSpec) *keywordCheck {
+	s, list, ok := params(spec.InputSchema)
+	if !ok {
 		return nil
 	}
-	c := &keywordCheck{Names: []string{}, Required: []string{}}
+	c := &keywordCheck{Names: []string{}, Required: []string{}, KeywordOnly: keywordOnlyWhy(spec)}
 	c.Open, _ = additional(s)
-	required := make(map[string]bool)
-	for _, r := range s.Required {
-		required[r] = true
+	if c.KeywordOnly == "" {
+		c.Positional = []string{}
 	}
 	named := make(map[string]bool)
-	for _, prop := range s.Properties {
-		c.Names = append(c.Names, prop.name)
-		named[prop.name] = true
-		if required[prop.name] {
-			c.Required = append(c.Required, prop.name)
+	for _, p := range list {
+		c.Names = append(c.Names, p.name)
+		named[p.name] = true
+		if p.required {
+			c.Required = append(c.Required, p.name)
+		}
+		if !p.odd && c.Positional != nil {
+			c.Positional = append(c.Positional, p.name)
+		}
+		if !p.required && !acceptsNull(p.schema, 0) {
+			c.OmitNone = append(c.OmitNone, p.name)
 		}
 	}
 	// A required key the properties do not describe is still a keyword the
@@ -130,6 +142,48 @@ func checkOf(raw json.RawMessage) *keywordCheck {
 		}
 	}
 	return c
+}
+
+// acceptsNull reports whether a value of schema s may be null: its type says
+// so, or it says nothing of types at all.
+func acceptsNull(s *schema, depth int) bool {
+	if s.Nullable || depth > maxTypeDepth {
+		return true
+	}
+	if len(s.Const) > 0 {
+		return string(bytes.TrimSpace(s.Const)) == "null"
+	}
+	if len(s.Enum) > 0 {
+		for _, v := range s.Enum {
+			if string(bytes.TrimSpace(v)) == "null" {
+				return true
+			}
+		}
+		return false
+	}
+	if members := append(append([]json.RawMessage{}, s.AnyOf...), s.OneOf...); len(members) > 0 {
+		for _, m := range members {
+			ms, ok := parseSchema(m)
+			if !ok || acceptsNull(ms, depth+1) {
+				return true
+			}
+		}
+		return false
+	}
+	var types []string
+	if err := json.Unmarshal(s.Type, &types); err != nil {
+		var one string
+		if json.Unmarshal(s.Type, &one) != nil {
+			return len(s.Properties) == 0 // no type: anything goes, unless it has properties
+		}
+		types = []string{one}
+	}
+	for _, t := range types {
+		if t == "null" {
+			return true
+		}
+	}
+	return len(types) == 0
 }
 
 func mustJSON(v any) json.RawMessage {

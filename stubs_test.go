@@ -14,30 +14,30 @@ func TestStub(t *testing.T) {
 		{"no schema", "Do it.", ``,
 			"def f(**kwargs) -> Any:\n    \"\"\"Do it.\"\"\"\n"},
 		{"no description", "", `{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}`,
-			"def f(*, x: int) -> Any:\n    ...\n"},
+			"def f(x: int) -> Any:\n    ...\n"},
 		{"no parameters", "Now.", `{"type":"object"}`,
 			"def f() -> Any:\n    \"\"\"Now.\"\"\"\n"},
 		{"scalars, required first, schema order kept", "", `{"type":"object","properties":{
 			"z":{"type":"string"},"n":{"type":"number"},"b":{"type":"boolean"},"i":{"type":"integer"},"nul":{"type":"null"}},
 			"required":["i","b"]}`,
-			"def f(*, b: bool, i: int, z: str | None = None, n: float | None = None, nul: None = None) -> Any:\n    ...\n"},
+			"def f(b: bool, i: int, z: str | None = None, n: float | None = None, nul: None = None) -> Any:\n    ...\n"},
 		{"defaults", "", `{"type":"object","properties":{
 			"s":{"type":"string","default":"a \"b\"\n"},"t":{"type":"boolean","default":true},"u":{"type":["integer","null"],"default":null},
 			"l":{"type":"array","default":[1,"x",false]},"o":{"type":"object","default":{"k":null}},"f":{"type":"number","default":1.5e3}}}`,
-			`def f(*, s: str = "a \"b\"\n", t: bool = True, u: int | None = None, l: list[Any] = [1, "x", False], o: dict[str, Any] = {"k": None}, f: float = 1.5e3) -> Any:` + "\n    ...\n"},
+			`def f(s: str = "a \"b\"\n", t: bool = True, u: int | None = None, l: list[Any] = [1, "x", False], o: dict[str, Any] = {"k": None}, f: float = 1.5e3) -> Any:` + "\n    ...\n"},
 		{"containers", "", `{"type":"object","properties":{
 			"tags":{"type":"array","items":{"type":"string"}},
 			"grid":{"type":"array","items":{"type":"array","items":{"type":"number"}}},
 			"meta":{"type":"object","additionalProperties":{"type":"integer"}},
 			"point":{"type":"object","properties":{"x":{"type":"number"}}}},
 			"required":["tags","grid","meta","point"]}`,
-			"class Point(TypedDict, total=False):\n    x: float\n\ndef f(*, tags: list[str], grid: list[list[float]], meta: dict[str, int], point: Point) -> Any:\n    ...\n"},
+			"class Point(TypedDict, total=False):\n    x: float\n\ndef f(tags: list[str], grid: list[list[float]], meta: dict[str, int], point: Point) -> Any:\n    ...\n"},
 		{"enums and const", "", `{"type":"object","properties":{
 			"state":{"type":"string","enum":["open","closed"]},
 			"level":{"enum":[1,2,null]},
 			"kind":{"const":"issue"}},
 			"required":["state","level","kind"]}`,
-			`def f(*, state: Literal["open", "closed"], level: Literal[1, 2] | None, kind: Literal["issue"]) -> Any:` + "\n    ...\n"},
+			`def f(state: Literal["open", "closed"], level: Literal[1, 2] | None, kind: Literal["issue"]) -> Any:` + "\n    ...\n"},
 		{"unions", "", `{"type":"object","properties":{
 			"a":{"type":["string","integer"]},
 			"b":{"anyOf":[{"type":"string"},{"type":"null"}]},
@@ -46,14 +46,14 @@ func TestStub(t *testing.T) {
 			"e":{"anyOf":[{"type":"string"},{}]},
 			"g":{"anyOf":[{"type":["string","null"]},{"type":"null"},{"type":"string"}]}},
 			"required":["a","b","c","d","e","g"]}`,
-			"def f(*, a: str | int, b: str | None, c: int | list[int], d: str | None, e: Any, g: str | None) -> Any:\n    ...\n"},
+			"def f(a: str | int, b: str | None, c: int | list[int], d: str | None, e: Any, g: str | None) -> Any:\n    ...\n"},
 		{"untyped and unknown", "", `{"type":"object","properties":{"x":{},"y":{"$ref":"#/$defs/Y"},"z":{"type":"thing"}},"required":["x","y","z"]}`,
-			"def f(*, x: Any, y: Any, z: Any) -> Any:\n    ...\n"},
+			"def f(x: Any, y: Any, z: Any) -> Any:\n    ...\n"},
 		{"parameter docs", "Search issues.\n\nReturns at most limit issues.", `{"type":"object","properties":{
 			"query":{"type":"string","description":"GitHub search syntax,\n  e.g. is:open"},
 			"limit":{"type":"integer","default":10,"description":"how many"}},
 			"required":["query"]}`,
-			`def f(*, query: str, limit: int = 10) -> Any:
+			`def f(query: str, limit: int = 10) -> Any:
     """Search issues.
 
     Returns at most limit issues.
@@ -64,27 +64,27 @@ func TestStub(t *testing.T) {
     """
 `},
 		{"names that are not identifiers", "Odd.", `{"type":"object","properties":{"per-page":{"type":"integer","description":"page size"},"from":{"type":"string"},"ok":{"type":"string"}},"required":["from"]}`,
-			`def f(*, ok: str | None = None, **kwargs: Any) -> Any:
+			`def f(ok: str | None = None, **kwargs: Any) -> Any:
     """Odd.
 
     Args:
-        "per-page" (int, optional): pass it as **{"per-page": ...}; page size
         "from" (str): pass it as **{"from": ...}
+        "per-page" (int, optional): pass it as **{"per-page": ...}; page size
     """
 `},
 		{"open object", "", `{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":{"type":"string"}}`,
-			"def f(*, a: str | None = None, **kwargs: str) -> Any:\n    ...\n"},
+			"def f(a: str | None = None, **kwargs: str) -> Any:\n    ...\n"},
 		{"docstring quotes and backslashes", `Say """hi""" \o/ "now"`, ``,
 			`def f(**kwargs) -> Any:` + "\n    \"\"\"Say \\\"\\\"\\\"hi\\\"\\\"\\\" \\\\o/ \"now\\\"\"\"\"\n"},
 		{"empty schema", "", `{}`, "def f(**kwargs) -> Any:\n    ...\n"},
 		{"not an object", "", `{"type":"string"}`, "def f(**kwargs) -> Any:\n    ...\n"},
 		{"object keys a class body cannot hold", "", `{"type":"object","properties":{"o":{"type":"object","properties":{"__x":{"type":"integer"}}}},"required":["o"]}`,
-			"O = TypedDict(\"O\", {\n    \"__x\": int,\n}, total=False)\n\ndef f(*, o: O) -> Any:\n    ...\n"},
+			"O = TypedDict(\"O\", {\n    \"__x\": int,\n}, total=False)\n\ndef f(o: O) -> Any:\n    ...\n"},
 		{"one shape, one class", "", `{"type":"object","properties":{"a":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]},"b":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"],"additionalProperties":false}},"required":["a","b"]}`,
-			"class A(TypedDict):\n    x: int\n\ndef f(*, a: A, b: A) -> Any:\n    ...\n"},
+			"class A(TypedDict):\n    x: int\n\ndef f(a: A, b: A) -> Any:\n    ...\n"},
 		{"classes named after their properties", "", `{"type":"object","properties":{"str":{"type":"object","properties":{"x":{"type":"integer"}}},"f":{"type":"object","properties":{"y":{"type":"integer"}}}},"required":["str","f"]}`,
-			"class Str(TypedDict, total=False):\n    x: int\n\nclass F(TypedDict, total=False):\n    y: int\n\ndef f(*, str: Str, f: F) -> Any:\n    ...\n"},
-		{"properties without a type", "", `{"properties":{"a":{"type":"string"}}}`, "def f(*, a: str | None = None) -> Any:\n    ...\n"},
+			"class Str(TypedDict, total=False):\n    x: int\n\nclass F(TypedDict, total=False):\n    y: int\n\ndef f(str: Str, f: F) -> Any:\n    ...\n"},
+		{"properties without a type", "", `{"properties":{"a":{"type":"string"}}}`, "def f(a: str | None = None) -> Any:\n    ...\n"},
 		{"bad schema", "x", `not json`,
 			"def f(**kwargs) -> Any:\n    \"\"\"x\"\"\"\n"},
 	} {
@@ -160,14 +160,15 @@ result = {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, Stubs(m))
 	}
-	want := `{"lookup":"(*, key: 'str') -> 'Any'","get_price":"(*, symbol: 'str', currency: \"Literal['USD', 'EUR']\" = 'USD') -> 'Any'","rate":"(**kwargs) -> 'Any'","odd":"(*, list: 'list[str] | None' = None, opt: 'str | None' = None, **kwargs: 'Any') -> 'Any'","odd_doc":"quotes \"\"\" and \\ and \"\n\n    Args:\n        \"per-page\" (int, optional): pass it as **{\"per-page\": ...}\n    "}`
+	want := `{"lookup":"(key: 'str') -> 'Any'","get_price":"(symbol: 'str', currency: \"Literal['USD', 'EUR']\" = 'USD') -> 'Any'","rate":"(**kwargs) -> 'Any'","odd":"(list: 'list[str] | None' = None, opt: 'str | None' = None, **kwargs: 'Any') -> 'Any'","odd_doc":"quotes \"\"\" and \\ and \"\n\n    Args:\n        \"per-page\" (int, optional): pass it as **{\"per-page\": ...}\n    "}`
 	if string(out.Value) != want {
 		t.Errorf("value\n%s\nwant\n%s", out.Value, want)
 	}
 }
 
-// TestGuestHelpShowsStub: help(tool) and tool.__doc__ in the Guest show the
-// tool's stub, as spine tools prints it.
+// TestGuestHelpShowsStub: help(tool) in the Guest shows the tool's stub's
+// def line as its signature and the stub's docstring as its doc, which is
+// tool.__doc__.
 func TestGuestHelpShowsStub(t *testing.T) {
 	m := stubManifest()
 	r := stubRunner(t, m)
@@ -175,23 +176,16 @@ func TestGuestHelpShowsStub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"market.get_price", "lookup"} {
-		var indented []string
-		for _, line := range strings.Split(strings.TrimSuffix(Stub(name, m[name]), "\n"), "\n") {
-			indented = append(indented, strings.TrimRight("    "+line, " "))
-		}
-		// pydoc indents blank lines too: compare without trailing blanks.
-		var printed []string
-		for _, line := range strings.Split(out.Stdout, "\n") {
-			printed = append(printed, strings.TrimRight(line, " "))
-		}
-		if !strings.Contains(strings.Join(printed, "\n"), strings.Join(indented, "\n")) {
-			t.Errorf("help(%s) printed\n%s\nwithout the stub\n%s", name, out.Stdout, Stub(name, m[name]))
+	for _, want := range []string{
+		"get_price(symbol: str, currency: Literal['USD', 'EUR'] = 'USD') -> Any\n    Return the last price of symbol.\n",
+		"lookup(key: str) -> Any\n    Look up the price of an item by key.\n    \n    Args:\n        key: the item\n",
+	} {
+		if !strings.Contains(out.Stdout, want) {
+			t.Errorf("help printed\n%s\nwithout\n%s", out.Stdout, want)
 		}
 	}
-	var doc string
-	if err := json.Unmarshal(out.Value, &doc); err != nil || strings.TrimPrefix(doc, "\n") != Stub("lookup", m["lookup"]) {
-		t.Errorf("lookup.__doc__ = %q, want the stub", doc)
+	if doc := "Look up the price of an item by key.\n\nArgs:\n    key: the item\n"; string(out.Value) != string(mustJSON(doc)) {
+		t.Errorf("lookup.__doc__ = %s, want %q", out.Value, doc)
 	}
 }
 
@@ -284,9 +278,9 @@ result = {"differ": differ, "classes": classes}
 // TestServerStubsShowNestedKeys: the keys models need are in the stubs.
 func TestServerStubsShowNestedKeys(t *testing.T) {
 	for _, c := range []struct{ server, tool string }{
-		{"memory", "def create_entities(*, entities: list[Entity]) -> CreateEntitiesResult:"},
+		{"memory", "def create_entities(entities: list[Entity]) -> CreateEntitiesResult:"},
 		{"memory", "class Entity(TypedDict):\n    name: str  # The name of the entity\n    entityType: str  # The type of the entity\n    observations: list[str]"},
-		{"filesystem", "def edit_file(*, path: str, edits: list[Edit], dryRun: bool = False) -> EditFileResult:"},
+		{"filesystem", "def edit_file(path: str, edits: list[Edit], dryRun: bool = False) -> EditFileResult:"},
 		{"filesystem", "class Edit(TypedDict):\n    oldText: str  # Text to search for - must match exactly\n    newText: str  # Text to replace with\n"},
 		{"filesystem", "class ReadTextFileResult(TypedDict):\n    content: str\n"},
 	} {

@@ -44,13 +44,18 @@ func (e *ArgumentError) Error() string { return e.Message }
 // properties named by their json tags, required unless "omitempty" or
 // "omitzero", described by their jsonschema tags; no other keys are allowed.
 // So the tool's stub shows its parameters and its return type, and the
-// Guest's proxy refuses unknown and missing keywords before the call.
+// Guest's proxy refuses unknown and missing keywords before the call. The
+// parameters are the struct's fields, required ones first, each group in
+// declaration order: a program may pass them positionally in that order or
+// by keyword. Named struct types are the schemas' titles, so the stub's
+// classes keep the Go names ([]Order is list[Order]).
 //
 // A call's arguments are decoded into In strictly: an unknown key, a value of
 // the wrong type (a string for an int, null for a string, a missing key of a
 // nested object) is an *ArgumentError, raised in the program as a TypeError
 // that names the argument and the type it must have, and fn is not called.
-// fn's value is the tool's value, encoded as JSON.
+// fn's value is the tool's value, encoded as JSON; a nil slice or map is an
+// empty list or dict.
 //
 // In must be a struct, a pointer to one, or a map with string keys (every
 // keyword then goes, as **kwargs); Out anything JSON can encode (any gives no
@@ -79,6 +84,9 @@ func NewTool[In, Out any](description string, fn func(ctx context.Context, in In
 	if len(in.Types) > 0 {
 		in.Type, in.Types = "object", nil
 	}
+	title := in.Title
+	nameObjects(inType, in, 0)
+	in.Title = title // the arguments object is no class of the stub
 	resolved, err := in.Resolve(nil)
 	if err != nil {
 		panic(fmt.Sprintf("spine.NewTool: the arguments' type %s: %v", inType, err))
@@ -88,11 +96,19 @@ func NewTool[In, Out any](description string, fn func(ctx context.Context, in In
 		panic(fmt.Sprintf("spine.NewTool: the arguments' type %s: %v", inType, err))
 	}
 	var outputSchema json.RawMessage
-	if outType := reflect.TypeFor[Out](); outType.Kind() != reflect.Interface {
+	outType := reflect.TypeFor[Out]()
+	// A nil slice or map is the tool's value as an empty list or dict, so
+	// that the value's type is never None for them.
+	emptyForNil := outType.Kind() == reflect.Slice || outType.Kind() == reflect.Map
+	if outType.Kind() != reflect.Interface {
 		out, err := jsonschema.For[Out](nil)
 		if err != nil {
 			panic(fmt.Sprintf("spine.NewTool: the value's type %s: %v", outType, err))
 		}
+		if emptyForNil && len(out.Types) == 2 && out.Types[0] == "null" {
+			out.Type, out.Types = out.Types[1], nil
+		}
+		nameObjects(outType, out, 0)
 		if outputSchema, err = json.Marshal(out); err != nil {
 			panic(fmt.Sprintf("spine.NewTool: the value's type %s: %v", outType, err))
 		}
@@ -102,9 +118,53 @@ func NewTool[In, Out any](description string, fn func(ctx context.Context, in In
 		if err != nil {
 			return nil, err
 		}
-		return fn(ctx, in)
+		value, err := fn(ctx, in)
+		if emptyForNil && err == nil {
+			if v := reflect.ValueOf(&value).Elem(); v.IsNil() {
+				if v.Kind() == reflect.Slice {
+					v.Set(reflect.MakeSlice(v.Type(), 0, 0))
+				} else {
+					v.Set(reflect.MakeMap(v.Type()))
+				}
+			}
+		}
+		return value, err
 	}
 	return ToolSpec{Call: call, Description: description, InputSchema: inputSchema, OutputSchema: outputSchema}
+}
+
+// nameObjects titles each object schema in s made from a named Go struct type
+// (of t, which s is the schema of) with the type's name, so that the class
+// its stub shows is named after it: []Order is list[Order].
+func nameObjects(t reflect.Type, s *jsonschema.Schema, depth int) {
+	if s == nil || depth > maxTypeDepth*4 {
+		return
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if t.Name() != "" && s.Title == "" && len(s.Properties) > 0 {
+			s.Title = t.Name()
+		}
+		for _, f := range reflect.VisibleFields(t) {
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" {
+				name = f.Name
+			}
+			if sub, ok := s.Properties[name]; ok {
+				nameObjects(f.Type, sub, depth+1)
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		nameObjects(t.Elem(), s.Items, depth+1)
+	case reflect.Map:
+		nameObjects(t.Elem(), s.AdditionalProperties, depth+1)
+	}
 }
 
 // decodeArguments decodes a call's arguments into an In, strictly (see
@@ -114,28 +174,15 @@ func decodeArguments[In any](args json.RawMessage, schema *jsonschema.Resolved) 
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
-	var instance any
-	numbers := json.NewDecoder(bytes.NewReader(args))
-	numbers.UseNumber()
-	if err := numbers.Decode(&instance); err != nil {
-		return in, &ArgumentError{Message: "arguments are not JSON: " + err.Error()}
+	if err := validateArguments(args, schema); err != nil {
+		return in, err
 	}
-	if message := checkArguments(schema.Schema(), instance); message != "" {
-		return in, &ArgumentError{Message: message}
-	}
-	// Go's decoder and the schema's validator check the rest: what a
-	// schema of jsonschema.For can say beyond types and keys.
+	// Go's decoder checks what a schema cannot say (an integer too large
+	// for its Go type).
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
 		return in, argumentError(err, args)
-	}
-	instance = nil
-	if err := json.Unmarshal(args, &instance); err != nil {
-		return in, &ArgumentError{Message: "arguments are not JSON: " + err.Error()}
-	}
-	if err := schema.Validate(instance); err != nil {
-		return in, &ArgumentError{Message: "arguments do not fit the tool's schema: " + err.Error()}
 	}
 	return in, nil
 }
@@ -214,6 +261,9 @@ func checkValue(s *jsonschema.Schema, v any, path string, depth int) string {
 			}
 			return fmt.Sprintf("argument '%s' must be %s, not %s", path, strings.Join(want, " or "), pythonValueType(v))
 		}
+	}
+	if message := checkBounds(s, v, path); message != "" {
+		return message
 	}
 	switch v := v.(type) {
 	case []any:
@@ -305,7 +355,7 @@ func argumentError(err error, args json.RawMessage) error {
 	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		return &ArgumentError{Message: fmt.Sprintf("got an unexpected keyword argument '%s'", strings.Trim(field, `"`))}
 	}
-	return &ArgumentError{Message: "bad arguments: " + strings.TrimPrefix(err.Error(), "json: ")}
+	return &ArgumentError{Message: "the arguments do not fit the tool's Go type"}
 }
 
 // lookupPath finds the value Go's decoder refused in args: at the dotted

@@ -66,11 +66,11 @@ for bad in ({"key": 7}, {"key": "pen", "quantity": "2"}, {"kee": "pen"}):
 	// from __future__ import annotations
 	// from typing import Any, Literal, NotRequired, TypedDict
 	//
-	// class PriceResult(TypedDict):
+	// class Price(TypedDict):
 	//     key: str
 	//     total: int
 	//
-	// def price(*, key: str, quantity: int | None = None) -> PriceResult:
+	// def price(key: str, quantity: int | None = None) -> Price:
 	//     """The price of quantity items of key.
 	//
 	//     Args:

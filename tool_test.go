@@ -39,16 +39,17 @@ func editTool(calls *atomic.Int64) spine.ToolSpec {
 func TestNewToolSchemas(t *testing.T) {
 	var calls atomic.Int64
 	spec := editTool(&calls)
-	wantIn := `{"type":"object","properties":{"path":{"type":"string"},"edits":{"type":["null","array"],"items":{"type":"object","properties":{"oldText":{"type":"string","description":"text to find"},"newText":{"type":"string"}},"required":["oldText","newText"],"additionalProperties":false}},"dryRun":{"type":"boolean"},"limit":{"type":["null","integer"]}},"required":["path","edits"],"additionalProperties":false}`
+	wantIn := `{"type":"object","properties":{"path":{"type":"string"},"edits":{"type":["null","array"],"items":{"type":"object","properties":{"oldText":{"type":"string","description":"text to find"},"newText":{"type":"string"}},"title":"toolEdit","required":["oldText","newText"],"additionalProperties":false}},"dryRun":{"type":"boolean"},"limit":{"type":["null","integer"]}},"required":["path","edits"],"additionalProperties":false}`
 	if string(spec.InputSchema) != wantIn {
 		t.Errorf("InputSchema\n%s\nwant\n%s", spec.InputSchema, wantIn)
 	}
-	wantOut := `{"type":"object","properties":{"content":{"type":"string"},"changed":{"type":"integer"}},"required":["content","changed"],"additionalProperties":false}`
+	wantOut := `{"type":"object","properties":{"content":{"type":"string"},"changed":{"type":"integer"}},"title":"toolEditOut","required":["content","changed"],"additionalProperties":false}`
 	if string(spec.OutputSchema) != wantOut {
 		t.Errorf("OutputSchema\n%s\nwant\n%s", spec.OutputSchema, wantOut)
 	}
-	wantStub := "class Edit(TypedDict):\n    oldText: str  # text to find\n    newText: str\n\nclass EditResult(TypedDict):\n    content: str\n    changed: int\n\n" +
-		"def edit(*, path: str, edits: list[Edit] | None, dryRun: bool | None = None, limit: int | None = None) -> EditResult:\n    \"\"\"Edit a file.\"\"\"\n"
+	// Go's struct types keep their names.
+	wantStub := "class ToolEdit(TypedDict):\n    oldText: str  # text to find\n    newText: str\n\nclass ToolEditOut(TypedDict):\n    content: str\n    changed: int\n\n" +
+		"def edit(path: str, edits: list[ToolEdit] | None, dryRun: bool | None = None, limit: int | None = None) -> ToolEditOut:\n    \"\"\"Edit a file.\"\"\"\n"
 	if got := spine.Stub("edit", spec); got != wantStub {
 		t.Errorf("stub\n%s\nwant\n%s", got, wantStub)
 	}
@@ -63,7 +64,7 @@ func TestNewToolSchemas(t *testing.T) {
 	}
 	// A pointer to a struct is a struct.
 	ptr := spine.NewTool("", func(ctx context.Context, in *toolEdit) (string, error) { return in.OldText, nil })
-	if got := spine.Stub("f", ptr); got != "def f(*, oldText: str, newText: str) -> str:\n    \"\"\"Args:\n        oldText: text to find\n    \"\"\"\n" {
+	if got := spine.Stub("f", ptr); got != "def f(oldText: str, newText: str) -> str:\n    \"\"\"Args:\n        oldText: text to find\n    \"\"\"\n" {
 		t.Errorf("pointer stub %q", got)
 	}
 }
@@ -185,13 +186,13 @@ func TestToolKeywordChecks(t *testing.T) {
 	r := spinetest.NewRunner(t, m, &spine.Options{PoolSize: -1})
 	for _, c := range []struct{ source, want string }{
 		{`lookup(kee="book")`, "lookup() got an unexpected keyword argument 'kee'"},
-		{`lookup()`, "lookup() missing 1 required keyword-only argument: 'key'"},
+		{`lookup()`, "lookup() missing 1 required positional argument: 'key'"},
 		{`lookup(key="a", kee="b")`, "lookup() got an unexpected keyword argument 'kee'"},
-		{`market.quote(a=1)`, "market.quote() missing 2 required keyword-only arguments: 'b' and 'c'"},
-		{`market.quote(d=1)`, "market.quote() missing 3 required keyword-only arguments: 'a', 'b', and 'c'"},
+		{`market.quote(a=1)`, "market.quote() missing 2 required positional arguments: 'b' and 'c'"},
+		{`market.quote(d=1)`, "market.quote() missing 3 required positional arguments: 'a', 'b', and 'c'"},
 		{`market.quote(a=1, b=2, c=3, e=4)`, "market.quote() got an unexpected keyword argument 'e'"},
 		{`[lookup(kee=k) for k in inputs["keys"]]`, "lookup() got an unexpected keyword argument 'kee'"},
-		{`anykey(kee="x")`, "anykey() missing 1 required keyword-only argument: 'key'"},
+		{`anykey(kee="x")`, "anykey() missing 1 required positional argument: 'key'"},
 		{"import concurrent.futures as cf\nwith cf.ThreadPoolExecutor() as ex:\n    ex.submit(lookup, kee=\"x\").result()",
 			"lookup() got an unexpected keyword argument 'kee'"},
 	} {

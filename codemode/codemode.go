@@ -69,6 +69,7 @@ type Tool struct {
 	timeout     time.Duration // the limit a run really has
 	description string
 	input       json.RawMessage
+	check       spine.Tool // checks a call's arguments against the schema (fresh always allowed)
 }
 
 // New returns run_python for runner, whose manifest is manifest: only its
@@ -85,6 +86,12 @@ func New(runner *spine.Runner, manifest spine.Manifest, opts *Options) *Tool {
 		t.input = sessionInputSchema
 	}
 	t.description = describe(manifest, o.Sessions, t.timeout, &limits)
+	checked, err := spine.ValidateArguments(spine.ToolSpec{InputSchema: sessionInputSchema,
+		Call: func(context.Context, json.RawMessage) (any, error) { return nil, nil }})
+	if err != nil {
+		panic("codemode: the input schema: " + err.Error()) // a constant of this package
+	}
+	t.check = checked.Call
 	return t
 }
 
@@ -176,13 +183,16 @@ func (t *Tool) Request(raw json.RawMessage) (req spine.Request, fresh bool, err 
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = json.RawMessage("{}")
 	}
+	// The arguments are checked against the schema first, so that a mistake
+	// is told in the words of a Python TypeError, as a tool's would be.
+	var argErr *spine.ArgumentError
+	if _, err := t.check(context.Background(), raw); errors.As(err, &argErr) {
+		return req, false, &ArgumentError{ToolName + "() " + argErr.Message}
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
-		return req, false, &ArgumentError{"the arguments are not the tool's JSON object: " + err.Error()}
-	}
-	if dec.More() {
-		return req, false, &ArgumentError{"more than one JSON value"}
+	if err := dec.Decode(&a); err != nil || dec.More() {
+		return req, false, &ArgumentError{"the arguments are not the tool's JSON object"}
 	}
 	if a.Source == "" {
 		return req, false, &ArgumentError{`"source" is missing or empty`}

@@ -33,7 +33,7 @@ func TestDefinition(t *testing.T) {
 	desc := tool.Description()
 	for _, want := range []string{
 		strings.TrimRight(spine.Stubs(manifest), "\n"), "```python", spinetest.LookupDescription,
-		"keyword arguments only", "RuntimeError", "`inputs`", "`result`", "JSON-encodable", "traceback",
+		"positionally or by keyword", "TypeError", "RuntimeError", "`inputs`", "`result`", "JSON-encodable", "traceback",
 		"no network", "no subprocesses", "/work", "/tmp", "Nothing persists from one call to the next.",
 		"stopped after 30s", "Memory: 256 MiB (MemoryError past it)", "Tool calls: 1024 per run", "stdout and stderr: 1 MiB each",
 	} {
@@ -116,13 +116,14 @@ func TestRun(t *testing.T) {
 		{"no network", `{"source": "import socket\nsocket.create_connection(('example.com', 80))"}`, true, "Traceback", true},
 		{"result not JSON", `{"source": "result = object()"}`, true, "Traceback (most recent call last):\nTypeError: the result is not JSON-encodable (object)", true},
 		{"source too large", `{"source": "#` + strings.Repeat("x", 1<<20) + `"}`, true, "limit exceeded: source is 1048577 bytes, over the 1048576-byte limit", false},
-		{"missing source", `{}`, true, `bad arguments: "source" is missing or empty`, false},
-		{"empty arguments", ``, true, `bad arguments: "source" is missing or empty`, false},
-		{"not an object", `[1]`, true, "bad arguments: the arguments are not the tool's JSON object: ", true},
-		{"unknown argument", `{"source": "1", "code": "1"}`, true, `bad arguments: the arguments are not the tool's JSON object: json: unknown field "code"`, false},
-		{"wrong type", `{"source": 5}`, true, "bad arguments: the arguments are not the tool's JSON object: json: cannot unmarshal number", true},
-		{"inputs not an object", `{"source": "1", "inputs": [1]}`, true, `bad arguments: "inputs": inputs must encode to a JSON object`, false},
-		{"two values", `{"source": "1"} {"source": "2"}`, true, "bad arguments: more than one JSON value", false},
+		{"missing source", `{}`, true, `bad arguments: run_python() missing 1 required keyword-only argument: 'source'`, false},
+		{"empty arguments", ``, true, `bad arguments: run_python() missing 1 required keyword-only argument: 'source'`, false},
+		{"empty source", `{"source": ""}`, true, `bad arguments: "source" is missing or empty`, false},
+		{"not an object", `[1]`, true, "bad arguments: run_python() arguments must be a dict, not list", false},
+		{"unknown argument", `{"source": "1", "code": "1"}`, true, `bad arguments: run_python() got an unexpected keyword argument 'code'`, false},
+		{"wrong type", `{"source": 5}`, true, "bad arguments: run_python() argument 'source' must be str, not int", false},
+		{"inputs not an object", `{"source": "1", "inputs": [1]}`, true, `bad arguments: run_python() argument 'inputs' must be dict, not list`, false},
+		{"two values", `{"source": "1"} {"source": "2"}`, true, "bad arguments: run_python() arguments are not one JSON object", false},
 		{"bad file name", `{"source": "1", "files": [{"name": "../etc/passwd", "text": ""}]}`, true, `bad arguments: "files": `, true},
 		{"text and data", `{"source": "1", "files": [{"name": "a", "text": "x", "data": "eA=="}]}`, true, `bad arguments: file "a" has both text and data; give one`, false},
 	} {

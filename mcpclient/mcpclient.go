@@ -6,6 +6,8 @@
 // tools/call over the session; the result becomes the Python value:
 //
 //   - structuredContent, when the server sent it, as is (a dict, a list, ...);
+//     from Connect's and Dial's tools an object comes as the server wrote it
+//     (a json.RawMessage), so its keys keep the server's order;
 //   - otherwise the text content: the text parts joined with "\n", as a Python
 //     str (never parsed as JSON: a tool that means structure sends
 //     structuredContent); no content at all is None; content with non-text
@@ -20,6 +22,13 @@
 // keeps itself connected: when its session ends, it connects again with
 // backoff, and its tools fail with a clear error (a *DownError) meanwhile.
 //
+// A tool's parameters are its input schema's properties in the order the
+// server wrote them, which Connect and Dial read from the wire (the SDK's
+// decoded schema has lost it); Tools cannot, and its tools are KeywordOnly.
+// Every tool checks a call's arguments against its input schema before the
+// server is called (spine.ValidateArguments), so that a mistake is the
+// program's TypeError, as for a Go tool.
+//
 // Early reads are allowed only for the tools named in Options.EarlyReads: the
 // Host vouches for them. MCP annotations such as readOnlyHint come from the
 // server and are never trusted for this.
@@ -32,6 +41,7 @@
 package mcpclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -204,35 +214,41 @@ func manifest(call func(name string) spine.Tool, namespace string, tools []*mcp.
 			return nil, fmt.Errorf("mcpclient: %s: tools %q and %q would both be %s in Python; rename one on the server", label(namespace), first, second, py)
 		}
 		origin[py] = tool.Name
-		var schema json.RawMessage
-		if tool.InputSchema != nil {
-			encoded, err := json.Marshal(tool.InputSchema)
-			if err != nil {
-				return nil, fmt.Errorf("mcpclient: %s: tool %q: input schema: %w", label(namespace), tool.Name, err)
-			}
-			schema = encoded
+		// The schemas as the server wrote them, when the watch saw them: the
+		// SDK's decoded ones have lost the order of their properties, which
+		// is the order of the tool's parameters. Without it, the tool's
+		// arguments can only be passed by keyword.
+		written, ordered := watch.schemasOf(tool.Name)
+		schema, err := schemaJSON(tool.InputSchema, written.input, ordered)
+		if err != nil {
+			return nil, fmt.Errorf("mcpclient: %s: tool %q: input schema: %w", label(namespace), tool.Name, err)
 		}
 		// A tool that declares an output schema returns structured content
 		// (Value), so the schema is the Python value's.
-		var output json.RawMessage
-		if tool.OutputSchema != nil {
-			encoded, err := json.Marshal(tool.OutputSchema)
-			if err != nil {
-				return nil, fmt.Errorf("mcpclient: %s: tool %q: output schema: %w", label(namespace), tool.Name, err)
-			}
-			output = encoded
+		output, err := schemaJSON(tool.OutputSchema, written.output, ordered)
+		if err != nil {
+			return nil, fmt.Errorf("mcpclient: %s: tool %q: output schema: %w", label(namespace), tool.Name, err)
 		}
 		description := tool.Description
 		if description == "" {
 			description = tool.Title
 		}
-		m[py] = spine.ToolSpec{
-			Call:           call(tool.Name),
+		spec := spine.ToolSpec{
+			Call:           inOrder(call(tool.Name), watch),
 			AllowEarlyRead: early[tool.Name],
 			Description:    description,
 			InputSchema:    schema,
 			OutputSchema:   output,
+			KeywordOnly:    !ordered || !isJSON(written.input),
 		}
+		// The arguments are checked against the schema before the server is
+		// called, so that a mistake raises the TypeError a Go tool's would.
+		if checked, err := spine.ValidateArguments(spec); err == nil {
+			spec = checked
+		} else {
+			logger.Info("mcp tool's arguments not checked: its input schema cannot be resolved", "server", label(namespace), "tool", tool.Name, "error", err)
+		}
+		m[py] = spec
 		delete(early, tool.Name)
 	}
 	if len(early) > 0 {
@@ -244,6 +260,21 @@ func manifest(call func(name string) spine.Tool, namespace string, tools []*mcp.
 		return nil, fmt.Errorf("mcpclient: %s: early reads allowed for tools it does not have or that are left out: %s", label(namespace), strings.Join(missing, ", "))
 	}
 	return m, nil
+}
+
+// schemaJSON is a tool's schema as JSON: as the server wrote it when
+// ordered (and it is JSON), else as the SDK decoded it (decoded); nil for none.
+func schemaJSON(decoded any, written json.RawMessage, ordered bool) (json.RawMessage, error) {
+	if decoded == nil {
+		return nil, nil
+	}
+	if ordered && isJSON(written) {
+		var compact bytes.Buffer
+		if json.Compact(&compact, written) == nil {
+			return compact.Bytes(), nil
+		}
+	}
+	return json.Marshal(decoded)
 }
 
 // caller returns the spine.Tool that calls the MCP tool name.

@@ -22,13 +22,22 @@ import (
 // cannot be wrapped without losing what the SDK tells it of the session) a
 // wrapped HTTP transport that reads the response bodies as they stream by.
 
-// taskWatch records, by MCP name, the tools listed as needing tasks.
+// The same reading keeps what the SDK's decoding loses of the order of
+// object keys: each tool's schemas as the server wrote them (order.go), and
+// the structured results of recent calls.
+
+// taskWatch records, by MCP name, the tools listed as needing tasks and
+// their schemas as written, and the recent structured results as written.
 type taskWatch struct {
 	mu       sync.Mutex
 	required map[string]bool
+	schemas  map[string]toolSchemas
+	results  recentResults
 }
 
-func newTaskWatch() *taskWatch { return &taskWatch{required: map[string]bool{}} }
+func newTaskWatch() *taskWatch {
+	return &taskWatch{required: map[string]bool{}, schemas: map[string]toolSchemas{}}
+}
 
 // needsTask says whether the tool name was listed as needing tasks.
 func (w *taskWatch) needsTask(name string) bool {
@@ -42,7 +51,7 @@ func (w *taskWatch) needsTask(name string) bool {
 
 // message reads one JSON-RPC message as the server sent it.
 func (w *taskWatch) message(data []byte) {
-	if !bytes.Contains(data, []byte(`"tools"`)) {
+	if !bytes.Contains(data, []byte(`"tools"`)) && !bytes.Contains(data, []byte(`"structuredContent"`)) {
 		return
 	}
 	msg, err := jsonrpc.DecodeMessage(data)
@@ -57,6 +66,9 @@ func (w *taskWatch) message(data []byte) {
 // result reads a response's result; one that is not a tools/list answer
 // has no "tools" array of objects with names and changes nothing.
 func (w *taskWatch) result(result json.RawMessage) {
+	if bytes.Contains(result, []byte(`"structuredContent"`)) {
+		w.structured(result)
+	}
 	if !bytes.Contains(result, []byte(`"tools"`)) {
 		return
 	}
@@ -66,6 +78,8 @@ func (w *taskWatch) result(result json.RawMessage) {
 			Execution *struct {
 				TaskSupport string `json:"taskSupport"`
 			} `json:"execution"`
+			InputSchema  json.RawMessage `json:"inputSchema"`
+			OutputSchema json.RawMessage `json:"outputSchema"`
 		} `json:"tools"`
 	}
 	if json.Unmarshal(result, &list) != nil {
@@ -76,6 +90,7 @@ func (w *taskWatch) result(result json.RawMessage) {
 	for _, t := range list.Tools {
 		if t.Name != "" {
 			w.required[t.Name] = t.Execution != nil && t.Execution.TaskSupport == "required"
+			w.schemas[t.Name] = toolSchemas{input: t.InputSchema, output: t.OutputSchema}
 		}
 	}
 }

@@ -118,7 +118,7 @@ func TestLoad(t *testing.T) {
 	if v, err := call(t, m, "calc.getenv", `{"name": "GREETING"}`); err != nil || v != "hello from calc" {
 		t.Errorf("calc.getenv: %v %v", v, err)
 	}
-	if v, err := call(t, m, "web.add", `{"a": 1, "b": 2}`); err != nil || fmt.Sprint(v) != "map[sum:3]" {
+	if v, err := call(t, m, "web.add", `{"a": 1, "b": 2}`); err != nil || jsonText(v) != `{"sum":3}` {
 		t.Errorf("web.add: %v %v", v, err)
 	}
 	if _, err := call(t, m, "web.fail", `{"reason": "a test"}`); err == nil || err.Error() != "failed on purpose: a test" {
@@ -238,7 +238,7 @@ func TestServerRestart(t *testing.T) {
 	m := tools.Manifest()
 	checkAdd := func(name string) {
 		t.Helper()
-		if v, err := call(t, m, name, `{"a": 1, "b": 2}`); err != nil || fmt.Sprint(v) != "map[sum:3]" {
+		if v, err := call(t, m, name, `{"a": 1, "b": 2}`); err != nil || jsonText(v) != `{"sum":3}` {
 			t.Fatalf("%s: %v %v", name, v, err)
 		}
 	}

@@ -40,7 +40,7 @@ func check(t *testing.T, cs *mcp.ClientSession) {
 		t.Fatalf("tools %+v", tools.Tools)
 	}
 	desc := tools.Tools[0].Description
-	for _, want := range []string{"def lookup(*, key: str)", "Look up the price of an item by key.", "```python", "RuntimeError", "inputs"} {
+	for _, want := range []string{"def lookup(key: str)", "Look up the price of an item by key.", "```python", "RuntimeError", "inputs"} {
 		if !strings.Contains(desc, want) {
 			t.Errorf("description lacks %q:\n%s", want, desc)
 		}

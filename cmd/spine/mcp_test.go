@@ -108,7 +108,7 @@ func checkMCP(t *testing.T, cs *mcp.ClientSession) {
 	if len(tools.Tools) != 1 || tools.Tools[0].Name != "run_python" {
 		t.Fatalf("tools: %+v", tools.Tools)
 	}
-	for _, want := range []string{"def lookup(*, key: str) -> Any:", "class prices:", "def list(*, limit: int | None = None) -> Any:"} {
+	for _, want := range []string{"def lookup(key: str) -> Any:", "class prices:", "def list(limit: int | None = None) -> Any:"} {
 		if !strings.Contains(tools.Tools[0].Description, want) {
 			t.Errorf("the description lacks %q:\n%s", want, tools.Tools[0].Description)
 		}

@@ -13,8 +13,8 @@ func TestToolsDemo(t *testing.T) {
 	r := spineCLI(t, "", "tools", "--demo-tools")
 	r.check(t, 0, spine.Stubs(demoTools()))
 	for _, s := range []string{
-		"def lookup(*, key: str) -> Any:",
-		"class prices:\n    @staticmethod\n    def list(*, limit: int | None = None) -> Any:",
+		"def lookup(key: str) -> Any:",
+		"class prices:\n    @staticmethod\n    def list(limit: int | None = None) -> Any:",
 	} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("spine tools lacks %q:\n%s", s, r.stdout)
@@ -32,10 +32,10 @@ func TestToolsMCP(t *testing.T) {
 	r = spineCLI(t, "", "tools", "--config", config, "--demo-tools")
 	r.check(t, 0, "*")
 	for _, s := range []string{
-		"def lookup(*, key: str) -> Any:",
+		"def lookup(key: str) -> Any:",
 		"class AddResult(TypedDict):\n    sum: int\n", // the server's output schema
-		"class calc:\n    @staticmethod\n    def add(*, a: int, b: int) -> AddResult:\n        \"\"\"Add two integers.\n\n        Args:\n            a: the first addend\n            b: the second addend\n        \"\"\"\n",
-		"    def echo(*, text: str, times: int = 1) -> Any:\n        \"\"\"Repeat text.\n\n        Args:\n            text: what to say\n        \"\"\"",
+		"class calc:\n    @staticmethod\n    def add(a: int, b: int) -> AddResult:\n        \"\"\"Add two integers.\n\n        Args:\n            a: the first addend\n            b: the second addend\n        \"\"\"\n",
+		"    def echo(text: str, times: int = 1) -> Any:\n        \"\"\"Repeat text.\n\n        Args:\n            text: what to say\n        \"\"\"",
 		"class web:\n",
 	} {
 		if !strings.Contains(r.stdout, s) {

@@ -153,7 +153,7 @@ func TestLoadManifestMCP(t *testing.T) {
 	if v, err := call("calc.getenv", `{"name": "GREETING"}`); err != nil || v != "hello from calc" {
 		t.Errorf("calc.getenv: %v %v", v, err)
 	}
-	if v, err := call("web.add", `{"a": 1, "b": 2}`); err != nil || fmt.Sprint(v) != "map[sum:3]" {
+	if v, err := call("web.add", `{"a": 1, "b": 2}`); err != nil || jsonText(v) != `{"sum":3}` {
 		t.Errorf("web.add: %v %v", v, err)
 	}
 	if _, err := call("web.fail", `{"reason": "test"}`); err == nil || err.Error() != "failed on purpose: test" {

@@ -18,10 +18,10 @@ read a program while it streams in (prefix mode, in ``plm``).
 #              imports: world  plm  .prefix  .rewrite  .chain  .facts  .futures  .purity  .wire
 #   c.f.thread            x
 #   bootstrap             x     x                                                           x
-#   world                       x                                          x
+#   world                       x                                          x                x
 #   plm                                x         x        x                x        x
 #   plm.prefix                                   x        x       x        x        x
-#   plm.rewrite                                           x       x        x        x
+#   plm.rewrite                                           x       x        x        x       x
 #   plm.chain                                                              x        x
 #   plm.facts
 #   plm.futures                                                                     x       x
@@ -106,59 +106,30 @@ def invoke_tool(name, args):
     return decode(plm.send(encode_request(name, args)))
 
 
-def make_tool(*, name, doc=None, params=None):
-    """Return the Python callable for the Host tool ``name`` (keyword arguments only).
+def make_tool(*, name, doc=None, params=None, sig=None):
+    """Return the Python callable for the Host tool ``name``.
 
-    params, when given, is {"names": [...], "required": [...], "open": bool} from the
-    tool's input schema: a call with a keyword not in names (unless open), or without one
-    of required, raises TypeError in CPython's words before any request. None: any
-    keywords go."""
+    params, when given, is what the tool's input schema says of its parameters (see
+    wire.check_of): a call is bound by wire.bind, positional arguments in the order of
+    the tool's parameters, and one the parameters do not take raises TypeError in
+    CPython's words before any request. None: keyword arguments only, any keywords go.
+    sig is the def line of the tool's stub, the signature help(tool) shows; doc its
+    docstring."""
     short = name.rpartition(".")[2]
-    names, required = _keywords(params)
+    check = wire.check_of(params)
+    bind = wire.bind
 
     def tool(*args, **kwargs):
-        if args:
-            raise TypeError(
-                f"{name}() takes keyword arguments only ({len(args)} positional given)"
-            )
-        if names is not None:
-            for key in kwargs:
-                if key not in names:
-                    raise TypeError(f"{name}() got an unexpected keyword argument '{key}'")
-        for key in required:
-            if key not in kwargs:
-                raise TypeError(_missing(name, required, kwargs))
-        return invoke_tool(name, kwargs)
+        return invoke_tool(name, bind(name, check, args, kwargs))
 
     tool.__name__ = short
     tool.__qualname__ = name
     tool.__module__ = "tools"
     tool.__doc__ = doc
-    signature = _stub_signature(doc)
+    signature = _stub_signature(sig)
     if signature is not None:
         tool.__signature__ = signature  # what help(tool) and inspect show
     return tool
-
-
-def _keywords(params):
-    """The keywords a tool takes (None: any) and those it requires, from its params."""
-    if params is None:
-        return None, ()
-    names = None if params.get("open") else frozenset(params.get("names") or ())
-    return names, tuple(params.get("required") or ())
-
-
-def _missing(name, required, given):
-    """CPython's message for a call without some required keyword-only arguments."""
-    missing = [repr(key) for key in required if key not in given]
-    if len(missing) == 1:
-        listed = missing[0]
-    elif len(missing) == 2:
-        listed = f"{missing[0]} and {missing[1]}"
-    else:
-        listed = ", ".join(missing[:-1]) + ", and " + missing[-1]
-    plural = "argument" if len(missing) == 1 else "arguments"
-    return f"{name}() missing {len(missing)} required keyword-only {plural}: {listed}"
 
 
 class _Annotation:
@@ -171,31 +142,33 @@ class _Annotation:
         return self.text
 
 
-def _stub_signature(doc):
-    """The signature of the first def in a tool's stub text (its doc), or None."""
-    if not doc or "def " not in doc:
+def _stub_signature(sig):
+    """The signature of a tool's stub's def line, or None."""
+    if not sig or not sig.startswith("def "):
         return None
     try:
         import inspect
 
-        tree = ast.parse(doc)
-        fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))
+        fn = ast.parse(sig + " ...").body[0]
         empty = inspect.Parameter.empty
 
-        def annotation(node):
+        def shown(node):  # an annotation or a default, as the stub writes it
             return empty if node is None else _Annotation(ast.unparse(node))
 
         params = []
-        kw_defaults = fn.args.kw_defaults
-        for arg, default in zip(fn.args.kwonlyargs, kw_defaults):
-            value = empty if default is None else _Annotation(ast.unparse(default))
+        positional = fn.args.args
+        defaults = [None] * (len(positional) - len(fn.args.defaults)) + fn.args.defaults
+        for arg, value in zip(positional, defaults):
+            params.append(inspect.Parameter(arg.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                            default=shown(value), annotation=shown(arg.annotation)))
+        for arg, value in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
             params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY,
-                                            default=value, annotation=annotation(arg.annotation)))
+                                            default=shown(value), annotation=shown(arg.annotation)))
         if fn.args.kwarg is not None:
             params.append(inspect.Parameter(fn.args.kwarg.arg, inspect.Parameter.VAR_KEYWORD,
-                                            annotation=annotation(fn.args.kwarg.annotation)))
-        return inspect.Signature(params, return_annotation=annotation(fn.returns))
-    except Exception:  # a doc that is not a stub: no signature
+                                            annotation=shown(fn.args.kwarg.annotation)))
+        return inspect.Signature(params, return_annotation=shown(fn.returns))
+    except Exception:  # not a def line: no signature
         return None
 
 
@@ -207,6 +180,23 @@ class Namespace:
 
     def __repr__(self):
         return f"<tool namespace {self.__name}>"
+
+    def __getattr__(self, attr):
+        # Only for a name the namespace does not hold: say which it does.
+        held = object.__getattribute__(self, "__dict__")
+        name = held.get("_Namespace__name", "tools")
+        if attr.startswith("__"):
+            raise AttributeError(f"module '{name}' has no attribute '{attr}'")
+        tools = _tool_attrs(name)
+        listed = ", ".join(key for key, value in held.items() if type(value) is Namespace or key in tools)
+        raise AttributeError(f"module '{name}' has no tool '{attr}'; its tools are: {listed or 'none'}")
+
+
+def _tool_attrs(space):
+    """The names under which the namespace space (its dotted name) holds a tool's proxy."""
+    prefix = space + "."
+    return {name[len(prefix):] for name in _proxies_by_name
+            if name.startswith(prefix) and "." not in name[len(prefix):]}
 
 
 # Every tool's proxy by its full name, as installed.
@@ -230,9 +220,9 @@ def _install_tools(namespace, tools):
                     setattr(target, part, current)
             target = current
         params = spec.get("params")
-        proxy = make_tool(name=name, doc=spec.get("doc"), params=params)
+        proxy = make_tool(name=name, doc=spec.get("doc"), params=params, sig=spec.get("sig"))
         if params is not None:
-            wire.keywords[name] = _keywords(params)
+            wire.keywords[name] = wire.check_of(params)
         _proxies_by_name[name] = proxy
         if isinstance(target, dict):
             target[parts[-1]] = proxy

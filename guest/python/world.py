@@ -30,7 +30,7 @@ import time
 import types
 from contextvars import Context
 
-from plm import futures
+from plm import futures, wire
 from plm.purity import _key_cache, _keys_scalar
 
 __all__ = ["know_tools", "start", "settle", "NO_NETWORK", "DEADLOCK"]
@@ -97,10 +97,10 @@ def _get(mapping, name):
 
 
 def _forwarder(fn, args):
-    """When the whole body of the function fn is one call of a tool with keyword
-    arguments that are fn's parameters, constants, globals or closure variables
-    (``lambda k: read(key=k)``, ``def get(k): return db.read(key=k, limit=5)``), the
-    proxy that fn(*args) calls and its keyword arguments; otherwise None.
+    """When the whole body of the function fn is one call of a tool with arguments that
+    are fn's parameters, constants, globals or closure variables (``lambda k: read(k)``,
+    ``def get(k): return db.read(key=k, limit=5)``), the proxy that fn(*args) calls and
+    its positional and keyword arguments; otherwise None.
 
     fn's bytecode is read, never run, and every name is looked up without running code
     of the program (_get), so what fn(*args) would call, and with what, is known exactly:
@@ -153,10 +153,12 @@ def _forwarder(fn, args):
             kw_names = code.co_consts[ins.arg]
         elif op == "CALL":
             rest = instructions[at + 1:]
-            if (len(rest) != 1 or rest[0].opname != "RETURN_VALUE" or ins.arg != len(kw_names)
+            if (len(rest) != 1 or rest[0].opname != "RETURN_VALUE"
                     or len(stack) != ins.arg + 2 or stack[0] is not _MISSING):
                 return None
-            return stack[1], dict(zip(kw_names, stack[2:]))
+            given = stack[2:]
+            npos = len(given) - len(kw_names)
+            return stack[1], tuple(given[:npos]), dict(zip(kw_names, given[npos:]))
         else:
             return None
     return None
@@ -179,11 +181,15 @@ def start(fn, args, kwargs, deliver):
             return None
         if forwarded is None or type(forwarded[0]) is not types.FunctionType:
             return None
-        fn, kwargs = forwarded
-        args = ()
+        fn, args, kwargs = forwarded
         name = _tool_names.get(fn)
-    if args or name is None or name not in _early:
+    if name is None or name not in _early:
         return None
+    if args:
+        try:  # positional arguments named as the proxy names them
+            kwargs = wire.bind(name, wire.keywords.get(name), args, dict(kwargs))
+        except TypeError:
+            return None  # the call raises: the caller makes it
 
     def on_response(response, exc):
         if exc is None:

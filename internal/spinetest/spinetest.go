@@ -46,9 +46,9 @@ func NewTools() *Tools {
 
 // Manifest returns the tools as a manifest:
 //
-//	lookup(*, key: str)  the price of key in Prices, or the tool error
+//	lookup(key: str)  the price of key in Prices, or the tool error
 //	                     `no such key: "KEY"`; allowed to read early
-//	gate(*, wait=True)   see Gate
+//	gate(wait=True)   see Gate
 func (t *Tools) Manifest() spine.Manifest {
 	return spine.Manifest{
 		"lookup": {

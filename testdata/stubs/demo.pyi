@@ -1,7 +1,7 @@
 from __future__ import annotations
 from typing import Any, Literal, NotRequired, TypedDict
 
-def lookup(*, key: str) -> Any:
+def lookup(key: str) -> Any:
     """Look up the price of an item by key.
 
     Args:
@@ -10,7 +10,7 @@ def lookup(*, key: str) -> Any:
 
 class prices:
     @staticmethod
-    def list(*, limit: int | None = None) -> Any:
+    def list(limit: int | None = None) -> Any:
         """List every item and its price, cheapest first; at most limit items when limit is given.
 
         Args:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 from typing import Any, Literal, NotRequired, TypedDict
 
-def lookup(*, key: str) -> Any:
+def lookup(key: str) -> Any:
     """Look up the price of an item by key.
 
     Args:
@@ -15,11 +15,11 @@ class market:
             ...
 
     @staticmethod
-    def get_price(*, symbol: str, currency: Literal["USD", "EUR"] = "USD") -> Any:
+    def get_price(symbol: str, currency: Literal["USD", "EUR"] = "USD") -> Any:
         """Return the last price of symbol."""
 
     @staticmethod
-    def history(*, symbol: str, days: int = 30) -> Any:
+    def history(symbol: str, days: int = 30) -> Any:
         """Daily closing prices,
         oldest first.
         """

@@ -3,11 +3,11 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 class github:
     @staticmethod
-    def create_comment(*, issue: int, body: str, meta: dict[str, str] | None = None, **kwargs: str) -> Any:
+    def create_comment(issue: int, body: str, meta: dict[str, str] | None = None, **kwargs: str) -> Any:
         """Comment on an issue."""
 
     @staticmethod
-    def get_issue(*, number: int, state: Literal["open", "closed"] | None = None, **kwargs: Any) -> Any:
+    def get_issue(number: int, state: Literal["open", "closed"] | None = None, **kwargs: Any) -> Any:
         """Return an issue by number.
 
         Args:
@@ -16,7 +16,7 @@ class github:
         """
 
     @staticmethod
-    def search_issues(*, q: str, labels: list[str] | None = None, sort: str | None = None, **kwargs: Any) -> Any:
+    def search_issues(q: str, labels: list[str] | None = None, sort: str | None = None, **kwargs: Any) -> Any:
         """Search issues with GitHub's "q" syntax.
 
         Args:

@@ -12,11 +12,11 @@ class market:
             ...
 
     @staticmethod
-    def get_price(*, symbol: str, currency: Literal["USD", "EUR"] = "USD") -> Any:
+    def get_price(symbol: str, currency: Literal["USD", "EUR"] = "USD") -> Any:
         """Return the last price of symbol."""
 
     @staticmethod
-    def history(*, symbol: str, days: int = 30) -> Any:
+    def history(symbol: str, days: int = 30) -> Any:
         """Daily closing prices,
         oldest first.
 

@@ -8,7 +8,7 @@ class GetStructuredContentResult(TypedDict):
 
 class everything:
     @staticmethod
-    def echo(*, message: str) -> Any:
+    def echo(message: str) -> Any:
         """Echoes back the input string
 
         Args:
@@ -16,7 +16,7 @@ class everything:
         """
 
     @staticmethod
-    def get_annotated_message(*, messageType: Literal["error", "success", "debug"], includeImage: bool = False) -> Any:
+    def get_annotated_message(messageType: Literal["error", "success", "debug"], includeImage: bool = False) -> Any:
         """Demonstrates how annotations can be used to provide metadata about content.
 
         Args:
@@ -29,7 +29,7 @@ class everything:
         """Returns all environment variables, helpful for debugging MCP server configuration"""
 
     @staticmethod
-    def get_resource_links(*, count: float = 3) -> Any:
+    def get_resource_links(count: float = 3) -> Any:
         """Returns up to ten resource links that reference different types of resources
 
         Args:
@@ -37,7 +37,7 @@ class everything:
         """
 
     @staticmethod
-    def get_resource_reference(*, resourceType: Literal["Text", "Blob"] = "Text", resourceId: float = 1) -> Any:
+    def get_resource_reference(resourceType: Literal["Text", "Blob"] = "Text", resourceId: float = 1) -> Any:
         """Returns a resource reference that can be used by MCP clients
 
         Args:
@@ -45,7 +45,7 @@ class everything:
         """
 
     @staticmethod
-    def get_structured_content(*, location: Literal["New York", "Chicago", "Los Angeles"]) -> GetStructuredContentResult:
+    def get_structured_content(location: Literal["New York", "Chicago", "Los Angeles"]) -> GetStructuredContentResult:
         """Returns structured content along with an output schema for client data validation
 
         Args:
@@ -53,7 +53,7 @@ class everything:
         """
 
     @staticmethod
-    def get_sum(*, a: float, b: float) -> Any:
+    def get_sum(a: float, b: float) -> Any:
         """Returns the sum of two numbers
 
         Args:
@@ -66,7 +66,7 @@ class everything:
         """Returns a tiny MCP logo image."""
 
     @staticmethod
-    def gzip_file_as_resource(*, name: str = "README.md.gz", data: str = "https://raw.githubusercontent.com/modelcontextprotocol/servers/refs/heads/main/README.md", outputType: Literal["resourceLink", "resource"] = "resourceLink") -> Any:
+    def gzip_file_as_resource(name: str = "README.md.gz", data: str = "https://raw.githubusercontent.com/modelcontextprotocol/servers/refs/heads/main/README.md", outputType: Literal["resourceLink", "resource"] = "resourceLink") -> Any:
         """Compresses a single file using gzip compression. Depending upon the selected output type, returns either the compressed data as a gzipped resource or a resource link, allowing it to be downloaded in a subsequent request during the current session.
 
         Args:
@@ -76,7 +76,7 @@ class everything:
         """
 
     @staticmethod
-    def simulate_research_query(*, topic: str, ambiguous: bool = False) -> Any:
+    def simulate_research_query(topic: str, ambiguous: bool = False) -> Any:
         """Simulates a deep research operation that gathers, analyzes, and synthesizes information. Demonstrates MCP task-based operations with progress through multiple stages. If 'ambiguous' is true and client supports elicitation, sends an elicitation request for clarification.
 
         Args:
@@ -93,7 +93,7 @@ class everything:
         """Toggles simulated resource subscription updates on or off."""
 
     @staticmethod
-    def trigger_long_running_operation(*, duration: float = 10, steps: float = 5) -> Any:
+    def trigger_long_running_operation(duration: float = 10, steps: float = 5) -> Any:
         """Demonstrates a long running operation with progress updates.
 
         Args:

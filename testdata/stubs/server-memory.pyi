@@ -59,19 +59,19 @@ class SearchNodesResult(TypedDict):
 
 class memory:
     @staticmethod
-    def add_observations(*, observations: list[Observation]) -> AddObservationsResult:
+    def add_observations(observations: list[Observation]) -> AddObservationsResult:
         """Add new observations to existing entities in the knowledge graph"""
 
     @staticmethod
-    def create_entities(*, entities: list[Entity]) -> CreateEntitiesResult:
+    def create_entities(entities: list[Entity]) -> CreateEntitiesResult:
         """Create multiple new entities in the knowledge graph"""
 
     @staticmethod
-    def create_relations(*, relations: list[Relation]) -> CreateRelationsResult:
+    def create_relations(relations: list[Relation]) -> CreateRelationsResult:
         """Create multiple new relations between entities in the knowledge graph. Relations should be in active voice"""
 
     @staticmethod
-    def delete_entities(*, entityNames: list[str]) -> DeleteEntitiesResult:
+    def delete_entities(entityNames: list[str]) -> DeleteEntitiesResult:
         """Delete multiple entities and their associated relations from the knowledge graph
 
         Args:
@@ -79,11 +79,11 @@ class memory:
         """
 
     @staticmethod
-    def delete_observations(*, deletions: list[Deletion]) -> DeleteObservationsResult:
+    def delete_observations(deletions: list[Deletion]) -> DeleteObservationsResult:
         """Delete specific observations from entities in the knowledge graph"""
 
     @staticmethod
-    def delete_relations(*, relations: list[Relation]) -> DeleteRelationsResult:
+    def delete_relations(relations: list[Relation]) -> DeleteRelationsResult:
         """Delete multiple relations from the knowledge graph
 
         Args:
@@ -91,7 +91,7 @@ class memory:
         """
 
     @staticmethod
-    def open_nodes(*, names: list[str]) -> OpenNodesResult:
+    def open_nodes(names: list[str]) -> OpenNodesResult:
         """Open specific nodes in the knowledge graph by their names
 
         Args:
@@ -103,7 +103,7 @@ class memory:
         """Read the entire knowledge graph"""
 
     @staticmethod
-    def search_nodes(*, query: str) -> SearchNodesResult:
+    def search_nodes(query: str) -> SearchNodesResult:
         """Search for nodes in the knowledge graph based on a query
 
         Args:

@@ -10,7 +10,7 @@ class SequentialthinkingResult(TypedDict):
 
 class sequential_thinking:
     @staticmethod
-    def sequentialthinking(*, thought: str, nextThoughtNeeded: bool | str, thoughtNumber: int, totalThoughts: int, isRevision: bool | str | None = None, revisesThought: int | None = None, branchFromThought: int | None = None, branchId: str | None = None, needsMoreThoughts: bool | str | None = None) -> SequentialthinkingResult:
+    def sequentialthinking(thought: str, nextThoughtNeeded: bool | str, thoughtNumber: int, totalThoughts: int, isRevision: bool | str | None = None, revisesThought: int | None = None, branchFromThought: int | None = None, branchId: str | None = None, needsMoreThoughts: bool | str | None = None) -> SequentialthinkingResult:
         """A detailed tool for dynamic and reflective problem-solving through thoughts.
         This tool helps analyze problems through a flexible thinking process that can adapt and evolve.
         Each thought can build on, question, or revise previous insights as understanding deepens.

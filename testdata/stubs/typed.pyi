@@ -34,14 +34,14 @@ class ContactsContact(TypedDict):
 
 class crm:
     @staticmethod
-    def add_contacts(*, contacts: list[Contact]) -> AddContactsResult:
+    def add_contacts(contacts: list[Contact]) -> AddContactsResult:
         """Add contacts."""
 
     @staticmethod
-    def find(*, filter: Filter) -> FindContact | Company | None:
+    def find(filter: Filter) -> FindContact | Company | None:
         """Find a contact or a company."""
 
 class geo:
     @staticmethod
-    def contacts(*, contacts: list[ContactsContact]) -> list[str]:
+    def contacts(contacts: list[ContactsContact]) -> list[str]:
         """Places with a contact."""

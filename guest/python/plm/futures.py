@@ -31,7 +31,7 @@ from builtins import (
 
 import _spine
 from plm.purity import _key_cache, _plain
-from plm.wire import encode_request, fits
+from plm.wire import accepted, encode_request
 
 __all__ = ["pending", "send", "prepare", "reset", "start", "settle"]
 
@@ -91,8 +91,12 @@ def _offer(tool, args, spare=False):
     or a chain's read (CHAIN: a read pending for the same bytes serves it instead), which
     a plan of the pass adopts instead of preparing it again."""
     global last_handle
-    if type(args) is not dict or not _plain(args) or not fits(tool, args):
-        return None  # not plain data, or the call raises TypeError before any request
+    if type(args) is not dict or not _plain(args):
+        return None  # not plain data
+    names = tuple(args)
+    args = accepted(tool, args)  # the request's arguments, as the tool's proxy makes them
+    if args is None:
+        return None  # the call raises TypeError before any request
     request = encode_request(tool, args)
     if len(request) > MAX_MESSAGE:
         return None
@@ -125,7 +129,7 @@ def _offer(tool, args, spare=False):
         handles.append(handle)
     if spare:
         _spare[digest] = _spare.get(digest, 0) + 1
-        _spare_calls.add((tool, tuple(args)))
+        _spare_calls.add((tool, names))
     return True
 
 
@@ -156,7 +160,10 @@ def start(tool, args, deliver):
     claimed by settle, which hands deliver(response, None) the response's bytes, or
     deliver(None, exc) the exception that claiming it raised. False when the call did not
     start (args not plain data, or the Host said no): then the caller makes the call."""
-    if type(args) is not dict or not _plain(args) or not fits(tool, args):
+    if type(args) is not dict or not _plain(args):
+        return False
+    args = accepted(tool, args)
+    if args is None:
         return False
     request = encode_request(tool, args)
     if len(request) > MAX_MESSAGE:

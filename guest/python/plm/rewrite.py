@@ -31,7 +31,7 @@ from builtins import (
     zip,
 )
 
-from plm import chain, futures
+from plm import chain, futures, wire
 from plm.chain import spec_target
 from plm.facts import (
     _COMPS,
@@ -197,12 +197,24 @@ class _Scanner:
     def single(self, node):
         """A candidate for the call node, if it calls an early tool with pure arguments."""
         tool = _dotted(node.func)
-        if tool is None or tool not in self.tools or node.args:
+        if tool is None or tool not in self.tools:
             return None
+        names = []
+        values = []
+        if node.args:
+            # Positional arguments are named as the tool's proxy names them (wire.bind).
+            check = wire.keywords.get(tool)
+            order = None if check is None else check[2]
+            if order is None or len(node.args) > len(order):
+                return None  # the call raises TypeError
+            for name, arg in zip(order, node.args):
+                if type(arg) is ast.Starred:
+                    return None
+                names.append(name)
+                values.append(arg)
         compiler = _Compiler(self.shadowed)
         try:
-            names = []
-            fns = []
+            fns = [compiler.expr(value) for value in values]
             for k in node.keywords:
                 if k.arg is None:
                     return None
@@ -211,6 +223,8 @@ class _Scanner:
         except (_NotPure, RecursionError):
             return None
         names = tuple(names)
+        if len(set(names)) != len(names):
+            return None  # a value given twice: the call raises TypeError
         plan = _single_plan(tool, names, fns)
         return _Cand(plan, compiler.free, lambda: self.segment(node), (tool, names, fns), ((tool, names),), node)
 
@@ -694,7 +708,7 @@ def _nothing_to_prepare(body, start, facts):
         if i > start:
             changed = facts.changes(body[i - 1])
             if changed is not None:
-                nodes = [k.value for k in call.keywords]
+                nodes = list(call.args) + [k.value for k in call.keywords]
                 while nodes:
                     node = nodes.pop()
                     if type(node) is ast.Name and node.id in changed:
