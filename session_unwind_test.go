@@ -40,7 +40,7 @@ func TestSessionInterruptUnwinds(t *testing.T) {
 		{"handler longer than a tick", "try:\n    x = 0\n    while True: s = s or mark()\nfinally:\n    total = 0\n    for i in range(50000):\n        total += i\n" + handler},
 		{"sleep", "import time\ntry:\n    mark()\n    time.sleep(3600)\nfinally:\n" + handler},
 		{"sleep, then the end of the program", "import time\ntry:\n    mark()\n    time.sleep(3600)\nexcept KeyboardInterrupt:\n" + handler},
-				{"nested handlers", "try:\n    try:\n        while True: s = s or mark()\n    finally:\n        inner = True\nfinally:\n    cleaned = inner\n    print('handler ran')\n"},
+		{"nested handlers", "try:\n    try:\n        while True: s = s or mark()\n    finally:\n        inner = True\nfinally:\n    cleaned = inner\n    print('handler ran')\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newSession(t, r)
