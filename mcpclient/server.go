@@ -290,8 +290,8 @@ func (s *Server) failed(cause error) {
 }
 
 // broke records that session ended, as a call on it found out, and returns
-// the error of that call. The reconnecting goroutine's cause, from the
-// session's Wait, replaces this one or is kept if it came first.
+// the error of that call. Its cause stays the server's (Err's), unless the
+// reconnecting goroutine saw the end first and recorded its own.
 //
 // run, when not 0, is the program whose call it was: its later calls are
 // refused, and the reconnection does not back off for it.
