@@ -88,6 +88,9 @@ func canonicalArgs(args json.RawMessage) (json.RawMessage, error) {
 			out = append(out, "null"...)
 		}
 	}
+	if len(stack) > 0 {
+		return nil, errors.New("the arguments are not JSON: they end inside an object or array")
+	}
 	return out, nil
 }
 
