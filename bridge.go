@@ -113,7 +113,7 @@ func (r *Runner) invoke(ctx context.Context, request callRequest) []byte {
 	if !ok {
 		err = fmt.Errorf("unknown tool: %s", request.Tool)
 	} else {
-		err = st.approve(ctx, request, false)
+		request.Args, err = st.approve(ctx, request, false)
 	}
 	if err != nil {
 		response = encodeResponse(nil, err)

@@ -55,7 +55,8 @@ func (st *runState) prepare(request callRequest) uint32 {
 		st.limitOnce(&st.loggedEarly, "MaxPendingEarlyReads or MaxEarlyReads")
 		return 0
 	}
-	if st.approve(st.ctx, request, true) != nil {
+	args, err := st.approve(st.ctx, request, true)
+	if err != nil {
 		return 0 // not started; the program's call, if it comes, asks again
 	}
 	ctx, cancel := context.WithCancel(st.ctx)
@@ -75,7 +76,7 @@ func (st *runState) prepare(request callRequest) uint32 {
 	st.wg.Add(1)
 	go func() {
 		defer st.wg.Done()
-		f.response, f.err = callTool(ctx, request.Tool, spec.Call, request.Args)
+		f.response, f.err = callTool(ctx, request.Tool, spec.Call, args)
 		f.took = time.Since(f.start)
 		if f.span != nil {
 			f.span.AddEvent("spine.tool.returned")

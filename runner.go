@@ -504,43 +504,10 @@ func (r *Runner) CheckInputs(inputs any) (json.RawMessage, error) {
 	if depth := jsonDepth(encoded, MaxInputDepth); depth > MaxInputDepth {
 		return nil, fmt.Errorf("%w: inputs nest more than %d levels deep, over the limit of %d", ErrBadRequest, MaxInputDepth, MaxInputDepth)
 	}
-	return encoded, nil
-}
-
-// MaxInputDepth is how deeply a Request's inputs may nest arrays and objects
-// (the inputs object itself is level 1). The Guest decodes inputs with
-// CPython's json module, whose recursion limit stops it a little under 600
-// levels; the Host refuses deeper inputs before the run.
-const MaxInputDepth = 512
-
-// jsonDepth returns how deeply data (valid JSON) nests arrays and objects, or
-// limit+1 as soon as it is deeper than limit.
-func jsonDepth(data []byte, limit int) int {
-	depth, deepest, inString, escaped := 0, 0, false, false
-	for _, c := range data {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
-			if depth++; depth > deepest {
-				if deepest = depth; deepest > limit {
-					return deepest
-				}
-			}
-		case c == ']' || c == '}':
-			depth--
-		}
+	if err := checkInputText(encoded); err != nil {
+		return nil, err
 	}
-	return deepest
+	return encoded, nil
 }
 
 // encodeExecute encodes the Guest's execute request; prefix says the program

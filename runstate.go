@@ -29,6 +29,7 @@ var errBudget = errors.New("tool call budget exhausted")
 // finish on their own goroutines, hence the mutex.
 type runState struct {
 	runner *Runner
+	id     uint64          // RunOf's answer
 	ctx    context.Context // the run's context, carrying this state; futures derive from it
 	early  bool            // early reads allowed for this run
 
@@ -56,7 +57,7 @@ type runState struct {
 
 // newRunState returns the state of a new run; its ctx is ctx with the state attached.
 func newRunState(r *Runner, ctx context.Context, early bool) *runState {
-	st := &runState{runner: r, early: early, begun: time.Now()}
+	st := &runState{runner: r, early: early, begun: time.Now(), id: runIDs.Add(1)}
 	st.ctx = context.WithValue(ctx, runKey{}, st)
 	return st
 }

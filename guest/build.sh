@@ -98,6 +98,7 @@ if [ $source_only = 0 ]; then
 fi
 [ -x "$python_build" ] || need_pkgs+=(python3.11)
 command -v dpkg-source >/dev/null || need_pkgs+=(dpkg-dev)
+command -v patch >/dev/null || need_pkgs+=(patch)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
 	log "installing ${need_pkgs[*]}"
 	apt-get update -qq
@@ -157,6 +158,23 @@ if [ ! -f "$cpython/.extracted" ]; then
 	rm -rf "$cpython"
 	tar -C "$work" -xzf "$work/src/$py_tarball"
 	touch "$cpython/.extracted"
+fi
+# The Guest's patches to CPython (guest/cpython/*.patch, applied in name order). When
+# they change, the files they touch, now or before, are taken afresh from the tarball
+# (dated now, so that make rebuilds what uses them) and the patches applied again.
+patches=("$here"/cpython/*.patch)
+patched=$(cat "${patches[@]}" | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$cpython/.patched" 2>/dev/null)" != "$patched" ]; then
+	patched_files() { sed -n 's,^+++ b/\([^[:space:]]*\).*,\1,p' "${patches[@]}" | sort -u; }
+	touched=$({ cat "$cpython/.patched-files" 2>/dev/null || true; patched_files; } | sort -u)
+	# shellcheck disable=SC2046 # one tar member per line, no spaces in CPython's paths
+	tar -C "$work" -xzmf "$work/src/$py_tarball" $(printf "Python-$py_version/%s\n" $touched)
+	for p in "${patches[@]}"; do
+		log "patching CPython: ${p#"$root"/}"
+		patch -s -p1 -d "$cpython" <"$p"
+	done
+	patched_files >"$cpython/.patched-files"
+	printf '%s' "$patched" >"$cpython/.patched"
 fi
 if [ $source_only = 1 ]; then
 	echo "$cpython"

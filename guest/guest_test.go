@@ -42,7 +42,7 @@ func TestSourcesMatchManifest(t *testing.T) {
 	m := readManifest(t)
 	root := ".."
 	var present []string
-	for _, pattern := range []string{"*.sh", "*.py", "Setup.local", "c/*"} {
+	for _, pattern := range []string{"*.sh", "*.py", "Setup.local", "c/*", "cpython/*.patch"} {
 		matches, _ := filepath.Glob(pattern)
 		for _, p := range matches {
 			if info, err := os.Stat(p); err == nil && !info.IsDir() {

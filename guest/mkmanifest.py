@@ -11,7 +11,8 @@ import pathlib
 import re
 import subprocess
 
-# Guest sources, relative to the repository root, besides guest/python/**/*.py.
+# Guest sources, relative to the repository root, besides guest/python/**/*.py and
+# guest/cpython/*.patch (the Guest's patches to CPython).
 # Keep in step with TestSourcesMatchManifest (guest_test.go).
 SOURCES = [
     "guest/build.sh",
@@ -62,7 +63,8 @@ def main():
         path = pathlib.Path(path)
         entry["files"][path.name] = sha256(path)
     sources = sorted(SOURCES + [p.relative_to(args.root).as_posix()
-                                for p in (args.root / "guest/python").rglob("*.py")])
+                                for p in [*(args.root / "guest/python").rglob("*.py"),
+                                          *(args.root / "guest/cpython").glob("*.patch")]])
     manifest = {
         "abi_version": abi_version(args.root),
         "cpython": {"version": "3.11.2", "tarball": args.tarball.name, "sha256": sha256(args.tarball)},

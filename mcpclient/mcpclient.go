@@ -69,6 +69,13 @@ type Options struct {
 	// connection and the MCP handshake); 0 means 30s.
 	ConnectTimeout time.Duration
 
+	// CallTimeout bounds each call of a Server's tools (on top of the
+	// caller's ctx); 0 means a minute. A call that gets no answer in time
+	// fails, and the session is replaced (a command's process is ended and
+	// started again). Err reports the server stuck once a call has waited a
+	// quarter of it with nothing from the server since.
+	CallTimeout time.Duration
+
 	// Tools, when not nil, are the only tools (by MCP name) that become
 	// entries; ExcludeTools are tools left out. Naming a tool the server
 	// does not have, in either, is an error: a typo would otherwise offer a

@@ -53,14 +53,22 @@ func (e *DownError) Unwrap() error { return e.Cause }
 // A Server is an MCP server whose tools stay callable while its sessions come
 // and go. When a session ends, Server connects again in the background,
 // waiting 100ms before the first attempt and twice as long after each failure,
-// up to 30s (back to 100ms once a session has lasted a minute). While there is
-// no session, calls of its tools fail at once with a *DownError naming the
-// server and the cause, and Err reports the same.
+// up to 30s (back to 100ms once a session has lasted a minute, or when a
+// program's call ended it). Calls made before the first attempt ends wait for
+// it (or for their ctx); once an attempt has failed, calls fail at once with a
+// *DownError naming the server and the cause, until one succeeds. Err reports
+// the same.
 //
 // A response the client cannot decode, or a transport that fails, ends the
 // session in the SDK: the call waiting for it fails with a *DownError and the
-// server is reconnected. A call that fails while its session stays up (an
-// error result, a JSON-RPC error, a cancelled context) fails alone.
+// server is reconnected. The program (spine.RunOf) whose call that was is
+// refused from then on: its later calls fail at once with a *RefusedError, so
+// that one program cannot keep the server down for the others. A call that
+// fails while its session stays up (an error result, a JSON-RPC error, a
+// cancelled context) fails alone. A call that gets no answer within
+// Options.CallTimeout fails, and the session is replaced (a stuck command is
+// ended and started again); while a call waits long for an answer that does
+// not come, Err reports a *StuckError, which /healthz shows.
 //
 // Reconnecting repeats the MCP handshake only: the tools are those listed by
 // Dial, called by their MCP names on whatever session is current.
@@ -81,6 +89,15 @@ type Server struct {
 	down    error              // the *DownError while session is nil
 	closed  bool
 	closeMu sync.Mutex // held by Close, so that a second Close waits for the first
+
+	callTimeout  time.Duration
+	refused      refusal       // the programs that broke a session
+	blamed       bool          // the session ended in a call of a program, now refused
+	reconnecting bool          // a session ended and no reconnection has failed since
+	attempt      chan struct{} // closed when the current reconnection attempt ends
+	calls        uint64
+	waiting      map[uint64]time.Time // the calls waiting for an answer: when each began
+	heard        time.Time            // the last answer of the current session
 }
 
 // Dial connects to the MCP server reached through the transports that
@@ -108,6 +125,14 @@ func Dial(ctx context.Context, newTransport func() mcp.Transport, namespace stri
 		timeout:   opts.ConnectTimeout,
 		logger:    opts.Logger,
 		loop:      make(chan struct{}),
+
+		callTimeout: opts.CallTimeout,
+		attempt:     make(chan struct{}),
+		waiting:     make(map[uint64]time.Time),
+		heard:       time.Now(),
+	}
+	if s.callTimeout <= 0 {
+		s.callTimeout = defaultCallTimeout
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.timeout <= 0 {
@@ -141,13 +166,17 @@ func Dial(ctx context.Context, newTransport func() mcp.Transport, namespace stri
 // (a new map each time).
 func (s *Server) Tools() spine.Manifest { return maps.Clone(s.tools) }
 
-// Err is nil while the server has a session. Otherwise it is the *DownError
-// its calls fail with, or, after Close, an error wrapping ErrClosed.
+// Err is nil while the server has a session that answers. Otherwise it is
+// the *DownError its calls fail with, a *StuckError while a call has waited
+// long for an answer that does not come, or, after Close, an error wrapping
+// ErrClosed.
 func (s *Server) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, err := s.current()
-	return err
+	if _, err := s.current(); err != nil {
+		return err
+	}
+	return s.stuck()
 }
 
 // current is the session calls use, or the error they fail with. s.mu is held.
@@ -198,9 +227,10 @@ func (s *Server) keep(session *mcp.ClientSession) {
 			return
 		}
 		cause := sessionEnded(err)
-		s.lost(cause)
+		blamed := s.lost(cause)
 		s.logger.Warn("mcp server down", "server", s.namespace, "cause", cause)
-		if time.Since(up) >= healthyAfter {
+		if blamed || time.Since(up) >= healthyAfter {
+			// A session a program's call broke says nothing of the server.
 			wait.reset()
 		}
 		session = nil
@@ -221,7 +251,7 @@ func (s *Server) keep(session *mcp.ClientSession) {
 				}
 				err = connectFailed(err)
 				s.logger.Warn("mcp server still down", "server", s.namespace, "cause", err, "attempt", attempt)
-				s.lost(err)
+				s.failed(err)
 				continue
 			}
 			session = next
@@ -234,24 +264,48 @@ func (s *Server) keep(session *mcp.ClientSession) {
 	}
 }
 
-// lost records that the server has no session, because of cause: the end
-// of the last session, or the failure of a reconnection.
-func (s *Server) lost(cause error) {
+// lost records that the last session ended, because of cause, and reports
+// whether a program's call was to blame (broke). Calls wait for the first
+// reconnection attempt.
+func (s *Server) lost(cause error) (blamed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.session != nil || s.down == nil { // else a call saw the end first (broke), and said why
+		s.down = &DownError{Server: s.namespace, Cause: cause}
+	}
+	s.session = nil
+	s.reconnecting = true
+	blamed, s.blamed = s.blamed, false
+	return blamed
+}
+
+// failed records that a reconnection failed, because of cause: calls fail at
+// once until one succeeds.
+func (s *Server) failed(cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.session = nil
 	s.down = &DownError{Server: s.namespace, Cause: cause}
+	s.attempted(true)
 }
 
 // broke records that session ended, as a call on it found out, and returns
-// the error of that call. The reconnecting goroutine's cause, from the
-// session's Wait, replaces this one or is kept if it came first.
-func (s *Server) broke(session *mcp.ClientSession, cause error) error {
+// the error of that call. Its cause stays the server's (Err's), unless the
+// reconnecting goroutine saw the end first and recorded its own.
+//
+// run, when not 0, is the program whose call it was: its later calls are
+// refused, and the reconnection does not back off for it.
+func (s *Server) broke(session *mcp.ClientSession, cause error, run uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if run != 0 {
+		s.refused.add(run, cause) // also when the reconnecting goroutine saw the end first
+	}
 	if s.session == session {
 		s.session = nil
 		s.down = &DownError{Server: s.namespace, Cause: cause}
+		s.reconnecting = true
+		s.blamed = run != 0
 	}
 	if _, err := s.current(); err != nil {
 		return err
@@ -267,28 +321,49 @@ func (s *Server) up(session *mcp.ClientSession) bool {
 		return false
 	}
 	s.session, s.down = session, nil
+	s.heard = time.Now()
+	s.attempted(false)
 	return true
 }
 
 // caller returns the spine.Tool that calls the MCP tool name on the current
-// session.
+// session (await), within the call time limit. The program of a call that
+// breaks the session is refused from then on (RefusedError).
 func (s *Server) caller(name string) spine.Tool {
 	return func(ctx context.Context, args json.RawMessage) (any, error) {
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
+		run := spine.RunOf(ctx)
 		s.mu.Lock()
-		session, err := s.current()
+		cause, refused := s.refused.causes[run]
 		s.mu.Unlock()
+		if refused {
+			return nil, &RefusedError{Server: s.namespace, Cause: cause}
+		}
+		session, err := s.await(ctx)
 		if err != nil {
 			return nil, err
 		}
-		result, err := session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		callCtx, cancel := context.WithTimeout(ctx, s.callTimeout)
+		defer cancel()
+		done := s.calling(session)
+		result, err := session.CallTool(callCtx, &mcp.CallToolParams{Name: name, Arguments: args})
+		var rpcErr *jsonrpc.Error
+		done(err == nil || errors.As(err, &rpcErr))
 		if err == nil {
 			return Value(result)
 		}
+		if ctx.Err() == nil && callCtx.Err() != nil {
+			// No answer in time: the server is stuck. Its session is
+			// ended, and a new one (a new process) takes its place.
+			cause := fmt.Errorf("a call of %s got no answer in %v", name, s.callTimeout)
+			err := s.broke(session, cause, 0)
+			go session.Close() // keep reconnects once it has ended
+			return nil, err
+		}
 		if ctx.Err() == nil && broken(ctx, session, err) {
-			return nil, s.broke(session, callFailed(err))
+			return nil, s.broke(session, callFailed(err), run)
 		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

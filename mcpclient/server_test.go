@@ -33,7 +33,9 @@ type dialer struct {
 	mode   string
 	url    string
 	gate   chan struct{}
+	refuse chan struct{} // a token makes the next connection fail
 	events chan string
+	opts   mcpclient.Options
 
 	mu   sync.Mutex
 	cmds []*exec.Cmd
@@ -41,7 +43,7 @@ type dialer struct {
 }
 
 func newDialer(mode string) *dialer {
-	return &dialer{mode: mode, gate: make(chan struct{}), events: make(chan string, 1024)}
+	return &dialer{mode: mode, gate: make(chan struct{}), refuse: make(chan struct{}), events: make(chan string, 1024)}
 }
 
 func (d *dialer) transport() mcp.Transport {
@@ -59,7 +61,7 @@ func (d *dialer) transport() mcp.Transport {
 	if d.n == 1 {
 		return t
 	}
-	return gated{t, d.gate}
+	return gated{t, d.gate, d.refuse}
 }
 
 // connections is how many transports the Server asked for.
@@ -79,7 +81,9 @@ func (d *dialer) cmd(i int) *exec.Cmd {
 // checks that every process it started has been waited for.
 func (d *dialer) dial(t *testing.T) *mcpclient.Server {
 	t.Helper()
-	s, err := mcpclient.Dial(t.Context(), d.transport, "srv", &mcpclient.Options{Logger: slog.New(eventHandler{d.events})})
+	opts := d.opts
+	opts.Logger = slog.New(eventHandler{d.events})
+	s, err := mcpclient.Dial(t.Context(), d.transport, "srv", &opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,19 +109,41 @@ func (d *dialer) dial(t *testing.T) *mcpclient.Server {
 	return s
 }
 
-// gated connects once it gets a token, or fails when ctx ends first.
+// gated connects once it gets a token on gate, or fails when it gets one
+// on refuse or ctx ends first.
 type gated struct {
 	mcp.Transport
-	gate chan struct{}
+	gate, refuse chan struct{}
 }
 
 func (g gated) Connect(ctx context.Context) (mcp.Connection, error) {
 	select {
 	case <-g.gate:
 		return g.Transport.Connect(ctx)
+	case <-g.refuse:
+		return nil, errors.New("refused by the test")
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// callWhileDown calls echo on s, which is reconnecting: the call waits for
+// the reconnection, which the gate lets through, and is answered.
+func callWhileDown(t *testing.T, d *dialer, s *mcpclient.Server, what string) {
+	t.Helper()
+	answer := make(chan error, 1)
+	go func() {
+		v, err := callTool(t, s, "srv.echo", `{"text": "x"}`)
+		if err == nil && v != "x" {
+			err = fmt.Errorf("echo answered %v", v)
+		}
+		answer <- err
+	}()
+	d.gate <- struct{}{}
+	if err := <-answer; err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	d.waitUp(t)
 }
 
 func callTool(t *testing.T, s *mcpclient.Server, name, args string) (any, error) {
@@ -208,10 +234,7 @@ func TestServerKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkDown(t, "the call in flight", <-inFlight, "")
-	_, err := callTool(t, s, "srv.echo", `{"text": "x"}`)
-	checkDown(t, "a call while down", err, "")
-	d.gate <- struct{}{} // let the reconnection through
-	d.waitUp(t)
+	callWhileDown(t, d, s, "a call while reconnecting")
 	checkEcho(t, s)
 	if v, err := callTool(t, s, "srv.getenv", `{"name": "SPINE_TEST_GREETING"}`); err != nil || v != "hello from the server" {
 		t.Fatalf("getenv after the restart: %v, %v", v, err)
@@ -226,8 +249,11 @@ func TestServerKilled(t *testing.T) {
 	}
 	d.waitDown(t)
 	checkDown(t, "Err", s.Err(), "the server process ended: signal: killed")
-	_, err = callTool(t, s, "srv.echo", `{"text": "x"}`)
-	checkDown(t, "a call while down", err, "the server process ended: signal: killed")
+	// A reconnection that fails: calls fail at once until one succeeds.
+	d.refuse <- struct{}{}
+	d.waitEvent(t, "mcp server still down")
+	_, err := callTool(t, s, "srv.echo", `{"text": "x"}`)
+	checkDown(t, "a call while down", err, "refused by the test")
 	d.gate <- struct{}{}
 	d.waitUp(t)
 	checkEcho(t, s)
@@ -256,11 +282,8 @@ func TestServerBadResponse(t *testing.T) {
 	} {
 		_, err := callTool(t, s, "srv.respond", `{"mode": "`+c.mode+`"}`)
 		checkDown(t, c.mode, err, c.want)
-		checkDown(t, c.mode+": Err", s.Err(), "")
-		_, err = callTool(t, s, "srv.echo", `{"text": "x"}`)
-		checkDown(t, c.mode+": a call while down", err, "")
-		d.gate <- struct{}{}
-		d.waitUp(t)
+		checkDown(t, c.mode+": Err", s.Err(), c.want)
+		callWhileDown(t, d, s, c.mode+": a call while reconnecting")
 		checkEcho(t, s)
 	}
 
@@ -332,6 +355,8 @@ func TestServerThroughPython(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.waitDown(t)
+	d.refuse <- struct{}{} // down for good: calls fail at once
+	d.waitEvent(t, "mcp server still down")
 	out, err := r.Run(t.Context(), spine.Request{Source: `
 try:
     srv.echo(text="x")

@@ -37,6 +37,12 @@ func RequireToken(token string, next http.Handler) http.Handler {
 	})
 }
 
+// Authorized reports whether r carries the header "Authorization: Bearer
+// <token>", compared as RequireToken compares it.
+func Authorized(r *http.Request, token string) bool {
+	return authorized(r, sha256.Sum256([]byte(token)))
+}
+
 const (
 	wwwAuthenticate     = `Bearer realm="spine"`
 	unauthorizedMessage = `this server needs "Authorization: Bearer <token>"`

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"container/list"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/spine-run/spine/service"
 )
 
 // The defaults of the flags spine serve and spine mcp --http share.
@@ -25,6 +28,10 @@ const (
 	// maxHeaderTimeout bounds the time to send a request's headers when
 	// --read-timeout is longer.
 	maxHeaderTimeout = 10 * time.Second
+
+	// defaultUnauthTimeout is how long a connection may read before a
+	// request on it has shown the token (limitListener).
+	defaultUnauthTimeout = 5 * time.Second
 )
 
 // httpLimits bound what clients can hold of an HTTP server: connections,
@@ -33,6 +40,12 @@ type httpLimits struct {
 	maxConns    int
 	readTimeout time.Duration // the headers (at most maxHeaderTimeout) and the body
 	idleTimeout time.Duration // a keep-alive connection between requests
+
+	// token is the bearer token requests must show (none: every request
+	// authenticates its connection); unauthTimeout how long a connection may
+	// read before one has (at most readTimeout). See limitListener.
+	token         string
+	unauthTimeout time.Duration
 
 	// acceptWait, when set, is called each time the listener has to wait
 	// for a connection to close before it accepts another (tests).
@@ -50,6 +63,10 @@ func (l httpLimits) orDefaults() httpLimits {
 	if l.idleTimeout <= 0 {
 		l.idleTimeout = defaultIdleTimeout
 	}
+	if l.unauthTimeout <= 0 {
+		l.unauthTimeout = defaultUnauthTimeout
+	}
+	l.unauthTimeout = min(l.unauthTimeout, l.readTimeout)
 	return l
 }
 
@@ -160,17 +177,35 @@ func bodyDeadline(d time.Duration, h http.Handler) http.Handler {
 // limitListener accepts at most cap(slots) connections at once: past it,
 // Accept waits for one to close, and new connections wait in the kernel's
 // backlog, costing the process nothing.
+//
+// A connection is unauthenticated until a request on it has shown the token
+// (any request, on a server without one: authenticated). Those may hold at
+// most share of the places: admitting one past it closes the oldest, which
+// has had the longest to show the token. And none may read past its cutoff,
+// a short time after it was accepted. So clients without the token, however
+// many and however slowly they send their headers, cannot hold the places
+// of those that have it, and a new client is admitted at once to show it.
 type limitListener struct {
 	net.Listener
 	slots     chan struct{}
 	closed    chan struct{}
 	closeOnce sync.Once
 	wait      func() // httpLimits.acceptWait
+
+	share   int           // unauthenticated connections open at once, at most
+	timeout time.Duration // an unauthenticated connection reads for this long, at most
+	mu      sync.Mutex
+	unauth  list.List // of *limitConn, the oldest first
 }
 
-func newLimitListener(ln net.Listener, n int, wait func()) *limitListener {
-	return &limitListener{Listener: ln, slots: make(chan struct{}, n), closed: make(chan struct{}), wait: wait}
+func newLimitListener(ln net.Listener, limits httpLimits) *limitListener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, limits.maxConns), closed: make(chan struct{}),
+		wait: limits.acceptWait, share: unauthenticatedShare(limits.maxConns), timeout: limits.unauthTimeout}
 }
+
+// unauthenticatedShare is how many of n places unauthenticated connections
+// may hold: a quarter, at least one.
+func unauthenticatedShare(n int) int { return max(1, n/4) }
 
 func (l *limitListener) Accept() (net.Conn, error) {
 	select {
@@ -190,7 +225,20 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		<-l.slots
 		return nil, err
 	}
-	return &limitConn{Conn: c, l: l}, nil
+	lc := &limitConn{Conn: c, l: l, cutoff: time.Now().Add(l.timeout)}
+	l.mu.Lock()
+	var oldest *limitConn
+	if l.unauth.Len() >= l.share {
+		oldest = l.unauth.Remove(l.unauth.Front()).(*limitConn)
+		oldest.waiting = nil
+	}
+	lc.waiting = l.unauth.PushBack(lc)
+	l.mu.Unlock()
+	if oldest != nil {
+		oldest.Conn.Close() // its server goroutine's read fails, and it closes lc
+	}
+	lc.Conn.SetReadDeadline(lc.cutoff)
+	return lc, nil
 }
 
 func (l *limitListener) Close() error {
@@ -199,15 +247,81 @@ func (l *limitListener) Close() error {
 	return err
 }
 
-// limitConn frees its slot of the listener when it is closed.
+// limitConn frees its place of the listener when it is closed.
 type limitConn struct {
 	net.Conn
-	l    *limitListener
-	once sync.Once
+	l       *limitListener
+	once    sync.Once
+	cutoff  time.Time     // while unauthenticated, no read past it
+	waiting *list.Element // in l.unauth while unauthenticated and open (l.mu)
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { <-c.l.slots })
+	c.once.Do(func() {
+		c.forget()
+		<-c.l.slots
+	})
 	return err
+}
+
+// authenticated marks the connection as one that has shown the token: it no
+// longer counts against the share, and its reads are no longer cut.
+func (c *limitConn) authenticated() {
+	if c.forget() {
+		c.Conn.SetReadDeadline(time.Time{}) // net/http sets its own for what it reads next
+	}
+}
+
+// forget takes c out of the unauthenticated connections, and reports
+// whether it was one.
+func (c *limitConn) forget() bool {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.waiting == nil {
+		return false
+	}
+	c.l.unauth.Remove(c.waiting)
+	c.waiting = nil
+	return true
+}
+
+// unauthenticated reports whether c has not shown the token yet.
+func (c *limitConn) unauthenticated() bool {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	return c.waiting != nil
+}
+
+// SetReadDeadline keeps an unauthenticated connection's reads within its
+// cutoff, whatever deadline net/http asks for (the header timeout, the idle
+// timeout of a keep-alive connection).
+func (c *limitConn) SetReadDeadline(t time.Time) error {
+	if c.unauthenticated() && (t.IsZero() || t.After(c.cutoff)) {
+		t = c.cutoff
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *limitConn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// connKey is the context key under which a request's connection travels
+// (http.Server.ConnContext).
+type connKey struct{}
+
+// markAuthenticated marks the connection of every request that shows token
+// (every request, when token is empty) as authenticated, before h runs.
+func markAuthenticated(token string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := r.Context().Value(connKey{}).(*limitConn); ok && c.unauthenticated() &&
+			(token == "" || service.Authorized(r, token)) {
+			c.authenticated()
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -46,7 +46,8 @@ commands:
   run     run a Python program with MCP servers' tools (spine run -h)
   tools   print the Python stubs of the tools a program can call (spine tools -h)
   bench   measure runs in every start mode against native python3 (spine bench -h)
-  serve   serve the HTTP API: POST /v1/run, /v1/run/stream, /healthz, /metrics (spine serve -h)
+  serve   serve the HTTP API: runs, streamed runs, sessions, the code-mode tool
+          (/v1/tool), /healthz and /metrics (spine serve -h)
   mcp     serve MCP (stdio or streamable HTTP) with one tool, run_python (spine mcp -h)
   soak    many mixed runs at once; checks every outcome and what leaks (spine soak -h)
   version the versions of spine, its Guest build and CPython (also spine --version)

@@ -47,7 +47,9 @@ flags:
   --stateless              keep nothing from one call to the next: no sessions, no fresh argument
   --max-sessions N         Python sessions kept; past it the one used least recently is closed (default 100)
   --token-file FILE        with --http, the bearer token, one word (default $SPINE_TOKEN)
-  --max-conns N            with --http, connections open at once; more wait to be accepted (default 256)
+  --max-conns N            with --http, connections open at once; more wait to be accepted (default 256);
+                           those without the token yet hold a quarter at most, oldest closed
+                           first, and read for 5s at most
   --read-timeout DURATION  with --http, time to send a request's headers (at most 10s) and body (default 30s)
   --idle-timeout DURATION  with --http, how long an idle keep-alive connection stays open (default 60s)
   --grace DURATION         with --http, how long shutdown waits for calls in flight (default 30s)
@@ -164,6 +166,7 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, server *mcp.Ser
 	var handler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: logger})
 	posts := newInFlight()
 	handler = posts.count(handler)
+	limits.token = token
 	if token != "" {
 		handler = service.RequireToken(token, handler)
 	}

@@ -44,9 +44,10 @@ flags:
 The program's working directory (/work) and /tmp are its own, in memory,
 empty at the start but for the --file files, and gone after the run. With
 --out DIR, the files the program created or changed there are written
-under DIR (made when missing), each at its name; a name that would leave
-DIR, or pass through a symbolic link, is refused. Without --out, they are
-only listed.
+under DIR (made when missing), each at its name; a file whose name would
+leave DIR, pass through a symbolic link or hold a control character is
+refused and listed with why, the others are written, and spine run exits 4.
+Without --out, they are only listed.
 
 On a terminal, the control characters the program printed (escape sequences,
 a lone \r, C1 controls) are shown escaped, like \x1b, instead of being obeyed;
@@ -113,53 +114,66 @@ func readFiles(args []string) ([]spine.File, error) {
 }
 
 // writeFiles writes a run's files under dir, each at its name, and returns
-// the paths written. A name must be one CheckFileName allows, and no part of
-// its path under dir may be a symbolic link: the files cannot land outside
-// dir, whatever the program named them or dir holds.
-func writeFiles(dir string, files []spine.File) ([]string, error) {
+// the paths written and the files refused, each with why; err is only for dir
+// itself (it cannot be made or opened), when nothing is written. A name must
+// be one CheckFileName allows, and no part of its path under dir may be a
+// symbolic link: the files cannot land outside dir, whatever the program
+// named them or dir holds. A file refused does not stop the others.
+func writeFiles(dir string, files []spine.File) (written []string, refused []refusedFile, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer root.Close()
-	var written []string
 	for _, f := range files {
-		if err := spine.CheckFileName(f.Name); err != nil {
-			return written, err
-		}
-		parts := strings.Split(f.Name, "/")
-		for i := range parts {
-			sub := filepath.Join(parts[:i+1]...)
-			info, err := root.Lstat(sub)
-			switch {
-			case errors.Is(err, os.ErrNotExist) && i < len(parts)-1:
-				if err := root.Mkdir(sub, 0o755); err != nil {
-					return written, err
-				}
-			case errors.Is(err, os.ErrNotExist):
-			case err != nil:
-				return written, err
-			case info.Mode()&os.ModeSymlink != 0:
-				return written, fmt.Errorf("%s: not written through the symbolic link %s", f.Name, filepath.Join(dir, sub))
-			}
-		}
-		out, err := root.OpenFile(filepath.FromSlash(f.Name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
-		if err != nil {
-			return written, err
-		}
-		_, err = out.Write(f.Data)
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return written, err
+		if err := writeOutFile(root, dir, f); err != nil {
+			refused = append(refused, refusedFile{Name: f.Name, Reason: err.Error()})
+			continue
 		}
 		written = append(written, filepath.Join(dir, filepath.FromSlash(f.Name)))
 	}
-	return written, nil
+	return written, refused, nil
+}
+
+// refusedFile is a file of the run that --out did not write, and why.
+type refusedFile struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// writeOutFile writes f under root (the folder dir), as writeFiles says.
+func writeOutFile(root *os.Root, dir string, f spine.File) error {
+	if err := spine.CheckFileName(f.Name); err != nil {
+		return err
+	}
+	parts := strings.Split(f.Name, "/")
+	for i := range parts {
+		sub := filepath.Join(parts[:i+1]...)
+		info, err := root.Lstat(sub)
+		switch {
+		case errors.Is(err, os.ErrNotExist) && i < len(parts)-1:
+			if err := root.Mkdir(sub, 0o755); err != nil {
+				return err
+			}
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return err
+		case info.Mode()&os.ModeSymlink != 0:
+			return fmt.Errorf("not written through the symbolic link %s", filepath.Join(dir, sub))
+		}
+	}
+	out, err := root.OpenFile(filepath.FromSlash(f.Name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = out.Write(f.Data)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (o *runOptions) flags(fs *flag.FlagSet) {
@@ -225,9 +239,10 @@ func readSource(file string, stdin io.Reader) (source, filename string, err erro
 // program (service.Response), then what only spine run knows.
 type runResult struct {
 	service.Response
-	ExitCode int         `json:"exit_code"`
-	Session  *runSession `json:"session,omitempty"`
-	Written  []string    `json:"written,omitempty"` // where --out wrote Files, in their order
+	ExitCode int           `json:"exit_code"`
+	Session  *runSession   `json:"session,omitempty"`
+	Written  []string      `json:"written,omitempty"` // where --out wrote Files, in their order
+	Refused  []refusedFile `json:"refused,omitempty"` // the Files --out did not write, and why
 }
 
 // runSession is what --json says of --session FILE.
@@ -412,19 +427,25 @@ func execute(ctx context.Context, run func(context.Context, spine.Request) (*spi
 	return out, exitFailure, res.Error
 }
 
-// writeOut writes the files the program left to --out dir and records where.
-// A failure to write becomes the run's error when it had none, else it is
-// printed.
+// writeOut writes the files the program left to --out dir and records where,
+// and which it refused. A file refused, or dir failing, becomes the run's
+// error when it had none, else it is printed.
 func (rep *runReport) writeOut(dir string, files []spine.File, code int, e *service.Error) (int, *service.Error) {
-	written, err := writeFiles(dir, files)
-	rep.res.Written = written
-	if err != nil {
-		msg := fmt.Sprintf("--out: %v", err)
-		if e == nil {
-			return exitFailure, &service.Error{Kind: kindFailure, Message: msg}
-		}
-		fmt.Fprintf(rep.stderr, "spine run: %s\n", rep.errText(msg))
+	written, refused, err := writeFiles(dir, files)
+	rep.res.Written, rep.res.Refused = written, refused
+	var msg string
+	switch {
+	case err != nil:
+		msg = fmt.Sprintf("--out: %v", err)
+	case len(refused) > 0:
+		msg = fmt.Sprintf("--out: %d of the %d files not written (listed below)", len(refused), len(files))
+	default:
+		return code, e
 	}
+	if e == nil {
+		return exitFailure, &service.Error{Kind: kindFailure, Message: msg}
+	}
+	fmt.Fprintf(rep.stderr, "spine run: %s\n", rep.errText(msg))
 	return code, e
 }
 
@@ -520,10 +541,16 @@ func (rep *runReport) finish(code int, e *service.Error) int {
 	if res.Session != nil && res.Session.Note != "" {
 		fmt.Fprintf(stderr, "spine run: %s\n", res.Session.Note)
 	}
-	for i, f := range res.Files {
-		if i < len(res.Written) {
-			fmt.Fprintf(stderr, "spine run: wrote %s (%d bytes)\n", errText(res.Written[i]), len(f.Data))
-		} else {
+	written, refused := res.Written, res.Refused
+	for _, f := range res.Files {
+		switch {
+		case len(refused) > 0 && refused[0].Name == f.Name:
+			fmt.Fprintf(stderr, "spine run: not written: %s: %s\n", errText(f.Name), errText(refused[0].Reason))
+			refused = refused[1:]
+		case len(written) > 0:
+			fmt.Fprintf(stderr, "spine run: wrote %s (%d bytes)\n", errText(written[0]), len(f.Data))
+			written = written[1:]
+		default:
 			fmt.Fprintf(stderr, "spine run: the program left %s (%d bytes); --out DIR writes it\n", errText(f.Name), len(f.Data))
 		}
 	}

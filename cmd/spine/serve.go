@@ -23,14 +23,15 @@ const serveUsage = `usage: spine serve [flags]
 
 Serves the HTTP API: POST /v1/run, POST /v1/run/stream, the sessions
 (POST /v1/sessions, POST /v1/sessions/{id}/run, GET /v1/sessions/{id}/snapshot,
-POST /v1/sessions/restore, DELETE /v1/sessions/{id}), GET /healthz and
-GET /metrics (README, "spine serve"). Programs call the tools of the MCP
+POST /v1/sessions/restore, DELETE /v1/sessions/{id}), the code-mode tool
+(GET /v1/tool, run_python as an agent declares it; POST /v1/tool/call), GET /healthz
+and GET /metrics (README, "spine serve"). Programs call the tools of the MCP
 servers in the config file (and the built-in demo tools with --demo-tools).
 On SIGINT or SIGTERM it stops accepting requests, lets the runs in flight
 finish (up to --grace) and exits.
 
-With a token (--token-file, else $SPINE_TOKEN), every request but /healthz
-must carry "Authorization: Bearer <token>". Without one it refuses to listen
+With a token (--token-file, else $SPINE_TOKEN), every request but /healthz,
+/metrics included, must carry "Authorization: Bearer <token>". Without one it refuses to listen
 on anything but a loopback address and answers only requests whose Host is
 localhost, 127.x.x.x or [::1]. POST /v1/run takes Content-Type
 application/json; /v1/run/stream a type such as text/x-python; a restore
@@ -45,7 +46,9 @@ flags:
   --stream-idle DURATION   a stream that sends nothing this long is ended with 408 (default 10s)
   --max-timeout DURATION   time limit of every run (default 30s)
   --token-file FILE        the bearer token, one word (default $SPINE_TOKEN)
-  --max-conns N            connections open at once; more wait to be accepted (default 256)
+  --max-conns N            connections open at once; more wait to be accepted (default 256);
+                           those without the token yet hold a quarter at most, oldest closed
+                           first, and read for 5s at most
   --read-timeout DURATION  time to send a request's headers (at most 10s) and body (default 30s)
   --idle-timeout DURATION  how long an idle keep-alive connection stays open (default 60s)
   --grace DURATION         how long shutdown waits for runs in flight (default 30s)
@@ -191,6 +194,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		MaxSnapshot: maxSnapshot(sessions.MemoryLimit),
 		Tool:        codemode.New(runner, manifest, &codemode.Options{Timeout: o.maxTimeout}),
 	})
+	limits.token = token
 	code = serveHTTP(ctx, stop, ln, svc, limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
 	svc.Close(context.Background()) // the requests have ended: nothing waits
 	return code
@@ -211,14 +215,15 @@ func maxSnapshot(memory uint64) int64 {
 func serveHTTP(ctx context.Context, stop func(), ln net.Listener, handler http.Handler, limits httpLimits, grace time.Duration, name, what string, stderr io.Writer, onShutdown ...func()) int {
 	limits = limits.orDefaults()
 	srv := &http.Server{
-		Handler:           bodyDeadline(limits.readTimeout, handler),
+		Handler:           markAuthenticated(limits.token, bodyDeadline(limits.readTimeout, handler)),
 		ReadHeaderTimeout: min(limits.readTimeout, maxHeaderTimeout),
 		IdleTimeout:       limits.idleTimeout,
+		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 	}
 	for _, f := range onShutdown {
 		srv.RegisterOnShutdown(f)
 	}
-	ln = newLimitListener(ln, limits.maxConns, limits.acceptWait)
+	ln = newLimitListener(ln, limits)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(stderr, "%s: listening on http://%s %s\n", name, ln.Addr(), what)

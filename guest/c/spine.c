@@ -453,8 +453,11 @@ spine_prefix_feed(uint32_t ptr, uint32_t len)
  * interrupt asks the running program to stop as Ctrl-C does natively: the
  * interpreter raises KeyboardInterrupt at its next check (every backward jump
  * and call). The Host calls it from its tick, in the middle of execute, when a
- * session's run is out of time; like a signal handler it only sets flags, so
- * any point of the Guest's work is a safe one. 2 is SIGINT.
+ * session's run is out of time, and again at every tick after, should the
+ * program have swallowed the last one; like a signal handler it only sets
+ * flags, so any point of the Guest's work is a safe one. A program in an
+ * except or finally block that a KeyboardInterrupt entered is handling it, and
+ * is left to finish: a second one would cut its clean-up short. 2 is SIGINT.
  */
 static int stepping;           /* the chain step runs (chain_pending, below) */
 static int interrupt_deferred; /* an interrupt that came meanwhile */
@@ -465,6 +468,14 @@ spine_interrupt(void)
 	if (stepping) {
 		interrupt_deferred = 1;
 		return 0;
+	}
+	if (Py_IsInitialized()) {
+		PyObject *handled = PyErr_GetHandledException();
+		int handling = handled != NULL && PyErr_GivenExceptionMatches(handled, PyExc_KeyboardInterrupt);
+		Py_XDECREF(handled);
+		if (handling) {
+			return 0;
+		}
 	}
 	return PyErr_SetInterruptEx(2);
 }

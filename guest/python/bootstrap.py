@@ -43,6 +43,7 @@ read a program while it streams in (prefix mode, in ``plm``).
 
 import ast
 import builtins
+import io
 import json
 import linecache
 import sys
@@ -419,6 +420,34 @@ def _still_tool(namespace, name):
         return False
 
 
+def _source_lines(source):
+    """The program's lines as linecache holds a file's: split where the compiler ends a
+    line (\\n, \\r\\n, \\r; not at the other characters str.splitlines takes), each ending
+    in a newline, the last one included. traceback places its carets counting that
+    newline: without it they land a column to the right."""
+    lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line + "\n" for line in lines]
+
+
+# The file objects open() makes for writing, exactly (a program's own class is not asked).
+_FILE_TYPES = frozenset((io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom))
+
+
+def _flush_files(namespace):
+    """A session's run ends with its files (docs/sessions.md): what the program wrote to
+    a file it left open in one of its variables is flushed now, so that the run's files
+    hold it and a later run's close() has nothing left to write to a file that is gone."""
+    for value in list(dict.values(namespace)):
+        if _type(value) in _FILE_TYPES:
+            try:
+                if not value.closed:
+                    value.flush()
+            except BaseException:
+                pass
+
+
 def execute(raw):
     """The execute entry: one JSON request in, one JSON response out (both bytes)."""
     try:
@@ -454,7 +483,7 @@ def execute(raw):
     image_main = modules.get("__main__")
     modules["__main__"] = main
     early_tools = set(early_names) if early else None
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    linecache.cache[filename] = (len(source), None, _source_lines(source), filename)
     try:
         try:
             last = _run(source, filename, namespace, early_tools, rendered)
@@ -486,6 +515,8 @@ def execute(raw):
             else:
                 modules["__main__"] = image_main
         linecache.cache.pop(filename, None)
+        if session:
+            _flush_files(namespace)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -82,7 +82,7 @@ func (e *Engine) newInstance(ctx context.Context, img *image, maxMemory uint64) 
 		WithRandSource(randSource(ctx)).
 		WithStdout(inst.stdout).
 		WithStderr(inst.stderr).
-		WithNanosleep(func(ns int64) { sleep(inst.runCtx, ns) })
+		WithNanosleep(inst.sleep)
 	instantiateCtx := ctx
 	switch {
 	case img != nil && img.memfd != nil:
@@ -391,7 +391,20 @@ func (inst *Instance) Close() {
 	_ = inst.mod.Close(context.Background())
 }
 
-// sleep is the Guest's nanosleep: a real sleep that ends when ctx is done.
+// sleep is the Guest's nanosleep. A session's run whose ctx ends while it
+// sleeps is interrupted as it wakes, as Ctrl-C interrupts a sleep natively:
+// the program gets KeyboardInterrupt where it slept, not at a later tick,
+// which a program that ends soon after would never see (its handlers then not
+// run). The Guest's interrupt only sets flags.
+func (inst *Instance) sleep(ns int64) {
+	ctx := inst.runCtx
+	sleep(ctx, ns)
+	if ctx != nil && ctx.Err() != nil && inst.session && inst.fns.interrupt != nil {
+		_, _ = inst.fns.interrupt.Call(context.WithoutCancel(ctx))
+	}
+}
+
+// sleep is a real sleep of ns nanoseconds that ends when ctx is done.
 func sleep(ctx context.Context, ns int64) {
 	if ns <= 0 {
 		return

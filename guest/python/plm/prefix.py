@@ -59,9 +59,11 @@ _prefix = None  # the prefix reader of the run, between prefix_begin and execute
 
 
 def reset():
-    """Forget the prefix reader: the state of a run that has ended."""
+    """Forget the prefix reader and every value it evaluated: the state of a run that has
+    ended, or of one whose program is about to run and may need the memory."""
     global _prefix
     _prefix = None
+    _key_cache.clear()  # it holds the containers the last evaluation looked into
 
 
 class _Prefix:
@@ -340,6 +342,8 @@ class _Prefix:
             value = fn((None, self.known))
         except Exception:
             return {}
+        finally:
+            _key_cache.clear()
         out = {}
         for target in targets:
             try:
