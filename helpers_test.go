@@ -130,3 +130,11 @@ func step(t testing.TB, s *Session, src string) string {
 	}
 	return string(out.Value)
 }
+
+// valueOf is out's value as text, for a failure's message.
+func valueOf(out *Output) string {
+	if out == nil {
+		return "(no output)"
+	}
+	return string(out.Value)
+}
