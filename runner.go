@@ -121,6 +121,7 @@ type Runner struct {
 	manifest Manifest
 	opts     Options
 	tools    json.RawMessage // the manifest as the Guest sees it, encoded once
+	world    world           // the package archives and the warm-up
 	engine   *engine.Engine  // the Guests: compiled, imaged, pooled
 	identity snapshotIdentity
 	sessions *sessions
@@ -169,12 +170,26 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 		r.tracer = opts.TracerProvider.Tracer(instrumentation)
 	}
 	r.closing, r.stop = context.WithCancel(context.Background())
+	var site []byte
+	if opts.Packages != nil {
+		if site, err = packPackages(opts.Packages); err != nil {
+			r.stop()
+			return nil, err
+		}
+	}
+	preload, err := checkPreload(append(append([]string(nil), artifact.Preload...), opts.Preload...))
+	if err != nil {
+		r.stop()
+		return nil, err
+	}
+	r.world = newWorld(artifact, site, preload)
 	id := artifactID(artifact)
-	key := imageKey(id, r.tools)
+	key := imageKey(id, r.world.digest, r.tools)
 	r.identity = newSnapshotIdentity(id, r.tools, key)
 	r.engine, err = engine.New(ctx, engine.Config{
 		Wasm:           artifact.Wasm,
 		StdlibZip:      artifact.StdlibZip,
+		Packages:       r.world.files,
 		ImageKey:       key,
 		ArtifactID:     artifactName(id),
 		MemoryLimit:    opts.MemoryLimit,
@@ -281,23 +296,24 @@ gc.freeze()
 const imageFormat = "spine-image-4"
 
 // imageKey names an image by everything that decides its bytes: the Guest
-// (artifact identifies it), the warm-up and the Runner's tools, which the
+// (artifact identifies it), its world (the package archives and the warm-up
+// that imports from them: world.digest) and the Runner's tools, which the
 // image has installed.
-func imageKey(artifact, tools []byte) string {
+func imageKey(artifact, world, tools []byte) string {
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte(imageFormat), artifact, []byte(warmSource), tools} {
+	for _, part := range [][]byte{[]byte(imageFormat), artifact, world, tools} {
 		fmt.Fprintf(h, "%d:", len(part))
 		h.Write(part)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// warm runs warmSource in the Guest the image is taken from, installing the
+// warm runs the warm-up (warmSource, with the world's additions) in the Guest the image is taken from, installing the
 // Runner's tools with it.
 func (r *Runner) warm(ctx context.Context, g *engine.Instance) error {
 	st := newRunState(r, ctx, false)
 	defer st.close()
-	request, err := json.Marshal(executeRequest{Source: warmSource, Inputs: json.RawMessage("{}"), Tools: r.tools})
+	request, err := json.Marshal(executeRequest{Source: r.world.warm, Inputs: json.RawMessage("{}"), Tools: r.tools})
 	if err != nil {
 		return err
 	}
