@@ -1,0 +1,53 @@
+// Package data is Spine's data Guest: the default Guest's CPython 3.11.2 with numpy
+// 1.24.2 linked in (every runtime C module: numpy.core, numpy.random, numpy.linalg on
+// lapack_lite, numpy.fft), sympy 1.11.1 and mpmath 1.2.1, for programs that compute.
+// It lives in a Go module of its own so that the core module's download does not
+// carry it; a Runner opts in with
+//
+//	spine.New(ctx, manifest, &spine.Options{Artifact: data.Artifact()})
+//
+// and the CLI with spine run --guest data. guest/data/build.sh builds it from pinned
+// sources (docs/packages.md says what differs from native numpy: the default integer is
+// 32 bits, and there are no floating-point exception flags).
+package data
+
+import (
+	_ "embed"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/guest"
+)
+
+// Wasm is the stripped data Guest module.
+//
+//go:embed artifact/spine.wasm
+var Wasm []byte
+
+// PackagesZip holds numpy's, sympy's and mpmath's Python as precompiled .pyc.
+//
+//go:embed artifact/packages.zip
+var PackagesZip []byte
+
+// Manifest is the JSON record of the build's inputs and outputs.
+//
+//go:embed artifact/manifest.json
+var Manifest []byte
+
+// Preload is what the data Guest's image imports, so that runs do not pay
+// for it: numpy (about 100 ms a run otherwise) with its random, linalg and
+// fft parts. sympy is left to the programs that use it: importing it costs
+// such a program about a second, but would cost every warm Guest tens of MiB
+// more (docs/packages.md has the figures).
+var Preload = []string{"numpy", "numpy.random", "numpy.linalg", "numpy.fft"}
+
+// Artifact returns the data Guest for spine.Options.Artifact: this module's
+// wasm and packages with the default Guest's standard library, which it
+// shares. Each call returns a new Artifact over the same bytes.
+func Artifact() *spine.Artifact {
+	return &spine.Artifact{
+		Wasm:        Wasm,
+		StdlibZip:   guest.StdlibZip,
+		PackagesZip: PackagesZip,
+		Preload:     append([]string(nil), Preload...),
+	}
+}
