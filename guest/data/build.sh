@@ -52,7 +52,7 @@ cpython=$work/Python-3.11.2
 bld=$cpython/builddir/wasi
 sdk=$work/sdk
 deps=$work/deps
-[ -f "$bld/libpython3.11.a" ] || { log "$bld/libpython3.11.a is missing: run guest/build.sh first"; exit 1; }
+[ -f "$bld/pyconfig.h" ] || { log "$bld/pyconfig.h is missing: run guest/build.sh first"; exit 1; }
 
 need=()
 [ -f /usr/lib/python3/dist-packages/Cython/__init__.py ] || need+=(cython3)
@@ -124,6 +124,7 @@ $cc -O2 -c -I"$cpython/Include" -I"$bld" -o "$d/np-out/inittab.o" "$d/np-out/ini
 
 # 3. The reactor, linked as guest/build.sh links the default Guest's, with numpy's
 # archives and their inittab object before libpython.
+[ -f "$bld/libpython3.11.a" ] || { log "$bld/libpython3.11.a is missing: run guest/build.sh first"; exit 1; }
 log "linking spine.wasm"
 $cc -O2 -c -I"$cpython/Include" -I"$bld" -o "$d/spine.o" "$root/guest/c/spine.c"
 mapfile -t np_link <"$d/np-out/link.args"
