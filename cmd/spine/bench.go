@@ -42,9 +42,9 @@ flags:
   --sessions N       sessions one Runner holds, hibernated, for its memory and wakes; 0 skips that part (default 10000)
   --compute-runs N   runs of each compute workload, in the Guest and natively (default 5)
   --sessions-on-disk  those sessions hibernate to files in a temporary folder (SessionOptions.Dir), not memory
-  --suites LIST      what to measure, comma-separated (default memory,native,modes,overhead,toolcall,compute,sessions,cold;
-                     numpy, only when named: numpy workloads on the data Guest against native numpy,
-                     pooled tiny runs on the data Guest beside the default one, and the image's heap)
+  --suites LIST      what to measure, comma-separated (default memory,native,modes,overhead,toolcall,compute,sessions,cold)
+                     and numpy, only when named: numpy workloads on the data Guest against native numpy,
+                     pooled tiny runs on the data Guest beside the default one, and the image's heap
   --numpy-python PATH  the python3 with numpy 1.24.2 for the numpy suite (default /usr/bin/python3)
   --modes LIST       start modes to measure, comma-separated (default fresh,copy,cow,pool)
   --pool-size N      the pool mode's pool size (default: GOMAXPROCS)

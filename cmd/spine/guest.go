@@ -22,15 +22,6 @@ type guestOptions struct {
 	preload  string // module names, comma-separated
 }
 
-const guestUsage = `  --guest data|DIR   the Guest to run on: the default one; "data", the data Guest
-                     (numpy, sympy, mpmath; docs/packages.md); or a folder holding a
-                     Guest build's spine.wasm, with its python311.zip and packages.zip
-                     when it has them
-  --packages DIR     the program's own pure-Python packages: DIR is put on sys.path
-                     (as site-packages would be); compiled modules are refused
-  --preload a,b      modules the prepared image imports, so runs do not pay for them
-`
-
 func (o *guestOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.guest, "guest", "", "")
 	fs.StringVar(&o.packages, "packages", "", "")

@@ -111,7 +111,8 @@ type Config struct {
 }
 
 // DefaultConfig is what spine bench measures without flags: every mode and
-// section, the baselines skipped (Python is "").
+// section but numpy (it needs the data Guest, Config.Data), the baselines
+// skipped (Python is "").
 func DefaultConfig() Config {
 	return Config{
 		Runs: 300, FreshRuns: 20, ProcRuns: 50, ToolCallRuns: 50,
