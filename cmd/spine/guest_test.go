@@ -33,3 +33,17 @@ func TestRunGuestFlagRefusals(t *testing.T) {
 	spineCLI(t, "", "run", "--packages", filepath.Join(t.TempDir(), "missing"), prog).check(t, 2, "", "--packages")
 	spineCLI(t, "", "run", "--preload", "os;import subprocess", prog).check(t, 4, "", "not a module name")
 }
+
+// TestRunDataGuestLikeNative runs the data Guest's numpy-and-sympy program
+// through spine run --guest data: it prints what native numpy 1.24.2 and
+// SymPy 1.11.1 print, byte for byte (guest/data/testdata).
+func TestRunDataGuestLikeNative(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the data Guest in a subprocess")
+	}
+	want, err := os.ReadFile("../../guest/data/testdata/numpy_sympy.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spineCLI(t, "", "run", "--guest", "data", "../../guest/data/testdata/numpy_sympy.py").check(t, 0, string(want))
+}
