@@ -34,11 +34,11 @@ var PackagesZip []byte
 var Manifest []byte
 
 // Preload is what the data Guest's image imports, so that runs do not pay
-// for it: numpy (about 100 ms a run otherwise) with its random, linalg and
-// fft parts. sympy is left to the programs that use it: importing it costs
-// such a program about a second, but would cost every warm Guest tens of MiB
-// more (docs/packages.md has the figures).
-var Preload = []string{"numpy", "numpy.random", "numpy.linalg", "numpy.fft"}
+// for it: numpy with its random, linalg and fft parts (about 0.4 s a run
+// otherwise, on the loaded machine of docs/packages.md) and sympy (about
+// 1.7 s). The image's heap grows from 20 to 51 MiB, but its pages are shared
+// copy-on-write by every warm Guest: a pool's memory did not grow.
+var Preload = []string{"numpy", "numpy.random", "numpy.linalg", "numpy.fft", "sympy"}
 
 // Artifact returns the data Guest for spine.Options.Artifact: this module's
 // wasm and packages with the default Guest's standard library, which it

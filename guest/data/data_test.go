@@ -122,7 +122,7 @@ with np.errstate(all="raise"):
         raised = True
 result = {"int": str(np.dtype(int)), "intp": str(np.dtype(np.intp)), "arange": str(a.dtype),
           "square_sum_wraps": int((a ** 2).sum()), "int64_sum": int((a.astype(np.int64) ** 2).sum()),
-          "raised": raised, "preloaded": "numpy.linalg" in sys.modules}`)
+          "raised": raised, "preloaded": "numpy.linalg" in sys.modules and "sympy" in sys.modules}`)
 	var got map[string]any
 	if err := json.Unmarshal(out.Value, &got); err != nil {
 		t.Fatal(err)
