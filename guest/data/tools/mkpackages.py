@@ -2,7 +2,7 @@
 built, sympy and mpmath from Debian's packages) into the data Guest's package archive.
 
 Every module is compiled to an unchecked hash-based .pyc (the Guest never needs the
-source) named as the Guest sees it, under /usr/local/lib/data.zip. Test folders and
+source) named as the Guest sees it, under /usr/local/lib/data.zip. Test folders (and conftest.py files) and
 what cannot run in the Guest (numpy.distutils, numpy.f2py: they build native code) are
 left out. Entries are sorted, dated 1980-01-01 and deflated at level 9 (the archive is
 committed: small matters more than the inflate an import costs, and the data Guest's
@@ -19,11 +19,12 @@ MOUNT = "/usr/local/lib/data.zip"
 DATE = (1980, 1, 1, 0, 0, 0)
 OMIT_DIRS = {"tests", "benchmarks", "__pycache__"}
 OMIT_TOP = {"numpy/distutils", "numpy/f2py", "numpy/_pyinstaller"}
+OMIT_NAMES = {"conftest.py"}  # pytest's, for the test suites only
 
 
 def wanted(rel):
     parts = rel.split("/")
-    if any(p in OMIT_DIRS for p in parts[:-1]):
+    if any(p in OMIT_DIRS for p in parts[:-1]) or parts[-1] in OMIT_NAMES:
         return False
     return not any(rel.startswith(top + "/") for top in OMIT_TOP)
 

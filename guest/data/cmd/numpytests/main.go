@@ -71,12 +71,22 @@ root = "/tmp/t"
 with zipfile.ZipFile("/usr/local/lib/site.zip") as z:
     names = [n for n in z.namelist() if n.startswith("numpy/")]
     z.extractall(root, names)
+packages = []
 for dirpath, dirnames, filenames in os.walk(root + "/numpy"):
     if not os.path.exists(dirpath + "/__init__.py"):
         open(dirpath + "/__init__.py", "w").close()
     if "tests" in dirnames or "conftest.py" in filenames:
-        dotted = os.path.relpath(dirpath, root).replace("/", ".")
-        importlib.import_module(dotted).__path__.append(dirpath)
+        packages.append((os.path.relpath(dirpath, root).replace("/", "."), dirpath))
+# The real packages first (from data.zip; those the Guest leaves out, such as
+# numpy.distutils, are skipped), then their tests found here first.
+found = []
+for dotted, dirpath in packages:
+    try:
+        found.append((importlib.import_module(dotted), dirpath))
+    except ModuleNotFoundError:
+        pass
+for module, dirpath in found:
+    module.__path__.insert(0, dirpath)
 import pytest
 result = int(pytest.main(inputs["args"] + ["--rootdir=" + root, root + "/" + inputs["file"]]))
 `
@@ -218,8 +228,18 @@ func runGuest(ctx context.Context, r *spine.Runner, file string) outcome {
 	} else {
 		o = parse("")
 	}
-	if err != nil && len(o.counts) == 0 {
-		o.err = "the run failed: " + firstLine(err.Error())
+	if o.counts["errors"] > 0 && out != nil {
+		fmt.Fprintf(os.Stderr, "numpytests: %s in the Guest: collection or fixture errors:\n%s\n", file, tail(out.Stdout))
+	}
+	if len(o.counts) == 0 {
+		msg := "no pytest summary"
+		if err != nil {
+			msg = err.Error()
+		}
+		o.err = "the run failed: " + firstLine(msg)
+		if out != nil {
+			fmt.Fprintf(os.Stderr, "numpytests: %s in the Guest: %v\nstdout (end): %s\nstderr (end): %s\n", file, err, tail(out.Stdout), tail(out.Stderr))
+		}
 	}
 	o.seconds = time.Since(start).Seconds()
 	return o
@@ -228,6 +248,7 @@ func runGuest(ctx context.Context, r *spine.Runner, file string) outcome {
 var (
 	countRe   = regexp.MustCompile(`(\d+) (passed|failed|skipped|xfailed|xpassed|errors?|deselected)`)
 	failureRe = regexp.MustCompile(`(?m)^(FAILED|ERROR) (\S+)(?: - (.*))?$`)
+	errLineRe = regexp.MustCompile(`(?m)^E   (.*)$`)
 )
 
 // parse reads pytest's -q output: the summary's counts and the failures.
@@ -248,7 +269,18 @@ func parse(text string) outcome {
 		}
 	}
 	for _, m := range failureRe.FindAllStringSubmatch(text, -1) {
-		o.failures[m[2]] = m[3]
+		id := m[2]
+		if i := strings.Index(id, "numpy/"); i >= 0 {
+			id = id[i:]
+		}
+		msg := m[3]
+		if msg == "" && m[1] == "ERROR" {
+			// A collection error: its reason is the first "E   " line of the report.
+			if e := errLineRe.FindStringSubmatch(text); e != nil {
+				msg = e[1]
+			}
+		}
+		o.failures[id] = msg
 	}
 	return o
 }
@@ -270,6 +302,13 @@ func reason(msg string) string {
 		return "WASI lacks the call (dup, ...)"
 	}
 	return "other: " + firstLine(msg)
+}
+
+func tail(s string) string {
+	if len(s) > 2000 {
+		s = s[len(s)-2000:]
+	}
+	return s
 }
 
 func firstLine(s string) string {
