@@ -145,7 +145,8 @@ fi
 mkdir -p "$out"
 "$llvm/llvm-strip" -o "$out/spine.wasm" "$d/spine.wasm"
 
-# 4. The packages' Python: numpy as built, sympy and mpmath from Debian's packages.
+# 4. The packages' Python: numpy as built, sympy and mpmath from Debian's packages, and
+# the finder of the dotted built-in modules (python/_spine_builtins.py).
 log "packing packages.zip"
 rm -rf "$d/debs" && mkdir -p "$d/debs"
 for entry in "${debs[@]}"; do
@@ -155,7 +156,7 @@ done
 dist=usr/lib/python3/dist-packages
 mkdir -p "$d/pure"
 rm -rf "$d/pure"/* && cp -a "$d/debs/python3-sympy/$dist/sympy" "$d/debs/python3-mpmath/$dist/mpmath" "$d/pure/"
-"$python_build" -I "$here/tools/mkpackages.py" --out "$out/packages.zip" "$d/np-out/py" "$d/pure"
+"$python_build" -I "$here/tools/mkpackages.py" --out "$out/packages.zip" "$d/np-out/py" "$d/pure" "$here/python"
 
 # 5. Licences and the manifest.
 cp "$np/LICENSE.txt" "$out/LICENSE.numpy"

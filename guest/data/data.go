@@ -33,12 +33,13 @@ var PackagesZip []byte
 //go:embed artifact/manifest.json
 var Manifest []byte
 
-// Preload is what the data Guest's image imports, so that runs do not pay
-// for it: numpy with its random, linalg and fft parts (about 0.4 s a run
+// Preload is what the data Guest's image imports: first _spine_builtins,
+// the finder of numpy's built-in C modules (without it numpy cannot be
+// imported), then, so that runs do not pay for them, numpy with its random, linalg and fft parts (about 0.4 s a run
 // otherwise, on the loaded machine of docs/packages.md) and sympy (about
 // 1.7 s). The image's heap grows from 20 to 51 MiB, but its pages are shared
 // copy-on-write by every warm Guest: a pool's memory did not grow.
-var Preload = []string{"numpy", "numpy.random", "numpy.linalg", "numpy.fft", "sympy"}
+var Preload = []string{"_spine_builtins", "numpy", "numpy.random", "numpy.linalg", "numpy.fft", "sympy"}
 
 // Artifact returns the data Guest for spine.Options.Artifact: this module's
 // wasm and packages with the default Guest's standard library, which it

@@ -21,7 +21,6 @@ the head of ``sys.meta_path`` (``_FixUps``) wraps its loader, and modules import
 this one are fixed when this one is.
 """
 
-import _imp
 import dis
 import errno
 import functools
@@ -30,7 +29,6 @@ import sys
 import time
 import types
 from contextvars import Context
-from importlib import _bootstrap
 
 from plm import futures
 from plm.purity import _key_cache, _keys_scalar
@@ -382,22 +380,7 @@ class _FixUps:
         return spec
 
 
-class _DottedBuiltins:
-    """Finds the C modules of packages linked into the Guest (the data Guest's
-    numpy.core._multiarray_umath and the like): they are in the inittab under their
-    dotted names, which BuiltinImporter does not look for (it takes top-level names
-    only)."""
-
-    @classmethod
-    def find_spec(cls, name, path=None, target=None):
-        if path is None or not _imp.is_builtin(name):
-            return None
-        return _bootstrap.spec_from_loader(name, _bootstrap.BuiltinImporter, origin="built-in")
-
-
 for _name, _fix in _FIXES.items():
     if _name in sys.modules:
         _fix(sys.modules[_name])
 sys.meta_path.insert(0, _FixUps)
-if any("." in _name for _name in sys.builtin_module_names):
-    sys.meta_path.insert(1, _DottedBuiltins)

@@ -14,6 +14,7 @@ SOURCES = [
     "guest/c/spine.c",
     "guest/data/build.sh",
     "guest/data/numpy.patch",
+    "guest/data/python/_spine_builtins.py",
     "guest/data/tools/collect.py",
     "guest/data/tools/fakeld.py",
     "guest/data/tools/mkmanifest.py",

@@ -32,7 +32,7 @@ func main() {
 	pool := flag.Int("pool", 4, "pooled instances")
 	flag.Parse()
 	ctx := context.Background()
-	sets := [][]string{{}, data.Preload, append(slices.Clone(data.Preload), "sympy")}
+	sets := [][]string{{"_spine_builtins"}, data.Preload[:len(data.Preload)-1], data.Preload}
 	fmt.Printf("| preload | New (s) | RSS, pool of %d full (MiB) | image heap top (MiB) | %s |\n|---|---|---|---|---|\n",
 		*pool, strings.Join([]string{"p50 sympy program (ms)", "p50 numpy program (ms)", "p50 plain program (ms)"}, " | "))
 	for _, set := range sets {
