@@ -6,7 +6,7 @@ GO ?= go
 # output of every failure (internal/testprogress).
 PROGRESS = $(GO) run ./internal/testprogress
 
-.PHONY: demo test ci gofmt vet test-all race fuzz fuzz-short examples bench guest guest-check cpython-tests install-check
+.PHONY: demo test ci gofmt vet test-all race fuzz fuzz-short examples bench guest guest-check cpython-tests install-check data-guest data-guest-check data-test numpy-tests
 
 demo: ## run the seed's demo
 	$(GO) run ./cmd/spine demo
@@ -63,3 +63,15 @@ guest-check: ## rebuild the Guest in a scratch folder and compare with the commi
 cpython-tests: ## CPython 3.11.2's own tests in the Guest and natively, compared (fetches CPython's source; needs /usr/bin/python3.11; docs/fidelity.md)
 	src=$$(guest/build.sh --source-only) && \
 	$(GO) run ./internal/cpytests/cmd/cpytests -source "$$src" -work build/cpython-tests $(CPYTESTS_FLAGS)
+
+data-guest: ## build the data Guest (numpy, sympy, mpmath) into guest/data/artifact; needs guest/build.sh's folder and numpy's source (guest/data/build.sh)
+	guest/data/build.sh
+
+data-guest-check: ## rebuild the data Guest in a scratch folder and compare with its committed artifact
+	guest/data/build.sh --check
+
+data-test: ## the data Guest's module: vet and its tests (numpy and sympy against native, the manifest)
+	cd guest/data && $(GO) vet ./... && $(GO) test -timeout 20m ./...
+
+numpy-tests: ## numpy 1.24.2's own tests (a subset of files) in the data Guest and natively, compared (slow; docs/packages.md)
+	cd guest/data && $(GO) run ./cmd/numpytests -work ../../build/numpy-tests $(NUMPYTESTS_FLAGS)

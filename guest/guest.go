@@ -45,21 +45,33 @@ const StdlibZipName = "python311.zip"
 // StdlibFS returns a read-only file system that holds only the archive, to be
 // mounted at StdlibMount. zip is not copied and must not change.
 func StdlibFS(zip []byte) fs.FS {
-	return oneFileFS{name: StdlibZipName, data: zip}
+	return LibFS(File{Name: StdlibZipName, Data: zip})
 }
 
-// oneFileFS is a read-only fs.FS with a single file at its root.
-type oneFileFS struct {
-	name string
-	data []byte
+// File is one file of the Guest's library folder.
+type File struct {
+	Name string // a name without slashes
+	Data []byte
 }
 
-func (f oneFileFS) Open(name string) (fs.File, error) {
-	switch name {
-	case ".":
+// LibFS returns a read-only file system of files at its root (the standard
+// library's archive and the package archives beside it), to be mounted at
+// StdlibMount. The files are not copied and must not change.
+func LibFS(files ...File) fs.FS {
+	return filesFS(files)
+}
+
+// filesFS is a read-only fs.FS with a few files at its root.
+type filesFS []File
+
+func (f filesFS) Open(name string) (fs.File, error) {
+	if name == "." {
 		return &rootDir{fs: f}, nil
-	case f.name:
-		return &openFile{info: fileInfo{name: f.name, size: int64(len(f.data))}, Reader: bytes.NewReader(f.data)}, nil
+	}
+	for _, file := range f {
+		if file.Name == name {
+			return &openFile{info: fileInfo{name: name, size: int64(len(file.Data))}, Reader: bytes.NewReader(file.Data)}, nil
+		}
 	}
 	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 }
@@ -94,8 +106,8 @@ func (f *openFile) Stat() (fs.FileInfo, error) { return f.info, nil }
 func (f *openFile) Close() error               { return nil }
 
 type rootDir struct {
-	fs   oneFileFS
-	read bool
+	fs   filesFS
+	next int // the entries ReadDir returned so far
 }
 
 func (d *rootDir) Stat() (fs.FileInfo, error) { return fileInfo{name: ".", dir: true}, nil }
@@ -104,12 +116,17 @@ func (d *rootDir) Read([]byte) (int, error) {
 }
 func (d *rootDir) Close() error { return nil }
 func (d *rootDir) ReadDir(n int) ([]fs.DirEntry, error) {
-	if d.read {
-		if n > 0 {
-			return nil, io.EOF
-		}
-		return nil, nil
+	rest := d.fs[d.next:]
+	if n > 0 && len(rest) == 0 {
+		return nil, io.EOF
 	}
-	d.read = true
-	return []fs.DirEntry{fileInfo{name: d.fs.name, size: int64(len(d.fs.data))}}, nil
+	if n > 0 && len(rest) > n {
+		rest = rest[:n]
+	}
+	d.next += len(rest)
+	entries := make([]fs.DirEntry, len(rest))
+	for i, file := range rest {
+		entries[i] = fileInfo{name: file.Name, size: int64(len(file.Data))}
+	}
+	return entries, nil
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/spine-run/spine/guest/data"
 	"github.com/spine-run/spine/internal/bench"
 )
 
@@ -42,6 +43,9 @@ flags:
   --compute-runs N   runs of each compute workload, in the Guest and natively (default 5)
   --sessions-on-disk  those sessions hibernate to files in a temporary folder (SessionOptions.Dir), not memory
   --suites LIST      what to measure, comma-separated (default memory,native,modes,overhead,toolcall,compute,sessions,cold)
+                     and numpy, only when named: numpy workloads on the data Guest against native numpy,
+                     pooled tiny runs on the data Guest beside the default one, and the image's heap
+  --numpy-python PATH  the python3 with numpy 1.24.2 for the numpy suite (default /usr/bin/python3)
   --modes LIST       start modes to measure, comma-separated (default fresh,copy,cow,pool)
   --pool-size N      the pool mode's pool size (default: GOMAXPROCS)
   --python PATH      python3 for the baselines; auto finds one, none skips them (default auto)
@@ -85,6 +89,7 @@ func (o *benchOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.modes, "modes", strings.Join(d.Modes, ","), "")
 	fs.IntVar(&o.cfg.PoolSize, "pool-size", d.PoolSize, "")
 	fs.StringVar(&o.python, "python", "auto", "")
+	fs.StringVar(&o.cfg.NumpyPython, "numpy-python", "/usr/bin/python3", "")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.StringVar(&o.variant, "variant", "", "")
 	fs.BoolVar(&o.variantNoTicks, "variant-no-ticks", false, "")
@@ -117,6 +122,9 @@ func benchCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		}
 	default:
 		cfg.Python = o.python
+	}
+	if slices.Contains(cfg.Suites, "numpy") {
+		cfg.Data = data.Artifact()
 	}
 	if slices.Contains(cfg.Suites, "cold") && cfg.ColdRuns > 0 {
 		exe, err := os.Executable()

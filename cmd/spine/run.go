@@ -40,6 +40,10 @@ flags:
   --session FILE        run in the Python session saved in FILE (a new one when FILE does not exist) and save it back there
   --file [NAME=]PATH    place the file at PATH in the program's working directory as NAME (default: its base name); repeatable
   --out DIR             write the files the program created or changed in its working directory to DIR, and list them
+  --guest data|DIR      the Guest to run on: the data Guest (numpy, sympy, mpmath: docs/packages.md), or a folder
+                        holding a Guest build's spine.wasm (with its python311.zip and packages.zip when it has them)
+  --packages DIR        the program's own pure-Python packages, as site-packages holds them (compiled modules are refused)
+  --preload a,b         modules to import before the program, once (with a pool, into the image runs start from)
 
 The program's working directory (/work) and /tmp are its own, in memory,
 empty at the start but for the --file files, and gone after the run. With
@@ -78,6 +82,7 @@ type runOptions struct {
 	session    string // --session FILE
 	files      fileFlags
 	out        string // --out DIR
+	guest      guestOptions
 }
 
 // fileFlags are the --file flags, as given.
@@ -188,6 +193,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.session, "session", "", "")
 	fs.Var(&o.files, "file", "")
 	fs.StringVar(&o.out, "out", "", "")
+	o.guest.flags(fs)
 }
 
 // readInputs reads --inputs: JSON text, or @FILE for the JSON in FILE. The
@@ -279,7 +285,11 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return rep.finish(loadExitCode(err), &service.Error{Kind: kindFailure, Message: err.Error()})
 	}
 	defer tools.close()
-	runner, err := spine.New(ctx, tools.manifest, &spine.Options{PoolSize: -1})
+	opts := &spine.Options{PoolSize: -1}
+	if err := inv.o.guest.apply(opts); err != nil {
+		return rep.finish(exitUsage, &service.Error{Kind: kindFailure, Message: err.Error()})
+	}
+	runner, err := spine.New(ctx, tools.manifest, opts)
 	if err != nil {
 		return rep.finish(exitFailure, &service.Error{Kind: kindFailure, Message: err.Error()})
 	}

@@ -230,6 +230,18 @@ spine_abi_version(void)
 }
 
 /*
+ * spine_extra_inittab adds the inittab entries of the extension modules linked
+ * into a Guest with compiled packages (the data Guest's numpy, under their
+ * dotted names); a generated object linked beside spine.o defines the strong
+ * one. This weak one, of the default Guest, adds none.
+ */
+__attribute__((weak)) int
+spine_extra_inittab(void)
+{
+	return 0;
+}
+
+/*
  * init starts CPython and imports bootstrap. 0 is success; anything else names
  * the step that failed (the Python error, if any, went to stderr).
  */
@@ -248,6 +260,9 @@ spine_init(void)
 		return 1;
 	}
 	if (PyImport_AppendInittab("_spine", PyInit__spine) < 0) {
+		return 2;
+	}
+	if (spine_extra_inittab() < 0) {
 		return 2;
 	}
 

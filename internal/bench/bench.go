@@ -83,6 +83,12 @@ type Config struct {
 	OnDisk       bool // those sessions hibernate to files (SessionOptions.Dir) rather than memory
 	ComputeRuns  int  // runs of each compute workload, in the Guest and natively
 
+	// Data is the data Guest (guest/data's Artifact) for the numpy suite,
+	// which runs only with it, against NumpyPython (a python3 with numpy
+	// 1.24.2; default /usr/bin/python3).
+	Data        *spine.Artifact
+	NumpyPython string
+
 	// Suites are the parts to measure (nil: all of them): "modes" (the start
 	// modes in Modes), "native" (the baselines, with Python), "toolcall",
 	// "memory" (with Instances), "cold" (with ColdRuns), "sessions",
@@ -105,17 +111,18 @@ type Config struct {
 }
 
 // DefaultConfig is what spine bench measures without flags: every mode and
-// section, the baselines skipped (Python is "").
+// section but numpy (it needs the data Guest, Config.Data), the baselines
+// skipped (Python is "").
 func DefaultConfig() Config {
 	return Config{
 		Runs: 300, FreshRuns: 20, ProcRuns: 50, ToolCallRuns: 50,
 		Instances: 64, ColdRuns: 1, WarmRuns: 5, SessionRuns: 300, Sessions: 10000, ComputeRuns: 5,
-		Modes: slices.Clone(modeOrder), Suites: slices.Clone(suiteOrder),
+		Modes: slices.Clone(modeOrder), Suites: slices.DeleteFunc(slices.Clone(suiteOrder), func(s string) bool { return s == "numpy" }),
 	}
 }
 
 // suiteOrder is the suites of a Config, in the order Run measures them.
-var suiteOrder = []string{"memory", "native", "modes", "overhead", "toolcall", "compute", "sessions", "cold"}
+var suiteOrder = []string{"memory", "native", "modes", "overhead", "toolcall", "compute", "numpy", "sessions", "cold"}
 
 // has reports whether c measures suite.
 func (c *Config) has(suite string) bool { return c.Suites == nil || slices.Contains(c.Suites, suite) }
@@ -234,6 +241,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("compute: %w", err)
 		}
 		report.Compute = c
+	}
+	if cfg.has("numpy") && cfg.Data != nil {
+		if cfg.NumpyPython == "" {
+			cfg.NumpyPython = "/usr/bin/python3"
+		}
+		progress("numpy: %d workloads, %d runs each, on the data Guest and with %s", len(numpyWorkloads), cfg.ComputeRuns, cfg.NumpyPython)
+		n, err := measureNumpy(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("numpy: %w", err)
+		}
+		report.Numpy = n
 	}
 	if cfg.has("sessions") {
 		s, err := measureSessions(ctx, cfg.SessionRuns, cfg.Sessions, cfg.OnDisk, progress)

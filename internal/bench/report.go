@@ -94,6 +94,7 @@ type Report struct {
 	ToolCall   *ToolCall    `json:"tool_call,omitempty"`
 	Overhead   *Overhead    `json:"overhead,omitempty"`
 	Compute    *Compute     `json:"compute,omitempty"`
+	Numpy      *Numpy       `json:"numpy,omitempty"`
 	Memory     *Memory      `json:"memory,omitempty"`
 	ColdStart  *ColdStart   `json:"cold_start,omitempty"`
 	Sessions   *Sessions    `json:"sessions,omitempty"`
@@ -292,6 +293,9 @@ func (r *Report) Print(w io.Writer) {
 	}
 	if c := r.Compute; c != nil {
 		c.print(w)
+	}
+	if n := r.Numpy; n != nil {
+		n.print(w)
 	}
 	if tc := r.ToolCall; tc != nil {
 		fmt.Fprintf(w, "\ntool call: %.2f µs per call (lookup %.2f µs − plain Python call %.2f µs; 1,000 of each per run, median of %d runs; best run %.2f µs)\n",

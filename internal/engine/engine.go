@@ -11,11 +11,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 
+	"github.com/spine-run/spine/guest"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -40,6 +42,10 @@ var (
 // Config is what an Engine is made from.
 type Config struct {
 	Wasm, StdlibZip []byte // the Guest artifact
+
+	// Packages are archives of packages mounted beside the standard
+	// library's (Warm puts them on sys.path).
+	Packages []guest.File
 
 	// ImageKey names the prepared image in the disk cache: it must change
 	// whenever what Warm does, or the artifact, changes.
@@ -71,6 +77,7 @@ type Config struct {
 // Engine runs Guests of one artifact.
 type Engine struct {
 	cfg          Config
+	libFS        fs.FS // the standard library's archive and Packages, mounted at guest.StdlibMount
 	runtime      wazero.Runtime
 	cache        wazero.CompilationCache
 	cacheDir     string                             // "" when compiled code is cached in memory only
@@ -120,6 +127,7 @@ func (e *Engine) setup(ctx context.Context) error {
 	default:
 		return fmt.Errorf("spine: unknown start mode %d", e.cfg.Start)
 	}
+	e.libFS = guest.LibFS(append([]guest.File{{Name: guest.StdlibZipName, Data: e.cfg.StdlibZip}}, e.cfg.Packages...)...)
 	dir := cacheFolder(e.cfg.NoDiskCache, e.cfg.CacheDir)
 	if err := e.prepareModule(dir); err != nil {
 		return err

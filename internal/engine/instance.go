@@ -69,7 +69,7 @@ func (e *Engine) newInstance(ctx context.Context, img *image, maxMemory uint64) 
 		img:    img,
 		stdout: newCapture(e.cfg.MaxOutput),
 		stderr: newCapture(e.cfg.MaxOutput),
-		fds:    newDescriptors(guest.StdlibFS(e.cfg.StdlibZip), e.cfg.Scratch, e.cfg.MaxDescriptors, e.instrumented),
+		fds:    newDescriptors(e.libFS, e.cfg.Scratch, e.cfg.MaxDescriptors, e.instrumented),
 		runCtx: ctx,
 	}
 	config := wazero.NewModuleConfig().

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# Builds the data Guest: the default Guest's CPython 3.11.2 with numpy 1.24.2's C modules
+# linked in as built-in modules (spine.wasm), and numpy's, sympy's and mpmath's Python
+# as precompiled .pyc in a deflated zip (packages.zip). The standard library is the
+# default Guest's python311.zip, which this Guest shares.
+#
+#   guest/data/build.sh          build (idempotent) and write guest/data/artifact/
+#   guest/data/build.sh --check  rebuild in a scratch folder and compare with guest/data/artifact/
+#
+# It reuses the default Guest's build folder (SPINE_GUEST_WORK, default build/guest):
+# run guest/build.sh first. Inputs, each pinned by sha256:
+#   - numpy's source at tag v1.24.2 (commit 85f38ab180ece5290f64e8ddbd9cf06ad8fa4a5e) as
+#     a tar archive, from SPINE_NUMPY_SOURCE or $SPINE_GUEST_WORK/src/numpy-1.24.2.tar,
+#     made from a clone of numpy's public repository with
+#       git archive --format=tar --prefix=numpy-1.24.2/ v1.24.2 >numpy-1.24.2.tar
+#     (Debian's archive does not serve numpy's original tarball here), patched with
+#     guest/data/numpy.patch;
+#   - Debian's binary packages python3-sympy and python3-mpmath (their .py files);
+#   - Debian's cython3, python3-setuptools, libc++-19-dev-wasm32 and
+#     libc++abi-19-dev-wasm32 on the build machine.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+work=${SPINE_GUEST_WORK:-$root/build/guest}
+out=$here/artifact
+check=0
+case "${1:-}" in
+--check) check=1 ;;
+"") ;;
+*) printf '[data] unknown argument %s (want --check)\n' "$1" >&2; exit 2 ;;
+esac
+[ -d "$work" ] || { printf '[data] %s is missing: run guest/build.sh first\n' "$work" >&2; exit 1; }
+work=$(cd "$work" && pwd)
+[ $check = 0 ] || out=$work/data-check-artifact
+
+numpy_version=1.24.2
+numpy_commit=85f38ab180ece5290f64e8ddbd9cf06ad8fa4a5e
+numpy_tar=numpy-$numpy_version.tar
+numpy_sha256=bb83c2ed7fadd7f12f94044d21c756436d341a39c10cbf08f53f70e0e5bea7b3
+debs=(
+	python3-sympy=1.11.1-1=python3-sympy_1.11.1-1_all.deb=b437232be31819aafd267ddf2132c16293ef75e02fd58b4ad31eee3ef1d5b49e
+	python3-mpmath=1.2.1-2=python3-mpmath_1.2.1-2_all.deb=2c219b63cbab11b27208ef4141c116cbb022dc1236e84981fadb46042f3ce235
+)
+llvm=/usr/lib/llvm-19/bin
+python_build=/usr/bin/python3.11 # Debian's, where cython3 and setuptools are
+export SOURCE_DATE_EPOCH=1675814400
+export LC_ALL=C
+log() { printf '[data] %s\n' "$*" >&2; }
+
+cpython=$work/Python-3.11.2
+bld=$cpython/builddir/wasi
+sdk=$work/sdk
+deps=$work/deps
+[ -f "$bld/pyconfig.h" ] || { log "$bld/pyconfig.h is missing: run guest/build.sh first"; exit 1; }
+
+need=()
+[ -f /usr/lib/python3/dist-packages/Cython/__init__.py ] || need+=(cython3)
+"$python_build" -c 'import setuptools' 2>/dev/null || need+=(python3-setuptools)
+[ -d /usr/lib/wasm32-wasi/c++/v1 ] || [ -f /usr/lib/wasm32-wasi/libc++.a ] || need+=(libc++-19-dev-wasm32 libc++abi-19-dev-wasm32)
+if [ ${#need[@]} -gt 0 ]; then
+	log "installing ${need[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+d=$work/data
+mkdir -p "$d" "$work/src"
+# 1. Inputs, checked.
+src=${SPINE_NUMPY_SOURCE:-$work/src/$numpy_tar}
+[ -f "$src" ] || { log "no numpy source at $src: set SPINE_NUMPY_SOURCE to the tar of commit $numpy_commit (see the head of this script)"; exit 1; }
+echo "$numpy_sha256  $src" | sha256sum -c --quiet - 2>/dev/null ||
+	{ log "$src does not have the expected sha256 $numpy_sha256"; exit 1; }
+for entry in "${debs[@]}"; do
+	IFS='=' read -r pkg version file sum <<<"$entry"
+	if [ ! -f "$work/src/$file" ]; then
+		log "fetching $pkg $version"
+		(cd "$work/src" && apt-get download "$pkg=$version" >/dev/null 2>&1 || true)
+	fi
+	echo "$sum  $work/src/$file" | sha256sum -c --quiet - 2>/dev/null ||
+		{ log "$work/src/$file is missing or does not have the expected sha256 $sum"; exit 1; }
+done
+
+# 2. numpy's C modules, cross-built by its own setup.py for wasm32-wasi (its
+# configuration probes run with the wasm compiler), each archived by fakeld instead of
+# linked. Rebuilt when the recipe (source, patch, flags, tools) changes.
+np=$d/numpy-$numpy_version
+cflags="-O2 -DNPY_NO_SIGNAL -D__NPY_PRIVATE_NO_SIGNAL -Drestrict=__restrict -ffile-prefix-map=$work=/build -I$bld -I$cpython/Include"
+recipe="numpy $numpy_sha256 $(sha256sum "$here/numpy.patch" "$here/tools/fakeld.py" | cut -d' ' -f1 | tr '\n' ' ') $cflags"
+if [ "$(cat "$d/numpy.stamp" 2>/dev/null)" != "$recipe" ]; then
+	log "extracting and patching numpy $numpy_version"
+	rm -rf "$np" "$d/sysconf" "$d/np-out"
+	tar -C "$d" -xf "$src"
+	patch -s -p1 -d "$np" <"$here/numpy.patch"
+	# The wasm build's sysconfig data (sizes of long, size_t, long double; the extension
+	# suffix), generated outside CPython's build folder.
+	mkdir -p "$d/sysconf"
+	(cd "$d/sysconf" && _PYTHON_PROJECT_BASE=$bld _PYTHON_HOST_PLATFORM=wasi-wasm32 PYTHONPATH=$cpython/Lib \
+		_PYTHON_SYSCONFIGDATA_NAME=_sysconfigdata__wasi_wasm32-wasi \
+		"$python_build" -S -m sysconfig --generate-posix-vars >sysconfig.log 2>&1) ||
+		{ tail -20 "$d/sysconf/sysconfig.log" >&2; exit 1; }
+	log "cross-building numpy's C modules (several minutes)"
+	(
+		cd "$np"
+		export CC="$sdk/bin/clang --sysroot=$sdk/share/wasi-sysroot"
+		export CXX="$sdk/bin/clang++ --sysroot=$sdk/share/wasi-sysroot"
+		export LDSHARED="$python_build $here/tools/fakeld.py"
+		export LDCXXSHARED="$LDSHARED"
+		export AR=$llvm/llvm-ar RANLIB=$llvm/llvm-ranlib
+		export CFLAGS="$cflags" CXXFLAGS="$cflags" LDFLAGS=""
+		export _PYTHON_SYSCONFIGDATA_NAME=_sysconfigdata__wasi_wasm32-wasi _PYTHON_HOST_PLATFORM=wasi-wasm32
+		export PYTHONPATH=$(echo "$d"/sysconf/build/lib.*)
+		export NPY_DISABLE_SVML=1 NPY_BLAS_ORDER= NPY_LAPACK_ORDER= BLAS=None LAPACK=None ATLAS=None
+		"$python_build" setup.py build --disable-optimization -j 2 >"$d/numpy-build.log" 2>&1
+	) || { tail -40 "$d/numpy-build.log" >&2; exit 1; }
+	printf '%s' "$recipe" >"$d/numpy.stamp"
+fi
+log "collecting numpy's modules"
+"$python_build" -I "$here/tools/collect.py" "$(echo "$np"/build/lib.*)" "$d/np-out" >"$d/modules.txt"
+# numpy's generated __config__.py names the build folder: the Guest's is /build.
+sed -i "s#$work#/build#g" "$d/np-out/py/numpy/__config__.py"
+cc="$sdk/bin/clang --sysroot=$sdk/share/wasi-sysroot"
+$cc -O2 -c -I"$cpython/Include" -I"$bld" -o "$d/np-out/inittab.o" "$d/np-out/inittab.c"
+
+# 3. The reactor, linked as guest/build.sh links the default Guest's, with numpy's
+# archives and their inittab object before libpython.
+[ -f "$bld/libpython3.11.a" ] || { log "$bld/libpython3.11.a is missing: run guest/build.sh first"; exit 1; }
+log "linking spine.wasm"
+$cc -O2 -c -I"$cpython/Include" -I"$bld" -o "$d/spine.o" "$root/guest/c/spine.c"
+mapfile -t np_link <"$d/np-out/link.args"
+$cc -mexec-model=reactor -z stack-size=8388608 -Wl,--stack-first \
+	-Wl,--initial-memory=33554432 -Wl,--max-memory=536870912 \
+	-o "$d/spine.wasm" "$d/spine.o" "$d/np-out/inittab.o" "${np_link[@]}" "$bld/libpython3.11.a" \
+	"$bld/Modules/_decimal/libmpdec/libmpdec.a" "$bld/Modules/expat/libexpat.a" \
+	"$deps/lib/libz.a" "$deps/lib/libbz2.a" "$deps/lib/liblzma.a" "$deps/lib/libsqlite3.a" \
+	-lwasi-emulated-signal -lwasi-emulated-getpid -lwasi-emulated-process-clocks -lm 2>"$d/link.log" ||
+	{ cat "$d/link.log" >&2; exit 1; }
+# A signature mismatch between two definitions of a name makes wasm-ld trap the
+# calls: that must never pass.
+if grep -q "signature mismatch" "$d/link.log"; then
+	cat "$d/link.log" >&2
+	log "the link found a function signature mismatch"
+	exit 1
+fi
+mkdir -p "$out"
+"$llvm/llvm-strip" -o "$out/spine.wasm" "$d/spine.wasm"
+
+# 4. The packages' Python: numpy as built, sympy and mpmath from Debian's packages, and
+# the finder of the dotted built-in modules (python/_spine_builtins.py).
+log "packing packages.zip"
+rm -rf "$d/debs" && mkdir -p "$d/debs"
+for entry in "${debs[@]}"; do
+	IFS='=' read -r pkg version file sum <<<"$entry"
+	dpkg-deb -x "$work/src/$file" "$d/debs/$pkg"
+done
+dist=usr/lib/python3/dist-packages
+mkdir -p "$d/pure"
+rm -rf "$d/pure"/* && cp -a "$d/debs/python3-sympy/$dist/sympy" "$d/debs/python3-mpmath/$dist/mpmath" "$d/pure/"
+"$python_build" -I "$here/tools/mkpackages.py" --out "$out/packages.zip" "$d/np-out/py" "$d/pure" "$here/python"
+
+# 5. Licences and the manifest.
+cp "$np/LICENSE.txt" "$out/LICENSE.numpy"
+cp "$np/LICENSES_bundled.txt" "$out/LICENSES_bundled.numpy"
+cp "$d/debs/python3-sympy/usr/share/doc/python3-sympy/copyright" "$out/LICENSE.sympy"
+cp "$d/debs/python3-mpmath/usr/share/doc/python3-mpmath/copyright" "$out/LICENSE.mpmath"
+cp "$d/modules.txt" "$out/modules.txt"
+inputs=(--input "numpy=$numpy_version=$src")
+for entry in "${debs[@]}"; do
+	IFS='=' read -r pkg version file sum <<<"$entry"
+	inputs+=(--input "$pkg=$version=$work/src/$file")
+done
+rm -f "$out/manifest.json"
+"$python_build" -I "$here/tools/mkmanifest.py" --root "$root" --out "$out" "${inputs[@]}" >"$d/manifest.json"
+mv "$d/manifest.json" "$out/manifest.json"
+
+if [ $check = 1 ]; then
+	status=0
+	for f in "$out"/*; do
+		f=$(basename "$f")
+		if cmp -s "$out/$f" "$here/artifact/$f"; then log "same: $f"; else log "DIFFERS: $f"; status=1; fi
+	done
+	exit $status
+fi
+log "done: $(du -h "$out/spine.wasm" | cut -f1) spine.wasm, $(du -h "$out/packages.zip" | cut -f1) packages.zip"

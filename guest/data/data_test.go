@@ -1,0 +1,174 @@
+package data
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/spine-run/spine"
+)
+
+var (
+	runnerOnce sync.Once
+	runner     *spine.Runner
+	runnerErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if runner != nil {
+		runner.Close(context.Background())
+	}
+	os.Exit(code)
+}
+
+// dataRunner is one Runner on the data Guest, shared by the tests.
+func dataRunner(t *testing.T) *spine.Runner {
+	t.Helper()
+	runnerOnce.Do(func() {
+		runner, runnerErr = spine.New(context.Background(), nil, &spine.Options{Artifact: Artifact(), PoolSize: 1})
+	})
+	if runnerErr != nil {
+		t.Fatal(runnerErr)
+	}
+	return runner
+}
+
+func run(t *testing.T, src string) *spine.Output {
+	t.Helper()
+	out, err := dataRunner(t).Run(context.Background(), spine.Request{Source: src})
+	if err != nil {
+		var pe *spine.PythonError
+		if errors.As(err, &pe) {
+			t.Fatalf("%v\n%s\nstderr: %s", err, pe.Traceback, out.Stderr)
+		}
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestNumpySympyLikeNative runs testdata/numpy_sympy.py in the data Guest and
+// compares what it prints with what native numpy 1.24.2 and sympy 1.11.1
+// printed (testdata/numpy_sympy.txt, made by /usr/bin/python3 with Debian's
+// python3-numpy and python3-sympy); when that Python is here with those
+// versions, with a run of it too.
+func TestNumpySympyLikeNative(t *testing.T) {
+	program, err := os.ReadFile("testdata/numpy_sympy.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("testdata/numpy_sympy.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := run(t, string(program))
+	if got := out.Stdout; got != string(want) {
+		t.Fatalf("the data Guest printed\n%s\nnative printed\n%s", got, want)
+	}
+	native := nativePython(t)
+	if native == "" {
+		return
+	}
+	cmd := exec.Command(native, filepath.Join(mustAbs(t, "testdata"), "numpy_sympy.py"))
+	cmd.Dir = t.TempDir()
+	text, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(text, want) {
+		t.Fatalf("native now prints\n%s\nnot the recorded\n%s", text, want)
+	}
+}
+
+// nativePython is /usr/bin/python3 when it has numpy 1.24.2 and sympy 1.11.1,
+// else "".
+func nativePython(t *testing.T) string {
+	const py = "/usr/bin/python3"
+	v, err := exec.Command(py, "-c", "import numpy, sympy; print(numpy.__version__, sympy.__version__)").Output()
+	if err != nil || strings.TrimSpace(string(v)) != "1.24.2 1.11.1" {
+		t.Logf("no native numpy 1.24.2 with sympy 1.11.1 at %s: compared with the recorded output only", py)
+		return ""
+	}
+	return py
+}
+
+func mustAbs(t *testing.T, p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestPlatformDifferences pins what the data Guest does where wasm32 differs
+// from a 64-bit native numpy (docs/packages.md).
+func TestPlatformDifferences(t *testing.T) {
+	out := run(t, `import numpy as np, sys
+a = np.arange(100_000)
+with np.errstate(all="raise"):
+    try:
+        np.array([1.0]) / 0
+        raised = False
+    except FloatingPointError:
+        raised = True
+result = {"int": str(np.dtype(int)), "intp": str(np.dtype(np.intp)), "arange": str(a.dtype),
+          "square_sum_wraps": int((a ** 2).sum()), "int64_sum": int((a.astype(np.int64) ** 2).sum()),
+          "raised": raised, "preloaded": "numpy.linalg" in sys.modules and "sympy" in sys.modules}`)
+	var got map[string]any
+	if err := json.Unmarshal(out.Value, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"int": "int32", "intp": "int32", "arange": "int32",
+		"square_sum_wraps": float64(int32Wrap(sumSquares(100_000))), "int64_sum": float64(sumSquares(100_000)),
+		"raised": false, "preloaded": true}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+}
+
+func sumSquares(n int64) int64 { return (n - 1) * n * (2*n - 1) / 6 }
+
+// int32Wrap is the sum numpy computes in int32 for a sum of int32 squares
+// that each fit: the running sum wraps at 2**32.
+func int32Wrap(v int64) int64 { return int64(int32(uint32(v))) }
+
+// TestSourcesMatchManifest fails when a source of the data Guest changed
+// without a rebuild (guest/data/build.sh).
+func TestSourcesMatchManifest(t *testing.T) {
+	var m struct {
+		Sources  map[string]string `json:"sources"`
+		Artifact map[string]string `json:"artifact"`
+	}
+	if err := json.Unmarshal(Manifest, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{"guest/c/spine.c", "guest/data/build.sh", "guest/data/numpy.patch", "guest/data/python/_spine_builtins.py",
+		"guest/data/tools/collect.py", "guest/data/tools/fakeld.py", "guest/data/tools/mkmanifest.py",
+		"guest/data/tools/mkpackages.py"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(data)
+		if m.Sources[rel] != hex.EncodeToString(sum[:]) {
+			t.Errorf("%s changed since the data Guest was built: run make data-guest", rel)
+		}
+	}
+	for name, data := range map[string][]byte{"spine.wasm": Wasm, "packages.zip": PackagesZip} {
+		sum := sha256.Sum256(data)
+		if m.Artifact[name] != hex.EncodeToString(sum[:]) {
+			t.Errorf("artifact/%s does not match the manifest", name)
+		}
+	}
+}

@@ -1,0 +1,18 @@
+module github.com/spine-run/spine/guest/data
+
+go 1.26.0
+
+require github.com/spine-run/spine v0.0.0
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/google/jsonschema-go v0.4.3 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/tetratelabs/wazero v1.12.0 // indirect
+	go.opentelemetry.io/otel v1.40.0 // indirect
+	go.opentelemetry.io/otel/trace v1.40.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
+
+// The core module, from this repository.
+replace github.com/spine-run/spine => ../..

@@ -1,0 +1,63 @@
+"""mkpackages.py --out ZIP FOLDER...: packs the packages under each FOLDER (numpy as
+built, sympy and mpmath from Debian's packages) into the data Guest's package archive.
+
+Every module is compiled to an unchecked hash-based .pyc (the Guest never needs the
+source) named as the Guest sees it, under /usr/local/lib/data.zip. Test folders (and conftest.py files) and
+what cannot run in the Guest (numpy.distutils, numpy.f2py: they build native code) are
+left out. Entries are sorted, dated 1980-01-01 and deflated at level 9 (the archive is
+committed: small matters more than the inflate an import costs, and the data Guest's
+image imports its packages once), so the same inputs give the same bytes."""
+
+import argparse
+import importlib.util
+import marshal
+import pathlib
+import sys
+import zipfile
+
+MOUNT = "/usr/local/lib/data.zip"
+DATE = (1980, 1, 1, 0, 0, 0)
+OMIT_DIRS = {"tests", "benchmarks", "__pycache__"}
+OMIT_TOP = {"numpy/distutils", "numpy/f2py", "numpy/_pyinstaller"}
+OMIT_NAMES = {"conftest.py"}  # pytest's, for the test suites only
+
+
+def wanted(rel):
+    parts = rel.split("/")
+    if any(p in OMIT_DIRS for p in parts[:-1]) or parts[-1] in OMIT_NAMES:
+        return False
+    return not any(rel.startswith(top + "/") for top in OMIT_TOP)
+
+
+def pyc(source, rel):
+    code = compile(source, f"{MOUNT}/{rel}", "exec", dont_inherit=True, optimize=0)
+    data = bytearray(importlib.util.MAGIC_NUMBER)
+    data += (1).to_bytes(4, "little")  # hash-based, unchecked
+    data += importlib.util.source_hash(source)
+    data += marshal.dumps(code)
+    return bytes(data)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True, type=pathlib.Path)
+    parser.add_argument("folders", nargs="+", type=pathlib.Path)
+    args = parser.parse_args()
+    files = {}
+    for folder in args.folders:
+        for path in folder.rglob("*.py"):
+            rel = path.relative_to(folder).as_posix()
+            if wanted(rel):
+                if rel in files:
+                    sys.exit(f"mkpackages: {rel} is in two folders")
+                files[rel] = path
+    with zipfile.ZipFile(args.out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        for rel in sorted(files):
+            info = zipfile.ZipInfo(rel[:-3] + ".pyc", DATE)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, pyc(files[rel].read_bytes(), rel))
+
+
+if __name__ == "__main__":
+    main()

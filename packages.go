@@ -1,0 +1,213 @@
+package spine
+
+import (
+	"archive/zip"
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/spine-run/spine/guest"
+)
+
+// The bounds on Options.Packages: the tree is read whole into the Host's
+// memory once, by New, and mounted read-only in every Guest.
+const (
+	maxPackagesBytes = 256 << 20 // the files' bytes, all together
+	maxPackagesFiles = 100_000
+	maxPackagePath   = 1024 // bytes of one file's path in the tree
+	maxPreload       = 256  // names in Options.Preload and Artifact.Preload together
+	maxPreloadName   = 200  // bytes of one name
+)
+
+// The archives beside python311.zip in the Guest's library folder, on sys.path
+// after it in this order.
+const (
+	dataZipName = "data.zip" // Artifact.PackagesZip: the data Guest's packages
+	siteZipName = "site.zip" // Options.Packages, packed by New
+)
+
+// extensionSuffixes are the files of compiled extension modules: the Guest
+// cannot load any (WASI has no dynamic linking).
+var extensionSuffixes = []string{".so", ".pyd", ".dylib", ".wasm"}
+
+// ErrPackages wraps every problem New finds with Options.Packages or a
+// Preload name.
+var ErrPackages = errors.New("spine: packages")
+
+// packPackages packs the tree fsys into a zip archive the Guest's zipimport
+// reads: every regular file but __pycache__ folders and .pyc files (the
+// Guest compiles what it imports from the sources, and bytecode of another
+// Python version would be refused anyway), in lexical order, stored, with a
+// fixed time, so the same tree gives the same bytes. A file of a compiled
+// extension module refuses the whole tree, naming every one of them.
+func packPackages(fsys fs.FS) ([]byte, error) {
+	type file struct {
+		name string
+		data []byte
+	}
+	var files []file
+	var compiled []string
+	var total int64
+	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if len(name) > maxPackagePath {
+			return fmt.Errorf("%s...: path longer than %d bytes", name[:64], maxPackagePath)
+		}
+		if d.IsDir() {
+			if d.Name() == "__pycache__" {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(name, ".pyc") {
+			return nil
+		}
+		for _, suffix := range extensionSuffixes {
+			if strings.HasSuffix(strings.ToLower(name), suffix) {
+				compiled = append(compiled, name)
+				return nil
+			}
+		}
+		if !d.Type().IsRegular() {
+			// A link is followed to a regular file; anything else is refused.
+			info, err := fs.Stat(fsys, name)
+			if err != nil {
+				return err
+			}
+			if !info.Mode().IsRegular() {
+				return fmt.Errorf("%s: not a regular file or folder (%v)", name, info.Mode().Type())
+			}
+		}
+		if len(files) >= maxPackagesFiles {
+			return fmt.Errorf("more than %d files", maxPackagesFiles)
+		}
+		data, err := readBounded(fsys, name, maxPackagesBytes-total)
+		if err != nil {
+			return err
+		}
+		total += int64(len(data))
+		files = append(files, file{name, data})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPackages, err)
+	}
+	if len(compiled) > 0 {
+		return nil, fmt.Errorf("%w: compiled extension modules cannot be loaded by the Guest (only pure-Python packages can): %s",
+			ErrPackages, strings.Join(compiled, ", "))
+	}
+	var buf bytes.Buffer
+	w := zip.NewWriter(&buf)
+	when := time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, f := range files {
+		fw, err := w.CreateHeader(&zip.FileHeader{Name: f.name, Method: zip.Store, Modified: when})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrPackages, err)
+		}
+		if _, err := fw.Write(f.data); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrPackages, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPackages, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// readBounded reads the file name of fsys, failing when it holds more than
+// limit bytes.
+func readBounded(fsys fs.FS, name string, limit int64) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("the files hold more than %d bytes (at %s)", maxPackagesBytes, name)
+	}
+	return data, nil
+}
+
+var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+
+// checkPreload checks the names of modules to import into the image: dotted
+// Python identifiers, a bounded number of bounded length. It returns them
+// without repeats, in their first order.
+func checkPreload(names []string) ([]string, error) {
+	if len(names) > maxPreload {
+		return nil, fmt.Errorf("%w: %d modules to preload, at most %d", ErrPackages, len(names), maxPreload)
+	}
+	seen := make(map[string]bool, len(names))
+	var out []string
+	for _, n := range names {
+		if len(n) > maxPreloadName || !moduleName.MatchString(n) {
+			if len(n) > 64 {
+				n = n[:64] + "..."
+			}
+			return nil, fmt.Errorf("%w: preload %q is not a module name", ErrPackages, n)
+		}
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// world is what a Runner adds to the Guest beyond its artifact: the archives
+// mounted beside the standard library and the warm-up that puts them on
+// sys.path and imports the modules to preload.
+type world struct {
+	files  []guest.File // beside python311.zip
+	warm   string       // the whole warm-up
+	digest []byte       // identifies files and warm, for the image key
+}
+
+// newWorld puts together the world of artifact a and options opts; site is
+// Options.Packages packed (nil when unset).
+func newWorld(a Artifact, site []byte, preload []string) world {
+	w := world{warm: warmSource}
+	var paths []string
+	if len(a.PackagesZip) > 0 {
+		w.files = append(w.files, guest.File{Name: dataZipName, Data: a.PackagesZip})
+		paths = append(paths, dataZipName)
+	}
+	if site != nil {
+		w.files = append(w.files, guest.File{Name: siteZipName, Data: site})
+		paths = append(paths, siteZipName)
+	}
+	if len(paths) > 0 || len(preload) > 0 {
+		var b strings.Builder
+		b.WriteString("import sys\n")
+		for _, p := range paths {
+			fmt.Fprintf(&b, "sys.path.append(%q)\n", path.Join(guest.StdlibMount, p))
+		}
+		for _, m := range preload {
+			fmt.Fprintf(&b, "import %s\n", m)
+		}
+		// The preloaded modules go in before the collector freezes the image.
+		i := strings.Index(warmSource, "import gc\n")
+		w.warm = warmSource[:i] + b.String() + warmSource[i:]
+	}
+	h := sha256.New()
+	for _, f := range w.files {
+		sum := sha256.Sum256(f.Data)
+		fmt.Fprintf(h, "%s:%x\n", f.Name, sum)
+	}
+	fmt.Fprintf(h, "%d:%s", len(w.warm), w.warm)
+	w.digest = h.Sum(nil)
+	return w
+}

@@ -1,0 +1,79 @@
+package spine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/spine-run/spine/internal/engine"
+)
+
+// warmSource runs once in the Guest the image is taken from: it imports the
+// modules programs use most (asyncio, concurrent.futures and zoneinfo among
+// them: their import would cost a run up to hundreds of milliseconds,
+// docs/python.md), runs the
+// early-read pass once so CPython's specialized bytecode for it is in the
+// image, makes os.chdir keep the working directory's name normal (wasi-libc,
+// which keeps it, joins a relative path to it as given, so that os.getcwd()
+// would answer "/work/a/.."; without links in the scratch tree, normpath is
+// exact), then freezes everything alive so the collector of a run never walks
+// (and so never dirties) the image's objects.
+const warmSource = `import json, re, math, datetime, collections, itertools, functools, ast
+import asyncio, concurrent.futures.thread, zoneinfo, tzdata
+asyncio.run(asyncio.sleep(0))
+import plm
+plm.warm()
+import os, posixpath
+def chdir(path, _chdir=os.chdir):
+    """Change the current working directory to the specified path."""
+    if isinstance(path, int):
+        return _chdir(path)
+    path = os.fspath(path)
+    cwd = os.getcwdb() if isinstance(path, bytes) else os.getcwd()
+    return _chdir(posixpath.normpath(posixpath.join(cwd, path)))
+os.chdir = chdir
+del chdir
+import gc
+gc.collect()
+gc.freeze()
+`
+
+// imageFormat changes whenever what an image holds changes meaning. An image
+// has the scratch tree preopened at "/" and the working directory /work in
+// wasi-libc's tables, and is captured with fixed randomness, so that every
+// Host makes the same bytes under a key.
+const imageFormat = "spine-image-4"
+
+// imageKey names an image by everything that decides its bytes: the Guest
+// (artifact identifies it), its world (the package archives and the warm-up
+// that imports from them: world.digest) and the Runner's tools, which the
+// image has installed.
+func imageKey(artifact, world, tools []byte) string {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(imageFormat), artifact, world, tools} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// warm runs the warm-up (warmSource, with the world's additions) in the Guest
+// the image is taken from, installing the Runner's tools with it.
+func (r *Runner) warm(ctx context.Context, g *engine.Instance) error {
+	st := newRunState(r, ctx, false)
+	defer st.close()
+	request, err := json.Marshal(executeRequest{Source: r.world.warm, Inputs: json.RawMessage("{}"), Tools: r.tools})
+	if err != nil {
+		return err
+	}
+	response, err := g.Execute(st.ctx, request, maxErrorResponse)
+	if err != nil {
+		return err
+	}
+	if string(response) != `{"value":null}` {
+		return fmt.Errorf("%w: %s", ErrGuest, response)
+	}
+	return nil
+}
