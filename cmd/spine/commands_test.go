@@ -136,7 +136,7 @@ func TestExitCodes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var stdout, stderr bytes.Buffer
-	if code := demo(ctx, &stdout, &stderr); code != exitFailure {
+	if code := demo(ctx, nil, &stdout, &stderr); code != exitFailure {
 		t.Errorf("demo, context cancelled: exit %d, stderr %q", code, stderr.String())
 	}
 }

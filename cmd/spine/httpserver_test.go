@@ -464,16 +464,21 @@ func TestTokenProcess(t *testing.T) {
 	})
 }
 
-// TestMCPLogsClipped: with --verbose the SDK's log lines go through
-// service.ClipLogs, as spine mcp sets it up.
+// TestMCPLogsClipped: the servers' log lines (the SDK's, with --verbose, in
+// both formats) go through service.ClipLogs, as spine mcp sets it up.
 func TestMCPLogsClipped(t *testing.T) {
-	var b bytes.Buffer
-	logger := newMCPLogger(&b, true)
-	logger.Error(fmt.Sprintf("calling tools/call: %v", errors.New(strings.Repeat("x", 1<<20))))
-	if b.Len() > 1024 || !strings.Contains(b.String(), "bytes)") {
-		t.Fatalf("%d bytes logged: %.300s", b.Len(), b.String())
+	for _, format := range []string{"text", "json"} {
+		var b bytes.Buffer
+		logger, err := (&logFlags{format: format, verbose: true}).logger(&b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logger.Error(fmt.Sprintf("calling tools/call: %v", errors.New(strings.Repeat("x", 1<<20))))
+		if b.Len() > 1024 || !strings.Contains(b.String(), "bytes)") {
+			t.Fatalf("%s: %d bytes logged: %.300s", format, b.Len(), b.String())
+		}
 	}
-	if newMCPLogger(&b, false) != nil {
-		t.Fatal("a logger without --verbose")
+	if _, err := (&logFlags{format: "xml"}).logger(io.Discard); err == nil {
+		t.Fatal("--log-format xml accepted")
 	}
 }

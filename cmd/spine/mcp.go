@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/mcpserver"
 	"github.com/spine-run/spine/service"
 )
@@ -51,8 +52,9 @@ flags:
   --read-timeout DURATION  with --http, time to send a request's headers (at most 10s) and body (default 30s)
   --idle-timeout DURATION  with --http, how long an idle keep-alive connection stays open (default 60s)
   --grace DURATION         with --http, how long shutdown waits for calls in flight (default 30s)
-  --verbose                log the MCP traffic's events, and the MCP servers' standard error, to standard error
-
+  --log-format FORMAT      text or json: the log on standard error, with --http an access log line per request (default text)
+  --verbose                also log the MCP traffic's events, and the MCP servers' standard error
+` + cacheUsage + `
 exit codes: 0 stopped (standard input closed; with --http, SIGINT or SIGTERM
 once the calls in flight finished), 2 usage error (a bad config file
 included), 4 other failure (an MCP server, the address, calls still going
@@ -70,7 +72,8 @@ type mcpOptions struct {
 	stateless  bool
 	sessions   int // --max-sessions
 	grace      time.Duration
-	verbose    bool
+	log        logFlags
+	cache      cacheFlags
 	http       httpFlags
 }
 
@@ -84,7 +87,8 @@ func (o *mcpOptions) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.stateless, "stateless", false, "")
 	fs.IntVar(&o.sessions, "max-sessions", mcpserver.DefaultMaxSessions, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
-	fs.BoolVar(&o.verbose, "verbose", false, "")
+	o.log.flags(fs)
+	o.cache.flags(fs)
 	o.http = addHTTPFlags(fs)
 }
 
@@ -113,17 +117,31 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	logger := newMCPLogger(stderr, o.verbose) // stdout is the protocol's: logs go to stderr only
+	logger, err := o.log.logger(stderr) // stdout is the protocol's: logs go to stderr only
+	if err != nil {
+		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
+	}
+	var traffic *slog.Logger // the MCP traffic's events, with --verbose
+	if o.log.verbose {
+		traffic = logger
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runner, manifest, _, closeRunner, code := openRunner(ctx, "spine mcp", o.config, o.demo, nil, o.verbose, stderr)
+	tracer, stopTracing, err := tracing(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "spine mcp:", err)
+		return exitUsage
+	}
+	defer stopTracing(context.Background())
+	opts := o.cache.apply(&spine.Options{TracerProvider: tracer}, logger, stderr)
+	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine mcp", o.config, o.demo, opts, o.log.verbose, stderr)
 	if runner == nil {
 		return code
 	}
 	defer closeRunner()
 	server := mcpserver.New(runner, manifest, &mcpserver.Options{
-		Timeout: o.timeout, Slots: o.slots, EarlyReads: o.earlyReads, Stateless: o.stateless, MaxSessions: o.sessions, Logger: logger,
+		Timeout: o.timeout, Slots: o.slots, EarlyReads: o.earlyReads, Stateless: o.stateless, MaxSessions: o.sessions, Logger: traffic,
 	})
 
 	if o.addr == "" {
@@ -145,16 +163,8 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if ln == nil {
 		return code
 	}
-	return serveMCP(ctx, stop, ln, server, logger, limits, token, o.grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
-}
-
-// newMCPLogger returns the logger of spine mcp: nil without --verbose, else
-// one that writes every event to w with its texts cut (service.ClipLogs).
-func newMCPLogger(w io.Writer, verbose bool) *slog.Logger {
-	if !verbose {
-		return nil
-	}
-	return slog.New(service.ClipLogs(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	_ = health
+	return serveMCP(ctx, stop, ln, server, traffic, limits, token, o.grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
 }
 
 // serveMCP serves server with streamable HTTP at /mcp on ln until ctx ends,

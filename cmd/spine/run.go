@@ -38,7 +38,7 @@ flags:
   --session FILE        run in the Python session saved in FILE (a new one when FILE does not exist) and save it back there
   --file [NAME=]PATH    place the file at PATH in the program's working directory as NAME (default: its base name); repeatable
   --out DIR             write the files the program created or changed in its working directory to DIR, and list them
-
+` + cacheUsage + `
 The program's working directory (/work) and /tmp are its own, in memory,
 empty at the start but for the --file files, and gone after the run. With
 --out DIR, the files the program created or changed there are written
@@ -75,6 +75,7 @@ type runOptions struct {
 	session    string // --session FILE
 	files      fileFlags
 	out        string // --out DIR
+	cache      cacheFlags
 }
 
 // fileFlags are the --file flags, as given.
@@ -172,6 +173,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.session, "session", "", "")
 	fs.Var(&o.files, "file", "")
 	fs.StringVar(&o.out, "out", "", "")
+	o.cache.flags(fs)
 }
 
 // readInputs reads --inputs: JSON text, or @FILE for the JSON in FILE. The
@@ -394,7 +396,12 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return finish(loadExitCode(err), &runError{Kind: "failure", Message: err.Error()})
 	}
 	defer tools.close()
-	runner, err := spine.New(ctx, tools.manifest, &spine.Options{PoolSize: -1})
+	tracer, stopTracing, err := tracing(ctx)
+	if err != nil {
+		return finish(exitUsage, &runError{Kind: "failure", Message: err.Error()})
+	}
+	defer stopTracing(context.Background())
+	runner, err := spine.New(ctx, tools.manifest, o.cache.apply(&spine.Options{PoolSize: -1, TracerProvider: tracer}, nil, stderr))
 	if err != nil {
 		return finish(exitFailure, &runError{Kind: "failure", Message: err.Error()})
 	}

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -49,8 +48,9 @@ flags:
   --read-timeout DURATION  time to send a request's headers (at most 10s) and body (default 30s)
   --idle-timeout DURATION  how long an idle keep-alive connection stays open (default 60s)
   --grace DURATION         how long shutdown waits for runs in flight (default 30s)
-  --verbose                log every request, not only failures, and the MCP servers' standard error
-
+  --log-format FORMAT      text or json: the access log (a line per request) and the rest (default text)
+  --verbose                also debug lines and the MCP servers' standard error
+` + cacheUsage + `
 session flags:
   --sessions N             sessions held at once, live and hibernated; more get 503 (default 10000)
   --live-sessions N        of those, how many keep a live Guest (default 64)
@@ -74,7 +74,8 @@ type serveOptions struct {
 	streamIdle  time.Duration
 	maxTimeout  time.Duration
 	grace       time.Duration
-	verbose     bool
+	log         logFlags
+	cache       cacheFlags
 	http        httpFlags
 
 	sessions      int
@@ -103,7 +104,8 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.streamIdle, "stream-idle", service.DefaultStreamIdle, "")
 	fs.DurationVar(&o.maxTimeout, "max-timeout", service.DefaultMaxTimeout, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
-	fs.BoolVar(&o.verbose, "verbose", false, "")
+	o.log.flags(fs)
+	o.cache.flags(fs)
 	o.http = addHTTPFlags(fs)
 	fs.IntVar(&o.sessions, "sessions", 10000, "")
 	fs.IntVar(&o.liveSessions, "live-sessions", 64, "")
@@ -163,15 +165,21 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "spine serve:", err)
 		return exitUsage
 	}
-	level := slog.LevelInfo
-	if o.verbose {
-		level = slog.LevelDebug
+	logger, err := o.log.logger(stderr)
+	if err != nil {
+		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, &spine.Options{Sessions: sessions}, o.verbose, stderr)
+	tracer, stopTracing, err := tracing(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "spine serve:", err)
+		return exitUsage
+	}
+	defer stopTracing(context.Background())
+	opts := o.cache.apply(&spine.Options{Sessions: sessions, TracerProvider: tracer}, logger, stderr)
+	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, opts, o.log.verbose, stderr)
 	if runner == nil {
 		return code
 	}
