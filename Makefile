@@ -3,7 +3,7 @@
 
 GO ?= go
 
-.PHONY: demo test ci race bench guest guest-check fuzz cpython-tests install-check
+.PHONY: demo test ci race bench guest guest-check fuzz cpython-tests install-check image image-bench deploy-test
 
 demo: ## run the seed's demo
 	$(GO) run ./cmd/spine demo
@@ -42,3 +42,12 @@ guest-check: ## rebuild the Guest in a scratch folder and compare with the commi
 cpython-tests: ## CPython 3.11.2's own tests in the Guest and natively, compared (slow; docs/fidelity.md)
 	src=$$(guest/build.sh --source-only) && \
 	$(GO) run ./internal/cpytests/cmd/cpytests -source "$$src" -work build/cpython-tests $(CPYTESTS_FLAGS)
+
+image: ## the container image, without a daemon: build/image/oci (OCI layout) and build/image/spine.tar (docker load -i); docs/deploy.md
+	cd deploy && $(GO) run ./cmd/spine-image -src .. -out ../build/image
+
+image-bench: image ## seconds from a new replica's start to its first /v1/run answered, from the image's baked cache (median of 5; needs root)
+	cd deploy && $(GO) run ./cmd/image-bench -image ../build/image/oci -n 5
+
+deploy-test: ## the deploy module's tests: the manifests decoded strictly, the probes against spine serve, the image built and run (needs root)
+	cd deploy && $(GO) vet ./... && $(GO) test -timeout 20m ./...
