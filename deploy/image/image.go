@@ -91,7 +91,7 @@ func Build(ctx context.Context, o Options) (v1.Image, error) {
 	}
 	bin := filepath.Join(work, "spine")
 	logf("building %s (linux/%s, static)", bin, o.Arch)
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/spine")
+	build := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", bin, "./cmd/spine")
 	build.Dir = o.Source
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.Arch)
 	if out, err := build.CombinedOutput(); err != nil {
