@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -333,7 +334,7 @@ func TestMCPHTTPTokenAndSlots(t *testing.T) {
 	var stderr bytes.Buffer
 	served := make(chan int, 1)
 	go func() {
-		served <- serveMCP(ctx, stop, ln, server, nil, httpLimits{}, "s3cret", time.Minute, "", &stderr)
+		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, token: "s3cret", log: slog.New(slog.DiscardHandler)}, httpLimits{}, time.Minute, "", &stderr)
 	}()
 	endpoint := "http://" + ln.Addr().String() + "/mcp"
 

@@ -199,7 +199,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		MaxSnapshot: maxSnapshot(sessions.MemoryLimit),
 		Tool:        codemode.New(runner, manifest, &codemode.Options{Timeout: o.maxTimeout}),
 	})
-	code = serveHTTP(ctx, stop, ln, svc, limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
+	code = serveHTTP(ctx, stop, ln, service.AccessLog(logger, tracer, svc), limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr, func() { svc.SetDraining(true) })
 	svc.Close(context.Background()) // the requests have ended: nothing waits
 	return code
 }
