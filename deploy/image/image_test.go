@@ -76,7 +76,10 @@ func TestImage(t *testing.T) {
 	}
 	// The emptyDir: the only folder the process can write.
 	cache := filepath.Join(root, "run", "cache")
-	if err := os.MkdirAll(cache, 0o700); err != nil {
+	if err := os.Mkdir(filepath.Dir(cache), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(cache, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chown(cache, UID, UID); err != nil {
@@ -88,7 +91,7 @@ func TestImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Post("http://"+r.Addr+"/v1/run", "application/json", strings.NewReader(`{"source": "import ssl\nprint(6 * 7)\n21 * 2"}`))
+	resp, err := http.Post("http://"+r.Addr+"/v1/run", "application/json", strings.NewReader(`{"source": "print(6 * 7)\n21 * 2"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
