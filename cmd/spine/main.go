@@ -47,7 +47,7 @@ commands:
   run     run a Python program with MCP servers' tools (spine run -h)
   tools   print the Python stubs of the tools a program can call (spine tools -h)
   bench   measure runs in every start mode against native python3 (spine bench -h)
-  serve   serve the HTTP API: POST /v1/run, /v1/run/stream, /healthz, /metrics (spine serve -h)
+  serve   serve the HTTP API: POST /v1/run, /v1/run/stream, /healthz, /livez, /readyz, /metrics (spine serve -h)
   mcp     serve MCP (stdio or streamable HTTP) with one tool, run_python (spine mcp -h)
   soak    many mixed runs at once; checks every outcome and what leaks (spine soak -h)
   warm    fill the compilation cache ahead of time, for a container image (spine warm -h)

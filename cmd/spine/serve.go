@@ -22,16 +22,17 @@ const serveUsage = `usage: spine serve [flags]
 
 Serves the HTTP API: POST /v1/run, POST /v1/run/stream, the sessions
 (POST /v1/sessions, POST /v1/sessions/{id}/run, GET /v1/sessions/{id}/snapshot,
-POST /v1/sessions/restore, DELETE /v1/sessions/{id}), GET /healthz and
-GET /metrics (README, "spine serve"). Programs call the tools of the MCP
+POST /v1/sessions/restore, DELETE /v1/sessions/{id}), GET /healthz,
+GET /livez, GET /readyz (503 once shutting down) and GET /metrics (README,
+"spine serve"; docs/deploy.md). Each request gets an access log line. Programs call the tools of the MCP
 servers in the config file (and the built-in demo tools with --demo-tools).
 On SIGINT or SIGTERM it stops accepting requests, lets the runs in flight
 finish (up to --grace) and exits.
 
-With a token (--token-file, else $SPINE_TOKEN), every request but /healthz
-must carry "Authorization: Bearer <token>". Without one it refuses to listen
-on anything but a loopback address and answers only requests whose Host is
-localhost, 127.x.x.x or [::1]. POST /v1/run takes Content-Type
+With a token (--token-file, else $SPINE_TOKEN), every request but /healthz,
+/livez and /readyz must carry "Authorization: Bearer <token>". Without one
+it refuses to listen on anything but a loopback address and answers only
+requests whose Host is localhost, 127.x.x.x or [::1]. POST /v1/run takes Content-Type
 application/json; /v1/run/stream a type such as text/x-python; a restore
 application/octet-stream.
 
