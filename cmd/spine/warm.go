@@ -28,20 +28,28 @@ flags:
 exit codes: 0 ok, 2 usage error, 4 other failure
 `
 
+// warmOptions are the flags of spine warm.
+type warmOptions struct {
+	cache  cacheFlags
+	config string
+	demo   bool
+}
+
+func (o *warmOptions) flags(fs *flag.FlagSet) {
+	o.cache.flags(fs)
+	fs.StringVar(&o.config, "config", os.Getenv("SPINE_CONFIG"), "")
+	fs.BoolVar(&o.demo, "demo-tools", false, "")
+}
+
 // warmCommand is spine warm.
 func warmCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	var (
-		cache  cacheFlags
-		config string
-		demo   bool
-	)
+	var o warmOptions
 	fs := flag.NewFlagSet("spine warm", flag.ContinueOnError)
-	cache.flags(fs)
-	fs.StringVar(&config, "config", os.Getenv("SPINE_CONFIG"), "")
-	fs.BoolVar(&demo, "demo-tools", false, "")
+	o.flags(fs)
 	if _, code, done := parseFlags(fs, args, warmUsage, 0, stdout, stderr); done {
 		return code
 	}
+	cache, config, demo := o.cache, o.config, o.demo
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	start := time.Now()
