@@ -78,9 +78,11 @@ type Options struct {
 	CacheDir string
 
 	// SeedCacheDir, when set, is a cache folder filled ahead of time (spine
-	// warm), possibly read-only: New first copies into CacheDir each file
-	// of it that CacheDir lacks, so a new process (a container's replica)
-	// loads the compiled Guest instead of compiling it.
+	// warm), possibly read-only: New first links into CacheDir each file
+	// of it that CacheDir lacks (a symbolic link; a copy where none can be
+	// made), so a new process (a container's replica) loads the compiled
+	// Guest instead of compiling it. The seed must stay where it is while
+	// the cache is used.
 	SeedCacheDir string
 
 	// NoDiskCache keeps compiled code in memory only.

@@ -33,15 +33,20 @@ func usableCacheFolder(dir, seed string) (string, error) {
 	os.Remove(probe.Name())
 	if seed != "" && filepath.Clean(seed) != filepath.Clean(dir) {
 		if err := seedCacheFolder(dir, seed); err != nil {
-			return dir, fmt.Errorf("copying the seed cache %s: %w", seed, err)
+			return dir, fmt.Errorf("linking the seed cache %s: %w", seed, err)
 		}
 	}
 	return dir, nil
 }
 
-// seedCacheFolder copies into dir every regular file under seed that dir
-// does not hold, each whole or not at all; the temporary files of a writer
-// that died are left out.
+// seedCacheFolder puts into dir a symbolic link to every regular file under
+// seed that dir does not hold (a copy where no link can be made); the
+// temporary files of a writer that died are left out. A link costs nothing
+// where a copy of the seed (tens of MB, its images sparse) would take a
+// new replica a good part of its start. Nothing writes a cache file in
+// place: a file is replaced by renaming a new one over it, which replaces
+// the link and leaves the seed as it is, and one found damaged is removed,
+// which removes the link.
 func seedCacheFolder(dir, seed string) error {
 	return filepath.WalkDir(seed, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -62,6 +67,13 @@ func seedCacheFolder(dir, seed string) error {
 			return nil
 		}
 		if _, err := os.Lstat(target); err == nil {
+			return nil
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return err
+		}
+		if os.Symlink(abs, target) == nil {
 			return nil
 		}
 		return copyFileAtomic(target, path)

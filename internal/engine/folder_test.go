@@ -30,6 +30,9 @@ func TestUsableCacheFolder(t *testing.T) {
 			t.Errorf("%s: %q, want %q", name, data, want)
 		}
 	}
+	if target, err := os.Readlink(filepath.Join(dir, "images/a.img")); err != nil || target != filepath.Join(seed, "images/a.img") {
+		t.Errorf("images/a.img is not a link to the seed's: %q, %v", target, err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "images/b.img.123.tmp")); err == nil {
 		t.Error("a temporary file was copied")
 	}
