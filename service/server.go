@@ -134,8 +134,9 @@ type Options struct {
 	// ResponseWriter that supports read deadlines, as net/http's do.
 	StreamIdle time.Duration
 
-	// Token, when set, must come with every request but GET /healthz as
-	// "Authorization: Bearer <token>"; others get 401 (RequireToken).
+	// Token, when set, must come with every request but GET /healthz,
+	// /livez and /readyz as "Authorization: Bearer <token>"; others get
+	// 401 (RequireToken). Its name in the access log is "default".
 	Token string
 
 	// Tokens are more tokens, each accepted as Token is: one for each
