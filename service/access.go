@@ -97,9 +97,9 @@ func noteAnswer(w http.ResponseWriter, status int, kind string) {
 // (when the request is about one), token (TokenName: a name, never the
 // token), error (the answer's error kind, when it has one; for an answer
 // sent as events, the run's status is "run_status"), remote, and trace_id
-// when there is a span. With tp, each request is a server span (named by
-// its method) whose context the handlers get, so a run's spans are its
-// children. spine serve and spine mcp --http wrap their handlers in it.
+// when there is a span. With tp, each request but the probes' and
+// /metrics is a server span (named by its method) whose context the
+// handlers get, so a run's spans are its children. spine serve and spine mcp --http wrap their handlers in it.
 func AccessLog(logger *slog.Logger, tp trace.TracerProvider, next http.Handler) http.Handler {
 	var tracer trace.Tracer
 	if tp != nil {
@@ -111,7 +111,7 @@ func AccessLog(logger *slog.Logger, tp trace.TracerProvider, next http.Handler) 
 		w.Header().Set(RequestIDHeader, info.id)
 		ctx := context.WithValue(r.Context(), requestInfoKey{}, info)
 		var span trace.Span
-		if tracer != nil {
+		if tracer != nil && !(probePaths[r.URL.Path] || r.URL.Path == "/metrics") {
 			ctx, span = tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
 				attribute.String("http.request.method", r.Method),
 				attribute.String("url.path", r.URL.Path),
