@@ -6,7 +6,7 @@ GO ?= go
 # output of every failure (internal/testprogress).
 PROGRESS = $(GO) run ./internal/testprogress
 
-.PHONY: demo test ci gofmt vet test-all race fuzz fuzz-short examples bench guest guest-check cpython-tests install-check data-guest data-guest-check data-test numpy-tests
+.PHONY: demo test ci gofmt vet test-all race fuzz fuzz-short examples bench guest guest-check cpython-tests install-check data-guest data-guest-check data-test numpy-tests image image-bench deploy-test
 
 demo: ## run the seed's demo
 	$(GO) run ./cmd/spine demo
@@ -75,3 +75,12 @@ data-test: ## the data Guest's module: vet and its tests (numpy and sympy agains
 
 numpy-tests: ## numpy 1.24.2's own tests (a subset of files) in the data Guest and natively, compared (slow; docs/packages.md)
 	cd guest/data && $(GO) run ./cmd/numpytests -work ../../build/numpy-tests $(NUMPYTESTS_FLAGS)
+
+image: ## the container image, without a daemon: build/image/oci (OCI layout) and build/image/spine.tar (docker load -i); docs/deploy.md
+	cd deploy && $(GO) run ./cmd/spine-image -src .. -out ../build/image
+
+image-bench: image ## seconds from a new replica's start to its first /v1/run answered, from the image's baked cache (median of 5; needs root)
+	cd deploy && $(GO) run ./cmd/image-bench -image ../build/image/oci -n 5
+
+deploy-test: ## the deploy module's tests: the manifests decoded strictly, the probes against spine serve, the image built and run (needs root)
+	cd deploy && $(GO) vet ./... && $(GO) test -timeout 40m ./...

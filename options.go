@@ -71,9 +71,20 @@ type Options struct {
 	// of an Output's. Default 8 MiB.
 	MaxFileBytes int
 
-	// CacheDir is where wazero's compilation cache lives on disk. Default: a
-	// "spine" folder under os.UserCacheDir. Ignored when NoDiskCache is set.
+	// CacheDir is where the compiled Guest and the prepared images are
+	// cached on disk. Default: a "spine" folder under os.UserCacheDir
+	// ($XDG_CACHE_HOME, else ~/.cache, on Linux). Ignored when NoDiskCache
+	// is set. A folder that cannot be made or written is not an error: New
+	// then caches in memory only, and says so once to SetupLogger.
 	CacheDir string
+
+	// SeedCacheDir, when set, is a cache folder filled ahead of time (spine
+	// warm), possibly read-only: New first links into CacheDir each file
+	// of it that CacheDir lacks (a symbolic link; a copy where none can be
+	// made), so a new process (a container's replica) loads the compiled
+	// Guest instead of compiling it. The seed must stay where it is while
+	// the cache is used.
+	SeedCacheDir string
 
 	// NoDiskCache keeps compiled code in memory only.
 	NoDiskCache bool
@@ -113,6 +124,13 @@ type Options struct {
 	// the ctx the tool gets), early reads with events for their claim or
 	// cancellation (docs/observability.md). Nil: no spans, and no cost.
 	TracerProvider trace.TracerProvider
+
+	// SetupLogger, when set, gets New's own lines: one before it compiles
+	// the Guest when the cache holds no compiled code for it (that takes
+	// seconds), one when the Runner is then ready, with the time taken
+	// (both Info), and a cache folder it could not use (Warn). Default:
+	// Logger.
+	SetupLogger *slog.Logger
 
 	// Logger, when set, logs the end of every run (Info), its tool calls
 	// that failed or were refused (Info) and the limits it reached (Warn);

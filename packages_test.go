@@ -28,19 +28,19 @@ func TestPackagesImportAndPreload(t *testing.T) {
 		t.Skip("makes its own image")
 	}
 	r := newRunner(t, nil, &Options{Packages: userPackages("1"), Preload: []string{"greet"}, PoolSize: 1})
-	out := mustRun(t, r, `import sys
+	out := mustRun(t, r, Request{Source: `import sys
 preloaded = "greet" in sys.modules and "greet.words" in sys.modules
 lonely_before = "lonely" in sys.modules
 import greet, lonely, importlib.resources
 result = [preloaded, lonely_before, greet.hello("ada"), greet.VERSION, lonely.X,
           importlib.resources.files("greet").joinpath("data/table.txt").read_text()]
-`, nil)
+`})
 	if got, want := string(out.Value), `[true,false,"hello ada",1,7,"a,b\n"]`; got != want {
 		t.Fatalf("value %s, want %s", got, want)
 	}
 	// A run's changes to a package's module do not reach the next run.
-	mustRun(t, r, "import greet\ngreet.VERSION = 99", nil)
-	out = mustRun(t, r, "import greet\nresult = greet.VERSION", nil)
+	mustRun(t, r, Request{Source: "import greet\ngreet.VERSION = 99"})
+	out = mustRun(t, r, Request{Source: "import greet\nresult = greet.VERSION"})
 	if string(out.Value) != "1" {
 		t.Fatalf("the next run saw VERSION %s", out.Value)
 	}
@@ -54,7 +54,7 @@ func TestPackagesAreInTheImageKey(t *testing.T) {
 	dir := t.TempDir()
 	for _, version := range []string{"1", "2"} {
 		r := newRunner(t, nil, &Options{Packages: userPackages(version), Preload: []string{"greet"}, PoolSize: 1, CacheDir: dir})
-		out := mustRun(t, r, "import greet\nresult = greet.VERSION", nil)
+		out := mustRun(t, r, Request{Source: "import greet\nresult = greet.VERSION"})
 		if string(out.Value) != version {
 			t.Fatalf("packages of version %s: the run saw %s", version, out.Value)
 		}

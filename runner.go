@@ -6,6 +6,7 @@ package spine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -199,6 +200,8 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 		Start:          engine.StartFrom(ctx),
 		CacheDir:       opts.CacheDir,
 		NoDiskCache:    opts.NoDiskCache,
+		SeedCacheDir:   opts.SeedCacheDir,
+		Logger:         cmp.Or(opts.SetupLogger, opts.Logger),
 		Bridge:         abi.Host{Call: r.hostCall, Prepare: r.hostPrepare, Resolve: r.hostResolve, Peek: r.hostPeek},
 		Warm:           r.warm,
 	})

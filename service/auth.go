@@ -17,7 +17,8 @@ import (
 // time of an answer. token must not be empty.
 //
 // It is the check the Server makes itself when Options.Token is set; use it
-// for other handlers served beside it, such as an MCP endpoint.
+// for other handlers served beside it, such as an MCP endpoint. The token's
+// name, for the access log (TokenName), is "default".
 func RequireToken(token string, next http.Handler) http.Handler {
 	if token == "" {
 		panic("service: RequireToken with an empty token")
@@ -33,6 +34,7 @@ func RequireToken(token string, next http.Handler) http.Handler {
 			})
 			return
 		}
+		SetTokenName(r.Context(), "default")
 		next.ServeHTTP(w, r)
 	})
 }

@@ -77,6 +77,13 @@ var errEventsFailed = io.ErrClosedPipe
 
 // result sends the result event: resp with status.
 func (e *eventStream) result(status int, resp Response) {
+	kind := ""
+	if resp.Error != nil {
+		kind = resp.Error.Kind
+	}
+	if w, ok := e.w.(http.ResponseWriter); ok {
+		noteAnswer(w, status, kind)
+	}
 	data, err := json.Marshal(struct {
 		Status int `json:"status"`
 		Response

@@ -204,6 +204,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		b.Reset()
 		b.WriteString(`{"value":null,"error":{"kind":"internal","message":"encoding the answer failed"}}` + "\n")
 	}
+	if resp, ok := v.(Response); ok && resp.Error != nil {
+		noteAnswer(w, status, resp.Error.Kind)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)

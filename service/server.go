@@ -12,6 +12,8 @@
 //	GET    /v1/tool                   run_python's definition for a model (with Options.Tool; tool.go)
 //	POST   /v1/tool/call              a model's run_python arguments as the body → {"text", "is_error", "result"}
 //	GET    /healthz                   liveness, slot use and the health of Options.Health's components
+//	GET    /livez                     200 while the process serves (probes.go)
+//	GET    /readyz                    200, or 503 once SetDraining(true)
 //	GET    /metrics                   Prometheus text format, from the Server's own registry
 //
 // Every run answers with the same JSON object:
@@ -70,8 +72,8 @@
 //
 // # Exposure
 //
-// With Options.Token (or Options.Tokens) set, every request but GET /healthz
-// must carry "Authorization: Bearer <token>" (RequireToken); a session is
+// With Options.Token (or Options.Tokens) set, every request but GET /healthz,
+// GET /livez and GET /readyz must carry "Authorization: Bearer <token>" (RequireToken); a session is
 // then its token's alone. Without one, the Server
 // answers only requests whose Host header names the loopback interface
 // (localhost, 127.0.0.0/8, [::1]): serve it on loopback only. Either way it
@@ -93,6 +95,7 @@ import (
 	"net/netip"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -131,8 +134,9 @@ type Options struct {
 	// ResponseWriter that supports read deadlines, as net/http's do.
 	StreamIdle time.Duration
 
-	// Token, when set, must come with every request but GET /healthz as
-	// "Authorization: Bearer <token>"; others get 401 (RequireToken).
+	// Token, when set, must come with every request but GET /healthz,
+	// /livez and /readyz as "Authorization: Bearer <token>"; others get
+	// 401 (RequireToken). Its name in the access log is "default".
 	Token string
 
 	// Tokens are more tokens, each accepted as Token is: one for each
@@ -188,19 +192,22 @@ const (
 
 // Server is the HTTP API over one spine.Runner. It is an http.Handler.
 type Server struct {
-	runner   *spine.Runner
-	opts     Options
-	slots    chan struct{}       // a token per admitted run
-	streams  chan struct{}       // a token per admitted stream, which holds a slot too
-	tokens   [][sha256.Size]byte // SHA-256 of each token; none: no token needed
-	sessions sessionTable
-	mux      *http.ServeMux
-	registry *prometheus.Registry
-	metrics  *metrics
+	runner     *spine.Runner
+	opts       Options
+	slots      chan struct{}       // a token per admitted run
+	streams    chan struct{}       // a token per admitted stream, which holds a slot too
+	tokens     [][sha256.Size]byte // SHA-256 of each token; none: no token needed
+	tokenNames []string            // each token's name, for the access log (TokenName)
+	sessions   sessionTable
+	mux        *http.ServeMux
+	registry   *prometheus.Registry
+	metrics    *metrics
 
 	// crossOrigin refuses the state-changing requests a browser sends from
 	// another origin.
 	crossOrigin *http.CrossOriginProtection
+
+	draining atomic.Bool // GET /readyz answers 503 (SetDraining)
 }
 
 // New returns a Server running programs with runner, which stays the
@@ -249,9 +256,10 @@ func New(runner *spine.Runner, opts *Options) *Server {
 
 		crossOrigin: http.NewCrossOriginProtection(),
 	}
-	for _, token := range append([]string{o.Token}, o.Tokens...) {
+	for i, token := range append([]string{o.Token}, o.Tokens...) {
 		if token != "" {
 			s.tokens = append(s.tokens, sha256.Sum256([]byte(token)))
+			s.tokenNames = append(s.tokenNames, tokenName(i))
 		}
 	}
 	s.metrics = newMetrics(s)
@@ -267,6 +275,8 @@ func New(runner *spine.Runner, opts *Options) *Server {
 		s.mux.Handle("POST /v1/tool/call", s.accept(needJSON, "POST /v1/tool/call", s.handleToolCall))
 	}
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
+	s.mux.HandleFunc("GET /livez", handleLive)
+	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	return s
 }
@@ -292,7 +302,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	authed := s.authorized(r)
-	if !authed && r.URL.Path != "/healthz" {
+	if !authed && !probePaths[r.URL.Path] {
 		w.Header().Set("WWW-Authenticate", wwwAuthenticate)
 		closeConn(w) // a client without the token holds no connection
 		s.refuse(w, time.Now(), http.StatusUnauthorized, kindUnauthorized, unauthorizedMessage)
@@ -300,8 +310,34 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !authed {
 		closeConn(w) // /healthz: answered, but no keep-alive without the token
+	} else if len(s.tokens) > 0 {
+		SetTokenName(r.Context(), s.tokenNameOf(r))
 	}
 	s.mux.ServeHTTP(w, r)
+	setSession(r.Context(), r.PathValue("id")) // the mux set it on r
+}
+
+// tokenName is the name, for the access log, of the token at index i of
+// Options.Token followed by Options.Tokens: "default" for Token,
+// "token-N" for the Nth of Tokens.
+func tokenName(i int) string {
+	if i == 0 {
+		return "default"
+	}
+	return fmt.Sprintf("token-%d", i)
+}
+
+// tokenNameOf returns the name of the token r carries, comparing every
+// token in constant time; "-" when it carries none of them.
+func (s *Server) tokenNameOf(r *http.Request) string {
+	got, ok := bearerDigest(r)
+	name := "-"
+	for i, want := range s.tokens {
+		if subtle.ConstantTimeCompare(got[:], want[:]) == 1 && ok {
+			name = s.tokenNames[i]
+		}
+	}
+	return name
 }
 
 // authorized reports whether r may use the Server: it carries one of the

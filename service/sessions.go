@@ -329,6 +329,7 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, start time
 		return
 	}
 	s.sessionOp(op, "ok")
+	setSession(r.Context(), e.id)
 	w.Header().Set("Location", "/v1/sessions/"+e.id)
 	writeJSON(w, http.StatusCreated, SessionInfo{ID: e.id})
 }

@@ -15,7 +15,7 @@ var usages = map[string]struct {
 	usage string
 	flags func(*flag.FlagSet)
 }{
-	"demo":            {demoUsage, nil},
+	"demo":            {demoUsage, new(cacheFlags).flags},
 	"run":             {runUsage, new(runOptions).flags},
 	"tools":           {toolsUsage, new(toolsOptions).flags},
 	"bench":           {benchUsage, new(benchOptions).flags},
@@ -24,6 +24,7 @@ var usages = map[string]struct {
 	"mcp":             {mcpUsage, new(mcpOptions).flags},
 	"soak":            {soakUsage, new(soakOptions).flags},
 	"version":         {versionUsage, nil},
+	"warm":            {warmUsage, new(warmOptions).flags},
 }
 
 // TestCommandFlags: every command prints its usage to standard output for -h
@@ -136,7 +137,7 @@ func TestExitCodes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var stdout, stderr bytes.Buffer
-	if code := demo(ctx, &stdout, &stderr); code != exitFailure {
+	if code := demo(ctx, nil, &stdout, &stderr); code != exitFailure {
 		t.Errorf("demo, context cancelled: exit %d, stderr %q", code, stderr.String())
 	}
 }

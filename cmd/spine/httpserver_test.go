@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -333,7 +334,7 @@ func TestMCPHTTPTokenAndSlots(t *testing.T) {
 	var stderr bytes.Buffer
 	served := make(chan int, 1)
 	go func() {
-		served <- serveMCP(ctx, stop, ln, server, nil, httpLimits{}, "s3cret", time.Minute, "", &stderr)
+		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, token: "s3cret", log: slog.New(slog.DiscardHandler)}, httpLimits{}, time.Minute, "", &stderr)
 	}()
 	endpoint := "http://" + ln.Addr().String() + "/mcp"
 
@@ -464,16 +465,21 @@ func TestTokenProcess(t *testing.T) {
 	})
 }
 
-// TestMCPLogsClipped: with --verbose the SDK's log lines go through
-// service.ClipLogs, as spine mcp sets it up.
+// TestMCPLogsClipped: the servers' log lines (the SDK's, with --verbose, in
+// both formats) go through service.ClipLogs, as spine mcp sets it up.
 func TestMCPLogsClipped(t *testing.T) {
-	var b bytes.Buffer
-	logger := newMCPLogger(&b, true)
-	logger.Error(fmt.Sprintf("calling tools/call: %v", errors.New(strings.Repeat("x", 1<<20))))
-	if b.Len() > 1024 || !strings.Contains(b.String(), "bytes)") {
-		t.Fatalf("%d bytes logged: %.300s", b.Len(), b.String())
+	for _, format := range []string{"text", "json"} {
+		var b bytes.Buffer
+		logger, err := (&logFlags{format: format, verbose: true}).logger(&b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logger.Error(fmt.Sprintf("calling tools/call: %v", errors.New(strings.Repeat("x", 1<<20))))
+		if b.Len() > 1024 || !strings.Contains(b.String(), "bytes)") {
+			t.Fatalf("%s: %d bytes logged: %.300s", format, b.Len(), b.String())
+		}
 	}
-	if newMCPLogger(&b, false) != nil {
-		t.Fatal("a logger without --verbose")
+	if _, err := (&logFlags{format: "xml"}).logger(io.Discard); err == nil {
+		t.Fatal("--log-format xml accepted")
 	}
 }

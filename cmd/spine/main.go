@@ -7,6 +7,7 @@
 //	spine mcp     serve MCP with one tool, run_python
 //	spine bench   measure runs against native python3
 //	spine soak    many mixed runs at once, checked, with what leaks
+//	spine warm    fill the compilation cache ahead of time (for an image)
 //	spine version the versions of spine, its Guest build and CPython
 //
 // run, tools, serve and mcp offer the tools of the MCP servers in their
@@ -47,13 +48,19 @@ commands:
   tools   print the Python stubs of the tools a program can call (spine tools -h)
   bench   measure runs in every start mode against native python3 (spine bench -h)
   serve   serve the HTTP API: runs, streamed runs, sessions, the code-mode tool
-          (/v1/tool), /healthz and /metrics (spine serve -h)
+          (/v1/tool), /healthz, /livez, /readyz and /metrics (spine serve -h)
   mcp     serve MCP (stdio or streamable HTTP) with one tool, run_python (spine mcp -h)
   soak    many mixed runs at once; checks every outcome and what leaks (spine soak -h)
+  warm    fill the compilation cache ahead of time, for a container image (spine warm -h)
   version the versions of spine, its Guest build and CPython (also spine --version)
 
 run, tools, serve and mcp offer the tools of the MCP servers in --config; the
 demo tools (lookup, prices.list) only with --demo-tools.
+
+demo, run, serve, mcp and warm take --cache-dir DIR (default $SPINE_CACHE_DIR,
+else $XDG_CACHE_HOME/spine, else ~/.cache/spine), where the compiled Guest is
+kept; one that cannot be written means an in-memory cache. They send spans
+over OTLP when the standard OTEL_* variables ask (docs/observability.md).
 
 Every command takes long flags (--name) and prints its usage for -h or --help.
 exit codes: 0 ok, 1 Python error, 2 usage error, 3 time-out, 4 other failure
@@ -69,6 +76,7 @@ var commands = map[string]func(args []string, stdin io.Reader, stdout, stderr io
 	"serve":   serveCommand,
 	"mcp":     mcpCommand,
 	"soak":    soakCommand,
+	"warm":    warmCommand,
 	"version": versionCommand,
 }
 
@@ -145,22 +153,27 @@ Runs the seed's demo: Python calls the Go tool lookup(key="book") (21),
 catches the error of an unknown key, and multiplies the price by
 inputs["quantity"] (3). Prints the program, what it printed and its result.
 
+flags:
+` + cacheUsage + `
+
 exit codes: 0 ok, 1 Python error, 2 usage error, 4 other failure (an interrupt included)
 `
 
 // demoCommand is spine demo.
 func demoCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("spine demo", flag.ContinueOnError)
+	var cache cacheFlags
+	cache.flags(fs)
 	if _, code, done := parseFlags(fs, args, demoUsage, 0, stdout, stderr); done {
 		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	return demo(ctx, stdout, stderr)
+	return demo(ctx, cache.apply(nil, nil, stderr), stdout, stderr)
 }
 
-func demo(ctx context.Context, stdout, stderr io.Writer) int {
-	runner, err := spine.New(ctx, demoTools(), nil)
+func demo(ctx context.Context, opts *spine.Options, stdout, stderr io.Writer) int {
+	runner, err := spine.New(ctx, demoTools(), opts)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine:", err)
 		return exitFailure

@@ -2,15 +2,20 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/spine-run/spine"
 )
 
 // TestMain keeps the MCP servers' logs (serverLogDir) out of the user's
 // state folder: the tests' spine, and its subprocesses, write them to a
-// folder of their own.
+// folder of their own. It fills the compilation cache first: a command
+// that compiles the Guest says so on standard error, which tests that
+// compare standard error whole would see.
 func TestMain(m *testing.M) {
 	state, err := os.MkdirTemp("", "spine-test-state")
 	if err != nil {
@@ -18,6 +23,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("XDG_STATE_HOME", state)
+	if r, err := spine.New(context.Background(), spine.Manifest{}, &spine.Options{PoolSize: -1}); err == nil {
+		r.Close(context.Background())
+	}
 	code := m.Run()
 	os.RemoveAll(state)
 	os.Exit(code)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,10 +13,17 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/mcpserver"
 	"github.com/spine-run/spine/service"
 )
@@ -34,8 +42,10 @@ the MCP session, or a program stopped by --timeout. With --stateless, every
 call starts from a clean sandbox.
 
 With --http and a token (--token-file, else $SPINE_TOKEN), every request must
-carry "Authorization: Bearer <token>". Without one it refuses to listen on
-anything but a loopback address.
+carry "Authorization: Bearer <token>" but GET /healthz, /livez and /readyz
+(503 once shutting down); GET /metrics is Prometheus text. Without a token it
+refuses to listen on anything but a loopback address. A browser's request
+from another origin is refused (403); every request gets an access log line.
 
 flags:
   --http ADDR              serve streamable HTTP on ADDR, e.g. 127.0.0.1:8081
@@ -53,8 +63,9 @@ flags:
   --read-timeout DURATION  with --http, time to send a request's headers (at most 10s) and body (default 30s)
   --idle-timeout DURATION  with --http, how long an idle keep-alive connection stays open (default 60s)
   --grace DURATION         with --http, how long shutdown waits for calls in flight (default 30s)
-  --verbose                log the MCP traffic's events, and the MCP servers' standard error, to standard error
-
+  --log-format FORMAT      text or json: the log on standard error, with --http an access log line per request (default text)
+  --verbose                also log the MCP traffic's events, and the MCP servers' standard error
+` + cacheUsage + `
 exit codes: 0 stopped (standard input closed; with --http, SIGINT or SIGTERM
 once the calls in flight finished), 2 usage error (a bad config file
 included), 4 other failure (an MCP server, the address, calls still going
@@ -72,7 +83,8 @@ type mcpOptions struct {
 	stateless  bool
 	sessions   int // --max-sessions
 	grace      time.Duration
-	verbose    bool
+	log        logFlags
+	cache      cacheFlags
 	http       httpFlags
 }
 
@@ -86,7 +98,8 @@ func (o *mcpOptions) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.stateless, "stateless", false, "")
 	fs.IntVar(&o.sessions, "max-sessions", mcpserver.DefaultMaxSessions, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
-	fs.BoolVar(&o.verbose, "verbose", false, "")
+	o.log.flags(fs)
+	o.cache.flags(fs)
 	o.http = addHTTPFlags(fs)
 }
 
@@ -115,17 +128,31 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	logger := newMCPLogger(stderr, o.verbose) // stdout is the protocol's: logs go to stderr only
+	logger, err := o.log.logger(stderr) // stdout is the protocol's: logs go to stderr only
+	if err != nil {
+		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
+	}
+	var traffic *slog.Logger // the MCP traffic's events, with --verbose
+	if o.log.verbose {
+		traffic = logger
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runner, manifest, _, closeRunner, code := openRunner(ctx, "spine mcp", o.config, o.demo, nil, o.verbose, stderr)
+	tracer, stopTracing, err := tracing(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "spine mcp:", err)
+		return exitUsage
+	}
+	defer stopTracing(context.Background())
+	opts := o.cache.apply(&spine.Options{TracerProvider: tracer}, logger, stderr)
+	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine mcp", o.config, o.demo, opts, o.log.verbose, stderr)
 	if runner == nil {
 		return code
 	}
 	defer closeRunner()
 	server := mcpserver.New(runner, manifest, &mcpserver.Options{
-		Timeout: o.timeout, Slots: o.slots, EarlyReads: o.earlyReads, Stateless: o.stateless, MaxSessions: o.sessions, Logger: logger,
+		Timeout: o.timeout, Slots: o.slots, EarlyReads: o.earlyReads, Stateless: o.stateless, MaxSessions: o.sessions, Logger: traffic,
 	})
 
 	if o.addr == "" {
@@ -147,33 +174,39 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if ln == nil {
 		return code
 	}
-	return serveMCP(ctx, stop, ln, server, logger, limits, token, o.grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
-}
-
-// newMCPLogger returns the logger of spine mcp: nil without --verbose, else
-// one that writes every event to w with its texts cut (service.ClipLogs).
-func newMCPLogger(w io.Writer, verbose bool) *slog.Logger {
-	if !verbose {
-		return nil
-	}
-	return slog.New(service.ClipLogs(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	m := mcpHTTP{runner: runner, health: health, token: token, log: logger, traffic: traffic, tracer: tracer}
+	return serveMCP(ctx, stop, ln, server, m, limits, o.grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
 }
 
 // serveMCP serves server with streamable HTTP at /mcp on ln until ctx ends,
 // then shuts down gracefully (serveHTTP): the calls in flight get their
-// answers. With a token, every request must carry it (service.RequireToken).
-func serveMCP(ctx context.Context, stop func(), ln net.Listener, server *mcp.Server, logger *slog.Logger, limits httpLimits, token string, grace time.Duration, what string, stderr io.Writer) int {
-	var handler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: logger})
+// answers. Beside /mcp: GET /healthz (the tools' servers), /livez, /readyz
+// (503 once shutting down) and /metrics (the Runner's, Go's and the
+// process's). With a token, every request but the probes must carry it
+// (service.RequireToken). Every request is refused when a browser sends it
+// from another origin (403), and gets a line in the access log.
+func serveMCP(ctx context.Context, stop func(), ln net.Listener, server *mcp.Server, m mcpHTTP, limits httpLimits, grace time.Duration, what string, stderr io.Writer) int {
+	var handler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: m.traffic})
 	posts := newInFlight()
 	handler = posts.count(handler)
-	limits.token = token
-	if token != "" {
-		handler = service.RequireToken(token, handler)
+	limits.token = m.token
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(service.RunnerCollector(m.runner), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
+	if m.token != "" {
+		handler = service.RequireToken(m.token, handler)
+		metrics = service.RequireToken(m.token, metrics)
 	}
+	var draining atomic.Bool
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", handler)
-	return serveHTTP(ctx, stop, ln, mux, limits, grace, "spine mcp", what, stderr,
+	mux.Handle("GET /metrics", metrics)
+	mux.HandleFunc("GET /livez", service.ServeLive)
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { service.ServeReady(&draining, w) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { serveMCPHealth(w, m.health, m.token == "") })
+	return serveHTTP(ctx, stop, ln, service.AccessLog(m.log, m.tracer, http.NewCrossOriginProtection().Handler(mux)), limits, grace, "spine mcp", what, stderr,
 		func() {
+			draining.Store(true)
 			// A session's open event stream (GET) would keep Shutdown
 			// waiting: once the calls in flight (POSTs) have answered, close
 			// every session, which ends its stream.
@@ -184,6 +217,43 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, server *mcp.Ser
 			}
 			wg.Wait()
 		})
+}
+
+// mcpHTTP is what spine mcp --http serves beside its MCP server.
+type mcpHTTP struct {
+	runner  *spine.Runner
+	health  func() map[string]string // the tools' servers; nil for none
+	token   string                   // "" for none
+	log     *slog.Logger             // the access log's and the server's
+	traffic *slog.Logger             // the MCP traffic's events (--verbose), or nil
+	tracer  trace.TracerProvider     // nil for no spans
+}
+
+// serveMCPHealth answers GET /healthz of spine mcp --http: "ok", or
+// "degraded" with the servers that are not, always 200 (as spine serve's).
+// The error texts, which may name internal addresses, only without a token.
+func serveMCPHealth(w http.ResponseWriter, health func() map[string]string, details bool) {
+	report := struct {
+		Status     string            `json:"status"`
+		Components map[string]string `json:"components,omitempty"`
+	}{Status: "ok"}
+	if health != nil {
+		report.Components = map[string]string{}
+		for name, problem := range health() {
+			switch {
+			case problem == "":
+				report.Components[name] = "ok"
+				continue
+			case details:
+				report.Components[name] = problem
+			default:
+				report.Components[name] = "unhealthy"
+			}
+			report.Status = "degraded"
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(report)
 }
 
 // inFlight counts the POST requests being served.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -162,7 +163,9 @@ func TestMCPGracefulShutdown(t *testing.T) {
 	defer stop()
 	var stderr strings.Builder
 	served := make(chan int, 1)
-	go func() { served <- serveMCP(ctx, stop, ln, server, nil, httpLimits{}, "", time.Hour, "", &stderr) }()
+	go func() {
+		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, log: slog.New(slog.DiscardHandler)}, httpLimits{}, time.Hour, "", &stderr)
+	}()
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "spine-test", Version: "v0"}, nil)
 	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + "/mcp"}, nil)

@@ -44,7 +44,7 @@ flags:
                         holding a Guest build's spine.wasm (with its python311.zip and packages.zip when it has them)
   --packages DIR        the program's own pure-Python packages, as site-packages holds them (compiled modules are refused)
   --preload a,b         modules to import before the program, once (with a pool, into the image runs start from)
-
+` + cacheUsage + `
 The program's working directory (/work) and /tmp are its own, in memory,
 empty at the start but for the --file files, and gone after the run. With
 --out DIR, the files the program created or changed there are written
@@ -83,6 +83,7 @@ type runOptions struct {
 	files      fileFlags
 	out        string // --out DIR
 	guest      guestOptions
+	cache      cacheFlags
 }
 
 // fileFlags are the --file flags, as given.
@@ -194,6 +195,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.Var(&o.files, "file", "")
 	fs.StringVar(&o.out, "out", "", "")
 	o.guest.flags(fs)
+	o.cache.flags(fs)
 }
 
 // readInputs reads --inputs: JSON text, or @FILE for the JSON in FILE. The
@@ -285,7 +287,12 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return rep.finish(loadExitCode(err), &service.Error{Kind: kindFailure, Message: err.Error()})
 	}
 	defer tools.close()
-	opts := &spine.Options{PoolSize: -1}
+	tracer, stopTracing, err := tracing(ctx)
+	if err != nil {
+		return rep.finish(exitUsage, &service.Error{Kind: kindFailure, Message: err.Error()})
+	}
+	defer stopTracing(context.Background())
+	opts := inv.o.cache.apply(&spine.Options{PoolSize: -1, TracerProvider: tracer}, nil, stderr)
 	if err := inv.o.guest.apply(opts); err != nil {
 		return rep.finish(exitUsage, &service.Error{Kind: kindFailure, Message: err.Error()})
 	}

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -24,16 +23,17 @@ const serveUsage = `usage: spine serve [flags]
 Serves the HTTP API: POST /v1/run, POST /v1/run/stream, the sessions
 (POST /v1/sessions, POST /v1/sessions/{id}/run, GET /v1/sessions/{id}/snapshot,
 POST /v1/sessions/restore, DELETE /v1/sessions/{id}), the code-mode tool
-(GET /v1/tool, run_python as an agent declares it; POST /v1/tool/call), GET /healthz
-and GET /metrics (README, "spine serve"). Programs call the tools of the MCP
+(GET /v1/tool, run_python as an agent declares it; POST /v1/tool/call), GET /healthz,
+GET /livez, GET /readyz (503 once shutting down) and GET /metrics (docs/http.md;
+docs/deploy.md). Each request gets an access log line. Programs call the tools of the MCP
 servers in the config file (and the built-in demo tools with --demo-tools).
 On SIGINT or SIGTERM it stops accepting requests, lets the runs in flight
 finish (up to --grace) and exits.
 
 With a token (--token-file, else $SPINE_TOKEN), every request but /healthz,
-/metrics included, must carry "Authorization: Bearer <token>". Without one it refuses to listen
-on anything but a loopback address and answers only requests whose Host is
-localhost, 127.x.x.x or [::1]. POST /v1/run takes Content-Type
+/livez and /readyz, /metrics included, must carry "Authorization: Bearer <token>".
+Without one it refuses to listen on anything but a loopback address and answers only
+requests whose Host is localhost, 127.x.x.x or [::1]. POST /v1/run takes Content-Type
 application/json; /v1/run/stream a type such as text/x-python; a restore
 application/octet-stream.
 
@@ -52,8 +52,9 @@ flags:
   --read-timeout DURATION  time to send a request's headers (at most 10s) and body (default 30s)
   --idle-timeout DURATION  how long an idle keep-alive connection stays open (default 60s)
   --grace DURATION         how long shutdown waits for runs in flight (default 30s)
-  --verbose                log every request, not only failures, and the MCP servers' standard error
-
+  --log-format FORMAT      text or json: the access log (a line per request) and the rest (default text)
+  --verbose                also debug lines and the MCP servers' standard error
+` + cacheUsage + `
 session flags:
   --sessions N             sessions held at once, live and hibernated; more get 503 (default 10000)
   --live-sessions N        of those, how many keep a live Guest (default 64)
@@ -77,7 +78,8 @@ type serveOptions struct {
 	streamIdle  time.Duration
 	maxTimeout  time.Duration
 	grace       time.Duration
-	verbose     bool
+	log         logFlags
+	cache       cacheFlags
 	http        httpFlags
 
 	sessions      int
@@ -106,7 +108,8 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.streamIdle, "stream-idle", service.DefaultStreamIdle, "")
 	fs.DurationVar(&o.maxTimeout, "max-timeout", service.DefaultMaxTimeout, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
-	fs.BoolVar(&o.verbose, "verbose", false, "")
+	o.log.flags(fs)
+	o.cache.flags(fs)
 	o.http = addHTTPFlags(fs)
 	fs.IntVar(&o.sessions, "sessions", 10000, "")
 	fs.IntVar(&o.liveSessions, "live-sessions", 64, "")
@@ -166,15 +169,21 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "spine serve:", err)
 		return exitUsage
 	}
-	level := slog.LevelInfo
-	if o.verbose {
-		level = slog.LevelDebug
+	logger, err := o.log.logger(stderr)
+	if err != nil {
+		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, &spine.Options{Sessions: sessions}, o.verbose, stderr)
+	tracer, stopTracing, err := tracing(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "spine serve:", err)
+		return exitUsage
+	}
+	defer stopTracing(context.Background())
+	opts := o.cache.apply(&spine.Options{Sessions: sessions, TracerProvider: tracer}, logger, stderr)
+	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, opts, o.log.verbose, stderr)
 	if runner == nil {
 		return code
 	}
@@ -195,7 +204,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		Tool:        codemode.New(runner, manifest, &codemode.Options{Timeout: o.maxTimeout}),
 	})
 	limits.token = token
-	code = serveHTTP(ctx, stop, ln, svc, limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
+	code = serveHTTP(ctx, stop, ln, service.AccessLog(logger, tracer, svc), limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr, func() { svc.SetDraining(true) })
 	svc.Close(context.Background()) // the requests have ended: nothing waits
 	return code
 }

@@ -37,14 +37,20 @@ func versionCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 
 // versionText is what spine version prints.
 func versionText() string {
-	module := "(unknown)"
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-		module = info.Main.Version
-	}
+	module := moduleVersion()
 	g := guestBuild(guest.Manifest)
 	return fmt.Sprintf("spine %s\nguest %s (spine.wasm %s, python311.zip %s, abi %d)\nCPython %s (wasm32-wasi)\n%s %s/%s\n",
 		module, g.id, short(g.Artifact["spine.wasm"]), short(g.Artifact["python311.zip"]), g.ABI,
 		g.CPython.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// moduleVersion is the version of the spine module built in: "(devel)" from
+// a checkout, "(unknown)" without build information.
+func moduleVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(unknown)"
 }
 
 // build is what spine version reads of the Guest's manifest.

@@ -99,8 +99,11 @@ func codeEntries(folder string, f func(path string, info os.FileInfo)) {
 			continue
 		}
 		for _, file := range files {
-			if info, err := file.Info(); err == nil && info.Mode().IsRegular() {
-				f(filepath.Join(sub, file.Name()), info)
+			path := filepath.Join(sub, file.Name())
+			// os.Stat, not the entry's own: a seeded entry is a link
+			// (seedCacheFolder).
+			if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() {
+				f(path, info)
 			}
 		}
 	}

@@ -12,10 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/spine-run/spine/guest"
 	"github.com/tetratelabs/wazero"
@@ -63,6 +65,12 @@ type Config struct {
 	Start          StartMode
 	CacheDir       string // "" for the user's cache folder
 	NoDiskCache    bool
+	SeedCacheDir   string // files CacheDir lacks are copied from here first; "" for none
+
+	// Logger, when set, gets New's own lines: one before a compile the
+	// cache cannot answer, one when the Guests are ready (with the time
+	// taken), and a cache folder that cannot be used (Warn).
+	Logger *slog.Logger
 
 	// Bridge is the tool bridge's side of the Guest's imports (internal/abi),
 	// in its Host module; the engine adds its own (tick and the descriptor
@@ -128,9 +136,27 @@ func (e *Engine) setup(ctx context.Context) error {
 		return fmt.Errorf("spine: unknown start mode %d", e.cfg.Start)
 	}
 	e.libFS = guest.LibFS(append([]guest.File{{Name: guest.StdlibZipName, Data: e.cfg.StdlibZip}}, e.cfg.Packages...)...)
-	dir := cacheFolder(e.cfg.NoDiskCache, e.cfg.CacheDir)
+	start := time.Now()
+	log := e.cfg.logger()
+	dir, err := usableCacheFolder(cacheFolder(e.cfg.NoDiskCache, e.cfg.CacheDir), e.cfg.SeedCacheDir)
+	if err != nil {
+		if dir == "" {
+			log.Warn("the compilation cache folder cannot be used: compiled code is kept in memory only, and every new process compiles the Guest again",
+				"dir", cacheFolder(e.cfg.NoDiskCache, e.cfg.CacheDir), "error", err.Error())
+		} else {
+			log.Warn("the seed cache could not be copied whole: what is missing is made anew", "error", err.Error())
+		}
+	}
 	if err := e.prepareModule(dir); err != nil {
 		return err
+	}
+	cold := !hasCompiledCode(dir, e.module.code)
+	if cold {
+		where := "in memory only"
+		if dir != "" {
+			where = "into " + dir
+		}
+		log.Info("compiling the Guest: its compiled code is not in the cache yet (this takes a while, once, on this machine: cached " + where + ")")
 	}
 	// An image holds the indices of the module's functions (in CPython's
 	// function pointers), which another instrumentation of the same
@@ -158,7 +184,7 @@ func (e *Engine) setup(ctx context.Context) error {
 			loaded <- l
 		}()
 	}
-	err := e.compile(ctx, dir)
+	err = e.compile(ctx, dir)
 	var l loadedImage
 	if loaded != nil {
 		l = <-loaded
@@ -181,6 +207,9 @@ func (e *Engine) setup(ctx context.Context) error {
 	}
 	if e.cfg.PoolSize > 0 {
 		e.pool = newPool(e, e.cfg.PoolSize)
+	}
+	if cold {
+		log.Info("the Guest is compiled and ready", "elapsed", time.Since(start).Round(time.Millisecond).String())
 	}
 	return nil
 }

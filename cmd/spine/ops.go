@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/service"
+)
+
+// cacheUsage is the usage text of the cache flags, the same for every
+// command that runs Python.
+const cacheUsage = `  --cache-dir DIR          the compilation cache (default $SPINE_CACHE_DIR, else
+                           $XDG_CACHE_HOME/spine, else ~/.cache/spine); one that
+                           cannot be written means an in-memory cache, not a failure
+  --cache-seed DIR         a cache filled by spine warm, copied into --cache-dir
+                           where it lacks files (default $SPINE_CACHE_SEED)
+`
+
+// cacheFlags are --cache-dir and --cache-seed.
+type cacheFlags struct {
+	dir, seed string
+}
+
+func (c *cacheFlags) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.dir, "cache-dir", os.Getenv("SPINE_CACHE_DIR"), "")
+	fs.StringVar(&c.seed, "cache-seed", os.Getenv("SPINE_CACHE_SEED"), "")
+}
+
+// apply sets opts' cache folders and the logger of New's own lines (the
+// first compile, a cache that cannot be used): log, else a text logger on
+// stderr. It returns opts, made when nil.
+func (c *cacheFlags) apply(opts *spine.Options, log *slog.Logger, stderr io.Writer) *spine.Options {
+	if opts == nil {
+		opts = &spine.Options{}
+	}
+	opts.CacheDir, opts.SeedCacheDir = c.dir, c.seed
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	opts.SetupLogger = log
+	return opts
+}
+
+// logFlags are the flags of the servers' logs: --log-format and --verbose.
+type logFlags struct {
+	format  string
+	verbose bool
+}
+
+func (l *logFlags) flags(fs *flag.FlagSet) {
+	fs.StringVar(&l.format, "log-format", "text", "")
+	fs.BoolVar(&l.verbose, "verbose", false, "")
+}
+
+// logger returns the logger the flags ask for, writing to w, its texts cut
+// (service.ClipLogs): Info and up, Debug too with --verbose.
+func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	level := slog.LevelInfo
+	if l.verbose {
+		level = slog.LevelDebug
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	switch l.format {
+	case "text":
+		h = slog.NewTextHandler(w, opts)
+	case "json":
+		h = slog.NewJSONHandler(w, opts)
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", l.format)
+	}
+	return slog.New(service.ClipLogs(h)), nil
+}
+
+// tracing returns the TracerProvider the standard OpenTelemetry environment
+// variables ask for, and the function that flushes and stops it (bounded by
+// ctx); a nil provider when they ask for none.
+//
+// Spans are exported with OTLP over HTTP (protobuf) when OTEL_TRACES_EXPORTER
+// is "otlp", or is unset while OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; "none", OTEL_SDK_DISABLED=true
+// or nothing set means no spans. The exporter reads the rest of its
+// settings (endpoint, headers, timeout, compression, certificates) from
+// OTEL_EXPORTER_OTLP_*, the SDK its sampler (OTEL_TRACES_SAMPLER) and batch
+// settings (OTEL_BSP_*); the resource is service.name "spine" unless
+// OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise.
+func tracing(ctx context.Context) (trace.TracerProvider, func(context.Context), error) {
+	none := func(context.Context) {}
+	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
+		return nil, none, nil
+	}
+	exporter := strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER"))
+	if exporter == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		return nil, none, nil
+	}
+	switch exporter {
+	case "none":
+		return nil, none, nil
+	case "", "otlp":
+	default:
+		return nil, none, fmt.Errorf("OTEL_TRACES_EXPORTER=%s: spine exports spans with otlp, or none", exporter)
+	}
+	protocol := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if protocol == "" {
+		protocol = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	if protocol != "" && protocol != "http/protobuf" {
+		return nil, none, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%s: spine exports OTLP over http/protobuf", protocol)
+	}
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, none, fmt.Errorf("the OTLP trace exporter: %w", err)
+	}
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", "spine"), attribute.String("service.version", moduleVersion())),
+		resource.WithFromEnv(), resource.WithTelemetrySDK())
+	if err != nil && res == nil {
+		return nil, none, fmt.Errorf("the OpenTelemetry resource: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	return tp, func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := tp.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			slog.Default().Warn("flushing the spans", "error", err.Error())
+		}
+	}, nil
+}
