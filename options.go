@@ -146,6 +146,11 @@ type SessionOptions struct {
 	// live, and a session starting or waking with no room fails with
 	// ErrTooManySessions. Default 1 GiB.
 	HibernatedMemory uint64
+
+	// DirBytes caps the bytes of snapshots in Dir, as HibernatedMemory caps
+	// those in memory: a session whose snapshot would take them past it
+	// stays live. Default 16 GiB.
+	DirBytes uint64
 }
 
 // sweepEvery is how often the Runner looks for sessions to hibernate or end:
@@ -214,6 +219,9 @@ func (o *Options) withDefaults() Options {
 	setInt(&opts.Sessions.Max, 10000)
 	if opts.Sessions.HibernatedMemory == 0 {
 		opts.Sessions.HibernatedMemory = 1 << 30
+	}
+	if opts.Sessions.DirBytes == 0 {
+		opts.Sessions.DirBytes = 16 << 30
 	}
 	if opts.Sessions.Idle == 0 {
 		opts.Sessions.Idle = time.Minute

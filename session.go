@@ -34,6 +34,7 @@ import (
 // snapshot and its Guest freed; its next Run wakes it, transparently.
 type Session struct {
 	r       *Runner
+	tenant  *Tenant            // whose share it counts in; nil: the Runner's own
 	id      string             // random: names its hibernation file
 	turn    chan struct{}      // holds a token while no operation has the session
 	closing context.Context    // done once Close begins: its run stops
@@ -43,6 +44,7 @@ type Session struct {
 	inst   *engine.Instance      // the live Guest; nil while hibernated, lost or closed
 	frozen []byte                // the snapshot, while hibernated in memory
 	file   string                // the snapshot's file, while hibernated in SessionOptions.Dir
+	size   int64                 // the bytes of that file
 	lost   error                 // why the Guest is gone, once a run broke it
 	ended  error                 // ErrSessionClosed, with why, once closed
 	broken atomic.Pointer[error] // lost or ended, for Err, which holds no turn
@@ -75,21 +77,36 @@ type sessions struct {
 	mu     sync.Mutex
 	all    map[*Session]struct{}
 	frozen int64      // bytes of the snapshots hibernated sessions keep in memory
+	disk   int64      // bytes of the snapshots hibernated sessions keep in SessionOptions.Dir
 	live   *list.List // sessions with a live Guest, least recently used first
 	now    func() time.Time
 	wg     sync.WaitGroup // the sweeper
 	awake  chan struct{}  // closed when the sweeper should stop
 }
 
-// hold counts n more bytes of snapshots kept in memory (n < 0: fewer),
-// unless that would take them past limit (when n > 0): then it reports false.
-func (t *sessions) hold(n int, limit uint64) bool {
+// holdFrozen counts n more bytes of s's snapshots kept in memory (n < 0:
+// fewer), unless that would take the Runner's past limit or s's tenant's
+// past its share (when n > 0): then it reports false.
+func (t *sessions) holdFrozen(s *Session, n int64, limit uint64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if n > 0 && uint64(t.frozen)+uint64(n) > limit {
+	if n > 0 && (uint64(t.frozen)+uint64(n) > limit || !s.tenant.roomFrozen(n)) {
 		return false
 	}
-	t.frozen += int64(n)
+	t.frozen += n
+	s.tenant.addFrozen(n)
+	return true
+}
+
+// holdDisk is holdFrozen for the snapshots in SessionOptions.Dir.
+func (t *sessions) holdDisk(s *Session, n int64, limit uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n > 0 && (uint64(t.disk)+uint64(n) > limit || !s.tenant.roomDisk(n)) {
+		return false
+	}
+	t.disk += n
+	s.tenant.addDisk(n)
 	return true
 }
 
@@ -99,11 +116,16 @@ func newSessions() *sessions {
 
 // NewSession starts a session from the Runner's clean image.
 func (r *Runner) NewSession(ctx context.Context) (*Session, error) {
+	return r.newSession(ctx, nil)
+}
+
+// newSession is NewSession, in tenant's share (nil: none).
+func (r *Runner) newSession(ctx context.Context, tenant *Tenant) (*Session, error) {
 	if err := r.begin(); err != nil {
 		return nil, err
 	}
 	defer r.runs.Done()
-	s, err := r.addSession()
+	s, err := r.addSession(tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +146,11 @@ func (r *Runner) NewSession(ctx context.Context) (*Session, error) {
 // with ErrSnapshot, one of another artifact or tool list with
 // ErrSnapshotMismatch.
 func (r *Runner) Restore(ctx context.Context, snapshot []byte) (*Session, error) {
+	return r.restore(ctx, snapshot, nil)
+}
+
+// restore is Restore, in tenant's share (nil: none).
+func (r *Runner) restore(ctx context.Context, snapshot []byte, tenant *Tenant) (*Session, error) {
 	if err := r.begin(); err != nil {
 		return nil, err
 	}
@@ -135,7 +162,7 @@ func (r *Runner) Restore(ctx context.Context, snapshot []byte) (*Session, error)
 	if err := r.engine.Check(st, r.opts.Sessions.MemoryLimit); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSnapshot, err)
 	}
-	s, err := r.addSession()
+	s, err := r.addSession(tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -150,12 +177,12 @@ func (r *Runner) Restore(ctx context.Context, snapshot []byte) (*Session, error)
 	return s, nil
 }
 
-// addSession makes a session, counted against SessionOptions.Max, holding
-// its turn and without a Guest.
-func (r *Runner) addSession() (*Session, error) {
+// addSession makes a session, counted against SessionOptions.Max and
+// tenant's share, holding its turn and without a Guest.
+func (r *Runner) addSession(tenant *Tenant) (*Session, error) {
 	id := make([]byte, 16)
 	rand.Read(id)
-	s := &Session{r: r, id: hex.EncodeToString(id), turn: make(chan struct{}, 1)}
+	s := &Session{r: r, tenant: tenant, id: hex.EncodeToString(id), turn: make(chan struct{}, 1)}
 	s.closing, s.stop = context.WithCancel(r.closing) // made holding its turn: the token is not in turn
 	t := r.sessions
 	t.mu.Lock()
@@ -164,6 +191,11 @@ func (r *Runner) addSession() (*Session, error) {
 		s.stop()
 		return nil, fmt.Errorf("%w: the Runner holds %d, its limit", ErrTooManySessions, len(t.all))
 	}
+	if err := tenant.refuseSession(); err != nil {
+		s.stop()
+		return nil, err
+	}
+	tenant.addSessions(1)
 	t.all[s] = struct{}{}
 	s.used = t.now()
 	return s, nil
@@ -172,10 +204,17 @@ func (r *Runner) addSession() (*Session, error) {
 // dropSession forgets s, which holds its turn and has no Guest, for good.
 func (r *Runner) dropSession(s *Session) {
 	s.stop()
-	t := r.sessions
+	r.sessions.forget(s)
+}
+
+// forget takes s out of the table.
+func (t *sessions) forget(s *Session) {
 	t.mu.Lock()
-	delete(t.all, s)
-	t.mu.Unlock()
+	defer t.mu.Unlock()
+	if _, ok := t.all[s]; ok {
+		delete(t.all, s)
+		s.tenant.addSessions(-1)
+	}
 }
 
 // sessionError is how a failure to make a session's Guest reads.
@@ -190,37 +229,33 @@ func (r *Runner) sessionError(err error) error {
 }
 
 // admit gives s (holding its turn, without a Guest) the Guest start returns,
-// as one of at most SessionOptions.MaxLive live sessions: past the cap, the
-// least recently used session that is not running is hibernated first.
+// as one of at most SessionOptions.MaxLive live sessions and of its
+// tenant's share: past the Runner's cap, the least recently used session
+// that is not running is hibernated first; past the tenant's, the least
+// recently used of the tenant's own.
 func (r *Runner) admit(s *Session, start func() (*engine.Instance, error)) error {
 	t := r.sessions
 	for {
 		t.mu.Lock()
-		if t.live.Len() < r.opts.Sessions.MaxLive {
+		own := s.tenant.liveFull()
+		if !own && t.live.Len() < r.opts.Sessions.MaxLive {
 			s.live = t.live.PushBack(s) // the place is taken before the Guest is made
+			s.tenant.addLive(1)
 			t.mu.Unlock()
 			break
 		}
 		var idle []*Session
 		for e := t.live.Front(); e != nil; e = e.Next() {
-			idle = append(idle, e.Value.(*Session))
-		}
-		t.mu.Unlock()
-		freed := false
-		for _, other := range idle {
-			if other.hibernateIfIdle() {
-				freed = true
-				break
+			if other := e.Value.(*Session); !own || other.tenant == s.tenant {
+				idle = append(idle, other)
 			}
 		}
-		// A session holding files open cannot be hibernated; rather than
-		// let such sessions hold every live place for good, the one used
-		// least recently is lost.
-		for i := 0; !freed && i < len(idle); i++ {
-			freed = idle[i].evictIfIdle()
-		}
-		if !freed {
-			return fmt.Errorf("%w: none of the %d live sessions can make room: each is running, or its snapshot would take hibernated sessions past HibernatedMemory", ErrTooManySessions, r.opts.Sessions.MaxLive)
+		t.mu.Unlock()
+		if !r.makeRoom(idle) {
+			if own {
+				return fmt.Errorf("%w: none of the %d live sessions of %s (its limit) can make room: each is running, or its snapshot would take its hibernated sessions past their limit", ErrTooManySessions, s.tenant.limits.Live, s.tenant.label())
+			}
+			return fmt.Errorf("%w: none of the %d live sessions can make room: each is running, or its snapshot would take hibernated sessions past their limit", ErrTooManySessions, r.opts.Sessions.MaxLive)
 		}
 	}
 	inst, err := start()
@@ -232,6 +267,24 @@ func (r *Runner) admit(s *Session, start func() (*engine.Instance, error)) error
 	return nil
 }
 
+// makeRoom frees a live place by hibernating the first of idle that can be,
+// least recently used first, and reports whether it did. A session holding
+// files open cannot be hibernated; rather than let such sessions hold every
+// live place for good, the one used least recently is lost.
+func (r *Runner) makeRoom(idle []*Session) bool {
+	for _, other := range idle {
+		if other.hibernateIfIdle() {
+			return true
+		}
+	}
+	for _, other := range idle {
+		if other.evictIfIdle() {
+			return true
+		}
+	}
+	return false
+}
+
 // leaveLive takes s off the live list.
 func (r *Runner) leaveLive(s *Session) {
 	t := r.sessions
@@ -239,6 +292,7 @@ func (r *Runner) leaveLive(s *Session) {
 	if s.live != nil {
 		t.live.Remove(s.live)
 		s.live = nil
+		s.tenant.addLive(-1)
 	}
 	t.mu.Unlock()
 }
@@ -468,14 +522,19 @@ func (s *Session) hibernate() error {
 		return err
 	}
 	if dir := s.r.opts.Sessions.Dir; dir != "" {
+		n := int64(len(blob))
+		if !s.r.sessions.holdDisk(s, n, s.r.opts.Sessions.DirBytes) {
+			return fmt.Errorf("%w: a snapshot of %d bytes would take the hibernated sessions of %s past their limit of bytes in the session folder", ErrTooManySessions, n, s.tenant.label())
+		}
 		path := filepath.Join(dir, s.id+".snapshot")
 		if err := writeFileAtomic(path, blob); err != nil {
+			s.r.sessions.holdDisk(s, -n, 0)
 			return fmt.Errorf("spine: hibernating a session: %w", err)
 		}
-		s.file = path
+		s.file, s.size = path, n
 	} else {
-		if !s.r.sessions.hold(len(blob), s.r.opts.Sessions.HibernatedMemory) {
-			return fmt.Errorf("%w: hibernated sessions hold their limit of %d bytes of snapshots", ErrTooManySessions, s.r.opts.Sessions.HibernatedMemory)
+		if !s.r.sessions.holdFrozen(s, int64(len(blob)), s.r.opts.Sessions.HibernatedMemory) {
+			return fmt.Errorf("%w: a snapshot of %d bytes would take the hibernated sessions of %s past their limit of bytes in memory", ErrTooManySessions, len(blob), s.tenant.label())
 		}
 		s.frozen = blob
 	}
@@ -504,10 +563,11 @@ func (s *Session) thawed() ([]byte, error) {
 func (s *Session) forgetSnapshot() {
 	if s.file != "" {
 		os.Remove(s.file)
-		s.file = ""
+		s.r.sessions.holdDisk(s, -s.size, 0)
+		s.file, s.size = "", 0
 	}
 	if s.frozen != nil {
-		s.r.sessions.hold(-len(s.frozen), 0)
+		s.r.sessions.holdFrozen(s, -int64(len(s.frozen)), 0)
 		s.frozen = nil
 	}
 }
@@ -545,10 +605,7 @@ func (s *Session) end(why error) {
 		s.r.leaveLive(s)
 	}
 	s.forgetSnapshot()
-	t := s.r.sessions
-	t.mu.Lock()
-	delete(t.all, s)
-	t.mu.Unlock()
+	s.r.sessions.forget(s)
 }
 
 // fail records that the session is lost, and why.

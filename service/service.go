@@ -87,7 +87,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -150,6 +149,10 @@ type Options struct {
 	// another token it does not exist (404).
 	Tokens []string
 
+	// Tenants are more tokens, each with a name for logs (TokenName) and
+	// its share of the Runner's sessions (Tenant).
+	Tenants []Tenant
+
 	// SessionsPerToken, when positive, caps the sessions each token (each
 	// client, see Tokens) may hold at once through the Server, so that one
 	// client cannot take all of the Runner's SessionOptions.Max; past it a
@@ -203,6 +206,7 @@ type Server struct {
 	slots    chan struct{}       // a token per admitted run
 	streams  chan struct{}       // a token per admitted stream, which holds a slot too
 	tokens   [][sha256.Size]byte // SHA-256 of each token; none: no token needed
+	tenants  []*tenant           // the tokens, with their names and shares
 	sessions sessionTable
 	mux      *http.ServeMux
 	registry *prometheus.Registry
@@ -259,10 +263,9 @@ func New(runner *spine.Runner, opts *Options) *Server {
 
 		crossOrigin: http.NewCrossOriginProtection(),
 	}
-	for _, token := range append([]string{o.Token}, o.Tokens...) {
-		if token != "" {
-			s.tokens = append(s.tokens, sha256.Sum256([]byte(token)))
-		}
+	s.tenants = newTenants(runner, &o)
+	for _, t := range s.tenants {
+		s.tokens = append(s.tokens, t.digest)
 	}
 	s.metrics = newMetrics(s)
 	s.mux.Handle("POST /v1/run", s.accept(needJSON, "POST /v1/run", s.handleRun))
@@ -301,7 +304,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, time.Now(), http.StatusForbidden, kindForbidden, "a browser sent this request from another origin: "+err.Error())
 		return
 	}
-	authed := s.authorized(r)
+	who := s.identify(r)
+	authed := len(s.tokens) == 0 || who != nil
+	if who != nil {
+		r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, who))
+	}
 	if !authed && r.URL.Path != "/healthz" {
 		w.Header().Set("WWW-Authenticate", wwwAuthenticate)
 		closeConn(w) // a client without the token holds no connection
@@ -317,15 +324,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // authorized reports whether r may use the Server: it carries one of the
 // tokens, or the Server has none. Every token is compared, in constant time.
 func (s *Server) authorized(r *http.Request) bool {
-	if len(s.tokens) == 0 {
-		return true
-	}
-	got, ok := bearerDigest(r)
-	match := 0
-	for _, want := range s.tokens {
-		match |= subtle.ConstantTimeCompare(got[:], want[:])
-	}
-	return ok && match == 1
+	return len(s.tokens) == 0 || s.identify(r) != nil
 }
 
 // bodyRule is what an endpoint takes as its body's Content-Type.

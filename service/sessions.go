@@ -261,7 +261,7 @@ func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.startSession(w, r, start, opCreate, func(ctx context.Context) (*spine.Session, error) {
-		return s.runner.NewSession(ctx)
+		return s.newSession(ctx, r)
 	})
 }
 
@@ -279,7 +279,7 @@ func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) {
 		if _, err := blob.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxSnapshot)); err != nil {
 			return nil, bodyError{err}
 		}
-		return s.runner.Restore(ctx, blob.Bytes())
+		return s.restoreSession(ctx, r, blob.Bytes())
 	})
 }
 
