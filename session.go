@@ -253,9 +253,9 @@ func (r *Runner) admit(s *Session, start func() (*engine.Instance, error)) error
 		t.mu.Unlock()
 		if !r.makeRoom(idle) {
 			if own {
-				return fmt.Errorf("%w: none of the %d live sessions of %s (its limit) can make room: each is running, or its snapshot would take its hibernated sessions past their limit", ErrTooManySessions, s.tenant.limits.Live, s.tenant.label())
+				return fmt.Errorf("%w: none of the %d live sessions of %s (its limit) can make room: each is running, or its snapshot would take its hibernated sessions past its HibernatedMemory or DirBytes", ErrTooManySessions, s.tenant.limits.Live, s.tenant.label())
 			}
-			return fmt.Errorf("%w: none of the %d live sessions can make room: each is running, or its snapshot would take hibernated sessions past their limit", ErrTooManySessions, r.opts.Sessions.MaxLive)
+			return fmt.Errorf("%w: none of the %d live sessions can make room: each is running, or its snapshot would take hibernated sessions past HibernatedMemory or DirBytes", ErrTooManySessions, r.opts.Sessions.MaxLive)
 		}
 	}
 	inst, err := start()
