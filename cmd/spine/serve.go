@@ -45,6 +45,8 @@ flags:
   --stream-idle DURATION   a stream that sends nothing this long is ended with 408 (default 10s)
   --max-timeout DURATION   time limit of every run (default 30s)
   --token-file FILE        the bearer token, one word (default $SPINE_TOKEN)
+  --tokens-file FILE       the tokens, each with a name and its share of the sessions
+                           (README, "Tenants"); not with --token-file, and $SPINE_TOKEN is ignored
   --max-conns N            connections open at once; more wait to be accepted (default 256)
   --read-timeout DURATION  time to send a request's headers (at most 10s) and body (default 30s)
   --idle-timeout DURATION  how long an idle keep-alive connection stays open (default 60s)
@@ -58,6 +60,7 @@ session flags:
   --session-idle DURATION  an unused session hibernates after this; 0: never by time (default 1m)
   --session-ttl DURATION   an unused session is closed after this; 0: never (default 1h)
   --session-dir DIR        hibernated sessions' snapshots go here, not in memory
+  --session-dir-mib N      the most the snapshots in --session-dir may hold, in MiB (default 16384)
 
 exit codes: 0 stopped by SIGINT or SIGTERM once the runs in flight finished,
 2 usage error (a bad config file included), 4 other failure (an MCP server,
@@ -83,6 +86,8 @@ type serveOptions struct {
 	sessionIdle   time.Duration
 	sessionTTL    time.Duration
 	sessionDir    string
+	sessionDirMiB int
+	tokensFile    string
 }
 
 // defaultSessionTTL is --session-ttl's default. The library's is none; an
@@ -111,13 +116,15 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.sessionIdle, "session-idle", time.Minute, "")
 	fs.DurationVar(&o.sessionTTL, "session-ttl", defaultSessionTTL, "")
 	fs.StringVar(&o.sessionDir, "session-dir", "", "")
+	fs.IntVar(&o.sessionDirMiB, "session-dir-mib", 16<<10, "")
+	fs.StringVar(&o.tokensFile, "tokens-file", "", "")
 }
 
 // sessionOptions returns the Runner's SessionOptions the flags set, or why
 // they are bad.
 func (o *serveOptions) sessionOptions() (spine.SessionOptions, error) {
-	if o.sessions < 1 || o.liveSessions < 1 || o.sessionTTL < 0 {
-		return spine.SessionOptions{}, errors.New("--sessions and --live-sessions must be positive, --session-ttl not negative")
+	if o.sessions < 1 || o.liveSessions < 1 || o.sessionTTL < 0 || o.sessionDirMiB < 1 {
+		return spine.SessionOptions{}, errors.New("--sessions, --live-sessions and --session-dir-mib must be positive, --session-ttl not negative")
 	}
 	if o.sessionMemory < 64 || o.sessionMemory > maxSessionMemory {
 		return spine.SessionOptions{}, fmt.Errorf("--session-memory must be from 64 (what CPython needs) to %d (MiB)", maxSessionMemory)
@@ -133,6 +140,7 @@ func (o *serveOptions) sessionOptions() (spine.SessionOptions, error) {
 		Idle:        idle,
 		TTL:         o.sessionTTL,
 		Dir:         o.sessionDir,
+		DirBytes:    uint64(o.sessionDirMiB) << 20,
 	}, nil
 }
 
@@ -158,7 +166,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if err != nil {
 		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
-	token, err := o.http.token("--listen", o.listen)
+	token, tenants, err := o.tokens(stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine serve:", err)
 		return exitUsage
@@ -176,7 +184,8 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return code
 	}
 	defer closeRunner()
-	ln, code := listen("spine serve", "--listen", o.listen, token, stderr)
+	checkShares(tenants, runner.Options().Sessions, stderr)
+	ln, code := listen("spine serve", "--listen", o.listen, token+firstToken(tenants), stderr)
 	if ln == nil {
 		return code
 	}
@@ -186,6 +195,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		StreamIdle:  o.streamIdle,
 		MaxTimeout:  o.maxTimeout,
 		Token:       token,
+		Tenants:     tenants,
 		Health:      health,
 		Logger:      logger,
 		MaxSnapshot: maxSnapshot(sessions.MemoryLimit),
@@ -194,6 +204,28 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	code = serveHTTP(ctx, stop, ln, svc, limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
 	svc.Close(context.Background()) // the requests have ended: nothing waits
 	return code
+}
+
+// tokens returns the token of --token-file (else $SPINE_TOKEN), or the
+// tenants of --tokens-file.
+func (o *serveOptions) tokens(stderr io.Writer) (string, []service.Tenant, error) {
+	if o.tokensFile == "" {
+		token, err := o.http.token("--listen", o.listen)
+		return token, nil, err
+	}
+	if *o.http.tokenFile != "" {
+		return "", nil, errors.New("--tokens-file and --token-file: give one")
+	}
+	tenants, err := readTokensFile(o.tokensFile, stderr)
+	return "", tenants, err
+}
+
+// firstToken is the first tenant's token, "" when there is none.
+func firstToken(tenants []service.Tenant) string {
+	if len(tenants) == 0 {
+		return ""
+	}
+	return tenants[0].Token
 }
 
 // maxSnapshot is the largest snapshot of a session of memory bytes: its
