@@ -151,6 +151,13 @@ type SessionOptions struct {
 	// those in memory: a session whose snapshot would take them past it
 	// stays live. Default 16 GiB.
 	DirBytes uint64
+
+	// MaxSnapshot caps each snapshot a session makes, in bytes: Snapshot,
+	// SnapshotTo and hibernation past it fail with ErrSnapshotTooLarge and
+	// keep nothing of it (a hibernation then leaves the session live).
+	// Default: the largest snapshot of a session of MemoryLimit, MemoryLimit
+	// + MemoryLimit/512 + 1 MiB.
+	MaxSnapshot uint64
 }
 
 // sweepEvery is how often the Runner looks for sessions to hibernate or end:
@@ -220,6 +227,9 @@ func (o *Options) withDefaults() Options {
 	if opts.Sessions.HibernatedMemory == 0 {
 		opts.Sessions.HibernatedMemory = 1 << 30
 	}
+	if opts.Sessions.MaxSnapshot == 0 {
+		opts.Sessions.MaxSnapshot = MaxSnapshotSize(opts.Sessions.MemoryLimit)
+	}
 	if opts.Sessions.DirBytes == 0 {
 		opts.Sessions.DirBytes = 16 << 30
 	}
@@ -227,4 +237,10 @@ func (o *Options) withDefaults() Options {
 		opts.Sessions.Idle = time.Minute
 	}
 	return opts
+}
+
+// MaxSnapshotSize is the largest snapshot of a session of memory bytes: its
+// changed pages, each with its number, and the format's overhead.
+func MaxSnapshotSize(memory uint64) uint64 {
+	return memory + memory/512 + 1<<20
 }

@@ -8,8 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,7 +42,7 @@ type Session struct {
 
 	// Owned by whoever holds the turn.
 	inst   *engine.Instance      // the live Guest; nil while hibernated, lost or closed
-	frozen []byte                // the snapshot, while hibernated in memory
+	frozen *chunks               // the snapshot, while hibernated in memory
 	file   string                // the snapshot's file, while hibernated in SessionOptions.Dir
 	size   int64                 // the bytes of that file
 	lost   error                 // why the Guest is gone, once a run broke it
@@ -98,6 +98,18 @@ func (t *sessions) holdFrozen(s *Session, n int64, limit uint64) bool {
 	return true
 }
 
+// diskRoom is how many more bytes of snapshots in SessionOptions.Dir the
+// Runner (its limit) and s's tenant have room for.
+func (t *sessions) diskRoom(s *Session, limit uint64) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	room := int64(limit) - t.disk
+	if ten := s.tenant; ten != nil && ten.limits.DirBytes > 0 {
+		room = min(room, int64(ten.limits.DirBytes)-ten.disk)
+	}
+	return room
+}
+
 // holdDisk is holdFrozen for the snapshots in SessionOptions.Dir.
 func (t *sessions) holdDisk(s *Session, n int64, limit uint64) bool {
 	t.mu.Lock()
@@ -146,28 +158,34 @@ func (r *Runner) newSession(ctx context.Context, tenant *Tenant) (*Session, erro
 // with ErrSnapshot, one of another artifact or tool list with
 // ErrSnapshotMismatch.
 func (r *Runner) Restore(ctx context.Context, snapshot []byte) (*Session, error) {
-	return r.restore(ctx, snapshot, nil)
+	return r.restore(ctx, bytes.NewReader(snapshot), nil)
 }
 
-// restore is Restore, in tenant's share (nil: none).
-func (r *Runner) restore(ctx context.Context, snapshot []byte, tenant *Tenant) (*Session, error) {
+// RestoreFrom is Restore of the snapshot rd reads, a page at a time: it
+// takes no more memory than the session's Guest and snapshotStreamMemory
+// (docs/sessions.md), whatever the snapshot's size. An error of rd's is
+// returned within ErrSnapshot (errors.Is and errors.As find it).
+func (r *Runner) RestoreFrom(ctx context.Context, rd io.Reader) (*Session, error) {
+	return r.restore(ctx, rd, nil)
+}
+
+// restore is RestoreFrom, in tenant's share (nil: none).
+func (r *Runner) restore(ctx context.Context, rd io.Reader, tenant *Tenant) (*Session, error) {
 	if err := r.begin(); err != nil {
 		return nil, err
 	}
 	defer r.runs.Done()
-	st, err := decodeSnapshot(r.identity, snapshot, r.opts.Sessions.MemoryLimit)
+	stream, err := r.openSnapshot(rd)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.engine.Check(st, r.opts.Sessions.MemoryLimit); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSnapshot, err)
-	}
+	defer stream.close()
 	s, err := r.addSession(tenant)
 	if err != nil {
 		return nil, err
 	}
 	err = r.admit(s, func() (*engine.Instance, error) {
-		return r.engine.Restore(ctx, st, r.opts.Sessions.MemoryLimit)
+		return r.restoreGuest(ctx, stream)
 	})
 	if err != nil {
 		r.dropSession(s)
@@ -222,7 +240,7 @@ func (r *Runner) sessionError(err error) error {
 	if r.closing.Err() != nil {
 		return ErrClosed
 	}
-	if errors.Is(err, ErrTooManySessions) || errors.Is(err, ErrGuest) || errors.Is(err, ErrArtifact) {
+	if errors.Is(err, ErrTooManySessions) || errors.Is(err, ErrGuest) || errors.Is(err, ErrArtifact) || errors.Is(err, ErrSnapshot) {
 		return err
 	}
 	return fmt.Errorf("%w: %v", ErrGuest, err)
@@ -379,14 +397,16 @@ func (s *Session) guest(ctx context.Context) (*engine.Instance, error) {
 	if s.inst != nil {
 		return s.inst, nil
 	}
-	blob, err := s.thawed()
+	rd, done, err := s.thawed()
 	if err != nil && s.file != "" && !errors.Is(err, os.ErrNotExist) {
-		return nil, err // a passing failure to read the file (EMFILE, EIO): try again later
+		return nil, err // a passing failure to open the file (EMFILE, EIO): try again later
 	}
 	if err == nil {
-		var st *engine.State
-		if st, err = decodeSnapshot(s.r.identity, blob, s.r.opts.Sessions.MemoryLimit); err == nil {
-			return s.wake(ctx, st)
+		var inst *engine.Instance
+		inst, err = s.wake(ctx, rd)
+		done()
+		if err == nil || !errors.Is(err, ErrSnapshot) && !errors.Is(err, ErrSnapshotMismatch) {
+			return inst, err // woken, or not now (no live place, no memory)
 		}
 	}
 	// The snapshot is gone or damaged (a file in Dir removed or changed
@@ -396,10 +416,16 @@ func (s *Session) guest(ctx context.Context) (*engine.Instance, error) {
 	return nil, s.lost
 }
 
-// wake restores the hibernated session's state st into a new live Guest.
-func (s *Session) wake(ctx context.Context, st *engine.State) (*engine.Instance, error) {
-	err := s.r.admit(s, func() (*engine.Instance, error) {
-		return s.r.engine.Restore(ctx, st, s.r.opts.Sessions.MemoryLimit)
+// wake restores the hibernated session's snapshot, which rd reads, into a
+// new live Guest.
+func (s *Session) wake(ctx context.Context, rd io.Reader) (*engine.Instance, error) {
+	stream, err := s.r.openSnapshot(rd)
+	if err != nil {
+		return nil, err
+	}
+	defer stream.close()
+	err = s.r.admit(s, func() (*engine.Instance, error) {
+		return s.r.restoreGuest(ctx, stream)
 	})
 	if err != nil {
 		return nil, err
@@ -421,155 +447,6 @@ func (s *Session) runEnded(failed bool, cause error) {
 		cause = errors.New("the Guest failed")
 	}
 	s.fail(fmt.Errorf("%w: a run did not end cleanly (%v)", ErrSessionLost, cause))
-}
-
-// Snapshot returns the session's state as a self-describing, versioned,
-// checksummed blob (docs/sessions.md) that Runner.Restore takes, here or on
-// another machine with the same Guest artifact and tool list. It waits for a
-// run in progress to end. A session holding files open cannot be
-// snapshotted (ErrSessionState).
-func (s *Session) Snapshot(ctx context.Context) ([]byte, error) {
-	if err := s.r.begin(); err != nil {
-		return nil, err
-	}
-	defer s.r.runs.Done()
-	if err := s.take(ctx); err != nil {
-		return nil, s.stopped(err)
-	}
-	defer s.give()
-	if err := s.usable(); err != nil {
-		return nil, err
-	}
-	if s.inst == nil {
-		if s.frozen != nil {
-			return bytes.Clone(s.frozen), nil // the caller's to change
-		}
-		return s.thawed() // read from its file: the caller's already
-	}
-	return s.snapshot()
-}
-
-// snapshot encodes the live Guest's state.
-func (s *Session) snapshot() ([]byte, error) {
-	st, err := s.inst.State()
-	if err != nil {
-		if errors.Is(err, engine.ErrFilesOpen) {
-			return nil, fmt.Errorf("%w: it holds %d files or directories open", ErrSessionState, s.inst.FilesOpen())
-		}
-		return nil, err
-	}
-	return encodeSnapshot(s.r.identity, st), nil
-}
-
-// Hibernate turns the session into its snapshot now, freeing its Guest; its
-// next Run wakes it. The Runner does this by itself to sessions idle past
-// SessionOptions.Idle, and to the least recently used one when more than
-// SessionOptions.MaxLive would be live. It waits for a run in progress.
-func (s *Session) Hibernate(ctx context.Context) error {
-	if err := s.r.begin(); err != nil {
-		return err
-	}
-	defer s.r.runs.Done()
-	if err := s.take(ctx); err != nil {
-		return s.stopped(err)
-	}
-	defer s.give()
-	if err := s.usable(); err != nil {
-		return err
-	}
-	return s.hibernate()
-}
-
-// hibernateIfIdle hibernates the session if no operation has it now, and
-// reports whether its Guest was freed.
-func (s *Session) hibernateIfIdle() bool {
-	select {
-	case <-s.turn:
-	default:
-		return false
-	}
-	defer func() { s.turn <- struct{}{} }() // not give: this is no use of the session
-	return s.usable() == nil && s.inst != nil && s.hibernate() == nil
-}
-
-// evictIfIdle loses the session if no operation has it now and it holds a
-// live Guest, and reports whether it did: room is needed among the live
-// sessions, and this one cannot be hibernated (it holds files open).
-func (s *Session) evictIfIdle() bool {
-	select {
-	case <-s.turn:
-	default:
-		return false
-	}
-	defer func() { s.turn <- struct{}{} }()
-	if s.usable() != nil || s.inst == nil || s.inst.FilesOpen() == 0 {
-		return false
-	}
-	s.inst.Close()
-	s.inst = nil
-	s.r.leaveLive(s)
-	s.fail(fmt.Errorf("%w: it held files open, so it could not be hibernated when room was needed among the %d live sessions", ErrSessionLost, s.r.opts.Sessions.MaxLive))
-	return true
-}
-
-// hibernate keeps the live Guest's snapshot and frees the Guest.
-func (s *Session) hibernate() error {
-	if s.inst == nil {
-		return nil
-	}
-	blob, err := s.snapshot()
-	if err != nil {
-		return err
-	}
-	if dir := s.r.opts.Sessions.Dir; dir != "" {
-		n := int64(len(blob))
-		if !s.r.sessions.holdDisk(s, n, s.r.opts.Sessions.DirBytes) {
-			return fmt.Errorf("%w: a snapshot of %d bytes would take the hibernated sessions of %s past their limit of bytes in the session folder", ErrTooManySessions, n, s.tenant.label())
-		}
-		path := filepath.Join(dir, s.id+".snapshot")
-		if err := writeFileAtomic(path, blob); err != nil {
-			s.r.sessions.holdDisk(s, -n, 0)
-			return fmt.Errorf("spine: hibernating a session: %w", err)
-		}
-		s.file, s.size = path, n
-	} else {
-		if !s.r.sessions.holdFrozen(s, int64(len(blob)), s.r.opts.Sessions.HibernatedMemory) {
-			return fmt.Errorf("%w: a snapshot of %d bytes would take the hibernated sessions of %s past their limit of bytes in memory", ErrTooManySessions, len(blob), s.tenant.label())
-		}
-		s.frozen = blob
-	}
-	s.inst.Close()
-	s.inst = nil
-	s.r.leaveLive(s)
-	return nil
-}
-
-// thawed returns the hibernated session's snapshot.
-func (s *Session) thawed() ([]byte, error) {
-	if s.file != "" {
-		blob, err := os.ReadFile(s.file)
-		if err != nil {
-			return nil, fmt.Errorf("spine: waking a session: %w", err)
-		}
-		return blob, nil
-	}
-	if s.frozen == nil {
-		return nil, fmt.Errorf("%w: no Guest and no snapshot", ErrSessionLost)
-	}
-	return s.frozen, nil
-}
-
-// forgetSnapshot drops the hibernated snapshot once the Guest is live again.
-func (s *Session) forgetSnapshot() {
-	if s.file != "" {
-		os.Remove(s.file)
-		s.r.sessions.holdDisk(s, -s.size, 0)
-		s.file, s.size = "", 0
-	}
-	if s.frozen != nil {
-		s.r.sessions.holdFrozen(s, -int64(len(s.frozen)), 0)
-		s.frozen = nil
-	}
 }
 
 // Close ends the session: a run in progress stops, and the session's Guest
@@ -717,22 +594,4 @@ func (r *Runner) closeSessions() {
 		s.end(ErrClosed)
 		s.turn <- struct{}{}
 	}
-}
-
-// writeFileAtomic writes data to path through a temporary file renamed into
-// place, readable by the owner only.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".snapshot-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -1,6 +1,8 @@
 package spine
 
 import (
+	"bytes"
+	"io"
 	"context"
 	"fmt"
 )
@@ -51,7 +53,12 @@ func (t *Tenant) NewSession(ctx context.Context) (*Session, error) {
 
 // Restore is Runner.Restore, counted in the tenant's share.
 func (t *Tenant) Restore(ctx context.Context, snapshot []byte) (*Session, error) {
-	return t.r.restore(ctx, snapshot, t)
+	return t.r.restore(ctx, bytes.NewReader(snapshot), t)
+}
+
+// RestoreFrom is Runner.RestoreFrom, counted in the tenant's share.
+func (t *Tenant) RestoreFrom(ctx context.Context, rd io.Reader) (*Session, error) {
+	return t.r.restore(ctx, rd, t)
 }
 
 // TenantStats counts a tenant's sessions.
