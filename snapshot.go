@@ -256,7 +256,10 @@ func readFailed(what string, err error) error {
 func openSnapshot(rd io.Reader, id snapshotIdentity, maxMemory uint64) (*snapshotStream, error) {
 	br := bufio.NewReaderSize(rd, snapshotChunk)
 	var head [snapshotHeaderSize]byte
-	if _, err := io.ReadFull(br, head[:]); err != nil {
+	if n, err := io.ReadFull(br, head[:]); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, snapshotBad("%d bytes is too short for a snapshot", n)
+		}
 		return nil, readFailed("header", err)
 	}
 	if string(head[:len(snapshotMagic)]) != snapshotMagic {
@@ -268,13 +271,16 @@ func openSnapshot(rd io.Reader, id snapshotIdentity, maxMemory uint64) (*snapsho
 	if binary.LittleEndian.Uint32(head[20:]) != 0 || binary.LittleEndian.Uint32(head[132:]) != 0 || binary.LittleEndian.Uint64(head[136:]) != 0 {
 		return nil, snapshotBad("reserved header fields are not zero")
 	}
-	switch {
-	case !bytes.Equal(head[24:56], id.artifact[:]):
-		return nil, fmt.Errorf("%w: it was made with another Guest artifact", ErrSnapshotMismatch)
-	case !bytes.Equal(head[56:88], id.tools[:]):
-		return nil, fmt.Errorf("%w: it was made with another tool list", ErrSnapshotMismatch)
-	case !bytes.Equal(head[88:120], id.image[:]):
-		return nil, fmt.Errorf("%w: it was made from another prepared image (another version of Spine)", ErrSnapshotMismatch)
+	h := sha256.New()
+	h.Write(head[:])
+	src := &payloadReader{br: br, h: h}
+	if err := mismatch(head[:], id); err != nil {
+		// A damaged snapshot is told as damaged, not as another's: the
+		// rest is read through for its checksum, a chunk at a time.
+		if bad := src.checkTrailer(); bad != nil {
+			return nil, bad
+		}
+		return nil, err
 	}
 	st := &engine.State{Memory: binary.LittleEndian.Uint64(head[120:])}
 	pages := uint64(binary.LittleEndian.Uint32(head[128:]))
@@ -286,9 +292,7 @@ func openSnapshot(rd io.Reader, id snapshotIdentity, maxMemory uint64) (*snapsho
 	case pages > st.Memory/engine.StatePageSize:
 		return nil, snapshotBad("%d pages in %d bytes of memory", pages, st.Memory)
 	}
-	h := sha256.New()
-	h.Write(head[:])
-	s := &snapshotStream{st: st, src: &payloadReader{br: br, h: h}}
+	s := &snapshotStream{st: st, src: src}
 	s.dec, _ = snapshotDecoders.Get().(*zstd.Decoder)
 	if s.dec == nil {
 		s.dec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
@@ -376,19 +380,39 @@ func (s *snapshotStream) finish() error {
 		}
 		return snapshotBad("its payload holds more than its pages")
 	}
-	if _, err := io.Copy(io.Discard, s.src); err != nil && !errors.Is(err, io.EOF) {
+	return s.src.checkTrailer()
+}
+
+// checkTrailer reads the rest of the payload and checks the trailer
+// against it: its length and the checksum of everything before.
+func (p *payloadReader) checkTrailer() error {
+	if _, err := io.Copy(io.Discard, p); err != nil && !errors.Is(err, io.EOF) {
 		return readFailed("payload", err)
 	}
-	tail, _ := s.src.br.Peek(snapshotTrailerSize + 1)
+	tail, _ := p.br.Peek(snapshotTrailerSize + 1)
 	if len(tail) != snapshotTrailerSize {
 		return snapshotBad("it ends inside its trailer (truncated)")
 	}
-	if n := binary.LittleEndian.Uint64(tail); n != uint64(s.src.n) {
-		return snapshotBad("its payload is %d bytes, but its trailer says %d (truncated or extended)", s.src.n, n)
+	if n := binary.LittleEndian.Uint64(tail); n != uint64(p.n) {
+		return snapshotBad("its payload is %d bytes, but its trailer says %d (truncated or extended)", p.n, n)
 	}
-	s.src.h.Write(tail[:8])
-	if !bytes.Equal(s.src.h.Sum(nil), tail[8:]) {
+	p.h.Write(tail[:8])
+	if !bytes.Equal(p.h.Sum(nil), tail[8:]) {
 		return snapshotBad("checksum mismatch (damaged)")
+	}
+	return nil
+}
+
+// mismatch is why a snapshot of header head is not of identity id, nil
+// when it is.
+func mismatch(head []byte, id snapshotIdentity) error {
+	switch {
+	case !bytes.Equal(head[24:56], id.artifact[:]):
+		return fmt.Errorf("%w: it was made with another Guest artifact", ErrSnapshotMismatch)
+	case !bytes.Equal(head[56:88], id.tools[:]):
+		return fmt.Errorf("%w: it was made with another tool list", ErrSnapshotMismatch)
+	case !bytes.Equal(head[88:120], id.image[:]):
+		return fmt.Errorf("%w: it was made from another prepared image (another version of Spine)", ErrSnapshotMismatch)
 	}
 	return nil
 }

@@ -152,10 +152,11 @@ type Options struct {
 	SessionsPerToken int
 
 	// MaxSnapshot caps the body of POST /v1/sessions/restore, a snapshot,
-	// in bytes; past it the answer is 413. The body is read into memory,
-	// holding a slot. Default DefaultMaxSnapshot, which holds every snapshot
-	// of a session within the default session memory limit (256 MiB); for
-	// a limit of M bytes, M + M/512 + 1 MiB is enough.
+	// in bytes; past it the answer is 413. The body streams into the new
+	// session's Guest a page at a time (spine.Runner.RestoreFrom), holding
+	// a slot. Default DefaultMaxSnapshot, which holds every snapshot of a
+	// session within the default session memory limit (256 MiB); for a
+	// limit of M bytes, spine.MaxSnapshotSize(M) is enough.
 	MaxSnapshot int64
 
 	// Health, when set, is called on every GET /healthz: it returns the

@@ -266,21 +266,39 @@ func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleRestore is POST /v1/sessions/restore: the body is a snapshot, at
-// most Options.MaxSnapshot bytes. The slot is taken before the body is
-// read, so that the snapshots held in memory at once are bounded by the
-// slots.
+// most Options.MaxSnapshot bytes (a Content-Length over it is refused
+// before anything is read). It streams into the session's Guest holding a
+// slot, so the restores under way are bounded by the slots and each takes
+// a bounded amount of memory beyond its Guest.
 func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if r.ContentLength > s.opts.MaxSnapshot {
+		closeConn(w) // the body is left unread
+		s.bodyFailed(w, start, opRestore, &http.MaxBytesError{Limit: s.opts.MaxSnapshot})
+		return
+	}
 	s.startSession(w, r, start, opRestore, func(ctx context.Context) (*spine.Session, error) {
-		var blob bytes.Buffer
-		if n := r.ContentLength; n > 0 && n <= s.opts.MaxSnapshot {
-			blob.Grow(int(n) + bytes.MinRead) // read without growing
+		body := &bodyReader{r: http.MaxBytesReader(w, r.Body, s.opts.MaxSnapshot)}
+		sess, err := s.restoreSession(ctx, r, body)
+		if body.err != nil && !errors.Is(body.err, io.EOF) {
+			return nil, bodyError{body.err}
 		}
-		if _, err := blob.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxSnapshot)); err != nil {
-			return nil, bodyError{err}
-		}
-		return s.restoreSession(ctx, r, blob.Bytes())
+		return sess, err
 	})
+}
+
+// bodyReader reads a request body, keeping its error.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && b.err == nil {
+		b.err = err
+	}
+	return n, err
 }
 
 // bodyError is a request body that could not be read.
@@ -360,9 +378,9 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var (
-		blob []byte
-		err  error
-		ok   bool
+		out = &snapshotAnswer{w: w}
+		err error
+		ok  bool
 	)
 	func() {
 		defer func() { e.turn <- struct{}{} }() // after the slot
@@ -371,23 +389,44 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer free()
-		blob, err = e.s.Snapshot(ctx)
+		// The snapshot streams to the client holding the slot: a client
+		// that reads slowly has until the time limit.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.MaxTimeout))
+		_, err = e.s.SnapshotTo(ctx, out)
 	}()
-	if !ok {
-		return
-	}
-	if err != nil {
+	switch {
+	case !ok:
+	case err != nil && out.started:
+		// Part of a snapshot went out as a 200: end the connection, so
+		// that the client sees a broken answer, never a short snapshot.
+		s.sessionOp(opSnapshot, kindInternal)
+		panic(http.ErrAbortHandler)
+	case err != nil:
 		s.sessionFailed(w, r, start, opSnapshot, e, err)
-		return
+	default:
+		s.sessionOp(opSnapshot, "ok")
 	}
-	s.sessionOp(opSnapshot, "ok")
-	h := w.Header()
-	h.Set("Content-Type", "application/octet-stream")
-	h.Set("Content-Length", fmt.Sprint(len(blob)))
-	h.Set("Cache-Control", "no-store") // it holds what the session's programs saw
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	w.Write(blob)
+}
+
+// snapshotAnswer is the answer to GET /v1/sessions/{id}/snapshot: its
+// headers and status go out with the snapshot's first bytes, so that a
+// snapshot refused before it starts (files open, say) is answered with an
+// error instead.
+type snapshotAnswer struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (a *snapshotAnswer) Write(p []byte) (int, error) {
+	if !a.started {
+		a.started = true
+		h := a.w.Header()
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set("Cache-Control", "no-store") // it holds what the session's programs saw
+		h.Set("X-Content-Type-Options", "nosniff")
+		a.w.WriteHeader(http.StatusOK)
+	}
+	return a.w.Write(p)
 }
 
 // handleDeleteSession is DELETE /v1/sessions/{id}: the session ends at

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/spine-run/spine"
@@ -112,10 +113,11 @@ func (s *Server) newSession(ctx context.Context, r *http.Request) (*spine.Sessio
 	return s.runner.NewSession(ctx)
 }
 
-// restoreSession restores a session from blob in r's tenant's share.
-func (s *Server) restoreSession(ctx context.Context, r *http.Request, blob []byte) (*spine.Session, error) {
+// restoreSession restores a session from the snapshot rd reads, in r's
+// tenant's share.
+func (s *Server) restoreSession(ctx context.Context, r *http.Request, rd io.Reader) (*spine.Session, error) {
 	if t := requestTenant(r); t != nil && t.share != nil {
-		return t.share.Restore(ctx, blob)
+		return t.share.RestoreFrom(ctx, rd)
 	}
-	return s.runner.Restore(ctx, blob)
+	return s.runner.RestoreFrom(ctx, rd)
 }

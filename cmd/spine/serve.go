@@ -123,8 +123,8 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 // sessionOptions returns the Runner's SessionOptions the flags set, or why
 // they are bad.
 func (o *serveOptions) sessionOptions() (spine.SessionOptions, error) {
-	if o.sessions < 1 || o.liveSessions < 1 || o.sessionTTL < 0 || o.sessionDirMiB < 1 {
-		return spine.SessionOptions{}, errors.New("--sessions, --live-sessions and --session-dir-mib must be positive, --session-ttl not negative")
+	if o.sessions < 1 || o.liveSessions < 1 || o.sessionDirMiB < 1 || o.sessionTTL < 0 {
+		return spine.SessionOptions{}, errors.New("--sessions and --live-sessions must be positive (and --session-dir-mib), --session-ttl not negative")
 	}
 	if o.sessionMemory < 64 || o.sessionMemory > maxSessionMemory {
 		return spine.SessionOptions{}, fmt.Errorf("--session-memory must be from 64 (what CPython needs) to %d (MiB)", maxSessionMemory)
@@ -198,7 +198,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		Tenants:     tenants,
 		Health:      health,
 		Logger:      logger,
-		MaxSnapshot: maxSnapshot(sessions.MemoryLimit),
+		MaxSnapshot: int64(spine.MaxSnapshotSize(sessions.MemoryLimit)),
 		Tool:        codemode.New(runner, manifest, &codemode.Options{Timeout: o.maxTimeout}),
 	})
 	code = serveHTTP(ctx, stop, ln, svc, limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
@@ -226,12 +226,6 @@ func firstToken(tenants []service.Tenant) string {
 		return ""
 	}
 	return tenants[0].Token
-}
-
-// maxSnapshot is the largest snapshot of a session of memory bytes: its
-// changed pages, each with its number, and the format's overhead.
-func maxSnapshot(memory uint64) int64 {
-	return int64(memory + memory/512 + 1<<20)
 }
 
 // serveHTTP serves handler on ln until ctx ends (a signal), then shuts down:
