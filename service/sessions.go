@@ -537,6 +537,8 @@ func (s *Server) sessionError(reqCtx context.Context, e *session, err error) (in
 		return statusClientClosed, kindCanceled, "the client went away"
 	case errors.As(err, &turn) && errors.Is(err, context.DeadlineExceeded):
 		return http.StatusRequestTimeout, kindTimeout, turn.Error() + "; it is left to finish"
+	case errors.Is(err, spine.ErrSnapshotTooLarge):
+		return http.StatusConflict, kindTooLarge, err.Error()
 	case errors.Is(err, spine.ErrSessionState):
 		return http.StatusConflict, kindBadSnapshot, err.Error()
 	}

@@ -45,8 +45,8 @@ flags:
   --slots N                run_python calls at once; more get the tool error "busy, retry" (default: the pool size, GOMAXPROCS)
   --early-reads            start allow-listed read-only tools early
   --stateless              keep nothing from one call to the next: no sessions, no fresh argument
-  --max-sessions N         Python sessions kept; past it one is closed: of the client holding the most,
-                           the one it used least recently (default 100)
+  --max-sessions N         Python sessions kept (default 100); past it one is closed: of the client
+                           holding the most, the one it used least recently
   --sessions-per-client N  with --http, Python sessions one client (one address) keeps; past it its own
                            least recently used one is closed (default 0: no cap of its own)
   --token-file FILE        with --http, the bearer token, one word (default $SPINE_TOKEN)
@@ -102,7 +102,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	if o.timeout <= 0 || o.grace < 0 || o.slots < 0 || o.sessions <= 0 || o.perClient < 0 {
-		return usageError(stderr, fs.Name(), mcpUsage, "--timeout must be positive, --max-sessions too, and --grace, --slots and --sessions-per-client not negative")
+		return usageError(stderr, fs.Name(), mcpUsage, "--timeout must be positive, --max-sessions too, and --grace and --slots not negative (nor --sessions-per-client)")
 	}
 	var (
 		limits httpLimits
