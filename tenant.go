@@ -2,9 +2,9 @@ package spine
 
 import (
 	"bytes"
-	"io"
 	"context"
 	"fmt"
+	"io"
 )
 
 // A Tenant is a share of a Runner's sessions: the sessions one client (a
