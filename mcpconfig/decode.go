@@ -147,19 +147,9 @@ func decodeEntry(name string, raw json.RawMessage) (*server, []string, error) {
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
 		return nil, nil, fmt.Errorf("not a JSON object")
 	}
-	var notes []string
-	known := knownKeys()
-	for _, key := range slices.Sorted(maps.Keys(fields)) {
-		switch {
-		case known[key]:
-		case slices.Contains(ignoredKeys, key):
-			notes = append(notes, fmt.Sprintf("ignored %q", key))
-		default:
-			if near := nearSpineKey(key); near != "" {
-				return nil, nil, fmt.Errorf("unknown field %q; did you mean %q?", key, near)
-			}
-			notes = append(notes, fmt.Sprintf("ignored the unknown key %q", key))
-		}
+	notes, err := checkKeys(fields)
+	if err != nil {
+		return nil, nil, err
 	}
 	if _, ok := fields["envFile"]; ok {
 		return nil, nil, fmt.Errorf(`"envFile" is not read: put the variables in "env" (values may be ${NAME})`)
@@ -187,35 +177,80 @@ func decodeEntry(name string, raw json.RawMessage) (*server, []string, error) {
 		return nil, nil, err
 	}
 
-	// The command: a string with "args" (the clients' form), or Spine's
-	// array of program and arguments.
+	if err := s.command(e); err != nil {
+		return nil, nil, err
+	}
+	if err := s.transport(e); err != nil {
+		return nil, nil, err
+	}
+	if err := s.toolLists(e); err != nil {
+		return nil, nil, err
+	}
+	note, err := s.timeout(e)
+	if err != nil {
+		return nil, nil, err
+	}
+	if note != "" {
+		notes = append(notes, note)
+	}
+	return s, notes, nil
+}
+
+// checkKeys returns notes on the keys of an entry that Spine ignores, or an
+// error for an unknown key that looks like a misspelled one of Spine's.
+func checkKeys(fields map[string]json.RawMessage) ([]string, error) {
+	var notes []string
+	known := knownKeys()
+	for _, key := range slices.Sorted(maps.Keys(fields)) {
+		switch {
+		case known[key]:
+		case slices.Contains(ignoredKeys, key):
+			notes = append(notes, fmt.Sprintf("ignored %q", key))
+		default:
+			if near := nearSpineKey(key); near != "" {
+				return nil, fmt.Errorf("unknown field %q; did you mean %q?", key, near)
+			}
+			notes = append(notes, fmt.Sprintf("ignored the unknown key %q", key))
+		}
+	}
+	return notes, nil
+}
+
+// command sets the command: a string with "args" (the clients' form), or
+// Spine's array of program and arguments; and the folder it runs in.
+func (s *server) command(e entry) error {
 	if len(e.Command) > 0 && string(e.Command) != "null" {
 		var program string
 		if err := json.Unmarshal(e.Command, &program); err == nil {
 			if program == "" {
-				return nil, nil, fmt.Errorf("command is empty")
+				return fmt.Errorf("command is empty")
 			}
 			s.Command = append([]string{program}, e.Args...)
 		} else if err := json.Unmarshal(e.Command, &s.Command); err != nil {
-			return nil, nil, fmt.Errorf("command must be a string (with args) or an array of strings")
+			return fmt.Errorf("command must be a string (with args) or an array of strings")
 		} else if len(s.Command) == 0 || s.Command[0] == "" {
-			return nil, nil, fmt.Errorf("command is empty")
+			return fmt.Errorf("command is empty")
 		} else {
 			s.Command = append(s.Command, e.Args...)
 		}
 	} else if len(e.Args) > 0 {
-		return nil, nil, fmt.Errorf("args without a command")
+		return fmt.Errorf("args without a command")
 	}
 	switch {
 	case e.Dir != "" && e.Cwd != "" && e.Dir != e.Cwd:
-		return nil, nil, fmt.Errorf(`both "dir" and "cwd": keep one`)
+		return fmt.Errorf(`both "dir" and "cwd": keep one`)
 	case e.Dir != "":
 		s.Dir = e.Dir
 	default:
 		s.Dir = e.Cwd
 	}
+	return nil
+}
 
-	// The URL, by any of its spellings, and the transport.
+// transport sets the URL, by any of its spellings, and the transport, checks
+// that they agree with the command, and expands the variables of env and
+// headers.
+func (s *server) transport(e entry) error {
 	urls := 0
 	for _, u := range []string{e.URL, e.HTTPURL, e.ServerURL} {
 		if u != "" {
@@ -224,59 +259,63 @@ func decodeEntry(name string, raw json.RawMessage) (*server, []string, error) {
 		}
 	}
 	if urls > 1 {
-		return nil, nil, fmt.Errorf(`more than one of "url", "httpUrl" and "serverUrl"`)
+		return fmt.Errorf(`more than one of "url", "httpUrl" and "serverUrl"`)
 	}
 	kind := e.Type
 	if kind == "" {
 		kind = e.TransportType
 	} else if e.TransportType != "" && e.TransportType != e.Type {
-		return nil, nil, fmt.Errorf(`"type" %q and "transportType" %q differ`, e.Type, e.TransportType)
+		return fmt.Errorf(`"type" %q and "transportType" %q differ`, e.Type, e.TransportType)
 	}
 	switch kind {
 	case "", "stdio", "http", "streamable-http", "streamableHttp", "streamable_http":
 	case "sse":
 		s.SSE = true
 		if e.HTTPURL != "" {
-			return nil, nil, fmt.Errorf(`"type" is "sse" but "httpUrl" is for streamable HTTP: use "url"`)
+			return fmt.Errorf(`"type" is "sse" but "httpUrl" is for streamable HTTP: use "url"`)
 		}
 	default:
-		return nil, nil, fmt.Errorf(`unsupported "type" %q: Spine speaks stdio ("command"), streamable HTTP and SSE ("url")`, kind)
+		return fmt.Errorf(`unsupported "type" %q: Spine speaks stdio ("command"), streamable HTTP and SSE ("url")`, kind)
 	}
 	switch {
 	case len(s.Command) > 0 && s.URL != "":
-		return nil, nil, fmt.Errorf("has both a command and a url")
+		return fmt.Errorf("has both a command and a url")
 	case len(s.Command) == 0 && s.URL == "":
-		return nil, nil, fmt.Errorf("needs a command (stdio) or a url (streamable HTTP)")
+		return fmt.Errorf("needs a command (stdio) or a url (streamable HTTP)")
 	case kind == "stdio" && s.URL != "":
-		return nil, nil, fmt.Errorf(`"type" is "stdio" but there is a url, no command`)
+		return fmt.Errorf(`"type" is "stdio" but there is a url, no command`)
 	case kind != "" && kind != "stdio" && len(s.Command) > 0:
-		return nil, nil, fmt.Errorf(`"type" is %q but there is a command, no url`, kind)
+		return fmt.Errorf(`"type" is %q but there is a command, no url`, kind)
 	case len(s.Command) > 0 && len(s.Headers) > 0:
-		return nil, nil, fmt.Errorf("headers are for a url")
+		return fmt.Errorf("headers are for a url")
 	case s.URL != "" && (len(s.Env) > 0 || s.Dir != ""):
-		return nil, nil, fmt.Errorf("env and dir are for a command")
+		return fmt.Errorf("env and dir are for a command")
 	}
 	if s.URL != "" {
 		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, nil, fmt.Errorf("url %q is not an http(s) URL", s.URL)
+			return fmt.Errorf("url %q is not an http(s) URL", s.URL)
 		}
 	}
 	for _, values := range []map[string]string{s.Env, s.Headers} {
 		for k, v := range values {
 			expanded, err := expandVars(v)
 			if err != nil {
-				return nil, nil, fmt.Errorf("%s: %v", k, err)
+				return fmt.Errorf("%s: %v", k, err)
 			}
 			values[k] = expanded
 		}
 	}
+	return nil
+}
 
-	// Which tools.
+// toolLists sets which tools: an allow list or a deny list, by either of
+// their names; early reads must be among them.
+func (s *server) toolLists(e entry) error {
 	if e.Tools != nil && e.IncludeTools != nil {
-		return nil, nil, fmt.Errorf(`both "tools" and "includeTools": keep one`)
+		return fmt.Errorf(`both "tools" and "includeTools": keep one`)
 	}
 	if e.ExcludeTools != nil && e.ExcludeAlias != nil {
-		return nil, nil, fmt.Errorf(`both "exclude_tools" and "excludeTools": keep one`)
+		return fmt.Errorf(`both "exclude_tools" and "excludeTools": keep one`)
 	}
 	s.Tools, s.ExcludeTools = e.Tools, e.ExcludeTools
 	if e.IncludeTools != nil {
@@ -286,16 +325,20 @@ func decodeEntry(name string, raw json.RawMessage) (*server, []string, error) {
 		s.ExcludeTools = e.ExcludeAlias
 	}
 	if s.Tools != nil && s.ExcludeTools != nil {
-		return nil, nil, fmt.Errorf(`both an allow list ("tools") and a deny list ("exclude_tools"): keep one`)
+		return fmt.Errorf(`both an allow list ("tools") and a deny list ("exclude_tools"): keep one`)
 	}
 	for _, t := range s.EarlyReads {
 		if s.Tools != nil && !slices.Contains(s.Tools, t) || slices.Contains(s.ExcludeTools, t) {
-			return nil, nil, fmt.Errorf("early_reads names %q, which the tool lists leave out", t)
+			return fmt.Errorf("early_reads names %q, which the tool lists leave out", t)
 		}
 	}
+	return nil
+}
 
-	// The timeout: Spine's is a duration string. A number is ignored:
-	// clients disagree on its unit (seconds in one, milliseconds in another).
+// timeout sets the timeout: Spine's is a duration string. A number is
+// ignored, with a note: clients disagree on its unit (seconds in one,
+// milliseconds in another).
+func (s *server) timeout(e entry) (note string, err error) {
 	s.Timeout = defaultTimeout
 	if len(e.Timeout) > 0 && string(e.Timeout) != "null" {
 		var text string
@@ -304,16 +347,16 @@ func decodeEntry(name string, raw json.RawMessage) (*server, []string, error) {
 		case json.Unmarshal(e.Timeout, &text) == nil:
 			d, err := time.ParseDuration(text)
 			if err != nil || d <= 0 {
-				return nil, nil, fmt.Errorf("bad timeout %q: a duration such as \"10s\"", text)
+				return "", fmt.Errorf("bad timeout %q: a duration such as \"10s\"", text)
 			}
 			s.Timeout = d
 		case json.Unmarshal(e.Timeout, &number) == nil:
-			notes = append(notes, fmt.Sprintf(`ignored "timeout" %v: a number's unit differs between clients; write a duration such as "10s"`, number))
+			note = fmt.Sprintf(`ignored "timeout" %v: a number's unit differs between clients; write a duration such as "10s"`, number)
 		default:
-			return nil, nil, fmt.Errorf("bad timeout %s: a duration such as \"10s\"", e.Timeout)
+			return "", fmt.Errorf("bad timeout %s: a duration such as \"10s\"", e.Timeout)
 		}
 	}
-	return s, notes, nil
+	return note, nil
 }
 
 // knownKeys are the JSON keys of entry.

@@ -116,10 +116,10 @@ func probe(path string) bool {
 	return false
 }
 
-// admit counts r in flight and returns it with a context that Cut ends, or
+// enterRequest counts r in flight and returns it with a context that Cut ends, or
 // answers 503 and returns nil while draining. Probes and /metrics pass
 // uncounted.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request) (*http.Request, func()) {
+func (s *Server) enterRequest(w http.ResponseWriter, r *http.Request) (*http.Request, func()) {
 	if probe(r.URL.Path) || r.URL.Path == "/metrics" {
 		return r, func() {}
 	}

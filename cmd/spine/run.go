@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/service"
 )
 
 const runUsage = `usage: spine run [flags] [FILE|-]
@@ -219,29 +220,13 @@ func readSource(file string, stdin io.Reader) (source, filename string, err erro
 	return string(data), filename, nil
 }
 
-// runResult is the object --json prints.
+// runResult is the object --json prints: the HTTP API's answer to the same
+// program (service.Response), then what only spine run knows.
 type runResult struct {
-	Value           json.RawMessage  `json:"value"`
-	Stdout          string           `json:"stdout"`
-	Stderr          string           `json:"stderr"`
-	StdoutTruncated bool             `json:"stdout_truncated,omitempty"`
-	StderrTruncated bool             `json:"stderr_truncated,omitempty"`
-	Error           *runError        `json:"error"`
-	ToolCalls       int              `json:"tool_calls"`
-	Calls           []spine.ToolCall `json:"calls,omitempty"` // each call the program made
-	Timing          runTiming        `json:"timing"`
-	ExitCode        int              `json:"exit_code"`
-	Session         *runSession      `json:"session,omitempty"`
-	Files           []runFile        `json:"files,omitempty"`
-	FilesLeftOut    int              `json:"files_left_out,omitempty"`
-}
-
-// runFile is what --json says of a file the program left: its name, size,
-// and where --out wrote it.
-type runFile struct {
-	Name  string `json:"name"`
-	Bytes int    `json:"bytes"`
-	Path  string `json:"path,omitempty"`
+	service.Response
+	ExitCode int         `json:"exit_code"`
+	Session  *runSession `json:"session,omitempty"`
+	Written  []string    `json:"written,omitempty"` // where --out wrote Files, in their order
 }
 
 // runSession is what --json says of --session FILE.
@@ -252,36 +237,79 @@ type runSession struct {
 	Note     string `json:"note,omitempty"` // why it was not saved
 }
 
-// runError is a failed run: kind "python" (type, message, line and traceback
-// from the exception), "timeout" or "failure".
-type runError struct {
-	Kind      string `json:"kind"`
-	Type      string `json:"type,omitempty"`
-	Message   string `json:"message"`
-	Line      int    `json:"line,omitempty"`
-	Traceback string `json:"traceback,omitempty"`
-}
-
-// runTiming is in milliseconds: setup is loading the tools and starting the
-// sandbox, run is the program itself.
-type runTiming struct {
-	SetupMS float64 `json:"setup_ms"`
-	RunMS   float64 `json:"run_ms"`
-	TotalMS float64 `json:"total_ms"`
-}
+// kindFailure is the error kind of a failure of spine run's own, around the
+// run: loading the tools, --session FILE, --out DIR. The run's own errors
+// have the HTTP API's kinds (service.ErrorOf).
+const kindFailure = "failure"
 
 func runMillis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func plain(s string) string { return s }
 
-// runCommand is spine run.
+// runCommand is spine run: it reads the command line, opens the Runner (and
+// the session), runs the program, writes its files and saves its session,
+// and prints what happened.
 func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	var o runOptions
+	inv, code, done := parseRun(args, stdin, stdout, stderr)
+	if done {
+		return code
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep := newRunReport(inv.o, stdout, stderr)
+
+	tools, err := loadManifest(ctx, inv.o.config, inv.o.demoTools, serverLogs{inv.o.verbose, stderr})
+	if err != nil {
+		return rep.finish(loadExitCode(err), &service.Error{Kind: kindFailure, Message: err.Error()})
+	}
+	defer tools.close()
+	runner, err := spine.New(ctx, tools.manifest, &spine.Options{PoolSize: -1})
+	if err != nil {
+		return rep.finish(exitFailure, &service.Error{Kind: kindFailure, Message: err.Error()})
+	}
+	defer runner.Close(context.Background())
+	run := runner.Run
+	var session *spine.Session
+	if inv.o.session != "" {
+		rep.res.Session = &runSession{File: inv.o.session}
+		session, code, err = openSession(ctx, runner, inv)
+		if err != nil {
+			return rep.finish(code, &service.Error{Kind: kindFailure, Message: err.Error()})
+		}
+		rep.res.Session.Restored = inv.saved != nil
+		defer session.Close(context.Background())
+		run = session.Run
+	}
+	rep.res.Timing.SetupMS = runMillis(time.Since(rep.start))
+
+	out, code, e := execute(ctx, run, inv, rep)
+	if inv.o.out != "" && out != nil && len(out.Files) > 0 {
+		code, e = rep.writeOut(inv.o.out, out.Files, code, e)
+	}
+	if session != nil {
+		code, e = rep.save(ctx, session, inv.o.session, code, e)
+	}
+	return rep.finish(code, e)
+}
+
+// runInvocation is a spine run command line, read and checked.
+type runInvocation struct {
+	o                runOptions
+	source, filename string
+	inputs           json.RawMessage
+	files            []spine.File // --file
+	saved            []byte       // the session in --session FILE; nil for a new one
+}
+
+// parseRun reads spine run's flags, the program, its inputs, its files and
+// the saved session. done reports that the command ends here, with code.
+func parseRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (inv runInvocation, code int, done bool) {
+	o := &inv.o
 	fs := flag.NewFlagSet("spine run", flag.ContinueOnError)
 	o.flags(fs)
 	files, code, done := parseFlags(fs, args, runUsage, -1, stdout, stderr)
 	if done {
-		return code
+		return inv, code, true
 	}
 	file := "-"
 	switch len(files) {
@@ -289,214 +317,219 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case 1:
 		file = files[0]
 	default:
-		return usageError(stderr, fs.Name(), runUsage, "one program at a time, got %d: %s", len(files), strings.Join(files, " "))
+		return inv, usageError(stderr, fs.Name(), runUsage, "one program at a time, got %d: %s", len(files), strings.Join(files, " ")), true
 	}
 	if o.timeout < 0 {
-		return usageError(stderr, fs.Name(), runUsage, "--timeout must not be negative")
+		return inv, usageError(stderr, fs.Name(), runUsage, "--timeout must not be negative"), true
 	}
-	inputs, err := readInputs(o.inputs)
+	var err error
+	inv.inputs, err = readInputs(o.inputs)
 	if err != nil {
-		return usageError(stderr, fs.Name(), runUsage, "--inputs: %v", err)
+		return inv, usageError(stderr, fs.Name(), runUsage, "--inputs: %v", err), true
 	}
-	source, filename, err := readSource(file, stdin)
+	inv.source, inv.filename, err = readSource(file, stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "spine run: %v\n", err)
-		return exitUsage
+		return inv, exitUsage, true
 	}
-	inFiles, err := readFiles(o.files)
+	inv.files, err = readFiles(o.files)
 	if err != nil {
 		fmt.Fprintf(stderr, "spine run: --file: %v\n", err)
-		return exitUsage
+		return inv, exitUsage, true
 	}
-	var saved []byte // the session in --session FILE; nil for a new one
 	if o.session != "" {
-		saved, err = os.ReadFile(o.session)
+		inv.saved, err = os.ReadFile(o.session)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			fmt.Fprintf(stderr, "spine run: --session: %v\n", err)
-			return exitUsage
+			return inv, exitUsage, true
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+	return inv, exitOK, false
+}
 
-	// What the program wrote, and what came from it (a traceback, an
-	// exception's message, its value), goes to a terminal neutralized.
-	outText, outJSON, errText := plain, plain, plain
-	if !o.raw && isTerminal(stdout) {
-		outText, outJSON = terminalText, terminalJSON
+// openSession restores the session saved in --session FILE, or makes a new
+// one when there was none. On failure it returns the exit code and the
+// message to report.
+func openSession(ctx context.Context, runner *spine.Runner, inv runInvocation) (*spine.Session, int, error) {
+	var (
+		session *spine.Session
+		err     error
+	)
+	if inv.saved != nil {
+		session, err = runner.Restore(ctx, inv.saved)
+	} else {
+		session, err = runner.NewSession(ctx)
 	}
-	if !o.raw && isTerminal(stderr) {
-		errText = terminalText
+	switch {
+	case err == nil:
+		return session, exitOK, nil
+	case errors.Is(err, spine.ErrSnapshot) || errors.Is(err, spine.ErrSnapshotMismatch):
+		return nil, exitUsage, fmt.Errorf("--session %s: cannot restore the session, the file is left as it is: %v", inv.o.session, err)
+	case ctx.Err() != nil:
+		return nil, exitFailure, errors.New("interrupted")
 	}
+	return nil, exitFailure, err
+}
 
-	// Without --json, the program's output is printed as it runs.
-	streamOut, streamErr := newStreamWriter(stdout, outText), newStreamWriter(stderr, errText)
-
-	start := time.Now()
-	res := runResult{Value: json.RawMessage("null")}
-	finish := func(code int, e *runError) int {
-		res.Error, res.ExitCode = e, code
-		res.Timing.TotalMS = runMillis(time.Since(start))
-		if o.json {
-			var b bytes.Buffer
-			enc := json.NewEncoder(&b)
-			enc.SetEscapeHTML(false)
-			enc.SetIndent("", "  ")
-			enc.Encode(res)
-			io.WriteString(stdout, outJSON(b.String()))
-			return code
-		}
-		// The program's output was printed as it ran.
-		lineEnded := streamOut.flush()
-		streamErr.flush()
-		switch {
-		case e == nil:
-			if string(res.Value) != "null" {
-				if !lineEnded {
-					io.WriteString(stdout, "\n") // the value on its own line
-				}
-				var b bytes.Buffer
-				if json.Indent(&b, res.Value, "", "  ") != nil {
-					b.Reset()
-					b.Write(res.Value)
-				}
-				b.WriteByte('\n')
-				io.WriteString(stdout, outJSON(b.String()))
-			}
-		case e.Kind == "python" && e.Traceback != "":
-			io.WriteString(stderr, errText(e.Traceback))
-			if !strings.HasSuffix(e.Traceback, "\n") {
-				io.WriteString(stderr, "\n")
-			}
-		case e.Kind == "python":
-			fmt.Fprintf(stderr, "%s: %s\n", errText(e.Type), errText(e.Message))
-		default:
-			fmt.Fprintf(stderr, "spine run: %s\n", errText(e.Message))
-		}
-		if res.Session != nil && res.Session.Note != "" {
-			fmt.Fprintf(stderr, "spine run: %s\n", res.Session.Note)
-		}
-		for _, f := range res.Files {
-			if f.Path != "" {
-				fmt.Fprintf(stderr, "spine run: wrote %s (%d bytes)\n", errText(f.Path), f.Bytes)
-			} else {
-				fmt.Fprintf(stderr, "spine run: the program left %s (%d bytes); --out DIR writes it\n", errText(f.Name), f.Bytes)
-			}
-		}
-		if res.FilesLeftOut > 0 {
-			fmt.Fprintf(stderr, "spine run: %d more files left out, past the limit on files\n", res.FilesLeftOut)
-		}
-		return code
-	}
-
-	tools, err := loadManifest(ctx, o.config, o.demoTools, serverLogs{o.verbose, stderr})
-	if err != nil {
-		return finish(loadExitCode(err), &runError{Kind: "failure", Message: err.Error()})
-	}
-	defer tools.close()
-	runner, err := spine.New(ctx, tools.manifest, &spine.Options{PoolSize: -1})
-	if err != nil {
-		return finish(exitFailure, &runError{Kind: "failure", Message: err.Error()})
-	}
-	defer runner.Close(context.Background())
-	run := runner.Run
-	var session *spine.Session
-	if o.session != "" {
-		res.Session = &runSession{File: o.session}
-		if saved != nil {
-			session, err = runner.Restore(ctx, saved)
-			res.Session.Restored = err == nil
-		} else {
-			session, err = runner.NewSession(ctx)
-		}
-		if err != nil {
-			if errors.Is(err, spine.ErrSnapshot) || errors.Is(err, spine.ErrSnapshotMismatch) {
-				return finish(exitUsage, &runError{Kind: "failure", Message: fmt.Sprintf("--session %s: cannot restore the session, the file is left as it is: %v", o.session, err)})
-			}
-			if ctx.Err() != nil {
-				return finish(exitFailure, &runError{Kind: "failure", Message: "interrupted"})
-			}
-			return finish(exitFailure, &runError{Kind: "failure", Message: err.Error()})
-		}
-		defer session.Close(context.Background())
-		run = session.Run
-	}
-	res.Timing.SetupMS = runMillis(time.Since(start))
-
+// execute runs the program with run and records its output in rep. It
+// returns the Output (nil when the run did not start), the exit code and
+// the error to report (nil for success).
+func execute(ctx context.Context, run func(context.Context, spine.Request) (*spine.Output, error), inv runInvocation, rep *runReport) (*spine.Output, int, *service.Error) {
+	res := &rep.res
 	began := time.Now()
 	req := spine.Request{
-		Source:     source,
-		Filename:   filename,
-		Inputs:     inputs,
-		EarlyReads: o.earlyReads,
-		Timeout:    o.timeout,
-		Files:      inFiles,
+		Source:     inv.source,
+		Filename:   inv.filename,
+		Inputs:     inv.inputs,
+		EarlyReads: inv.o.earlyReads,
+		Timeout:    inv.o.timeout,
+		Files:      inv.files,
 	}
-	if !o.json {
-		req.Stdout, req.Stderr = streamOut, streamErr
+	if !inv.o.json {
+		req.Stdout, req.Stderr = rep.streamOut, rep.streamErr
 	}
 	out, err := run(ctx, req)
 	res.Timing.RunMS = runMillis(time.Since(began))
-	if out != nil {
-		res.Stdout, res.Stderr = out.Stdout, out.Stderr
-		res.StdoutTruncated, res.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
-		res.ToolCalls = out.ToolCalls
-		res.Calls = out.Calls
-		res.FilesLeftOut = out.FilesLeftOut
-		for _, f := range out.Files {
-			res.Files = append(res.Files, runFile{Name: f.Name, Bytes: len(f.Data)})
-		}
-	}
-	code, e := exitOK, (*runError)(nil)
 	outcome := spine.Classify(err)
+	res.Error = service.ErrorOf(err, inv.o.timeout)
+	res.SetOutput(out)
 	switch outcome {
 	case spine.OutcomeOK:
-		res.Value = out.Value
+		return out, exitOK, nil
 	case spine.OutcomePython:
-		var pyErr *spine.PythonError
-		errors.As(err, &pyErr)
-		code, e = exitPython, &runError{Kind: "python", Type: pyErr.Type, Message: pyErr.Message, Line: pyErr.Line, Traceback: pyErr.Traceback}
+		return out, exitPython, res.Error
 	case spine.OutcomeTimeout:
-		code, e = exitTimeout, &runError{Kind: "timeout", Message: fmt.Sprintf("the program ran over its time limit of %v", o.timeout)}
+		return out, exitTimeout, res.Error
 	case spine.OutcomeBadRequest, spine.OutcomeBadSnapshot:
-		code, e = exitUsage, &runError{Kind: "failure", Message: err.Error()}
+		return out, exitUsage, res.Error
 	case spine.OutcomeCanceled:
 		if ctx.Err() != nil {
-			code, e = exitFailure, &runError{Kind: "failure", Message: "interrupted"}
-			break
-		}
-		fallthrough
-	default: // the Guest, a limit, OutcomeSessionGone, OutcomeTooManySessions
-		code, e = exitFailure, &runError{Kind: "failure", Message: err.Error()}
-	}
-	if o.out != "" && out != nil && len(out.Files) > 0 {
-		written, err := writeFiles(o.out, out.Files)
-		for i, path := range written {
-			res.Files[i].Path = path
-		}
-		if err != nil {
-			msg := fmt.Sprintf("--out: %v", err)
-			if e == nil {
-				code, e = exitFailure, &runError{Kind: "failure", Message: msg}
-			} else {
-				fmt.Fprintf(stderr, "spine run: %s\n", errText(msg))
-			}
+			res.Error.Message = "interrupted"
 		}
 	}
-	if session != nil {
-		// A program stopped by its time limit or an interrupt got
-		// KeyboardInterrupt and left the session whole, as in a notebook:
-		// it is saved like any other; only a session the run lost is not.
-		if err := saveSession(context.WithoutCancel(ctx), session, o.session); err != nil {
-			res.Session.Note = err.Error()
-			if code == exitOK { // the program ran, but its session is not where it was asked to be
-				code, e = exitFailure, &runError{Kind: "failure", Message: err.Error()}
+	// The Guest, a limit, OutcomeSessionGone, OutcomeTooManySessions.
+	return out, exitFailure, res.Error
+}
+
+// writeOut writes the files the program left to --out dir and records where.
+// A failure to write becomes the run's error when it had none, else it is
+// printed.
+func (rep *runReport) writeOut(dir string, files []spine.File, code int, e *service.Error) (int, *service.Error) {
+	written, err := writeFiles(dir, files)
+	rep.res.Written = written
+	if err != nil {
+		msg := fmt.Sprintf("--out: %v", err)
+		if e == nil {
+			return exitFailure, &service.Error{Kind: kindFailure, Message: msg}
+		}
+		fmt.Fprintf(rep.stderr, "spine run: %s\n", rep.errText(msg))
+	}
+	return code, e
+}
+
+// save saves the session back to file after the run. A program stopped by
+// its time limit or an interrupt got KeyboardInterrupt and left the session
+// whole, as in a notebook: it is saved like any other; only a session the
+// run lost is not. A run that went well but whose session could not be
+// saved fails.
+func (rep *runReport) save(ctx context.Context, session *spine.Session, file string, code int, e *service.Error) (int, *service.Error) {
+	if err := saveSession(context.WithoutCancel(ctx), session, file); err != nil {
+		rep.res.Session.Note = err.Error()
+		if code == exitOK { // the program ran, but its session is not where it was asked to be
+			return exitFailure, &service.Error{Kind: kindFailure, Message: err.Error()}
+		}
+		return code, e
+	}
+	rep.res.Session.Saved = true
+	return code, e
+}
+
+// runReport is what spine run prints: the program's output as it runs
+// (without --json), then the result, as text or as one JSON object.
+type runReport struct {
+	json                 bool
+	stdout, stderr       io.Writer
+	outText, outJSON     func(string) string // what goes to stdout, neutralized on a terminal
+	errText              func(string) string // what goes to stderr, likewise
+	streamOut, streamErr *streamWriter
+	start                time.Time
+	res                  runResult
+}
+
+func newRunReport(o runOptions, stdout, stderr io.Writer) *runReport {
+	// What the program wrote, and what came from it (a traceback, an
+	// exception's message, its value), goes to a terminal neutralized.
+	rep := &runReport{json: o.json, stdout: stdout, stderr: stderr, outText: plain, outJSON: plain, errText: plain}
+	if !o.raw && isTerminal(stdout) {
+		rep.outText, rep.outJSON = terminalText, terminalJSON
+	}
+	if !o.raw && isTerminal(stderr) {
+		rep.errText = terminalText
+	}
+	// Without --json, the program's output is printed as it runs.
+	rep.streamOut, rep.streamErr = newStreamWriter(stdout, rep.outText), newStreamWriter(stderr, rep.errText)
+	rep.start = time.Now()
+	rep.res.Value = json.RawMessage("null")
+	return rep
+}
+
+// finish prints the result of a run that ended with exit code code and error
+// e (nil for success), and returns code.
+func (rep *runReport) finish(code int, e *service.Error) int {
+	res := &rep.res
+	stdout, stderr, errText := rep.stdout, rep.stderr, rep.errText
+	res.Error, res.ExitCode = e, code
+	res.Timing.TotalMS = runMillis(time.Since(rep.start))
+	if rep.json {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		enc.Encode(res)
+		io.WriteString(stdout, rep.outJSON(b.String()))
+		return code
+	}
+	// The program's output was printed as it ran.
+	lineEnded := rep.streamOut.flush()
+	rep.streamErr.flush()
+	switch {
+	case e == nil:
+		if string(res.Value) != "null" {
+			if !lineEnded {
+				io.WriteString(stdout, "\n") // the value on its own line
 			}
+			var b bytes.Buffer
+			if json.Indent(&b, res.Value, "", "  ") != nil {
+				b.Reset()
+				b.Write(res.Value)
+			}
+			b.WriteByte('\n')
+			io.WriteString(stdout, rep.outJSON(b.String()))
+		}
+	case e.Kind == "python" && e.Traceback != "":
+		io.WriteString(stderr, errText(e.Traceback))
+		if !strings.HasSuffix(e.Traceback, "\n") {
+			io.WriteString(stderr, "\n")
+		}
+	case e.Kind == "python":
+		fmt.Fprintf(stderr, "%s: %s\n", errText(e.Type), errText(e.Message))
+	default:
+		fmt.Fprintf(stderr, "spine run: %s\n", errText(e.Message))
+	}
+	if res.Session != nil && res.Session.Note != "" {
+		fmt.Fprintf(stderr, "spine run: %s\n", res.Session.Note)
+	}
+	for i, f := range res.Files {
+		if i < len(res.Written) {
+			fmt.Fprintf(stderr, "spine run: wrote %s (%d bytes)\n", errText(res.Written[i]), len(f.Data))
 		} else {
-			res.Session.Saved = true
+			fmt.Fprintf(stderr, "spine run: the program left %s (%d bytes); --out DIR writes it\n", errText(f.Name), len(f.Data))
 		}
 	}
-	return finish(code, e)
+	if res.FilesLeftOut > 0 {
+		fmt.Fprintf(stderr, "spine run: %d more files left out, past the limit on files\n", res.FilesLeftOut)
+	}
+	return code
 }
 
 // saveSession writes the session's state to file, through a temporary file

@@ -182,11 +182,11 @@ type jsonResult struct {
 		Note            string
 	} `json:"session"`
 	Files []struct {
-		Name  string `json:"name"`
-		Bytes int    `json:"bytes"`
-		Path  string `json:"path"`
+		Name string `json:"name"`
+		Data []byte `json:"data"`
 	} `json:"files"`
-	FilesLeftOut int `json:"files_left_out"`
+	FilesLeftOut int      `json:"files_left_out"`
+	Written      []string `json:"written"`
 }
 
 func decodeJSON(t *testing.T, r cliResult) jsonResult {
@@ -354,7 +354,7 @@ result = [rows[0], open("docs/notes.txt").read(), sorted(os.listdir("."))]`
 	// --json lists them; without --out they are only listed.
 	r = spineCLI(t, `open("x.txt", "w").write("xyz")`, "run", "--json", "-")
 	res := decodeJSON(t, r)
-	if r.code != 0 || len(res.Files) != 1 || res.Files[0].Name != "x.txt" || res.Files[0].Bytes != 3 || res.Files[0].Path != "" {
+	if r.code != 0 || len(res.Files) != 1 || res.Files[0].Name != "x.txt" || string(res.Files[0].Data) != "xyz" || res.Written != nil {
 		t.Fatalf("--json files: %+v", res.Files)
 	}
 

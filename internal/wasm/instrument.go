@@ -101,24 +101,74 @@ func instrument(module []byte, ticks bool) ([]byte, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var imports importList
-	var types []funcType
-	var definedGlobals, definedFuncs uint64
+	p, kept, err := scan(secs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := p.findGuards(); err != nil {
+		return nil, nil, err
+	}
+	check := fuelCheck(appendULEB(nil, p.imports.globals+p.definedGlobals), p.tick())
+	for i, s := range kept {
+		loopCheck := check
+		if !ticks {
+			loopCheck = nil
+		}
+		payload, err := p.rewrite(s, loopCheck)
+		if err != nil {
+			return nil, nil, err
+		}
+		kept[i].payload = payload
+	}
+	return assemble(kept), check, nil
+}
+
+// guard is a wrapped WASI import.
+type guard struct {
+	name  string
+	orig  uint64 // the WASI import's function index
+	typ   uint64
+	check bool // it has a guard: the import spine.NAME
+	errno bool // its failures go through spine.errno
+}
+
+// plan is what instrument learned of the module and where what it adds goes.
+type plan struct {
+	imports        importList
+	types          []funcType
+	definedGlobals uint64
+	definedFuncs   uint64
+
+	// The wrapped imports: the guarded ones first, in import order, then
+	// those only restated.
+	guards   []guard
+	nChecks  int
+	fdSync   int // wasi_snapshot_preview1.fd_sync's function index, or -1
+	hasErrno bool
+	added    uint64            // imports added: spine.tick, one per check, then spine.errno
+	wrapped  map[uint64]uint64 // a wrapped import's index → its guard's function
+}
+
+// scan reads the sections instrument needs and returns the sections it
+// keeps (custom sections name functions by index: they are dropped).
+func scan(secs []section) (*plan, []section, error) {
+	p := &plan{fdSync: -1}
 	seen := map[byte]bool{}
 	kept := secs[:0:0]
+	var err error
 	for _, s := range secs {
 		seen[s.id] = true
 		switch s.id {
 		case sectionCustom:
-			continue // custom sections name functions by index: drop them
+			continue
 		case sectionType:
-			types, err = parseTypes(s.payload)
+			p.types, err = parseTypes(s.payload)
 		case sectionImport:
-			imports, err = parseImports(s.payload)
+			p.imports, err = parseImports(s.payload)
 		case sectionFunction:
-			definedFuncs, _, err = uleb(s.payload, 0)
+			p.definedFuncs, _, err = uleb(s.payload, 0)
 		case sectionGlobal:
-			definedGlobals, _, err = uleb(s.payload, 0)
+			p.definedGlobals, _, err = uleb(s.payload, 0)
 		}
 		if err != nil {
 			return nil, nil, err
@@ -130,71 +180,75 @@ func instrument(module []byte, ticks bool) ([]byte, []byte, error) {
 			return nil, nil, fmt.Errorf("the module has no section %d", id)
 		}
 	}
+	return p, kept, nil
+}
 
-	// The wrapped imports: which, and the indices of what is added. The
-	// guarded ones come first, in import order, then those only restated.
-	type guard struct {
-		name  string
-		orig  uint64 // the WASI import's function index
-		typ   uint64
-		check bool // it has a guard: the import spine.NAME
-		errno bool // its failures go through spine.errno
-	}
-	var guards []guard
-	nChecks := 0
-	fdSync := -1 // wasi_snapshot_preview1.fd_sync's function index
+// findGuards finds the imports to wrap and numbers what is added.
+func (p *plan) findGuards() error {
 	for pass := 0; pass < 2; pass++ {
-		for idx, imp := range imports.funcs {
+		for idx, imp := range p.imports.funcs {
 			if pass == 0 && imp.module == "wasi_snapshot_preview1" && imp.name == "fd_sync" {
-				fdSync = idx
+				p.fdSync = idx
 			}
 			check := slices.Contains(GuardedImports, imp.name)
 			errno := slices.Contains(ErrnoImports, imp.name)
 			if imp.module != "wasi_snapshot_preview1" || check != (pass == 0) || !check && !errno {
 				continue
 			}
-			if imp.typ >= uint64(len(types)) {
-				return nil, nil, fmt.Errorf("import %s: no type %d", imp.name, imp.typ)
+			if imp.typ >= uint64(len(p.types)) {
+				return fmt.Errorf("import %s: no type %d", imp.name, imp.typ)
 			}
-			if ft := types[imp.typ]; len(ft.results) != 1 || ft.results[0] != 0x7f {
-				return nil, nil, fmt.Errorf("import %s does not return an errno", imp.name)
+			if ft := p.types[imp.typ]; len(ft.results) != 1 || ft.results[0] != 0x7f {
+				return fmt.Errorf("import %s does not return an errno", imp.name)
 			}
-			guards = append(guards, guard{imp.name, uint64(idx), imp.typ, check, errno})
+			p.guards = append(p.guards, guard{imp.name, uint64(idx), imp.typ, check, errno})
 			if check {
-				nChecks++
+				p.nChecks++
 			}
 		}
 	}
-	hasErrno := slices.ContainsFunc(guards, func(g guard) bool { return g.errno })
-	nImported := uint64(len(imports.funcs))
-	added := 1 + uint64(nChecks) // spine.tick, then one import per check, then spine.errno
-	if hasErrno {
-		added++
+	p.hasErrno = slices.ContainsFunc(p.guards, func(g guard) bool { return g.errno })
+	p.added = 1 + uint64(p.nChecks)
+	if p.hasErrno {
+		p.added++
 	}
-	tick := nImported                   // the tick import's function index
-	guardImport := func(k int) uint64 { // the k-th guard's import
-		return nImported + 1 + uint64(k)
+	p.wrapped = map[uint64]uint64{}
+	for k, g := range p.guards {
+		p.wrapped[g.orig] = p.wrapper(k)
 	}
-	errnoImport := nImported + 1 + uint64(nChecks)
-	wrapper := func(k int) uint64 { // the k-th guard's new function
-		return nImported + added + definedFuncs + uint64(k)
-	}
-	touch := wrapper(len(guards)) // touch_preopen, after the guards' functions
-	wrapped := map[uint64]uint64{}
-	for k, g := range guards {
-		wrapped[g.orig] = wrapper(k)
-	}
-	shift := func(idx uint64) uint64 { // where a function index of the input goes
-		if idx >= nImported {
-			return idx + added
-		}
-		if w, ok := wrapped[idx]; ok {
-			return w
-		}
-		return idx
-	}
+	return nil
+}
 
-	fuel := appendULEB(nil, imports.globals+definedGlobals)
+func (p *plan) nImported() uint64 { return uint64(len(p.imports.funcs)) }
+
+// tick is the tick import's function index.
+func (p *plan) tick() uint64 { return p.nImported() }
+
+// guardImport is the k-th guard's import.
+func (p *plan) guardImport(k int) uint64 { return p.nImported() + 1 + uint64(k) }
+
+func (p *plan) errnoImport() uint64 { return p.nImported() + 1 + uint64(p.nChecks) }
+
+// wrapper is the k-th guard's new function.
+func (p *plan) wrapper(k int) uint64 { return p.nImported() + p.added + p.definedFuncs + uint64(k) }
+
+// touch is touch_preopen's function, after the guards' functions.
+func (p *plan) touch() uint64 { return p.wrapper(len(p.guards)) }
+
+// shift is where a function index of the input goes.
+func (p *plan) shift(idx uint64) uint64 {
+	if idx >= p.nImported() {
+		return idx + p.added
+	}
+	if w, ok := p.wrapped[idx]; ok {
+		return w
+	}
+	return idx
+}
+
+// fuelCheck is the check inserted at every loop header: fuel is the fuel
+// global's index (ULEB), tick the tick import's function.
+func fuelCheck(fuel []byte, tick uint64) []byte {
 	var check []byte
 	emit := func(b ...byte) { check = append(check, b...) }
 	emit(0x23)
@@ -213,91 +267,94 @@ func instrument(module []byte, ticks bool) ([]byte, []byte, error) {
 	emit(0x41, 0x01, 0x6b) // fuel - 1
 	emit(0x24)
 	emit(fuel...) // fuel = that
+	return check
+}
 
-	for i, s := range kept {
-		payload := s.payload
-		switch s.id {
-		case sectionType: // new types for the tick, () -> i32, spine.errno, (i32) -> i32, and touch_preopen, () -> ()
-			payload, err = appendToVector(payload, []byte{0x60, 0x00, 0x01, 0x7f})
+// rewrite returns the payload of section s as instrumented; loopCheck is
+// inserted at every loop header (nil: none).
+func (p *plan) rewrite(s section, loopCheck []byte) ([]byte, error) {
+	payload := s.payload
+	var err error
+	ntypes := uint64(len(p.types))
+	switch s.id {
+	case sectionType: // new types for the tick, () -> i32, spine.errno, (i32) -> i32, and touch_preopen, () -> ()
+		payload, err = appendToVector(payload, []byte{0x60, 0x00, 0x01, 0x7f})
+		if err == nil {
+			payload, err = appendToVector(payload, []byte{0x60, 0x01, 0x7f, 0x01, 0x7f})
+		}
+		if err == nil && p.fdSync >= 0 {
+			payload, err = appendToVector(payload, []byte{0x60, 0x00, 0x00})
+		}
+	case sectionImport: // import spine.tick, then spine.NAME for each check, then spine.errno
+		payload, err = appendToVector(payload, importEntry("spine", TickImport, ntypes))
+		for _, g := range p.guards {
+			if err == nil && g.check {
+				payload, err = appendToVector(payload, importEntry("spine", g.name, g.typ))
+			}
+		}
+		if err == nil && p.hasErrno {
+			payload, err = appendToVector(payload, importEntry("spine", ErrnoImport, ntypes+1))
+		}
+	case sectionFunction: // the guards' functions, then touch_preopen
+		for _, g := range p.guards {
 			if err == nil {
-				payload, err = appendToVector(payload, []byte{0x60, 0x01, 0x7f, 0x01, 0x7f})
+				payload, err = appendToVector(payload, appendULEB(nil, g.typ))
 			}
-			if err == nil && fdSync >= 0 {
-				payload, err = appendToVector(payload, []byte{0x60, 0x00, 0x00})
-			}
-		case sectionImport: // import spine.tick, then spine.NAME for each check, then spine.errno
-			payload, err = appendToVector(payload, importEntry("spine", TickImport, uint64(len(types))))
-			for _, g := range guards {
-				if err == nil && g.check {
-					payload, err = appendToVector(payload, importEntry("spine", g.name, g.typ))
-				}
-			}
-			if err == nil && hasErrno {
-				payload, err = appendToVector(payload, importEntry("spine", ErrnoImport, uint64(len(types)+1)))
-			}
-		case sectionFunction: // the guards' functions, then touch_preopen
-			for _, g := range guards {
-				if err == nil {
-					payload, err = appendToVector(payload, appendULEB(nil, g.typ))
-				}
-			}
-			if err == nil && fdSync >= 0 {
-				payload, err = appendToVector(payload, appendULEB(nil, uint64(len(types)+2)))
-			}
-		case sectionGlobal: // the fuel: (mut i32) = 0, so the first loop ticks at once
-			payload, err = appendToVector(payload, []byte{0x7f, 0x01, 0x41, 0x00, 0x0b})
-		case sectionExport:
-			payload, err = renumberExports(payload, shift)
-			if err == nil && fdSync >= 0 {
-				entry := appendULEB(nil, uint64(len(TouchPreopenExport)))
-				entry = append(entry, TouchPreopenExport...)
-				payload, err = appendToVector(payload, appendULEB(append(entry, 0x00), touch))
-			}
-		case sectionStart:
-			var idx uint64
-			if idx, _, err = uleb(payload, 0); err == nil {
-				payload = appendULEB(nil, shift(idx))
-			}
-		case sectionElement:
-			payload, err = renumberElements(payload, shift)
-		case sectionCode:
-			// The added bodies go in as the section is rewritten: it is most
-			// of the module, and New instruments it every time.
-			var bodies [][]byte
-			for k, g := range guards {
-				check := -1
-				if g.check {
-					check = int(guardImport(k))
-				}
-				restate := -1
-				if g.errno {
-					restate = int(errnoImport)
-				}
-				body := guardBody(len(types[g.typ].params), check, restate, g.orig)
-				bodies = append(bodies, append(appendULEB(nil, uint64(len(body))), body...))
-			}
-			if fdSync >= 0 { // fd_sync(3), fd_sync(4), their errnos dropped
-				body := []byte{0x00}
-				for _, fd := range []byte{3, 4} {
-					body = append(body, 0x41, fd, 0x10)
-					body = appendULEB(body, uint64(fdSync))
-					body = append(body, 0x1a)
-				}
-				body = append(body, 0x0b)
-				bodies = append(bodies, append(appendULEB(nil, uint64(len(body))), body...))
-			}
-			loopCheck := check
-			if !ticks {
-				loopCheck = nil
-			}
-			payload, err = instrumentCode(payload, loopCheck, shift, bodies)
 		}
-		if err != nil {
-			return nil, nil, err
+		if err == nil && p.fdSync >= 0 {
+			payload, err = appendToVector(payload, appendULEB(nil, ntypes+2))
 		}
-		kept[i].payload = payload
+	case sectionGlobal: // the fuel: (mut i32) = 0, so the first loop ticks at once
+		payload, err = appendToVector(payload, []byte{0x7f, 0x01, 0x41, 0x00, 0x0b})
+	case sectionExport:
+		payload, err = renumberExports(payload, p.shift)
+		if err == nil && p.fdSync >= 0 {
+			entry := appendULEB(nil, uint64(len(TouchPreopenExport)))
+			entry = append(entry, TouchPreopenExport...)
+			payload, err = appendToVector(payload, appendULEB(append(entry, 0x00), p.touch()))
+		}
+	case sectionStart:
+		var idx uint64
+		if idx, _, err = uleb(payload, 0); err == nil {
+			payload = appendULEB(nil, p.shift(idx))
+		}
+	case sectionElement:
+		payload, err = renumberElements(payload, p.shift)
+	case sectionCode:
+		// The added bodies go in as the section is rewritten: it is most
+		// of the module, and New instruments it every time.
+		payload, err = instrumentCode(payload, loopCheck, p.shift, p.addedBodies())
 	}
-	return assemble(kept), check, nil
+	return payload, err
+}
+
+// addedBodies are the code of the guards' functions and of touch_preopen,
+// each preceded by its size.
+func (p *plan) addedBodies() [][]byte {
+	var bodies [][]byte
+	for k, g := range p.guards {
+		check := -1
+		if g.check {
+			check = int(p.guardImport(k))
+		}
+		restate := -1
+		if g.errno {
+			restate = int(p.errnoImport())
+		}
+		body := guardBody(len(p.types[g.typ].params), check, restate, g.orig)
+		bodies = append(bodies, append(appendULEB(nil, uint64(len(body))), body...))
+	}
+	if p.fdSync >= 0 { // fd_sync(3), fd_sync(4), their errnos dropped
+		body := []byte{0x00}
+		for _, fd := range []byte{3, 4} {
+			body = append(body, 0x41, fd, 0x10)
+			body = appendULEB(body, uint64(p.fdSync))
+			body = append(body, 0x1a)
+		}
+		body = append(body, 0x0b)
+		bodies = append(bodies, append(appendULEB(nil, uint64(len(body))), body...))
+	}
+	return bodies
 }
 
 // importEntry encodes an import of a function of type typ.
@@ -565,183 +622,3 @@ func appendToVector(payload []byte, entries ...[]byte) ([]byte, error) {
 	}
 	return out, nil
 }
-
-// instrumentCode inserts check at the start of every loop body of every
-// function, renumbers the functions that calls and ref.func name, and adds
-// the encoded bodies extra at the end.
-func instrumentCode(payload, check []byte, shift func(uint64) uint64, extra [][]byte) ([]byte, error) {
-	count, i, err := uleb(payload, 0)
-	if err != nil {
-		return nil, err
-	}
-	size := len(payload) + len(payload)/20
-	for _, e := range extra {
-		size += len(e)
-	}
-	out := appendULEB(make([]byte, 0, size), count+uint64(len(extra)))
-	var body []byte
-	for k := uint64(0); k < count; k++ {
-		size, n, err := uleb(payload, i)
-		if err != nil {
-			return nil, err
-		}
-		i += n
-		if i+int(size) > len(payload) {
-			return nil, fmt.Errorf("function %d runs past the code section", k)
-		}
-		if body, err = instrumentBody(body[:0], payload[i:i+int(size)], check, shift); err != nil {
-			return nil, fmt.Errorf("function %d: %w", k, err)
-		}
-		i += int(size)
-		out = appendULEB(out, uint64(len(body)))
-		out = append(out, body...)
-	}
-	for _, e := range extra {
-		out = append(out, e...)
-	}
-	return out, nil
-}
-
-func instrumentBody(out, fn, check []byte, shift func(uint64) uint64) ([]byte, error) {
-	// Locals: a vector of (count, valtype).
-	groups, i, err := uleb(fn, 0)
-	if err != nil {
-		return nil, err
-	}
-	for g := uint64(0); g < groups; g++ {
-		_, n, err := uleb(fn, i)
-		if err != nil {
-			return nil, err
-		}
-		i += n + 1
-	}
-	if i > len(fn) {
-		return nil, errors.New("truncated locals")
-	}
-	copied := 0 // fn[:copied] is in out already; unchanged runs are copied in one go
-	for i < len(fn) {
-		op := fn[i]
-		i++
-		if n := immediateLEBs[op]; n >= 0 { // the common instructions, quickly
-			for ; n > 0; n-- {
-				for i < len(fn) && fn[i]&0x80 != 0 {
-					i++
-				}
-				i++
-			}
-			if i > len(fn) {
-				return nil, errors.New("truncated instruction")
-			}
-			continue
-		}
-		skip := func() error { // one LEB128 immediate
-			_, n, err := uleb(fn, i)
-			i += n
-			return err
-		}
-		switch {
-		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if: blocktype
-			if i >= len(fn) {
-				return nil, errors.New("truncated blocktype")
-			}
-			if b := fn[i]; b == 0x40 || (b >= 0x6f && b <= 0x7f) {
-				i++
-			} else if _, n, err := sleb64(fn, i); err != nil {
-				return nil, err
-			} else {
-				i += n
-			}
-			if op == 0x03 {
-				out = append(out, fn[copied:i]...)
-				out = append(out, check...)
-				copied = i
-			}
-			continue
-		case op == 0x10, op == 0xd2: // call, ref.func: a function index
-			var idx uint64
-			var n int
-			if idx, n, err = uleb(fn, i); err != nil {
-				break
-			}
-			if moved := shift(idx); moved != idx {
-				out = append(out, fn[copied:i]...)
-				out = appendULEB(out, moved)
-				copied = i + n
-			}
-			i += n
-			continue
-		case op == 0x0e: // br_table: vector of labels, then the default
-			var targets uint64
-			var n int
-			if targets, n, err = uleb(fn, i); err == nil {
-				i += n
-				for t := uint64(0); t <= targets && err == nil; t++ {
-					err = skip()
-				}
-			}
-		case op == 0x1c: // select with types
-			var types uint64
-			var n int
-			if types, n, err = uleb(fn, i); err == nil {
-				i += n + int(types)
-			}
-		case op == 0x43:
-			i += 4
-		case op == 0x44:
-			i += 8
-		case op == 0xd0: // ref.null reftype
-			i++
-		case op == 0xfc:
-			var sub uint64
-			var n int
-			if sub, n, err = uleb(fn, i); err != nil {
-				break
-			}
-			i += n
-			switch {
-			case sub <= 7: // saturating truncation
-			case sub == 8: // memory.init data, memory
-				if err = skip(); err == nil {
-					err = skip()
-				}
-			case sub == 9, sub == 11, sub == 13, sub >= 15 && sub <= 17: // data.drop, memory.fill, elem.drop, table.grow/size/fill
-				err = skip()
-			case sub == 10, sub == 12, sub == 14: // memory.copy, table.init, table.copy
-				if err = skip(); err == nil {
-					err = skip()
-				}
-			default:
-				return nil, fmt.Errorf("unknown instruction 0xfc %d", sub)
-			}
-		default:
-			return nil, fmt.Errorf("unknown instruction 0x%02x", op)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if i > len(fn) {
-			return nil, errors.New("truncated instruction")
-		}
-	}
-	return append(out, fn[copied:]...), nil
-}
-
-// immediateLEBs gives, for each opcode whose immediates are only LEB128
-// numbers, how many it has; -1 for every other opcode (instrumentBody's switch
-// decodes those, or refuses them).
-var immediateLEBs = func() (t [256]int8) {
-	for op := range t {
-		switch {
-		case op == 0x00, op == 0x01, op == 0x05, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b,
-			op >= 0x45 && op <= 0xc4, op == 0xd1:
-			t[op] = 0
-		case op == 0x0c, op == 0x0d, op >= 0x20 && op <= 0x26, op == 0x3f, op == 0x40, op == 0x41, op == 0x42:
-			t[op] = 1
-		case op == 0x11, op >= 0x28 && op <= 0x3e:
-			t[op] = 2
-		default:
-			t[op] = -1
-		}
-	}
-	return t
-}()

@@ -1,0 +1,215 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/spine-run/spine"
+)
+
+// Response is the body of every answer of /v1/run and /v1/run/stream, and
+// what spine run --json prints (with a few fields of its own): the same
+// program gets the same answer from both.
+type Response struct {
+	Value           json.RawMessage  `json:"value"` // null when the run failed
+	Stdout          string           `json:"stdout"`
+	Stderr          string           `json:"stderr"`
+	StdoutTruncated bool             `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool             `json:"stderr_truncated,omitempty"`
+	ToolCalls       int              `json:"tool_calls"`
+	Calls           []spine.ToolCall `json:"calls,omitempty"`          // each call the program made (Output.Calls)
+	Files           []spine.File     `json:"files,omitempty"`          // what the program left in its working directory, data in base64
+	FilesLeftOut    int              `json:"files_left_out,omitempty"` // files left out of Files by the caps on files
+	Error           *Error           `json:"error"`                    // null on success
+	Timing          Timing           `json:"timing"`
+}
+
+// Error says why a run failed or was refused.
+type Error struct {
+	// Kind is one of python, timeout, too_large, bad_request, overloaded,
+	// canceled, guest, closed, internal, unauthorized, read_timeout (a
+	// /v1/run body that did not arrive in time), stream_idle (a stream that
+	// sent nothing for Options.StreamIdle), forbidden (a Host that is not
+	// loopback on a server without a token, or a browser's cross-origin
+	// request), unsupported_media_type (a body of the wrong Content-Type);
+	// for sessions, not_found (no such session for this token: never made,
+	// deleted or expired), session_gone (a run before left it broken: delete
+	// it), bad_snapshot (a blob Restore refuses; a session holding files
+	// open, which cannot be snapshotted) and too_many_sessions.
+	Kind string `json:"kind"`
+	// Type, Line and Traceback are set for a Python error: the exception's
+	// class, the line of the program it points to (0 when unknown) and the
+	// formatted traceback.
+	Type      string `json:"type"`
+	Message   string `json:"message"`
+	Line      int    `json:"line"`
+	Traceback string `json:"traceback"`
+}
+
+// Timing is where the time of a request went, in milliseconds.
+type Timing struct {
+	SetupMS float64 `json:"setup_ms,omitempty"` // spine run only: loading the tools and starting the sandbox
+	RunMS   float64 `json:"run_ms"`             // inside Runner.Run (for a stream, reading it included)
+	TotalMS float64 `json:"total_ms"`           // from the handler's start to the answer
+}
+
+// SetOutput fills r with what a run left: its output, its tool calls, its
+// files and, when it succeeded (r.Error is nil), its value. out may be nil
+// (the run did not start).
+func (r *Response) SetOutput(out *spine.Output) {
+	if out == nil {
+		return
+	}
+	r.Stdout, r.Stderr = out.Stdout, out.Stderr
+	r.StdoutTruncated, r.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
+	r.ToolCalls = out.ToolCalls
+	r.Calls = out.Calls
+	r.Files, r.FilesLeftOut = out.Files, out.FilesLeftOut
+	if r.Error == nil {
+		r.Value = out.Value
+	}
+}
+
+// ErrorOf is the Error of a run that ended with err, nil for success: a
+// Python error's exception, else the kind of its spine.Outcome and its text.
+// limit is the run's time limit, which a time-out's message names.
+func ErrorOf(err error, limit time.Duration) *Error {
+	if err == nil {
+		return nil
+	}
+	var pyErr *spine.PythonError
+	if errors.As(err, &pyErr) {
+		return &Error{Kind: kindPython, Type: pyErr.Type, Message: pyErr.Message, Line: pyErr.Line, Traceback: pyErr.Traceback}
+	}
+	outcome := spine.Classify(err)
+	e := &Error{Kind: string(outcome), Message: err.Error()}
+	switch outcome {
+	case spine.OutcomeTimeout:
+		e.Message = timeoutMessage(limit)
+	case spine.OutcomeClosed:
+		e.Message = "the server is shutting down"
+	}
+	return e
+}
+
+func timeoutMessage(limit time.Duration) string {
+	return fmt.Sprintf("the run did not finish within its time limit of %v", limit)
+}
+
+// The error kinds, also the label values of spine_errors_total.
+const (
+	kindPython     = "python"
+	kindTimeout    = "timeout"
+	kindTooLarge   = "too_large"
+	kindBadRequest = "bad_request"
+	kindOverloaded = "overloaded"
+	kindCanceled   = "canceled"
+	kindGuest      = "guest"
+	kindClosed     = "closed"
+	kindInternal   = "internal"
+
+	kindUnauthorized = "unauthorized"
+	kindReadTimeout  = "read_timeout"
+	kindStreamIdle   = "stream_idle"
+
+	kindForbidden            = "forbidden"
+	kindUnsupportedMediaType = "unsupported_media_type"
+
+	kindNotFound        = "not_found"
+	kindSessionGone     = string(spine.OutcomeSessionGone)
+	kindBadSnapshot     = string(spine.OutcomeBadSnapshot)
+	kindTooManySessions = string(spine.OutcomeTooManySessions)
+)
+
+// statusClientClosed is the answer (nobody reads it) when the client went
+// away before its run ended: nginx's 499.
+const statusClientClosed = 499
+
+// classify maps Run's error to a status and an Error (nil for success). ctx
+// is the run's context, limit its time limit.
+func classify(ctx context.Context, limit time.Duration, err error, body *streamBody) (int, *Error) {
+	if err == nil {
+		return http.StatusOK, nil
+	}
+	if errors.As(err, new(*spine.PythonError)) {
+		return http.StatusUnprocessableEntity, ErrorOf(err, limit)
+	}
+	// The Runner keeps only the text of a failed read: ask the body.
+	var (
+		readErr error
+		idle    time.Duration
+	)
+	if body != nil {
+		readErr = body.failure()
+		if body.idled() {
+			idle = body.idle
+		}
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case idle > 0: // before the context: the failed read canceled it
+		return http.StatusRequestTimeout, &Error{Kind: kindStreamIdle, Message: fmt.Sprintf("the stream sent nothing for %v, the server's idle limit for streams; the run was stopped", idle)}
+	case errors.As(readErr, &tooBig):
+		return http.StatusRequestEntityTooLarge, &Error{Kind: kindTooLarge, Message: fmt.Sprintf("the streamed program is over the %d-byte limit", tooBig.Limit)}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return http.StatusRequestTimeout, &Error{Kind: kindTimeout, Message: timeoutMessage(limit)}
+	case ctx.Err() != nil:
+		return statusClientClosed, &Error{Kind: kindCanceled, Message: "the client went away; the run was stopped"}
+	case readErr != nil:
+		return statusClientClosed, &Error{Kind: kindCanceled, Message: "reading the program failed: " + readErr.Error()}
+	}
+	return outcomeStatus[spine.Classify(err)], ErrorOf(err, limit)
+}
+
+// outcomeStatus is the HTTP status of each way a run can end.
+var outcomeStatus = map[spine.Outcome]int{
+	spine.OutcomeOK:         http.StatusOK,
+	spine.OutcomePython:     http.StatusUnprocessableEntity,
+	spine.OutcomeBadRequest: http.StatusBadRequest,
+	spine.OutcomeTooLarge:   http.StatusRequestEntityTooLarge,
+	spine.OutcomeTimeout:    http.StatusRequestTimeout,
+	spine.OutcomeCanceled:   statusClientClosed,
+	spine.OutcomeClosed:     http.StatusServiceUnavailable,
+	spine.OutcomeGuest:      http.StatusInternalServerError,
+
+	// A session closed (deleted, expired) is 404, as an unknown id, before
+	// its outcome is looked up here: what is left is a lost session.
+	spine.OutcomeSessionGone:     http.StatusGone,
+	spine.OutcomeBadSnapshot:     http.StatusBadRequest,
+	spine.OutcomeTooManySessions: http.StatusServiceUnavailable,
+}
+
+// refuse answers a request that never ran.
+func (s *Server) refuse(w http.ResponseWriter, start time.Time, status int, kind, message string) {
+	s.metrics.errors.WithLabelValues(kind).Inc()
+	s.opts.Logger.Debug("refused", "status", status, "kind", kind, "error", message)
+	writeJSON(w, status, Response{
+		Value:  json.RawMessage("null"),
+		Error:  &Error{Kind: kind, Message: message},
+		Timing: Timing{TotalMS: ms(time.Since(start))},
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)            // one line, ending in a newline
+	enc.SetEscapeHTML(false)              // tracebacks show <agent>, not \u003cagent\u003e
+	if err := enc.Encode(v); err != nil { // Output.Value is valid JSON: never
+		status = http.StatusInternalServerError
+		b.Reset()
+		b.WriteString(`{"value":null,"error":{"kind":"internal","message":"encoding the answer failed"}}` + "\n")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
+}
+
+func ms(d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000
+}
