@@ -146,6 +146,13 @@ type SessionOptions struct {
 	// live, and a session starting or waking with no room fails with
 	// ErrTooManySessions. Default 1 GiB.
 	HibernatedMemory uint64
+
+	// OnHibernate, when set, is called each time a session hibernates, with
+	// its snapshot, before the Runner goes on: a service keeping sessions in
+	// a store writes it there (service.Server.Hibernated). It must not
+	// change snapshot, nor call the session's methods, which would wait for
+	// the hibernation it is part of.
+	OnHibernate func(s *Session, snapshot []byte)
 }
 
 // sweepEvery is how often the Runner looks for sessions to hibernate or end:

@@ -479,6 +479,9 @@ func (s *Session) hibernate() error {
 		}
 		s.frozen = blob
 	}
+	if f := s.r.opts.Sessions.OnHibernate; f != nil {
+		f(s, blob)
+	}
 	s.inst.Close()
 	s.inst = nil
 	s.r.leaveLive(s)

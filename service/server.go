@@ -263,7 +263,7 @@ func New(runner *spine.Runner, opts *Options) *Server {
 		streams:  make(chan struct{}, o.StreamSlots),
 		mux:      http.NewServeMux(),
 		registry: prometheus.NewRegistry(),
-		sessions: sessionTable{byID: map[string]*session{}, perOwner: map[[sha256.Size]byte]int{}},
+		sessions: sessionTable{byID: map[string]*session{}, bySession: map[*spine.Session]*session{}, perOwner: map[[sha256.Size]byte]int{}},
 
 		crossOrigin: http.NewCrossOriginProtection(),
 	}

@@ -65,8 +65,9 @@ type session struct {
 // holds more than the Runner's SessionOptions.Max, and the ones closed since
 // the last create.
 type sessionTable struct {
-	mu       sync.Mutex
-	byID     map[string]*session
+	mu        sync.Mutex
+	byID      map[string]*session
+	bySession map[*spine.Session]*session // the same sessions, by their spine.Session
 	perOwner map[[sha256.Size]byte]int // sessions in byID by owner
 	closed   bool                      // Server.Close was called
 }
@@ -105,39 +106,6 @@ func (t *sessionTable) acquire(id string, owner [sha256.Size]byte) (*session, er
 	return e, nil
 }
 
-// addOrAcquire puts e, loaded from the store, in the table and returns it
-// acquired; if a request loaded the same id meanwhile, it returns that one
-// instead, acquired.
-func (t *sessionTable) addOrAcquire(e *session) (*session, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return nil, spine.ErrClosed
-	}
-	if held := t.byID[e.id]; held != nil && !(held.busy == 0 && held.ended()) {
-		held.busy++
-		return held, nil
-	} else if held != nil {
-		t.remove(held)
-	}
-	t.byID[e.id] = e
-	t.perOwner[e.owner]++
-	e.busy++
-	return e, nil
-}
-
-// swap gives e the spine session sess in place of the one it had, which it
-// returns; ok is false when e is no longer in the table.
-func (t *sessionTable) swap(e *session, sess *spine.Session) (old *spine.Session, ok bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.byID[e.id] != e {
-		return nil, false
-	}
-	old, e.s = e.s, sess
-	return old, true
-}
-
 // release ends a request's hold on e.
 func (t *sessionTable) release(e *session) {
 	t.mu.Lock()
@@ -166,6 +134,7 @@ func (t *sessionTable) forget(e *session) bool {
 // remove takes e out of the table; t.mu is held.
 func (t *sessionTable) remove(e *session) {
 	delete(t.byID, e.id)
+	delete(t.bySession, e.s)
 	if t.perOwner[e.owner]--; t.perOwner[e.owner] <= 0 {
 		delete(t.perOwner, e.owner)
 	}
@@ -202,8 +171,7 @@ func (t *sessionTable) add(e *session, perOwner int) error {
 		}
 		return fmt.Errorf("%w: the session is in use; try again", errTaken)
 	}
-	t.byID[e.id] = e
-	t.perOwner[e.owner]++
+	t.put(e)
 	return nil
 }
 

@@ -38,11 +38,13 @@ const (
 	// the write, and a crash (or a lost race) loses the runs answered since
 	// the last write that landed.
 	WriteAnswer WritePolicy = "answer"
-	// WriteHibernate writes only when the session leaves the replica: when
-	// the Server closes (a drain). A crash loses everything since; without
-	// sticky routing, another replica serves the older state. For sessions
-	// that are scratch space, or one replica that keeps its sessions across
-	// restarts.
+	// WriteHibernate writes only when the session leaves the replica's
+	// live Guests: when the Runner hibernates it (idle, or making room; with
+	// the Runner's SessionOptions.OnHibernate set to Server.Hibernated), and
+	// when the Server closes (a drain). A crash loses everything since;
+	// without sticky routing, another replica serves the older state. For
+	// sessions that are scratch space, or one replica that keeps its
+	// sessions across restarts.
 	WriteHibernate WritePolicy = "hibernate"
 )
 
@@ -420,5 +422,83 @@ func (s *Server) sessionRun(e *session) func(context.Context, spine.Request) (*s
 		}
 		out, err := e.s.Run(ctx, req)
 		return out, s.commit(ctx, e, err)
+	}
+}
+
+// addOrAcquire puts e, loaded from the store, in the table and returns it
+// acquired; if a request loaded the same id meanwhile, it returns that one
+// instead, acquired.
+func (t *sessionTable) addOrAcquire(e *session) (*session, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, spine.ErrClosed
+	}
+	if held := t.byID[e.id]; held != nil && !(held.busy == 0 && held.ended()) {
+		held.busy++
+		return held, nil
+	} else if held != nil {
+		t.remove(held)
+	}
+	t.put(e)
+	e.busy++
+	return e, nil
+}
+
+// swap gives e the spine session sess in place of the one it had, which it
+// returns; ok is false when e is no longer in the table.
+func (t *sessionTable) swap(e *session, sess *spine.Session) (old *spine.Session, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID[e.id] != e {
+		return nil, false
+	}
+	delete(t.bySession, e.s)
+	old, e.s = e.s, sess
+	t.bySession[sess] = e
+	return old, true
+}
+
+// put adds e to the table; t.mu is held.
+func (t *sessionTable) put(e *session) {
+	t.byID[e.id] = e
+	t.bySession[e.s] = e
+	t.perOwner[e.owner]++
+}
+
+// bySpine returns the session whose spine.Session is sess, or nil.
+func (t *sessionTable) bySpine(sess *spine.Session) *session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.bySession[sess]
+}
+
+// Hibernated writes a session of the Server's that its Runner hibernated
+// to the store, if the store lacks its state; it is the Runner's
+// SessionOptions.OnHibernate (set it to this method), and what
+// WriteHibernate writes on besides Close. A session a request holds now is
+// left for that request's own write, or for Close.
+func (s *Server) Hibernated(sess *spine.Session, snapshot []byte) {
+	if s.opts.SessionStore == nil {
+		return
+	}
+	e := s.sessions.bySpine(sess)
+	if e == nil {
+		return
+	}
+	select {
+	case <-e.turn:
+	default:
+		return
+	}
+	defer func() { e.turn <- struct{}{} }()
+	e.settle()
+	if e.stale || !e.dirty && e.gen > 0 {
+		return
+	}
+	ctx, cancel := s.storeCtx(context.Background())
+	defer cancel()
+	if err := s.put(ctx, e, snapshot); err != nil {
+		s.opts.Logger.Error("writing a hibernated session to the store failed", "session", e.id, "error", err)
 	}
 }

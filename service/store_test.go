@@ -270,3 +270,31 @@ func TestStoreRestoreAs(t *testing.T) {
 		t.Fatalf("a snapshot of another build: %d %s %v", status, raw, header)
 	}
 }
+
+// TestStoreHibernateWrites: under WriteHibernate a session is written when
+// its Runner hibernates it (here to make room for another live session),
+// and another replica then serves it, state and all, without the first
+// one stopping.
+func TestStoreHibernateWrites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two Runners")
+	}
+	st := memStore(t)
+	var first *service.Server
+	r := spinetest.NewRunner(t, nil, &spine.Options{Sessions: spine.SessionOptions{
+		MaxLive:     1,
+		OnHibernate: func(s *spine.Session, snapshot []byte) { first.Hibernated(s, snapshot) },
+	}})
+	first, ts := newSessionServer(t, r, &service.Options{SessionStore: st, SessionWrite: service.WriteHibernate})
+	a := client{t: t, url: ts.URL}
+	b := replicas(t, 1, nil, st, service.WriteHibernate)[0]
+	id := a.create()
+	a.mustRun(id, "x = 'kept'")
+	if status, out := b.run(id, "x"); status != http.StatusNotFound {
+		t.Fatalf("before it hibernates, the other replica: %d %+v", status, out.Error)
+	}
+	a.create() // the only live place: id hibernates
+	if got := b.mustRun(id, "x"); got != `"kept"` {
+		t.Fatalf("after it hibernated, the other replica: %s", got)
+	}
+}

@@ -66,14 +66,14 @@ session flags:
   --session-ttl DURATION   an unused session is closed after this; 0: never (default 1h)
   --session-dir DIR        hibernated sessions' snapshots go here, not in memory;
                            without --session-store, sessions are kept here across
-                           restarts (written when the server stops)
+                           restarts (written when they hibernate and at shutdown)
   --session-store URL      keep sessions in an object store, shared by every replica:
                            s3://BUCKET?endpoint=..&region=..&use_path_style=true,
                            gs://BUCKET, azblob://CONTAINER, file:///DIR, mem://
   --session-write POLICY   when a session is written to the store: run (after each
                            run, before answering; default), answer (after answering),
-                           hibernate (only when the server stops; the default
-                           with --session-dir alone) (docs/scaling.md)
+                           hibernate (when it hibernates and when the server stops;
+                           the default with --session-dir alone) (docs/scaling.md)
 
 exit codes: 0 stopped by SIGINT or SIGTERM once the runs in flight were
 answered and the sessions stored, 2 usage error (a bad config file
@@ -195,6 +195,8 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var svc *service.Server // made below, before any session: they are made through it
+	sessions.OnHibernate = func(s *spine.Session, snapshot []byte) { svc.Hibernated(s, snapshot) }
 	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, &spine.Options{Sessions: sessions}, o.verbose, stderr)
 	if runner == nil {
 		return code
@@ -212,7 +214,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if ln == nil {
 		return code
 	}
-	svc := service.New(runner, &service.Options{
+	svc = service.New(runner, &service.Options{
 		Slots:       o.slots,
 		StreamSlots: o.streamSlots,
 		StreamIdle:  o.streamIdle,
