@@ -68,8 +68,8 @@ type sessionTable struct {
 	mu        sync.Mutex
 	byID      map[string]*session
 	bySession map[*spine.Session]*session // the same sessions, by their spine.Session
-	perOwner map[[sha256.Size]byte]int // sessions in byID by owner
-	closed   bool                      // Server.Close was called
+	perOwner  map[[sha256.Size]byte]int   // sessions in byID by owner
+	closed    bool                        // Server.Close was called
 }
 
 // ended reports whether the Runner closed e's session.
