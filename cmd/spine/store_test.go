@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -154,4 +155,78 @@ func TestServeDrain(t *testing.T) {
 	next, addr := start(t, bin, args...)
 	sessionRun(t, "http://"+addr, id, "n", "1")
 	next.stop(t)
+}
+
+// TestServeStoreStaleProcess pauses a real replica (SIGSTOP) in the middle
+// of a session's run, while another replica sharing the file:// store runs
+// the session twice; woken (SIGCONT), the paused replica's run ends on the
+// generation it had and its write is refused: 409 conflict, and the store
+// keeps the other replica's state, which both then serve.
+func TestServeStoreStaleProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the spine command")
+	}
+	bin := buildSpine(t)
+	store := "file://" + t.TempDir()
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--session-memory", "128", "--session-store", store}
+	paused, addrP := start(t, bin, args...)
+	other, addrO := start(t, bin, args...)
+	urlP, urlO := "http://"+addrP, "http://"+addrO
+	id := createSession(t, urlP)
+	sessionRun(t, urlP, id, "n = 0", "null")
+
+	// The run prints once it is in the Guest, past its check of the store;
+	// the event stream shows it before the run ends.
+	body, _ := json.Marshal(map[string]string{"source": "import time\nprint('in the guest')\ntime.sleep(5)\nn = -1\nn"})
+	req, _ := http.NewRequest("POST", urlP+"/v1/sessions/"+id+"/run", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := bufio.NewReader(resp.Body)
+	for {
+		line, err := events.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the event stream ended before the run printed: %v", err)
+		}
+		if strings.HasPrefix(line, "event: stdout") {
+			break
+		}
+	}
+	if err := paused.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	sessionRun(t, urlO, id, "n += 1", "null")
+	sessionRun(t, urlO, id, "n += 1", "null")
+	if err := paused.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, data, ok := strings.Cut(string(rest), "event: result\ndata: ")
+	var result struct {
+		Status int
+		Error  *struct{ Kind string }
+	}
+	if !ok || json.Unmarshal([]byte(strings.SplitN(data, "\n", 2)[0]), &result) != nil {
+		t.Fatalf("no result event in %q", rest)
+	}
+	if result.Status == 200 {
+		// Only if the run ended before the pause, and the other replica's
+		// runs came after it.
+		sessionRun(t, urlO, id, "n", "1")
+		t.Skip("the run ended before the replica was paused: nothing was stale")
+	}
+	if result.Status != 409 || result.Error == nil || result.Error.Kind != "conflict" {
+		t.Fatalf("the woken replica's run: %s", data)
+	}
+	sessionRun(t, urlP, id, "n", "2")
+	sessionRun(t, urlO, id, "n", "2")
+	paused.stop(t)
+	other.stop(t)
 }
