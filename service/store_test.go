@@ -298,3 +298,26 @@ func TestStoreHibernateWrites(t *testing.T) {
 		t.Fatalf("after it hibernated, the other replica: %s", got)
 	}
 }
+
+// TestStoreWriteAnswer: under WriteAnswer each run is written after its
+// answer; runs in a row on one replica each wait for the write before them,
+// and once the last lands another replica serves the state.
+func TestStoreWriteAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two Runners")
+	}
+	st := memStore(t)
+	rs := replicas(t, 2, nil, st, service.WriteAnswer)
+	a, b := rs[0], rs[1]
+	id := a.create()
+	for i := range 5 {
+		a.mustRun(id, fmt.Sprintf("n = %d", i))
+	}
+	spinetest.WaitFor(t, "the last run's write", func() bool {
+		meta, err := st.Head(t.Context(), id)
+		return err == nil && meta.Generation == 6
+	})
+	if got := b.mustRun(id, "n"); got != "4" {
+		t.Fatalf("the other replica: n = %s", got)
+	}
+}
