@@ -197,6 +197,7 @@ func (s *Server) load(w http.ResponseWriter, r *http.Request, start time.Time, o
 		s.sessionFailed(w, r, start, op, nil, err)
 		return nil
 	}
+	s.metrics.storeOps.WithLabelValues("load").Inc()
 	e := &session{id: id, s: sess, owner: owner, turn: make(chan struct{}, 1), gen: gen}
 	e.turn <- struct{}{}
 	held, err := s.sessions.addOrAcquire(e)
@@ -257,6 +258,7 @@ func (s *Server) refresh(ctx context.Context, e *session) error {
 	}
 	old.Close(context.Background())
 	e.gen, e.stale, e.dirty = gen, false, false
+	s.metrics.storeOps.WithLabelValues("refresh").Inc()
 	return nil
 }
 
@@ -316,6 +318,7 @@ func (s *Server) put(ctx context.Context, e *session, blob []byte) error {
 	switch {
 	case errors.Is(err, sessionstore.ErrConflict):
 		e.stale = true
+		s.metrics.storeOps.WithLabelValues("conflict").Inc()
 		return conflictError{err}
 	case err != nil:
 		if s.opts.SessionWrite == WriteRun {
@@ -324,6 +327,7 @@ func (s *Server) put(ctx context.Context, e *session, blob []byte) error {
 		return storeError{err}
 	}
 	e.gen, e.dirty = meta.Generation, false
+	s.metrics.storeOps.WithLabelValues("write").Inc()
 	return nil
 }
 

@@ -177,6 +177,13 @@ func TestStoreRace(t *testing.T) {
 			t.Errorf("replica %d: %s, want %s", i, got, wantJSON)
 		}
 	}
+	conflicts := 0.0
+	for _, c := range rs {
+		conflicts += spinetest.Metrics(t, c.url, "")[`spine_session_store_operations_total{operation="conflict"}`]
+	}
+	if conflicts != 6 {
+		t.Errorf("spine_session_store_operations_total{operation=\"conflict\"} adds up to %v over the replicas, want 6", conflicts)
+	}
 }
 
 func equal(a, b []string) bool {
