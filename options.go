@@ -158,6 +158,13 @@ type SessionOptions struct {
 	// Default: the largest snapshot of a session of MemoryLimit, MemoryLimit
 	// + MemoryLimit/512 + 1 MiB.
 	MaxSnapshot uint64
+
+	// OnHibernate, when set, is called each time a session hibernates, with
+	// its snapshot, before the Runner goes on: a service keeping sessions in
+	// a store writes it there (service.Server.Hibernated). It must not
+	// change snapshot, nor call the session's methods, which would wait for
+	// the hibernation it is part of.
+	OnHibernate func(s *Session, snapshot []byte)
 }
 
 // sweepEvery is how often the Runner looks for sessions to hibernate or end:

@@ -135,6 +135,11 @@ func (s *Session) hibernate() error {
 		}
 		s.frozen = &c
 	}
+	if f := s.r.opts.Sessions.OnHibernate; f != nil {
+		if blob, err := s.hibernatedBytes(); err == nil {
+			f(s, blob)
+		}
+	}
 	s.inst.Close()
 	s.inst = nil
 	s.r.leaveLive(s)
@@ -193,6 +198,15 @@ func writeSnapshotLimited(s *Session, w io.Writer, room int64) (int64, error) {
 		return n, errOverRoom
 	}
 	return n, err
+}
+
+// hibernatedBytes is the snapshot just hibernated, in one slice of its own,
+// for SessionOptions.OnHibernate.
+func (s *Session) hibernatedBytes() ([]byte, error) {
+	if s.frozen != nil {
+		return s.frozen.bytes(), nil
+	}
+	return os.ReadFile(s.file)
 }
 
 // thawed returns a reader of the hibernated session's snapshot; done

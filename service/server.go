@@ -12,6 +12,7 @@
 //	GET    /v1/tool                   run_python's definition for a model (with Options.Tool; tool.go)
 //	POST   /v1/tool/call              a model's run_python arguments as the body → {"text", "is_error", "result"}
 //	GET    /healthz                   liveness, slot use and the health of Options.Health's components
+//	GET    /livez, GET /readyz        probes: alive; ready, or draining (drain.go)
 //	GET    /metrics                   Prometheus text format, from the Server's own registry
 //
 // Every run answers with the same JSON object:
@@ -70,8 +71,8 @@
 //
 // # Exposure
 //
-// With Options.Token (or Options.Tokens) set, every request but GET /healthz
-// must carry "Authorization: Bearer <token>" (RequireToken); a session is
+// With Options.Token (or Options.Tokens) set, every request but the probes
+// (GET /healthz, /livez, /readyz) must carry "Authorization: Bearer <token>" (RequireToken); a session is
 // then its token's alone. Without one, the Server
 // answers only requests whose Host header names the loopback interface
 // (localhost, 127.0.0.0/8, [::1]): serve it on loopback only. Either way it
@@ -100,6 +101,7 @@ import (
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/codemode"
+	"github.com/spine-run/spine/sessionstore"
 )
 
 // Options are the Server's settings. The zero value, and a nil *Options, mean
@@ -131,7 +133,8 @@ type Options struct {
 	// ResponseWriter that supports read deadlines, as net/http's do.
 	StreamIdle time.Duration
 
-	// Token, when set, must come with every request but GET /healthz as
+	// Token, when set, must come with every request but the probes (GET
+	// /healthz, /livez, /readyz) as
 	// "Authorization: Bearer <token>"; others get 401 (RequireToken).
 	Token string
 
@@ -179,6 +182,17 @@ type Options struct {
 	// answers the text the model reads (package codemode). It must be made
 	// for the Server's Runner; its time limit is each call's.
 	Tool *codemode.Tool
+
+	// SessionStore, when set, keeps the sessions beyond this process
+	// (store.go, docs/scaling.md): a session's id is the same on every
+	// Server sharing the store, a request for an id this Server does not
+	// hold loads it from the store, and Close writes every session the
+	// store lacks. The store stays the caller's to close.
+	SessionStore sessionstore.Store
+
+	// SessionWrite is when a session is written to SessionStore: WriteRun
+	// (the default), WriteAnswer or WriteHibernate.
+	SessionWrite WritePolicy
 }
 
 // DefaultMaxTimeout, DefaultMaxBody, DefaultStreamIdle and DefaultMaxSnapshot
@@ -200,6 +214,7 @@ type Server struct {
 	tokens   [][sha256.Size]byte // SHA-256 of each token; none: no token needed
 	tenants  []*tenant           // the tokens, with their names and shares
 	sessions sessionTable
+	drain    drainState // drain.go
 	mux      *http.ServeMux
 	registry *prometheus.Registry
 	metrics  *metrics
@@ -239,6 +254,9 @@ func New(runner *spine.Runner, opts *Options) *Server {
 	if o.MaxSnapshot <= 0 {
 		o.MaxSnapshot = DefaultMaxSnapshot
 	}
+	if o.SessionWrite == "" {
+		o.SessionWrite = WriteRun
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	} else {
@@ -251,10 +269,11 @@ func New(runner *spine.Runner, opts *Options) *Server {
 		streams:  make(chan struct{}, o.StreamSlots),
 		mux:      http.NewServeMux(),
 		registry: prometheus.NewRegistry(),
-		sessions: sessionTable{byID: map[string]*session{}, perOwner: map[[sha256.Size]byte]int{}},
+		sessions: sessionTable{byID: map[string]*session{}, bySession: map[*spine.Session]*session{}, perOwner: map[[sha256.Size]byte]int{}},
 
 		crossOrigin: http.NewCrossOriginProtection(),
 	}
+	s.drain.init()
 	s.tenants = newTenants(runner, &o)
 	for _, t := range s.tenants {
 		s.tokens = append(s.tokens, t.digest)
@@ -272,6 +291,8 @@ func New(runner *spine.Runner, opts *Options) *Server {
 		s.mux.Handle("POST /v1/tool/call", s.accept(needJSON, "POST /v1/tool/call", s.handleToolCall))
 	}
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
+	s.mux.HandleFunc("GET /livez", s.handleLivez)
+	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	return s
 }
@@ -301,15 +322,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if who != nil {
 		r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, who))
 	}
-	if !authed && r.URL.Path != "/healthz" {
+	if !authed && !probe(r.URL.Path) {
 		w.Header().Set("WWW-Authenticate", wwwAuthenticate)
 		closeConn(w) // a client without the token holds no connection
 		s.refuse(w, time.Now(), http.StatusUnauthorized, kindUnauthorized, unauthorizedMessage)
 		return
 	}
 	if !authed {
-		closeConn(w) // /healthz: answered, but no keep-alive without the token
+		closeConn(w) // a probe: answered, but no keep-alive without the token
 	}
+	r, done := s.enterRequest(w, r)
+	if r == nil {
+		return
+	}
+	defer done()
 	s.mux.ServeHTTP(w, r)
 }
 

@@ -121,3 +121,14 @@ func (s *Server) restoreSession(ctx context.Context, r *http.Request, rd io.Read
 	}
 	return s.runner.RestoreFrom(ctx, rd)
 }
+
+// restoreFor restores a session from the snapshot rd reads in the share of
+// the tenant whose token's digest is owner (a session loaded from the store).
+func (s *Server) restoreFor(ctx context.Context, owner [sha256.Size]byte, rd io.Reader) (*spine.Session, error) {
+	for _, t := range s.tenants {
+		if t.digest == owner && t.share != nil {
+			return t.share.RestoreFrom(ctx, rd)
+		}
+	}
+	return s.runner.RestoreFrom(ctx, rd)
+}

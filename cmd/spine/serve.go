@@ -9,14 +9,17 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/codemode"
 	"github.com/spine-run/spine/service"
+	"github.com/spine-run/spine/sessionstore"
 )
 
 const serveUsage = `usage: spine serve [flags]
@@ -24,10 +27,14 @@ const serveUsage = `usage: spine serve [flags]
 Serves the HTTP API: POST /v1/run, POST /v1/run/stream, the sessions
 (POST /v1/sessions, POST /v1/sessions/{id}/run, GET /v1/sessions/{id}/snapshot,
 POST /v1/sessions/restore, DELETE /v1/sessions/{id}), GET /healthz and
-GET /metrics (README, "spine serve"). Programs call the tools of the MCP
-servers in the config file (and the built-in demo tools with --demo-tools).
-On SIGINT or SIGTERM it stops accepting requests, lets the runs in flight
-finish (up to --grace) and exits.
+GET /livez, GET /readyz and GET /metrics (README, "spine serve"). Programs
+call the tools of the MCP servers in the config file (and the built-in demo
+tools with --demo-tools).
+
+On SIGINT or SIGTERM it drains: /readyz answers 503 at once, new requests
+get 503 with Retry-After, the runs in flight finish or, when --grace ends,
+are stopped and answered 503; every session is written to the session
+store (or --session-dir); then it exits 0.
 
 With a token (--token-file, else $SPINE_TOKEN), every request but /healthz
 must carry "Authorization: Bearer <token>". Without one it refuses to listen
@@ -59,12 +66,21 @@ session flags:
   --session-memory MIB     memory of a session's Guest, 64 to 256 (default 256)
   --session-idle DURATION  an unused session hibernates after this; 0: never by time (default 1m)
   --session-ttl DURATION   an unused session is closed after this; 0: never (default 1h)
-  --session-dir DIR        hibernated sessions' snapshots go here, not in memory
+  --session-dir DIR        hibernated sessions' snapshots go here, not in memory;
+                           without --session-store, sessions are kept here across
+                           restarts (written when they hibernate and at shutdown)
+  --session-store URL      keep sessions in an object store, shared by every replica:
+                           s3://BUCKET?endpoint=..&region=..&use_path_style=true,
+                           gs://BUCKET, azblob://CONTAINER, file:///DIR, mem://
+  --session-write POLICY   when a session is written to the store: run (after each
+                           run, before answering; default), answer (after answering),
+                           hibernate (when it hibernates and when the server stops;
+                           the default with --session-dir alone) (docs/scaling.md)
   --session-dir-mib N      the most the snapshots in --session-dir may hold, in MiB (default 16384)
 
-exit codes: 0 stopped by SIGINT or SIGTERM once the runs in flight finished,
-2 usage error (a bad config file included), 4 other failure (an MCP server,
-the address, runs still going after --grace)
+exit codes: 0 stopped by SIGINT or SIGTERM once the runs in flight were
+answered and the sessions stored, 2 usage error (a bad config file
+included), 4 other failure (an MCP server, the address, the session store)
 `
 
 // serveOptions are the flags of spine serve.
@@ -88,6 +104,8 @@ type serveOptions struct {
 	sessionDir    string
 	sessionDirMiB int
 	tokensFile    string
+	sessionStore  string
+	sessionWrite  string
 }
 
 // defaultSessionTTL is --session-ttl's default. The library's is none; an
@@ -118,6 +136,8 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.sessionDir, "session-dir", "", "")
 	fs.IntVar(&o.sessionDirMiB, "session-dir-mib", 16<<10, "")
 	fs.StringVar(&o.tokensFile, "tokens-file", "", "")
+	fs.StringVar(&o.sessionStore, "session-store", "", "")
+	fs.StringVar(&o.sessionWrite, "session-write", "", "")
 }
 
 // sessionOptions returns the Runner's SessionOptions the flags set, or why
@@ -166,6 +186,10 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if err != nil {
 		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
+	storeURL, policy, err := o.store()
+	if err != nil {
+		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
+	}
 	token, tenants, err := o.tokens(stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine serve:", err)
@@ -179,17 +203,27 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var svc *service.Server // made below, before any session: they are made through it
+	sessions.OnHibernate = func(s *spine.Session, snapshot []byte) { svc.Hibernated(s, snapshot) }
 	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, &spine.Options{Sessions: sessions}, o.verbose, stderr)
 	if runner == nil {
 		return code
 	}
 	defer closeRunner()
 	checkShares(tenants, runner.Options().Sessions, stderr)
+	var store sessionstore.Store
+	if storeURL != "" {
+		if store, err = sessionstore.Open(ctx, storeURL); err != nil {
+			fmt.Fprintln(stderr, "spine serve: --session-store:", err)
+			return exitFailure
+		}
+		defer store.Close()
+	}
 	ln, code := listen("spine serve", "--listen", o.listen, token+firstToken(tenants), stderr)
 	if ln == nil {
 		return code
 	}
-	svc := service.New(runner, &service.Options{
+	svc = service.New(runner, &service.Options{
 		Slots:       o.slots,
 		StreamSlots: o.streamSlots,
 		StreamIdle:  o.streamIdle,
@@ -200,10 +234,62 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		Logger:      logger,
 		MaxSnapshot: int64(spine.MaxSnapshotSize(sessions.MemoryLimit)),
 		Tool:        codemode.New(runner, manifest, &codemode.Options{Timeout: o.maxTimeout}),
+
+		SessionStore: store,
+		SessionWrite: policy,
 	})
-	code = serveHTTP(ctx, stop, ln, svc, limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
-	svc.Close(context.Background()) // the requests have ended: nothing waits
-	return code
+	return serveDrained(ctx, stop, ln, svc, limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
+}
+
+// store returns the session store's URL and write policy the flags set:
+// --session-store, else a directory store in --session-dir written when
+// the server stops, so that a restart on it serves the same sessions.
+func (o *serveOptions) store() (string, service.WritePolicy, error) {
+	write := o.sessionWrite
+	if write == "" {
+		write = string(service.WriteRun)
+		if o.sessionStore == "" {
+			write = string(service.WriteHibernate)
+		}
+	}
+	policy, err := service.ParseWritePolicy(write)
+	if err != nil {
+		return "", "", fmt.Errorf("--session-write: %v", err)
+	}
+	if o.sessionStore != "" {
+		return o.sessionStore, policy, nil
+	}
+	if o.sessionDir == "" {
+		if o.sessionWrite != "" {
+			return "", "", errors.New("--session-write needs --session-store or --session-dir")
+		}
+		return "", "", nil
+	}
+	dir, err := filepath.Abs(o.sessionDir)
+	if err != nil {
+		return "", "", err
+	}
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}
+	return u.String(), service.WriteHibernate, nil
+}
+
+// startHTTP serves handler on ln, bounded by limits (a zero field means its
+// default), and says so on stderr; served receives Serve's error.
+func startHTTP(ln net.Listener, handler http.Handler, limits httpLimits, name, what string, stderr io.Writer, onShutdown ...func()) (srv *http.Server, served <-chan error) {
+	limits = limits.orDefaults()
+	srv = &http.Server{
+		Handler:           bodyDeadline(limits.readTimeout, handler),
+		ReadHeaderTimeout: min(limits.readTimeout, maxHeaderTimeout),
+		IdleTimeout:       limits.idleTimeout,
+	}
+	for _, f := range onShutdown {
+		srv.RegisterOnShutdown(f)
+	}
+	ln = newLimitListener(ln, limits.maxConns, limits.acceptWait)
+	errs := make(chan error, 1)
+	go func() { errs <- srv.Serve(ln) }()
+	fmt.Fprintf(stderr, "%s: listening on http://%s %s\n", name, ln.Addr(), what)
+	return srv, errs
 }
 
 // tokens returns the token of --token-file (else $SPINE_TOKEN), or the
@@ -235,19 +321,7 @@ func firstToken(tenants []service.Tenant) string {
 // behaviour, so that a second Ctrl-C ends the process at once. onShutdown
 // functions run (each in its own goroutine) when the shutdown begins.
 func serveHTTP(ctx context.Context, stop func(), ln net.Listener, handler http.Handler, limits httpLimits, grace time.Duration, name, what string, stderr io.Writer, onShutdown ...func()) int {
-	limits = limits.orDefaults()
-	srv := &http.Server{
-		Handler:           bodyDeadline(limits.readTimeout, handler),
-		ReadHeaderTimeout: min(limits.readTimeout, maxHeaderTimeout),
-		IdleTimeout:       limits.idleTimeout,
-	}
-	for _, f := range onShutdown {
-		srv.RegisterOnShutdown(f)
-	}
-	ln = newLimitListener(ln, limits.maxConns, limits.acceptWait)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	fmt.Fprintf(stderr, "%s: listening on http://%s %s\n", name, ln.Addr(), what)
+	srv, served := startHTTP(ln, handler, limits, name, what, stderr, onShutdown...)
 	select {
 	case err := <-served:
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
