@@ -343,7 +343,7 @@ func TestFleet(t *testing.T) {
 	var held, loaded []time.Duration
 	for i := range 30 {
 		id := createSession(t, a)
-		post(a+"/v1/sessions/"+id+"/run", `{"source": "import statistics, fractions, decimal, json\nblob = bytes(range(256)) * 560\nresult = len(blob)"}`)
+		post(a+"/v1/sessions/"+id+"/run", `{"source": "import statistics, fractions, decimal, json\nimport random\nblob = random.Random(1).randbytes(40_000)\nresult = len(blob)"}`)
 		if _, err := step(a, id, 1); err != nil {
 			t.Fatal(err)
 		}
