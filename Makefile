@@ -6,7 +6,7 @@ GO ?= go
 # output of every failure (internal/testprogress).
 PROGRESS = $(GO) run ./internal/testprogress
 
-.PHONY: demo test ci gofmt vet test-all race fuzz fuzz-short examples bench guest guest-check cpython-tests install-check data-guest data-guest-check data-test numpy-tests image image-bench deploy-test
+.PHONY: demo test ci gofmt vet test-all race fuzz fuzz-short examples bench guest guest-check cpython-tests install-check data-guest data-guest-check data-test numpy-tests image image-bench deploy-test fleet-test
 
 demo: ## run the seed's demo
 	$(GO) run ./cmd/spine demo
@@ -53,6 +53,9 @@ fuzz: ## every fuzz target of the module for FUZZTIME (30 s; found in its *_test
 
 fuzz-short: ## every fuzz target for 10 s: a short pass, for CI
 	$(MAKE) fuzz FUZZTIME=10s
+
+fleet-test: ## three spine serve replicas sharing a real S3 server (versitygw, built into build/bin) behind HAProxy (installed if missing): kill -9, a rolling restart, the figures of docs/performance.md
+	internal/fleet/fleet-test.sh
 
 guest: ## rebuild the Guest artifact (needs Debian's WASI toolchain; installs it as root)
 	guest/build.sh

@@ -179,6 +179,25 @@ type SessionOptions struct {
 	// live, and a session starting or waking with no room fails with
 	// ErrTooManySessions. Default 1 GiB.
 	HibernatedMemory uint64
+
+	// DirBytes caps the bytes of snapshots in Dir, as HibernatedMemory caps
+	// those in memory: a session whose snapshot would take them past it
+	// stays live. Default 16 GiB.
+	DirBytes uint64
+
+	// MaxSnapshot caps each snapshot a session makes, in bytes: Snapshot,
+	// SnapshotTo and hibernation past it fail with ErrSnapshotTooLarge and
+	// keep nothing of it (a hibernation then leaves the session live).
+	// Default: the largest snapshot of a session of MemoryLimit, MemoryLimit
+	// + MemoryLimit/512 + 1 MiB.
+	MaxSnapshot uint64
+
+	// OnHibernate, when set, is called each time a session hibernates, with
+	// its snapshot, before the Runner goes on: a service keeping sessions in
+	// a store writes it there (service.Server.Hibernated). It must not
+	// change snapshot, nor call the session's methods, which would wait for
+	// the hibernation it is part of.
+	OnHibernate func(s *Session, snapshot []byte)
 }
 
 // sweepEvery is how often the Runner looks for sessions to hibernate or end:
@@ -260,6 +279,12 @@ func (o *Options) withDefaults() Options {
 	if opts.Sessions.HibernatedMemory == 0 {
 		opts.Sessions.HibernatedMemory = 1 << 30
 	}
+	if opts.Sessions.MaxSnapshot == 0 {
+		opts.Sessions.MaxSnapshot = MaxSnapshotSize(opts.Sessions.MemoryLimit)
+	}
+	if opts.Sessions.DirBytes == 0 {
+		opts.Sessions.DirBytes = 16 << 30
+	}
 	if opts.Sessions.Idle == 0 {
 		opts.Sessions.Idle = time.Minute
 	}
@@ -278,4 +303,10 @@ func (r *Runner) Options() Options {
 // every field set to its default.
 func DefaultOptions() Options {
 	return (*Options)(nil).withDefaults()
+}
+
+// MaxSnapshotSize is the largest snapshot of a session of memory bytes: its
+// changed pages, each with its number, and the format's overhead.
+func MaxSnapshotSize(memory uint64) uint64 {
+	return memory + memory/512 + 1<<20
 }

@@ -6,12 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
-	"github.com/spine-run/spine/internal/atomicfile"
 	"github.com/spine-run/spine/internal/engine"
 )
 
@@ -32,6 +31,7 @@ import (
 // snapshot and its Guest freed; its next Run wakes it, transparently.
 type Session struct {
 	r       *Runner
+	tenant  *Tenant            // whose share it counts in; nil: the Runner's own
 	id      string             // random: names its hibernation file
 	turn    chan struct{}      // holds a token while no operation has the session
 	closing context.Context    // done once Close begins: its run stops
@@ -39,8 +39,9 @@ type Session struct {
 
 	// Owned by whoever holds the turn.
 	inst   *engine.Instance      // the live Guest; nil while hibernated, lost or closed
-	frozen []byte                // the snapshot, while hibernated in memory
+	frozen *chunks               // the snapshot, while hibernated in memory
 	file   string                // the snapshot's file, while hibernated in SessionOptions.Dir
+	size   int64                 // the bytes of that file
 	lost   error                 // why the Guest is gone, once a run broke it
 	ended  error                 // ErrSessionClosed, with why, once closed
 	broken atomic.Pointer[error] // lost or ended, for Err, which holds no turn
@@ -70,11 +71,16 @@ var (
 
 // NewSession starts a session from the Runner's clean image.
 func (r *Runner) NewSession(ctx context.Context) (*Session, error) {
+	return r.newSession(ctx, nil)
+}
+
+// newSession is NewSession, in tenant's share (nil: none).
+func (r *Runner) newSession(ctx context.Context, tenant *Tenant) (*Session, error) {
 	if err := r.begin(); err != nil {
 		return nil, err
 	}
 	defer r.runs.Done()
-	return r.openSession(func() (*engine.Instance, error) {
+	return r.openSession(tenant, func() (*engine.Instance, error) {
 		return r.engine.NewSession(ctx, r.opts.Sessions.MemoryLimit)
 	})
 }
@@ -85,25 +91,37 @@ func (r *Runner) NewSession(ctx context.Context) (*Session, error) {
 // with ErrSnapshot, one of another artifact or tool list with
 // ErrSnapshotMismatch.
 func (r *Runner) Restore(ctx context.Context, snapshot []byte) (*Session, error) {
+	return r.restore(ctx, bytes.NewReader(snapshot), nil)
+}
+
+// RestoreFrom is Restore of the snapshot rd reads, a page at a time: it
+// takes no more memory than the session's Guest and snapshotStreamMemory
+// (docs/sessions.md), whatever the snapshot's size. An error of rd's is
+// returned within ErrSnapshot (errors.Is and errors.As find it).
+func (r *Runner) RestoreFrom(ctx context.Context, rd io.Reader) (*Session, error) {
+	return r.restore(ctx, rd, nil)
+}
+
+// restore is RestoreFrom, in tenant's share (nil: none).
+func (r *Runner) restore(ctx context.Context, rd io.Reader, tenant *Tenant) (*Session, error) {
 	if err := r.begin(); err != nil {
 		return nil, err
 	}
 	defer r.runs.Done()
-	st, err := decodeSnapshot(r.identity, snapshot, r.opts.Sessions.MemoryLimit)
+	stream, err := r.openSnapshot(rd)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.engine.Check(st, r.opts.Sessions.MemoryLimit); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSnapshot, err)
-	}
-	return r.openSession(func() (*engine.Instance, error) {
-		return r.engine.Restore(ctx, st, r.opts.Sessions.MemoryLimit)
+	defer stream.close()
+	return r.openSession(tenant, func() (*engine.Instance, error) {
+		return r.restoreGuest(ctx, stream)
 	})
 }
 
-// openSession adds a session to the table with the Guest start returns.
-func (r *Runner) openSession(start func() (*engine.Instance, error)) (*Session, error) {
-	s, err := r.sessions.add(r)
+// openSession adds a session to the table, in tenant's share (nil: none),
+// with the Guest start returns.
+func (r *Runner) openSession(tenant *Tenant, start func() (*engine.Instance, error)) (*Session, error) {
+	s, err := r.sessions.add(r, tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +131,7 @@ func (r *Runner) openSession(start func() (*engine.Instance, error)) (*Session, 
 		switch {
 		case r.closing.Err() != nil:
 			return nil, ErrClosed
-		case errors.Is(err, ErrTooManySessions) || errors.Is(err, ErrGuest) || errors.Is(err, ErrArtifact):
+		case errors.Is(err, ErrTooManySessions) || errors.Is(err, ErrGuest) || errors.Is(err, ErrArtifact) || errors.Is(err, ErrSnapshot):
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: %v", ErrGuest, err)
@@ -198,14 +216,16 @@ func (s *Session) guest(ctx context.Context) (*engine.Instance, error) {
 	if s.inst != nil {
 		return s.inst, nil
 	}
-	blob, err := s.thawed()
+	rd, done, err := s.thawed()
 	if err != nil && s.file != "" && !errors.Is(err, os.ErrNotExist) {
-		return nil, err // a passing failure to read the file (EMFILE, EIO): try again later
+		return nil, err // a passing failure to open the file (EMFILE, EIO): try again later
 	}
 	if err == nil {
-		var st *engine.State
-		if st, err = decodeSnapshot(s.r.identity, blob, s.r.opts.Sessions.MemoryLimit); err == nil {
-			return s.wake(ctx, st)
+		var inst *engine.Instance
+		inst, err = s.wake(ctx, rd)
+		done()
+		if err == nil || !errors.Is(err, ErrSnapshot) && !errors.Is(err, ErrSnapshotMismatch) {
+			return inst, err // woken, or not now (no live place, no memory)
 		}
 	}
 	// The snapshot is gone or damaged (a file in Dir removed or changed
@@ -215,10 +235,16 @@ func (s *Session) guest(ctx context.Context) (*engine.Instance, error) {
 	return nil, s.lost
 }
 
-// wake restores the hibernated session's state st into a new live Guest.
-func (s *Session) wake(ctx context.Context, st *engine.State) (*engine.Instance, error) {
-	err := s.r.sessions.admit(s, func() (*engine.Instance, error) {
-		return s.r.engine.Restore(ctx, st, s.r.opts.Sessions.MemoryLimit)
+// wake restores the hibernated session's snapshot, which rd reads, into a
+// new live Guest.
+func (s *Session) wake(ctx context.Context, rd io.Reader) (*engine.Instance, error) {
+	stream, err := s.r.openSnapshot(rd)
+	if err != nil {
+		return nil, err
+	}
+	defer stream.close()
+	err = s.r.sessions.admit(s, func() (*engine.Instance, error) {
+		return s.r.restoreGuest(ctx, stream)
 	})
 	if err != nil {
 		return nil, err
@@ -240,149 +266,6 @@ func (s *Session) runEnded(failed bool, cause error) {
 		cause = errors.New("the Guest failed")
 	}
 	s.fail(fmt.Errorf("%w: a run did not end cleanly (%v)", ErrSessionLost, cause))
-}
-
-// Snapshot returns the session's state as a self-describing, versioned,
-// checksummed blob (docs/sessions.md) that Runner.Restore takes, here or on
-// another machine with the same Guest artifact and tool list. It waits for a
-// run in progress to end. A session holding files open cannot be
-// snapshotted (ErrSessionState).
-func (s *Session) Snapshot(ctx context.Context) ([]byte, error) {
-	if err := s.r.begin(); err != nil {
-		return nil, err
-	}
-	defer s.r.runs.Done()
-	if err := s.take(ctx); err != nil {
-		return nil, s.stopped(err)
-	}
-	defer s.give()
-	if err := s.usable(); err != nil {
-		return nil, err
-	}
-	if s.inst == nil {
-		if s.frozen != nil {
-			return bytes.Clone(s.frozen), nil // the caller's to change
-		}
-		return s.thawed() // read from its file: the caller's already
-	}
-	return s.snapshot()
-}
-
-// snapshot encodes the live Guest's state.
-func (s *Session) snapshot() ([]byte, error) {
-	st, err := s.inst.State()
-	if err != nil {
-		if errors.Is(err, engine.ErrFilesOpen) {
-			return nil, fmt.Errorf("%w: it holds %d files or directories open", ErrSessionState, s.inst.FilesOpen())
-		}
-		return nil, err
-	}
-	return encodeSnapshot(s.r.identity, st), nil
-}
-
-// Hibernate turns the session into its snapshot now, freeing its Guest; its
-// next Run wakes it. The Runner does this by itself to sessions idle past
-// SessionOptions.Idle, and to the least recently used one when more than
-// SessionOptions.MaxLive would be live. It waits for a run in progress.
-func (s *Session) Hibernate(ctx context.Context) error {
-	if err := s.r.begin(); err != nil {
-		return err
-	}
-	defer s.r.runs.Done()
-	if err := s.take(ctx); err != nil {
-		return s.stopped(err)
-	}
-	defer s.give()
-	if err := s.usable(); err != nil {
-		return err
-	}
-	return s.hibernate()
-}
-
-// hibernateIfIdle hibernates the session if no operation has it now, and
-// reports whether its Guest was freed.
-func (s *Session) hibernateIfIdle() bool {
-	select {
-	case <-s.turn:
-	default:
-		return false
-	}
-	defer func() { s.turn <- struct{}{} }() // not give: this is no use of the session
-	return s.usable() == nil && s.inst != nil && s.hibernate() == nil
-}
-
-// evictIfIdle loses the session if no operation has it now and it holds a
-// live Guest, and reports whether it did: room is needed among the live
-// sessions, and this one cannot be hibernated (it holds files open).
-func (s *Session) evictIfIdle() bool {
-	select {
-	case <-s.turn:
-	default:
-		return false
-	}
-	defer func() { s.turn <- struct{}{} }()
-	if s.usable() != nil || s.inst == nil || s.inst.FilesOpen() == 0 {
-		return false
-	}
-	s.inst.Close()
-	s.inst = nil
-	s.r.sessions.leaveLive(s)
-	s.fail(fmt.Errorf("%w: it held files open, so it could not be hibernated when room was needed among the %d live sessions", ErrSessionLost, s.r.opts.Sessions.MaxLive))
-	return true
-}
-
-// hibernate keeps the live Guest's snapshot and frees the Guest.
-func (s *Session) hibernate() error {
-	if s.inst == nil {
-		return nil
-	}
-	blob, err := s.snapshot()
-	if err != nil {
-		return err
-	}
-	if dir := s.r.opts.Sessions.Dir; dir != "" {
-		path := filepath.Join(dir, s.id+".snapshot")
-		if err := atomicfile.Write(path, blob, atomicfile.Options{}); err != nil {
-			return fmt.Errorf("spine: hibernating a session: %w", err)
-		}
-		s.file = path
-	} else {
-		if !s.r.sessions.hold(len(blob)) {
-			return fmt.Errorf("%w: hibernated sessions hold their limit of %d bytes of snapshots", ErrTooManySessions, s.r.opts.Sessions.HibernatedMemory)
-		}
-		s.frozen = blob
-	}
-	s.inst.Close()
-	s.inst = nil
-	s.r.sessions.leaveLive(s)
-	return nil
-}
-
-// thawed returns the hibernated session's snapshot.
-func (s *Session) thawed() ([]byte, error) {
-	if s.file != "" {
-		blob, err := os.ReadFile(s.file)
-		if err != nil {
-			return nil, fmt.Errorf("spine: waking a session: %w", err)
-		}
-		return blob, nil
-	}
-	if s.frozen == nil {
-		return nil, fmt.Errorf("%w: no Guest and no snapshot", ErrSessionLost)
-	}
-	return s.frozen, nil
-}
-
-// forgetSnapshot drops the hibernated snapshot once the Guest is live again.
-func (s *Session) forgetSnapshot() {
-	if s.file != "" {
-		os.Remove(s.file)
-		s.file = ""
-	}
-	if s.frozen != nil {
-		s.r.sessions.hold(-len(s.frozen))
-		s.frozen = nil
-	}
 }
 
 // Close ends the session: a run in progress stops, and the session's Guest

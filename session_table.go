@@ -13,14 +13,16 @@ import (
 )
 
 // sessions is a Runner's table of sessions: every open one, the live ones in
-// the order they were used, the bytes hibernated ones keep in memory, and the
-// sweeper that hibernates and ends idle ones.
+// the order they were used, the bytes hibernated ones keep in memory and in
+// SessionOptions.Dir, and the sweeper that hibernates and ends idle ones.
+// Each session counts against its tenant's share too (tenant.go).
 type sessions struct {
 	opts SessionOptions // the Runner's, completed
 
 	mu     sync.Mutex
 	all    map[*Session]struct{}
 	frozen int64      // bytes of the snapshots hibernated sessions keep in memory
+	disk   int64      // bytes of the snapshots hibernated sessions keep in SessionOptions.Dir
 	live   *list.List // sessions with a live Guest, least recently used first
 	now    func() time.Time
 	wg     sync.WaitGroup // the sweeper
@@ -30,25 +32,51 @@ func newSessions(opts SessionOptions) *sessions {
 	return &sessions{opts: opts, all: map[*Session]struct{}{}, live: list.New(), now: time.Now}
 }
 
-// hold counts n more bytes of snapshots kept in memory (n < 0: fewer),
-// unless that would take them past HibernatedMemory (when n > 0): then it
-// reports false.
-func (t *sessions) hold(n int) bool {
+// holdFrozen counts n more bytes of s's snapshots kept in memory (n < 0:
+// fewer), unless that would take the Runner's past HibernatedMemory or s's
+// tenant's past its share (when n > 0): then it reports false.
+func (t *sessions) holdFrozen(s *Session, n int64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if n > 0 && uint64(t.frozen)+uint64(n) > t.opts.HibernatedMemory {
+	if n > 0 && (uint64(t.frozen)+uint64(n) > t.opts.HibernatedMemory || !s.tenant.roomFrozen(n)) {
 		return false
 	}
-	t.frozen += int64(n)
+	t.frozen += n
+	s.tenant.addFrozen(n)
 	return true
 }
 
-// add makes a session of r, counted against SessionOptions.Max, holding its
-// turn and without a Guest.
-func (t *sessions) add(r *Runner) (*Session, error) {
+// diskRoom is how many more bytes of snapshots in SessionOptions.Dir the
+// Runner (DirBytes) and s's tenant have room for.
+func (t *sessions) diskRoom(s *Session) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	room := int64(t.opts.DirBytes) - t.disk
+	if ten := s.tenant; ten != nil && ten.limits.DirBytes > 0 {
+		room = min(room, int64(ten.limits.DirBytes)-ten.disk)
+	}
+	return room
+}
+
+// holdDisk is holdFrozen for the snapshots in SessionOptions.Dir, against
+// DirBytes.
+func (t *sessions) holdDisk(s *Session, n int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n > 0 && (uint64(t.disk)+uint64(n) > t.opts.DirBytes || !s.tenant.roomDisk(n)) {
+		return false
+	}
+	t.disk += n
+	s.tenant.addDisk(n)
+	return true
+}
+
+// add makes a session of r, counted against SessionOptions.Max and
+// tenant's share (nil: none), holding its turn and without a Guest.
+func (t *sessions) add(r *Runner, tenant *Tenant) (*Session, error) {
 	id := make([]byte, 16)
 	rand.Read(id)
-	s := &Session{r: r, id: hex.EncodeToString(id), turn: make(chan struct{}, 1)}
+	s := &Session{r: r, tenant: tenant, id: hex.EncodeToString(id), turn: make(chan struct{}, 1)}
 	s.closing, s.stop = context.WithCancel(r.closing) // made holding its turn: the token is not in turn
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -56,6 +84,11 @@ func (t *sessions) add(r *Runner) (*Session, error) {
 		s.stop()
 		return nil, fmt.Errorf("%w: the Runner holds %d, its limit", ErrTooManySessions, len(t.all))
 	}
+	if err := tenant.refuseSession(); err != nil {
+		s.stop()
+		return nil, err
+	}
+	tenant.addSessions(1)
 	t.all[s] = struct{}{}
 	s.used = t.now()
 	return s, nil
@@ -64,41 +97,40 @@ func (t *sessions) add(r *Runner) (*Session, error) {
 // forget drops s from the table for good.
 func (t *sessions) forget(s *Session) {
 	t.mu.Lock()
-	delete(t.all, s)
-	t.mu.Unlock()
+	defer t.mu.Unlock()
+	if _, ok := t.all[s]; ok {
+		delete(t.all, s)
+		s.tenant.addSessions(-1)
+	}
 }
 
 // admit gives s (holding its turn, without a Guest) the Guest start returns,
-// as one of at most SessionOptions.MaxLive live sessions: past the cap, the
-// least recently used session that is not running is hibernated first.
+// as one of at most SessionOptions.MaxLive live sessions and of its
+// tenant's share: past the Runner's cap, the least recently used session
+// that is not running is hibernated first; past the tenant's, the least
+// recently used of the tenant's own.
 func (t *sessions) admit(s *Session, start func() (*engine.Instance, error)) error {
 	for {
 		t.mu.Lock()
-		if t.live.Len() < t.opts.MaxLive {
+		own := s.tenant.liveFull()
+		if !own && t.live.Len() < t.opts.MaxLive {
 			s.live = t.live.PushBack(s) // the place is taken before the Guest is made
+			s.tenant.addLive(1)
 			t.mu.Unlock()
 			break
 		}
 		var idle []*Session
 		for e := t.live.Front(); e != nil; e = e.Next() {
-			idle = append(idle, e.Value.(*Session))
-		}
-		t.mu.Unlock()
-		freed := false
-		for _, other := range idle {
-			if other.hibernateIfIdle() {
-				freed = true
-				break
+			if other := e.Value.(*Session); !own || other.tenant == s.tenant {
+				idle = append(idle, other)
 			}
 		}
-		// A session holding files open cannot be hibernated; rather than
-		// let such sessions hold every live place for good, the one used
-		// least recently is lost.
-		for i := 0; !freed && i < len(idle); i++ {
-			freed = idle[i].evictIfIdle()
-		}
-		if !freed {
-			return fmt.Errorf("%w: none of the %d live sessions can make room: each is running, or its snapshot would take hibernated sessions past HibernatedMemory", ErrTooManySessions, t.opts.MaxLive)
+		t.mu.Unlock()
+		if !makeRoom(idle) {
+			if own {
+				return fmt.Errorf("%w: none of the %d live sessions of %s (its limit) can make room: each is running, or its snapshot would take its hibernated sessions past its HibernatedMemory or DirBytes", ErrTooManySessions, s.tenant.limits.Live, s.tenant.label())
+			}
+			return fmt.Errorf("%w: none of the %d live sessions can make room: each is running, or its snapshot would take hibernated sessions past HibernatedMemory or DirBytes", ErrTooManySessions, t.opts.MaxLive)
 		}
 	}
 	inst, err := start()
@@ -110,12 +142,31 @@ func (t *sessions) admit(s *Session, start func() (*engine.Instance, error)) err
 	return nil
 }
 
+// makeRoom frees a live place by hibernating the first of idle that can be,
+// least recently used first, and reports whether it did. A session holding
+// files open cannot be hibernated; rather than let such sessions hold every
+// live place for good, the one used least recently is lost.
+func makeRoom(idle []*Session) bool {
+	for _, other := range idle {
+		if other.hibernateIfIdle() {
+			return true
+		}
+	}
+	for _, other := range idle {
+		if other.evictIfIdle() {
+			return true
+		}
+	}
+	return false
+}
+
 // leaveLive takes s off the live list.
 func (t *sessions) leaveLive(s *Session) {
 	t.mu.Lock()
 	if s.live != nil {
 		t.live.Remove(s.live)
 		s.live = nil
+		s.tenant.addLive(-1)
 	}
 	t.mu.Unlock()
 }

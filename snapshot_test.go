@@ -3,6 +3,7 @@ package spine
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -135,9 +136,10 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		// Each input also goes in with its checksum made right, so that the
 		// fuzzer reaches the header's checks, the payload and the pages.
 		if len(blob) >= snapshotHeaderSize {
-			body := blob[:len(blob)-min(len(blob)-snapshotHeaderSize, snapshotSumSize)]
-			sum := sha256.Sum256(body)
-			decodeChecked(t, id, append(append([]byte(nil), body...), sum[:]...))
+			body := blob[:len(blob)-min(len(blob)-snapshotHeaderSize, snapshotTrailerSize)]
+			fixed := binary.LittleEndian.AppendUint64(append([]byte(nil), body...), uint64(len(body)-snapshotHeaderSize))
+			sum := sha256.Sum256(fixed)
+			decodeChecked(t, id, append(fixed, sum[:]...))
 		}
 		decodeChecked(t, id, blob)
 	})

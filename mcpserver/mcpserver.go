@@ -114,6 +114,19 @@ type Options struct {
 	// Default DefaultMaxSessions.
 	MaxSessions int
 
+	// ClientOf, when set, names the client a call comes from (its address,
+	// its token's name): the MCP sessions of one client share its share of
+	// MaxSessions. Nil: every MCP session is a client of its own. Whatever
+	// it is, a place is made by closing a session of the client that holds
+	// the most, so a client opening many sessions closes its own, never
+	// another's while it holds more than they do.
+	ClientOf func(*mcp.CallToolRequest) string
+
+	// MaxSessionsPerClient, when positive, caps the sessions one client (see
+	// ClientOf) keeps: past it, the client's own session used least recently
+	// that is not running is closed for the new one.
+	MaxSessionsPerClient int
+
 	// Logger is given to the SDK's server. nil means no logging.
 	Logger *slog.Logger
 }
@@ -167,7 +180,7 @@ func New(runner *spine.Runner, manifest spine.Manifest, opts *Options) *mcp.Serv
 		Logger:       o.Logger,
 	})
 	tool := codemode.New(runner, manifest, o.codemode())
-	h := &handler{runner: runner, tool: tool, opts: o, slots: make(chan struct{}, o.Slots), clients: map[*mcp.ServerSession]*client{}}
+	h := &handler{runner: runner, tool: tool, opts: o, slots: make(chan struct{}, o.Slots), clients: map[*mcp.ServerSession]*client{}, held: map[string]int{}}
 	server.AddTool(&mcp.Tool{
 		Name:         ToolName,
 		Title:        "Run Python",
@@ -209,6 +222,7 @@ type handler struct {
 	mu      sync.Mutex
 	clients map[*mcp.ServerSession]*client // the clients that called run_python, until their MCP session ends
 	open    int                            // clients holding a spine.Session, at most opts.MaxSessions
+	held    map[string]int                 // of those, by the client (ClientOf) they are of
 	calls   uint64                         // calls so far: when a client was used last
 }
 
@@ -257,7 +271,11 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 		out, err := h.runner.Run(ctx, request)
 		return h.answer(ctx, out, err, "", nil)
 	}
-	return h.sessionCall(ctx, req.Session, request, fresh)
+	who := ""
+	if h.opts.ClientOf != nil {
+		who = h.opts.ClientOf(req)
+	}
+	return h.sessionCall(ctx, req.Session, who, request, fresh)
 }
 
 // answer turns a run's output and error into run_python's result. notice,

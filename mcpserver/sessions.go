@@ -24,14 +24,15 @@ type client struct {
 	ended   bool           // its MCP session ended
 
 	// Guarded by the handler's mu.
+	who  string // the client it is of (Options.ClientOf): its MCP session's own when unnamed
 	held bool   // it holds a place among opts.MaxSessions
 	used uint64 // the handler's call count when it was last called
 }
 
 // sessionCall runs req in the spine.Session of ss's client, one call of the
 // client at a time; fresh closes the client's session first.
-func (h *handler) sessionCall(ctx context.Context, ss *mcp.ServerSession, req spine.Request, fresh bool) (*mcp.CallToolResult, error) {
-	c := h.client(ss)
+func (h *handler) sessionCall(ctx context.Context, ss *mcp.ServerSession, who string, req spine.Request, fresh bool) (*mcp.CallToolResult, error) {
+	c := h.client(ss, who)
 	select {
 	case <-c.turn:
 	case <-ctx.Done():
@@ -90,15 +91,20 @@ func lostNotice(why string) string {
 		". This program ran in a new, empty session: the variables, imports and functions your earlier programs defined are gone; define again what you need."
 }
 
-// client returns the client of ss, made on its first call; it is forgotten,
-// and its session closed, when ss ends.
-func (h *handler) client(ss *mcp.ServerSession) *client {
+// client returns the client of ss, made on its first call (by who, when
+// named); it is forgotten, and its session closed, when ss ends.
+func (h *handler) client(ss *mcp.ServerSession, who string) *client {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.calls++
 	c := h.clients[ss]
 	if c == nil {
-		c = &client{turn: make(chan struct{}, 1)}
+		if who == "" {
+			who = fmt.Sprintf("session %p", ss)
+		} else {
+			who = "client " + who
+		}
+		c = &client{turn: make(chan struct{}, 1), who: who}
 		c.turn <- struct{}{}
 		h.clients[ss] = c
 		go h.watch(ss, c)
@@ -130,8 +136,8 @@ func (h *handler) openSession(ctx context.Context, c *client, notice string) (*m
 		res, _ := toolResult(&codemode.Result{IsError: true, Error: text, Notice: notice})
 		return res
 	}
-	if !h.reserve(c) {
-		return fail(fmt.Sprintf("busy, retry: all %d Python sessions are in use; call %s again in a moment", h.opts.MaxSessions, ToolName)), nil
+	if why := h.reserve(c); why != "" {
+		return fail(fmt.Sprintf("busy, retry: %s; call %s again in a moment", why, ToolName)), nil
 	}
 	s, err := h.runner.NewSession(ctx)
 	if err != nil {
@@ -162,44 +168,56 @@ func (h *handler) closeSession(c *client, lost string) {
 	h.release(c)
 }
 
-// reserve takes a place among opts.MaxSessions for c. With none free, it
-// closes the session of the client used least recently that is not running
-// and takes its place; it reports false when every session is running.
-func (h *handler) reserve(c *client) bool {
+// reserve takes a place among opts.MaxSessions for c, and among its
+// client's MaxSessionsPerClient. With none free, it closes the session of
+// another MCP session that is not running and takes its place: one of c's
+// own client past MaxSessionsPerClient, else one of the client holding the
+// most sessions (so a client opening many closes its own), least recently
+// used first. It returns why not when every candidate is running.
+func (h *handler) reserve(c *client) string {
 	for {
 		h.mu.Lock()
-		if h.open < h.opts.MaxSessions {
+		own := h.opts.MaxSessionsPerClient > 0 && h.held[c.who] >= h.opts.MaxSessionsPerClient
+		if !own && h.open < h.opts.MaxSessions {
 			h.open++
+			h.held[c.who]++
 			c.held = true
 			h.mu.Unlock()
-			return true
+			return ""
 		}
 		type idle struct {
-			c    *client
-			used uint64
+			c          *client
+			held, used uint64
 		}
 		var others []idle
 		for _, o := range h.clients {
-			if o.held && o != c {
-				others = append(others, idle{o, o.used})
+			if o.held && o != c && (!own || o.who == c.who) {
+				others = append(others, idle{o, uint64(h.held[o.who]), o.used})
 			}
 		}
 		h.mu.Unlock()
-		slices.SortFunc(others, func(a, b idle) int { return cmp.Compare(a.used, b.used) })
+		slices.SortFunc(others, func(a, b idle) int {
+			return cmp.Or(cmp.Compare(b.held, a.held), cmp.Compare(a.used, b.used))
+		})
 		freed := false
 		for _, o := range others {
-			if freed = h.evict(o.c); freed {
+			if freed = h.evict(o.c, own); freed {
 				break
 			}
 		}
-		if !freed {
-			return false
+		switch {
+		case freed:
+		case own:
+			return fmt.Sprintf("your %d Python sessions, the most one client may keep, are all running", h.opts.MaxSessionsPerClient)
+		default:
+			return fmt.Sprintf("all %d Python sessions are in use", h.opts.MaxSessions)
 		}
 	}
 }
 
-// evict closes o's session for another client's, unless a call of o has it.
-func (h *handler) evict(o *client) bool {
+// evict closes o's session for another MCP session's (of o's own client
+// when own), unless a call of o has it.
+func (h *handler) evict(o *client, own bool) bool {
 	select {
 	case <-o.turn:
 	default:
@@ -209,7 +227,11 @@ func (h *handler) evict(o *client) bool {
 	if o.session == nil {
 		return false
 	}
-	h.closeSession(o, fmt.Sprintf("the session was closed to make room for other clients' (this server keeps at most %d)", h.opts.MaxSessions))
+	why := fmt.Sprintf("the session was closed to make room for other clients' (this server keeps at most %d)", h.opts.MaxSessions)
+	if own {
+		why = fmt.Sprintf("the session was closed to make room for a newer one of the same client (this server keeps at most %d per client)", h.opts.MaxSessionsPerClient)
+	}
+	h.closeSession(o, why)
 	return true
 }
 
@@ -220,5 +242,8 @@ func (h *handler) release(c *client) {
 	if c.held {
 		c.held = false
 		h.open--
+		if h.held[c.who]--; h.held[c.who] <= 0 {
+			delete(h.held, c.who)
+		}
 	}
 }

@@ -111,7 +111,7 @@ func AccessLog(logger *slog.Logger, tp trace.TracerProvider, next http.Handler) 
 		w.Header().Set(RequestIDHeader, info.id)
 		ctx := context.WithValue(r.Context(), requestInfoKey{}, info)
 		var span trace.Span
-		if tracer != nil && !(probePaths[r.URL.Path] || r.URL.Path == "/metrics") {
+		if tracer != nil && !(probe(r.URL.Path) || r.URL.Path == "/metrics") {
 			ctx, span = tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
 				attribute.String("http.request.method", r.Method),
 				attribute.String("url.path", r.URL.Path),

@@ -151,8 +151,8 @@ func TestProbes(t *testing.T) {
 	if get("/metrics") != http.StatusUnauthorized {
 		t.Error("/metrics without the token")
 	}
-	svc.SetDraining(true)
-	if l, r := get("/livez"), get("/readyz"); l != 200 || r != http.StatusServiceUnavailable || !svc.Draining() {
+	svc.Drain()
+	if l, r := get("/livez"), get("/readyz"); l != 200 || r != http.StatusServiceUnavailable {
 		t.Fatalf("draining: /livez %d, /readyz %d", l, r)
 	}
 	// TokenName outside AccessLog is "".

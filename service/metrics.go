@@ -19,17 +19,19 @@ type metrics struct {
 
 	sessionOps   *prometheus.CounterVec
 	sessionWaits prometheus.Gauge
+	storeOps     *prometheus.CounterVec // store.go
 }
 
 // Outcomes of an admitted run (labels of spine_runs_total and
 // spine_run_duration_seconds), and every error kind (spine_errors_total).
 var (
 	runOutcomes = []string{"ok", kindPython, kindTimeout, kindTooLarge, kindBadRequest, kindCanceled, kindGuest, kindClosed, kindInternal, kindStreamIdle,
-		kindNotFound, kindSessionGone, kindTooManySessions}
+		kindNotFound, kindSessionGone, kindTooManySessions, kindConflict, kindStoreUnavailable, kindOtherImage}
 	errorKinds = []string{kindPython, kindTimeout, kindTooLarge, kindGuest, kindBadRequest, kindOverloaded, kindCanceled, kindClosed, kindInternal,
 		kindUnauthorized, kindReadTimeout, kindStreamIdle, kindForbidden, kindUnsupportedMediaType,
-		kindNotFound, kindSessionGone, kindBadSnapshot, kindTooManySessions}
+		kindNotFound, kindSessionGone, kindBadSnapshot, kindTooManySessions, kindConflict, kindStoreUnavailable, kindOtherImage}
 	sessionOperations = []string{opCreate, opRestore, opSnapshot, opDelete}
+	storeOperations   = []string{"load", "refresh", "write", "conflict"}
 )
 
 func newMetrics(s *Server) *metrics {
@@ -49,7 +51,7 @@ func newMetrics(s *Server) *metrics {
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spine_errors_total",
-			Help: "Requests that failed or were refused, by kind: python, timeout, too_large, guest, bad_request, overloaded, canceled, closed, internal, unauthorized, read_timeout, stream_idle, forbidden, unsupported_media_type, not_found, session_gone, bad_snapshot, too_many_sessions.",
+			Help: "Requests that failed or were refused, by kind: python, timeout, too_large, guest, bad_request, overloaded, canceled, closed, internal, unauthorized, read_timeout, stream_idle, forbidden, unsupported_media_type, not_found, session_gone, bad_snapshot, too_many_sessions, conflict, store_unavailable, other_image.",
 		}, []string{"kind"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "spine_runs_in_flight",
@@ -67,6 +69,13 @@ func newMetrics(s *Server) *metrics {
 			Name: "spine_session_requests_waiting",
 			Help: "Requests waiting, without a slot, for their session's previous run or snapshot to end.",
 		}),
+		storeOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spine_session_store_operations_total",
+			Help: "With a session store: sessions loaded because this replica did not hold them (load), reloaded because another replica wrote a newer generation (refresh), generations written (write) and writes another replica's won (conflict).",
+		}, []string{"operation"}),
+	}
+	for _, op := range storeOperations {
+		m.storeOps.WithLabelValues(op)
 	}
 	for _, op := range sessionOperations {
 		m.sessionOps.WithLabelValues(op, "ok")
@@ -90,7 +99,7 @@ func newMetrics(s *Server) *metrics {
 		Help: "Sessions made through this server and not yet deleted, expired or found closed.",
 	}, func() float64 { return float64(s.sessions.size()) })
 	s.registry.MustRegister(m.runs, m.duration, m.toolCalls, m.errors, m.inFlight, m.streamsInFlight, slots, streamSlots,
-		m.sessionOps, m.sessionWaits, held,
+		m.sessionOps, m.sessionWaits, m.storeOps, held,
 		runnerCollector{s.runner},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -40,7 +40,11 @@ type Error struct {
 	// for sessions, not_found (no such session for this token: never made,
 	// deleted or expired), session_gone (a run before left it broken: delete
 	// it), bad_snapshot (a blob Restore refuses; a session holding files
-	// open, which cannot be snapshotted) and too_many_sessions.
+	// open, which cannot be snapshotted) and too_many_sessions; with
+	// Options.SessionStore, conflict (409: another replica stored the
+	// session's run first, or a restore under another token's id),
+	// store_unavailable (503) and other_image (503: a session stored by
+	// another Guest build; header Spine-Snapshot-Image names it).
 	Kind string `json:"kind"`
 	// Type, Line and Traceback are set for a Python error: the exception's
 	// class, the line of the program it points to (0 when unknown) and the

@@ -100,7 +100,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 			s.sessionFailed(w, r, start, opRun, sess, err)
 			return
 		}
-		target = sess.s.Run
+		target = s.sessionRun(sess)
 	}
 	// giveTurn gives the session's turn back, after the slot: the request
 	// waiting for the turn then finds the slot free.
@@ -165,6 +165,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 		if sess != nil && e != nil {
 			status, e = s.sessionRunError(r.Context(), sess, err, status, e)
 		}
+		status, e = s.cutAnswer(w, status, e)
 	}()
 	s.answer(w, start, status, e, out, runTime, events, stdout, stderr)
 }

@@ -12,8 +12,7 @@
 //	GET    /v1/tool                   run_python's definition for a model (with Options.Tool; tool.go)
 //	POST   /v1/tool/call              a model's run_python arguments as the body → {"text", "is_error", "result"}
 //	GET    /healthz                   liveness, slot use and the health of Options.Health's components
-//	GET    /livez                     200 while the process serves (probes.go)
-//	GET    /readyz                    200, or 503 once SetDraining(true)
+//	GET    /livez, GET /readyz        probes: alive; ready, or draining (drain.go)
 //	GET    /metrics                   Prometheus text format, from the Server's own registry
 //
 // Every run answers with the same JSON object:
@@ -72,8 +71,8 @@
 //
 // # Exposure
 //
-// With Options.Token (or Options.Tokens) set, every request but GET /healthz,
-// GET /livez and GET /readyz must carry "Authorization: Bearer <token>" (RequireToken); a session is
+// With Options.Token (or Options.Tokens) set, every request but the probes
+// (GET /healthz, /livez, /readyz) must carry "Authorization: Bearer <token>" (RequireToken); a session is
 // then its token's alone. Without one, the Server
 // answers only requests whose Host header names the loopback interface
 // (localhost, 127.0.0.0/8, [::1]): serve it on loopback only. Either way it
@@ -86,8 +85,8 @@
 package service
 
 import (
+	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net"
@@ -95,7 +94,6 @@ import (
 	"net/netip"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -103,6 +101,7 @@ import (
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/codemode"
+	"github.com/spine-run/spine/sessionstore"
 )
 
 // Options are the Server's settings. The zero value, and a nil *Options, mean
@@ -134,15 +133,19 @@ type Options struct {
 	// ResponseWriter that supports read deadlines, as net/http's do.
 	StreamIdle time.Duration
 
-	// Token, when set, must come with every request but GET /healthz,
-	// /livez and /readyz as "Authorization: Bearer <token>"; others get
-	// 401 (RequireToken). Its name in the access log is "default".
+	// Token, when set, must come with every request but the probes (GET
+	// /healthz, /livez, /readyz) as "Authorization: Bearer <token>"; others
+	// get 401 (RequireToken). Its name in the access log is "default".
 	Token string
 
 	// Tokens are more tokens, each accepted as Token is: one for each
 	// client. A session belongs to the token that made it; to requests with
 	// another token it does not exist (404).
 	Tokens []string
+
+	// Tenants are more tokens, each with a name for logs (TokenName) and
+	// its share of the Runner's sessions (Tenant).
+	Tenants []Tenant
 
 	// SessionsPerToken, when positive, caps the sessions each token (each
 	// client, see Tokens) may hold at once through the Server, so that one
@@ -152,10 +155,11 @@ type Options struct {
 	SessionsPerToken int
 
 	// MaxSnapshot caps the body of POST /v1/sessions/restore, a snapshot,
-	// in bytes; past it the answer is 413. The body is read into memory,
-	// holding a slot. Default DefaultMaxSnapshot, which holds every snapshot
-	// of a session within the default session memory limit (256 MiB); for
-	// a limit of M bytes, M + M/512 + 1 MiB is enough.
+	// in bytes; past it the answer is 413. The body streams into the new
+	// session's Guest a page at a time (spine.Runner.RestoreFrom), holding
+	// a slot. Default DefaultMaxSnapshot, which holds every snapshot of a
+	// session within the default session memory limit (256 MiB); for a
+	// limit of M bytes, spine.MaxSnapshotSize(M) is enough.
 	MaxSnapshot int64
 
 	// Health, when set, is called on every GET /healthz: it returns the
@@ -178,6 +182,17 @@ type Options struct {
 	// answers the text the model reads (package codemode). It must be made
 	// for the Server's Runner; its time limit is each call's.
 	Tool *codemode.Tool
+
+	// SessionStore, when set, keeps the sessions beyond this process
+	// (store.go, docs/scaling.md): a session's id is the same on every
+	// Server sharing the store, a request for an id this Server does not
+	// hold loads it from the store, and Close writes every session the
+	// store lacks. The store stays the caller's to close.
+	SessionStore sessionstore.Store
+
+	// SessionWrite is when a session is written to SessionStore: WriteRun
+	// (the default), WriteAnswer or WriteHibernate.
+	SessionWrite WritePolicy
 }
 
 // DefaultMaxTimeout, DefaultMaxBody, DefaultStreamIdle and DefaultMaxSnapshot
@@ -192,22 +207,22 @@ const (
 
 // Server is the HTTP API over one spine.Runner. It is an http.Handler.
 type Server struct {
-	runner     *spine.Runner
-	opts       Options
-	slots      chan struct{}       // a token per admitted run
-	streams    chan struct{}       // a token per admitted stream, which holds a slot too
-	tokens     [][sha256.Size]byte // SHA-256 of each token; none: no token needed
-	tokenNames []string            // each token's name, for the access log (TokenName)
-	sessions   sessionTable
-	mux        *http.ServeMux
-	registry   *prometheus.Registry
-	metrics    *metrics
+	runner   *spine.Runner
+	opts     Options
+	slots    chan struct{}       // a token per admitted run
+	streams  chan struct{}       // a token per admitted stream, which holds a slot too
+	tokens   [][sha256.Size]byte // SHA-256 of each token; none: no token needed
+	tenants  []*tenant           // the tokens, with their names and shares
+	sessions sessionTable
+	drain    drainState // drain.go
+	mux      *http.ServeMux
+	registry *prometheus.Registry
+	metrics  *metrics
 
 	// crossOrigin refuses the state-changing requests a browser sends from
 	// another origin.
 	crossOrigin *http.CrossOriginProtection
 
-	draining atomic.Bool // GET /readyz answers 503 (SetDraining)
 }
 
 // New returns a Server running programs with runner, which stays the
@@ -240,6 +255,9 @@ func New(runner *spine.Runner, opts *Options) *Server {
 	if o.MaxSnapshot <= 0 {
 		o.MaxSnapshot = DefaultMaxSnapshot
 	}
+	if o.SessionWrite == "" {
+		o.SessionWrite = WriteRun
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	} else {
@@ -252,15 +270,14 @@ func New(runner *spine.Runner, opts *Options) *Server {
 		streams:  make(chan struct{}, o.StreamSlots),
 		mux:      http.NewServeMux(),
 		registry: prometheus.NewRegistry(),
-		sessions: sessionTable{byID: map[string]*session{}, perOwner: map[[sha256.Size]byte]int{}},
+		sessions: sessionTable{byID: map[string]*session{}, bySession: map[*spine.Session]*session{}, perOwner: map[[sha256.Size]byte]int{}},
 
 		crossOrigin: http.NewCrossOriginProtection(),
 	}
-	for i, token := range append([]string{o.Token}, o.Tokens...) {
-		if token != "" {
-			s.tokens = append(s.tokens, sha256.Sum256([]byte(token)))
-			s.tokenNames = append(s.tokenNames, tokenName(i))
-		}
+	s.drain.init()
+	s.tenants = newTenants(runner, &o)
+	for _, t := range s.tenants {
+		s.tokens = append(s.tokens, t.digest)
 	}
 	s.metrics = newMetrics(s)
 	s.mux.Handle("POST /v1/run", s.accept(needJSON, "POST /v1/run", s.handleRun))
@@ -275,8 +292,8 @@ func New(runner *spine.Runner, opts *Options) *Server {
 		s.mux.Handle("POST /v1/tool/call", s.accept(needJSON, "POST /v1/tool/call", s.handleToolCall))
 	}
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
-	s.mux.HandleFunc("GET /livez", handleLive)
-	s.mux.HandleFunc("GET /readyz", s.handleReady)
+	s.mux.HandleFunc("GET /livez", s.handleLivez)
+	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	return s
 }
@@ -301,57 +318,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, time.Now(), http.StatusForbidden, kindForbidden, "a browser sent this request from another origin: "+err.Error())
 		return
 	}
-	authed := s.authorized(r)
-	if !authed && !probePaths[r.URL.Path] {
+	who := s.identify(r)
+	authed := len(s.tokens) == 0 || who != nil
+	if who != nil {
+		r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, who))
+	}
+	if !authed && !probe(r.URL.Path) {
 		w.Header().Set("WWW-Authenticate", wwwAuthenticate)
 		closeConn(w) // a client without the token holds no connection
 		s.refuse(w, time.Now(), http.StatusUnauthorized, kindUnauthorized, unauthorizedMessage)
 		return
 	}
 	if !authed {
-		closeConn(w) // /healthz: answered, but no keep-alive without the token
-	} else if len(s.tokens) > 0 {
-		SetTokenName(r.Context(), s.tokenNameOf(r))
+		closeConn(w) // a probe: answered, but no keep-alive without the token
+	} else if who != nil {
+		SetTokenName(r.Context(), who.name)
 	}
+	r, done := s.enterRequest(w, r)
+	if r == nil {
+		return
+	}
+	defer done()
 	s.mux.ServeHTTP(w, r)
 	setSession(r.Context(), r.PathValue("id")) // the mux set it on r
-}
-
-// tokenName is the name, for the access log, of the token at index i of
-// Options.Token followed by Options.Tokens: "default" for Token,
-// "token-N" for the Nth of Tokens.
-func tokenName(i int) string {
-	if i == 0 {
-		return "default"
-	}
-	return fmt.Sprintf("token-%d", i)
-}
-
-// tokenNameOf returns the name of the token r carries, comparing every
-// token in constant time; "-" when it carries none of them.
-func (s *Server) tokenNameOf(r *http.Request) string {
-	got, ok := bearerDigest(r)
-	name := "-"
-	for i, want := range s.tokens {
-		if subtle.ConstantTimeCompare(got[:], want[:]) == 1 && ok {
-			name = s.tokenNames[i]
-		}
-	}
-	return name
 }
 
 // authorized reports whether r may use the Server: it carries one of the
 // tokens, or the Server has none. Every token is compared, in constant time.
 func (s *Server) authorized(r *http.Request) bool {
-	if len(s.tokens) == 0 {
-		return true
-	}
-	got, ok := bearerDigest(r)
-	match := 0
-	for _, want := range s.tokens {
-		match |= subtle.ConstantTimeCompare(got[:], want[:])
-	}
-	return ok && match == 1
+	return len(s.tokens) == 0 || s.identify(r) != nil
 }
 
 // loopbackHost reports whether host, a request's Host header, names the

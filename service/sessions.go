@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/sessionstore"
 )
 
 // The session endpoints (README, "spine serve"; docs/sessions.md):
@@ -47,6 +48,12 @@ type session struct {
 	owner [sha256.Size]byte // SHA-256 of the token that made it; zero without tokens
 	turn  chan struct{}     // holds a token while no request runs or snapshots it
 
+	// With a store (store.go); owned by whoever holds turn.
+	gen     uint64        // the generation in the store the live state descends from; 0: none yet
+	dirty   bool          // the live state has runs the store lacks
+	stale   bool          // the live state is not the store's line (a lost race, an undone run): reload
+	pending chan struct{} // closed when a write after answering ends
+
 	// Guarded by sessionTable.mu.
 	busy int // requests holding it now (waiting included)
 }
@@ -58,10 +65,11 @@ type session struct {
 // holds more than the Runner's SessionOptions.Max, and the ones closed since
 // the last create.
 type sessionTable struct {
-	mu       sync.Mutex
-	byID     map[string]*session
-	perOwner map[[sha256.Size]byte]int // sessions in byID by owner
-	closed   bool                      // Server.Close was called
+	mu        sync.Mutex
+	byID      map[string]*session
+	bySession map[*spine.Session]*session // the same sessions, by their spine.Session
+	perOwner  map[[sha256.Size]byte]int   // sessions in byID by owner
+	closed    bool                        // Server.Close was called
 }
 
 // ended reports whether the Runner closed e's session.
@@ -126,6 +134,7 @@ func (t *sessionTable) forget(e *session) bool {
 // remove takes e out of the table; t.mu is held.
 func (t *sessionTable) remove(e *session) {
 	delete(t.byID, e.id)
+	delete(t.bySession, e.s)
 	if t.perOwner[e.owner]--; t.perOwner[e.owner] <= 0 {
 		delete(t.perOwner, e.owner)
 	}
@@ -156,8 +165,13 @@ func (t *sessionTable) add(e *session, perOwner int) error {
 	if perOwner > 0 && t.perOwner[e.owner] >= perOwner {
 		return errTooManyForToken(perOwner)
 	}
-	t.byID[e.id] = e
-	t.perOwner[e.owner]++
+	if old := t.byID[e.id]; old != nil {
+		if old.owner != e.owner {
+			return errTaken
+		}
+		return fmt.Errorf("%w: the session is in use; try again", errTaken)
+	}
+	t.put(e)
 	return nil
 }
 
@@ -198,9 +212,21 @@ func (t *sessionTable) isClosed() bool {
 // once the http.Server has stopped serving, before closing the Runner (whose
 // Close would end them too). It returns the first error of a session's
 // Close: ctx ended before that session's operation in flight did.
+//
+// With Options.SessionStore, every session whose state the store lacks is
+// written to it first (a drain loses no session), and Close returns the
+// first write that failed.
 func (s *Server) Close(ctx context.Context) error {
 	var first error
 	for _, e := range s.sessions.closeAll() {
+		if s.opts.SessionStore != nil {
+			if err := s.persist(ctx, e); err != nil {
+				s.opts.Logger.Error("writing a session to the store at close failed", "session", e.id, "error", err)
+				if first == nil {
+					first = fmt.Errorf("session %s: %w", e.id, err)
+				}
+			}
+		}
 		if err := e.s.Close(ctx); err != nil && first == nil {
 			first = err
 		}
@@ -231,6 +257,9 @@ func (s *Server) owner(r *http.Request) [sha256.Size]byte {
 // none.
 func (s *Server) lookup(w http.ResponseWriter, r *http.Request, start time.Time, op string) *session {
 	e, err := s.sessions.acquire(r.PathValue("id"), s.owner(r))
+	if errors.Is(err, errNoSession) && s.opts.SessionStore != nil {
+		return s.load(w, r, start, op)
+	}
 	if err != nil {
 		dropBody(w, r)
 		s.sessionRefused(w, start, op, err)
@@ -260,26 +289,43 @@ func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.startSession(w, r, start, opCreate, func(ctx context.Context) (*spine.Session, error) {
-		return s.runner.NewSession(ctx)
+	s.startSession(w, r, start, opCreate, "", func(ctx context.Context) (*spine.Session, error) {
+		return s.newSession(ctx, r)
 	})
 }
 
 // handleRestore is POST /v1/sessions/restore: the body is a snapshot, at
-// most Options.MaxSnapshot bytes. The slot is taken before the body is
-// read, so that the snapshots held in memory at once are bounded by the
-// slots.
+// most Options.MaxSnapshot bytes (a Content-Length over it is refused
+// before anything is read). It streams into the session's Guest holding a
+// slot, so the restores under way are bounded by the slots and each takes
+// a bounded amount of memory beyond its Guest.
+//
+// With ?id=ID the session is restored under that id (letters, digits, '-'
+// and '_', at most 64): a session the token holds under it is replaced; an
+// id another token holds is refused (409 conflict).
 func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	s.startSession(w, r, start, opRestore, func(ctx context.Context) (*spine.Session, error) {
-		var blob bytes.Buffer
-		if n := r.ContentLength; n > 0 && n <= s.opts.MaxSnapshot {
-			blob.Grow(int(n) + bytes.MinRead) // read without growing
+	id := r.URL.Query().Get("id")
+	if r.URL.Query().Has("id") {
+		if err := sessionstore.CheckID(id); err != nil {
+			dropBody(w, r)
+			s.sessionOp(opRestore, kindBadRequest)
+			s.refuse(w, start, http.StatusBadRequest, kindBadRequest, "POST /v1/sessions/restore?id=: "+err.Error())
+			return
 		}
-		if _, err := blob.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxSnapshot)); err != nil {
-			return nil, bodyError{err}
+	}
+	if r.ContentLength > s.opts.MaxSnapshot {
+		closeConn(w) // the body is left unread
+		s.bodyFailed(w, start, opRestore, &http.MaxBytesError{Limit: s.opts.MaxSnapshot})
+		return
+	}
+	s.startSession(w, r, start, opRestore, id, func(ctx context.Context) (*spine.Session, error) {
+		body := &bodyReader{r: http.MaxBytesReader(w, r.Body, s.opts.MaxSnapshot)}
+		sess, err := s.restoreSession(ctx, r, body)
+		if body.err != nil && !errors.Is(body.err, io.EOF) {
+			return nil, bodyError{body.err}
 		}
-		return s.runner.Restore(ctx, blob.Bytes())
+		return sess, err
 	})
 }
 
@@ -290,8 +336,9 @@ func (e bodyError) Error() string { return "reading the request body: " + e.err.
 func (e bodyError) Unwrap() error { return e.err }
 
 // startSession makes a session with open, holding a slot, and answers 201
-// with its id.
-func (s *Server) startSession(w http.ResponseWriter, r *http.Request, start time.Time, op string, open func(context.Context) (*spine.Session, error)) {
+// with its id: id, or a new one when id is "". With a store, the session's
+// first generation is written before the answer.
+func (s *Server) startSession(w http.ResponseWriter, r *http.Request, start time.Time, op, id string, open func(context.Context) (*spine.Session, error)) {
 	if s.sessions.isClosed() {
 		dropBody(w, r)
 		s.sessionRefused(w, start, op, spine.ErrClosed)
@@ -306,11 +353,25 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, start time
 	if !ok {
 		return
 	}
-	sess, err := func() (*spine.Session, error) {
+	replace := id != ""
+	if !replace {
+		id = newSessionID()
+	}
+	e := &session{id: id, owner: s.owner(r), turn: make(chan struct{}, 1)}
+	err := func() error {
 		defer free()
 		ctx, cancel := context.WithTimeout(r.Context(), s.opts.MaxTimeout)
 		defer cancel()
-		return open(ctx)
+		sess, err := open(ctx)
+		if err != nil {
+			return err
+		}
+		e.s = sess
+		if err := s.firstWrite(ctx, e, replace); err != nil {
+			sess.Close(context.Background())
+			return err
+		}
+		return nil
 	}()
 	if err != nil {
 		var be bodyError
@@ -318,13 +379,16 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, start time
 			s.bodyFailed(w, start, op, be.err)
 			return
 		}
+		storeHeaders(w, err)
 		s.sessionFailed(w, r, start, op, nil, err)
 		return
 	}
-	e := &session{id: newSessionID(), s: sess, owner: s.owner(r), turn: make(chan struct{}, 1)}
 	e.turn <- struct{}{}
+	if replace {
+		s.replaceHeld(e)
+	}
 	if err := s.sessions.add(e, s.opts.SessionsPerToken); err != nil {
-		sess.Close(context.Background())
+		e.s.Close(context.Background())
 		s.sessionRefused(w, start, op, err)
 		return
 	}
@@ -361,9 +425,9 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var (
-		blob []byte
-		err  error
-		ok   bool
+		out = &snapshotAnswer{w: w}
+		err error
+		ok  bool
 	)
 	func() {
 		defer func() { e.turn <- struct{}{} }() // after the slot
@@ -372,41 +436,64 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer free()
-		blob, err = e.s.Snapshot(ctx)
+		// The snapshot streams to the client holding the slot: a client
+		// that reads slowly has until the time limit.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.MaxTimeout))
+		if err = s.refresh(ctx, e); err == nil {
+			_, err = e.s.SnapshotTo(ctx, out)
+		}
 	}()
-	if !ok {
-		return
-	}
-	if err != nil {
+	switch {
+	case !ok:
+	case err != nil && out.started:
+		// Part of a snapshot went out as a 200: end the connection, so
+		// that the client sees a broken answer, never a short snapshot.
+		s.sessionOp(opSnapshot, kindInternal)
+		panic(http.ErrAbortHandler)
+	case err != nil:
+		storeHeaders(w, err)
 		s.sessionFailed(w, r, start, opSnapshot, e, err)
-		return
+	default:
+		s.sessionOp(opSnapshot, "ok")
 	}
-	s.sessionOp(opSnapshot, "ok")
-	h := w.Header()
-	h.Set("Content-Type", "application/octet-stream")
-	h.Set("Content-Length", fmt.Sprint(len(blob)))
-	h.Set("Cache-Control", "no-store") // it holds what the session's programs saw
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	w.Write(blob)
 }
 
 // handleDeleteSession is DELETE /v1/sessions/{id}: the session ends at
 // once, a run in flight in it stopped (its request is answered 404).
+//
+// With a store, the session is deleted there too, whichever replica held
+// it: another replica's live copy finds it gone before its next run.
 func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	e := s.lookup(w, r, start, opDelete)
-	if e == nil {
+	id, owner := r.PathValue("id"), s.owner(r)
+	e, err := s.sessions.acquire(id, owner)
+	if err == nil {
+		defer s.sessions.release(e)
+		if !s.sessions.forget(e) { // deleted by a request before this one
+			e = nil
+		} else {
+			// Close stops a run in flight and waits for it to return, which
+			// it does at once: not the request's ctx, which could leave it
+			// half-closed.
+			e.s.Close(context.Background())
+		}
+	}
+	switch {
+	case s.opts.SessionStore != nil && (e != nil || errors.Is(err, errNoSession)):
+		ctx, cancel := s.storeCtx(r.Context())
+		defer cancel()
+		if err := s.deleteStored(ctx, id, owner); err != nil && !(e != nil && errors.Is(err, errNoSession)) {
+			storeHeaders(w, err)
+			s.sessionRefused(w, start, opDelete, err)
+			return
+		}
+	case e == nil && err == nil:
+		err = errNoSession
+		fallthrough
+	case err != nil:
+		s.sessionRefused(w, start, opDelete, err)
 		return
 	}
-	defer s.sessions.release(e)
-	if !s.sessions.forget(e) { // deleted by a request before this one
-		s.sessionRefused(w, start, opDelete, errNoSession)
-		return
-	}
-	// Close stops a run in flight and waits for it to return, which it
-	// does at once: not the request's ctx, which could leave it half-closed.
-	e.s.Close(context.Background())
 	s.sessionOp(opDelete, "ok")
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -463,7 +550,7 @@ func (s *Server) sessionFailed(w http.ResponseWriter, r *http.Request, start tim
 	if kind == kindGuest {
 		s.opts.Logger.Error("session operation failed", "operation", op, "status", status, "error", msg)
 	}
-	if status == http.StatusServiceUnavailable && kind == kindTooManySessions {
+	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
 	s.sessionOp(op, kind)
@@ -489,6 +576,12 @@ func (s *Server) sessionError(reqCtx context.Context, e *session, err error) (in
 		s.sessions.forget(e)
 		gone = true
 	}
+	if status, kind, msg, ok := storeAnswer(err); ok {
+		return status, kind, msg
+	}
+	if s.cutDone() {
+		return http.StatusServiceUnavailable, kindClosed, "the server shut down before the operation ended (its grace period ran out)"
+	}
 	var turn errTurn
 	switch {
 	case gone && s.sessions.isClosed(), errors.Is(err, spine.ErrClosed):
@@ -499,6 +592,8 @@ func (s *Server) sessionError(reqCtx context.Context, e *session, err error) (in
 		return statusClientClosed, kindCanceled, "the client went away"
 	case errors.As(err, &turn) && errors.Is(err, context.DeadlineExceeded):
 		return http.StatusRequestTimeout, kindTimeout, turn.Error() + "; it is left to finish"
+	case errors.Is(err, spine.ErrSnapshotTooLarge):
+		return http.StatusConflict, kindTooLarge, err.Error()
 	case errors.Is(err, spine.ErrSessionState):
 		return http.StatusConflict, kindBadSnapshot, err.Error()
 	}
@@ -565,6 +660,13 @@ func decodeOne(data []byte, v any) error {
 // or the Server closing — is answered as an unknown id is (404; 503 once the
 // Server is closed).
 func (s *Server) sessionRunError(reqCtx context.Context, sess *session, err error, status int, e *Error) (int, *Error) {
+	if status, kind, msg, ok := storeAnswer(err); ok {
+		return status, &Error{Kind: kind, Message: msg}
+	}
+	if errors.Is(err, errNoSession) {
+		status, kind, msg := s.sessionError(reqCtx, sess, err)
+		return status, &Error{Kind: kind, Message: msg}
+	}
 	if !errors.Is(err, spine.ErrSessionClosed) && s.sessions.has(sess) {
 		return status, e
 	}

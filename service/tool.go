@@ -100,7 +100,7 @@ func (s *Server) handleToolCall(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 		s.answerTool(w, http.StatusOK, res)
-	case errors.Is(err, spine.ErrClosed):
+	case errors.Is(err, spine.ErrClosed) || s.cutDone():
 		s.answerTool(w, http.StatusServiceUnavailable, codemode.Failed("the server is shutting down"))
 	default: // the client went away: nobody reads this
 		s.answerTool(w, statusClientClosed, codemode.Failed("the client went away; the run was stopped"))

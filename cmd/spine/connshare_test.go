@@ -69,7 +69,7 @@ func TestUnauthenticatedShare(t *testing.T) {
 	}
 	watched := &watchedListener{Listener: inner, accepted: make(chan struct{}, flood+4)}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "served") })
-	limits := httpLimits{maxConns: maxConns, readTimeout: time.Hour, idleTimeout: time.Hour, token: "tok"}
+	limits := httpLimits{maxConns: maxConns, readTimeout: time.Hour, idleTimeout: time.Hour, tokens: []string{"tok"}}
 	addr := serveInProcess(t, service.RequireToken("tok", ok), limits, watched)
 
 	conns := make([]net.Conn, flood)
@@ -111,7 +111,7 @@ func TestUnauthenticatedCutoff(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.Handle("/open", ok) // as /healthz: no token needed
 	mux.Handle("/", service.RequireToken("tok", ok))
-	limits := httpLimits{readTimeout: time.Hour, idleTimeout: time.Hour, token: "tok", unauthTimeout: 50 * time.Millisecond}
+	limits := httpLimits{readTimeout: time.Hour, idleTimeout: time.Hour, tokens: []string{"tok"}, unauthTimeout: 50 * time.Millisecond}
 	addr := serveInProcess(t, mux, limits, nil)
 
 	// Headers that trickle: cut at the unauthenticated time, unanswered.

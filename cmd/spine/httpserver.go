@@ -41,10 +41,10 @@ type httpLimits struct {
 	readTimeout time.Duration // the headers (at most maxHeaderTimeout) and the body
 	idleTimeout time.Duration // a keep-alive connection between requests
 
-	// token is the bearer token requests must show (none: every request
+	// tokens are the bearer tokens a request may show (none: every request
 	// authenticates its connection); unauthTimeout how long a connection may
 	// read before one has (at most readTimeout). See limitListener.
-	token         string
+	tokens        []string
 	unauthTimeout time.Duration
 
 	// acceptWait, when set, is called each time the listener has to wait
@@ -314,14 +314,28 @@ func (c *limitConn) SetDeadline(t time.Time) error {
 // (http.Server.ConnContext).
 type connKey struct{}
 
-// markAuthenticated marks the connection of every request that shows token
-// (every request, when token is empty) as authenticated, before h runs.
-func markAuthenticated(token string, h http.Handler) http.Handler {
+// markAuthenticated marks the connection of every request that shows one of
+// tokens (every request, when there are none) as authenticated, before h
+// runs.
+func markAuthenticated(tokens []string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c, ok := r.Context().Value(connKey{}).(*limitConn); ok && c.unauthenticated() &&
-			(token == "" || service.Authorized(r, token)) {
+		if c, ok := r.Context().Value(connKey{}).(*limitConn); ok && c.unauthenticated() && showsToken(r, tokens) {
 			c.authenticated()
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// showsToken reports whether r carries one of tokens, or there are none.
+func showsToken(r *http.Request, tokens []string) bool {
+	if len(tokens) == 0 {
+		return true
+	}
+	shows := false
+	for _, token := range tokens { // every one compared: the time tells nothing
+		if service.Authorized(r, token) {
+			shows = true
+		}
+	}
+	return shows
 }

@@ -55,7 +55,10 @@ flags:
   --slots N                run_python calls at once; more get the tool error "busy, retry" (default: the pool size, GOMAXPROCS)
   --early-reads            start allow-listed read-only tools early
   --stateless              keep nothing from one call to the next: no sessions, no fresh argument
-  --max-sessions N         Python sessions kept; past it the one used least recently is closed (default 100)
+  --max-sessions N         Python sessions kept (default 100); past it one is closed: of the client
+                           holding the most, the one it used least recently
+  --sessions-per-client N  with --http, Python sessions one client (one address) keeps; past it its own
+                           least recently used one is closed (default 0: no cap of its own)
   --token-file FILE        with --http, the bearer token, one word (default $SPINE_TOKEN)
   --max-conns N            with --http, connections open at once; more wait to be accepted (default 256);
                            those without the token yet hold a quarter at most, oldest closed
@@ -82,6 +85,7 @@ type mcpOptions struct {
 	earlyReads bool
 	stateless  bool
 	sessions   int // --max-sessions
+	perClient  int // --sessions-per-client
 	grace      time.Duration
 	log        logFlags
 	cache      cacheFlags
@@ -97,6 +101,7 @@ func (o *mcpOptions) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.earlyReads, "early-reads", false, "")
 	fs.BoolVar(&o.stateless, "stateless", false, "")
 	fs.IntVar(&o.sessions, "max-sessions", mcpserver.DefaultMaxSessions, "")
+	fs.IntVar(&o.perClient, "sessions-per-client", 0, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
 	o.log.flags(fs)
 	o.cache.flags(fs)
@@ -111,8 +116,8 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if _, code, done := parseFlags(fs, args, mcpUsage, 0, stdout, stderr); done {
 		return code
 	}
-	if o.timeout <= 0 || o.grace < 0 || o.slots < 0 || o.sessions <= 0 {
-		return usageError(stderr, fs.Name(), mcpUsage, "--timeout must be positive, --max-sessions too, and --grace and --slots not negative")
+	if o.timeout <= 0 || o.grace < 0 || o.slots < 0 || o.sessions <= 0 || o.perClient < 0 {
+		return usageError(stderr, fs.Name(), mcpUsage, "--timeout must be positive, --max-sessions too, and --grace and --slots not negative (nor --sessions-per-client)")
 	}
 	var (
 		limits httpLimits
@@ -151,9 +156,13 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer closeRunner()
-	server := mcpserver.New(runner, manifest, &mcpserver.Options{
+	mo := &mcpserver.Options{
 		Timeout: o.timeout, Slots: o.slots, EarlyReads: o.earlyReads, Stateless: o.stateless, MaxSessions: o.sessions, Logger: traffic,
-	})
+	}
+	if o.addr != "" {
+		mo.ClientOf, mo.MaxSessionsPerClient = clientAddress, o.perClient
+	}
+	server := mcpserver.New(runner, manifest, mo)
 
 	if o.addr == "" {
 		// The transport closes its reader when it ends, which unblocks a
@@ -189,7 +198,10 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, server *mcp.Ser
 	var handler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: m.traffic})
 	posts := newInFlight()
 	handler = posts.count(handler)
-	limits.token = m.token
+	handler = withClientAddress(handler)
+	if m.token != "" {
+		limits.tokens = []string{m.token}
+	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(service.RunnerCollector(m.runner), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
@@ -303,3 +315,30 @@ func (f *inFlight) wait() {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// clientAddressHeader carries, from withClientAddress to clientAddress, the
+// address a request came from: the client the MCP server shares its
+// sessions among (mcpserver.Options.ClientOf). It is set on every request,
+// over whatever the client sent in it.
+const clientAddressHeader = "Spine-Client-Address"
+
+// withClientAddress sets clientAddressHeader to the IP address r came from.
+func withClientAddress(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		r.Header.Set(clientAddressHeader, host)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// clientAddress is the client of an MCP call over HTTP: the address its
+// request came from.
+func clientAddress(req *mcp.CallToolRequest) string {
+	if req.Extra == nil || req.Extra.Header == nil {
+		return ""
+	}
+	return req.Extra.Header.Get(clientAddressHeader)
+}

@@ -8,14 +8,17 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/codemode"
 	"github.com/spine-run/spine/service"
+	"github.com/spine-run/spine/sessionstore"
 )
 
 const serveUsage = `usage: spine serve [flags]
@@ -27,8 +30,11 @@ POST /v1/sessions/restore, DELETE /v1/sessions/{id}), the code-mode tool
 GET /livez, GET /readyz (503 once shutting down) and GET /metrics (docs/http.md;
 docs/deploy.md). Each request gets an access log line. Programs call the tools of the MCP
 servers in the config file (and the built-in demo tools with --demo-tools).
-On SIGINT or SIGTERM it stops accepting requests, lets the runs in flight
-finish (up to --grace) and exits.
+
+On SIGINT or SIGTERM it drains: /readyz answers 503 at once, new requests
+get 503 with Retry-After, the runs in flight finish or, when --grace ends,
+are stopped and answered 503; every session is written to the session
+store (or --session-dir); then it exits 0.
 
 With a token (--token-file, else $SPINE_TOKEN), every request but /healthz,
 /livez and /readyz, /metrics included, must carry "Authorization: Bearer <token>".
@@ -46,6 +52,8 @@ flags:
   --stream-idle DURATION   a stream that sends nothing this long is ended with 408 (default 10s)
   --max-timeout DURATION   time limit of every run (default 30s)
   --token-file FILE        the bearer token, one word (default $SPINE_TOKEN)
+  --tokens-file FILE       the tokens, each with a name and its share of the sessions
+                           (README, "Tenants"); not with --token-file, and $SPINE_TOKEN is ignored
   --max-conns N            connections open at once; more wait to be accepted (default 256);
                            those without the token yet hold a quarter at most, oldest closed
                            first, and read for 5s at most
@@ -61,11 +69,21 @@ session flags:
   --session-memory MIB     memory of a session's Guest, 64 to 256 (default 256)
   --session-idle DURATION  an unused session hibernates after this; 0: never by time (default 1m)
   --session-ttl DURATION   an unused session is closed after this; 0: never (default 1h)
-  --session-dir DIR        hibernated sessions' snapshots go here, not in memory
+  --session-dir DIR        hibernated sessions' snapshots go here, not in memory;
+                           without --session-store, sessions are kept here across
+                           restarts (written when they hibernate and at shutdown)
+  --session-store URL      keep sessions in an object store, shared by every replica:
+                           s3://BUCKET?endpoint=..&region=..&use_path_style=true,
+                           gs://BUCKET, azblob://CONTAINER, file:///DIR, mem://
+  --session-write POLICY   when a session is written to the store: run (after each
+                           run, before answering; default), answer (after answering),
+                           hibernate (when it hibernates and when the server stops;
+                           the default with --session-dir alone) (docs/scaling.md)
+  --session-dir-mib N      the most the snapshots in --session-dir may hold, in MiB (default 16384)
 
-exit codes: 0 stopped by SIGINT or SIGTERM once the runs in flight finished,
-2 usage error (a bad config file included), 4 other failure (an MCP server,
-the address, runs still going after --grace)
+exit codes: 0 stopped by SIGINT or SIGTERM once the runs in flight were
+answered and the sessions stored, 2 usage error (a bad config file
+included), 4 other failure (an MCP server, the address, the session store)
 `
 
 // serveOptions are the flags of spine serve.
@@ -88,6 +106,10 @@ type serveOptions struct {
 	sessionIdle   time.Duration
 	sessionTTL    time.Duration
 	sessionDir    string
+	sessionDirMiB int
+	tokensFile    string
+	sessionStore  string
+	sessionWrite  string
 }
 
 // defaultSessionTTL is --session-ttl's default. The library's is none; an
@@ -117,13 +139,17 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.sessionIdle, "session-idle", time.Minute, "")
 	fs.DurationVar(&o.sessionTTL, "session-ttl", defaultSessionTTL, "")
 	fs.StringVar(&o.sessionDir, "session-dir", "", "")
+	fs.IntVar(&o.sessionDirMiB, "session-dir-mib", 16<<10, "")
+	fs.StringVar(&o.tokensFile, "tokens-file", "", "")
+	fs.StringVar(&o.sessionStore, "session-store", "", "")
+	fs.StringVar(&o.sessionWrite, "session-write", "", "")
 }
 
 // sessionOptions returns the Runner's SessionOptions the flags set, or why
 // they are bad.
 func (o *serveOptions) sessionOptions() (spine.SessionOptions, error) {
-	if o.sessions < 1 || o.liveSessions < 1 || o.sessionTTL < 0 {
-		return spine.SessionOptions{}, errors.New("--sessions and --live-sessions must be positive, --session-ttl not negative")
+	if o.sessions < 1 || o.liveSessions < 1 || o.sessionDirMiB < 1 || o.sessionTTL < 0 {
+		return spine.SessionOptions{}, errors.New("--sessions and --live-sessions must be positive (and --session-dir-mib), --session-ttl not negative")
 	}
 	if o.sessionMemory < 64 || o.sessionMemory > maxSessionMemory {
 		return spine.SessionOptions{}, fmt.Errorf("--session-memory must be from 64 (what CPython needs) to %d (MiB)", maxSessionMemory)
@@ -139,6 +165,7 @@ func (o *serveOptions) sessionOptions() (spine.SessionOptions, error) {
 		Idle:        idle,
 		TTL:         o.sessionTTL,
 		Dir:         o.sessionDir,
+		DirBytes:    uint64(o.sessionDirMiB) << 20,
 	}, nil
 }
 
@@ -164,7 +191,11 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if err != nil {
 		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
-	token, err := o.http.token("--listen", o.listen)
+	storeURL, policy, err := o.store()
+	if err != nil {
+		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
+	}
+	token, tenants, err := o.tokens(stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine serve:", err)
 		return exitUsage
@@ -182,37 +213,130 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	defer stopTracing(context.Background())
+	var svc *service.Server // made below, before any session: they are made through it
+	sessions.OnHibernate = func(s *spine.Session, snapshot []byte) { svc.Hibernated(s, snapshot) }
 	opts := o.cache.apply(&spine.Options{Sessions: sessions, TracerProvider: tracer}, logger, stderr)
 	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, opts, o.log.verbose, stderr)
 	if runner == nil {
 		return code
 	}
 	defer closeRunner()
-	ln, code := listen("spine serve", "--listen", o.listen, token, stderr)
+	checkShares(tenants, runner.Options().Sessions, stderr)
+	var store sessionstore.Store
+	if storeURL != "" {
+		if store, err = sessionstore.Open(ctx, storeURL); err != nil {
+			fmt.Fprintln(stderr, "spine serve: --session-store:", err)
+			return exitFailure
+		}
+		defer store.Close()
+	}
+	ln, code := listen("spine serve", "--listen", o.listen, token+firstToken(tenants), stderr)
 	if ln == nil {
 		return code
 	}
-	svc := service.New(runner, &service.Options{
+	svc = service.New(runner, &service.Options{
 		Slots:       o.slots,
 		StreamSlots: o.streamSlots,
 		StreamIdle:  o.streamIdle,
 		MaxTimeout:  o.maxTimeout,
 		Token:       token,
+		Tenants:     tenants,
 		Health:      health,
 		Logger:      logger,
-		MaxSnapshot: maxSnapshot(sessions.MemoryLimit),
+		MaxSnapshot: int64(spine.MaxSnapshotSize(sessions.MemoryLimit)),
 		Tool:        codemode.New(runner, manifest, &codemode.Options{Timeout: o.maxTimeout}),
+
+		SessionStore: store,
+		SessionWrite: policy,
 	})
-	limits.token = token
-	code = serveHTTP(ctx, stop, ln, service.AccessLog(logger, tracer, svc), limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr, func() { svc.SetDraining(true) })
-	svc.Close(context.Background()) // the requests have ended: nothing waits
-	return code
+	limits.tokens = tokenList(token, tenants)
+	return serveDrained(ctx, stop, ln, svc, service.AccessLog(logger, tracer, svc), limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
 }
 
-// maxSnapshot is the largest snapshot of a session of memory bytes: its
-// changed pages, each with its number, and the format's overhead.
-func maxSnapshot(memory uint64) int64 {
-	return int64(memory + memory/512 + 1<<20)
+// store returns the session store's URL and write policy the flags set:
+// --session-store, else a directory store in --session-dir written when
+// the server stops, so that a restart on it serves the same sessions.
+func (o *serveOptions) store() (string, service.WritePolicy, error) {
+	write := o.sessionWrite
+	if write == "" {
+		write = string(service.WriteRun)
+		if o.sessionStore == "" {
+			write = string(service.WriteHibernate)
+		}
+	}
+	policy, err := service.ParseWritePolicy(write)
+	if err != nil {
+		return "", "", fmt.Errorf("--session-write: %v", err)
+	}
+	if o.sessionStore != "" {
+		return o.sessionStore, policy, nil
+	}
+	if o.sessionDir == "" {
+		if o.sessionWrite != "" {
+			return "", "", errors.New("--session-write needs --session-store or --session-dir")
+		}
+		return "", "", nil
+	}
+	dir, err := filepath.Abs(o.sessionDir)
+	if err != nil {
+		return "", "", err
+	}
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}
+	return u.String(), service.WriteHibernate, nil
+}
+
+// startHTTP serves handler on ln, bounded by limits (a zero field means its
+// default), and says so on stderr; served receives Serve's error.
+func startHTTP(ln net.Listener, handler http.Handler, limits httpLimits, name, what string, stderr io.Writer, onShutdown ...func()) (srv *http.Server, served <-chan error) {
+	limits = limits.orDefaults()
+	srv = &http.Server{
+		Handler:           markAuthenticated(limits.tokens, bodyDeadline(limits.readTimeout, handler)),
+		ReadHeaderTimeout: min(limits.readTimeout, maxHeaderTimeout),
+		IdleTimeout:       limits.idleTimeout,
+		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+	}
+	for _, f := range onShutdown {
+		srv.RegisterOnShutdown(f)
+	}
+	ln = newLimitListener(ln, limits)
+	errs := make(chan error, 1)
+	go func() { errs <- srv.Serve(ln) }()
+	fmt.Fprintf(stderr, "%s: listening on http://%s %s\n", name, ln.Addr(), what)
+	return srv, errs
+}
+
+// tokens returns the token of --token-file (else $SPINE_TOKEN), or the
+// tenants of --tokens-file.
+func (o *serveOptions) tokens(stderr io.Writer) (string, []service.Tenant, error) {
+	if o.tokensFile == "" {
+		token, err := o.http.token("--listen", o.listen)
+		return token, nil, err
+	}
+	if *o.http.tokenFile != "" {
+		return "", nil, errors.New("--tokens-file and --token-file: give one")
+	}
+	tenants, err := readTokensFile(o.tokensFile, stderr)
+	return "", tenants, err
+}
+
+// tokenList is every token the server accepts: token, or the tenants'.
+func tokenList(token string, tenants []service.Tenant) []string {
+	if token != "" {
+		return []string{token}
+	}
+	var all []string
+	for _, t := range tenants {
+		all = append(all, t.Token)
+	}
+	return all
+}
+
+// firstToken is the first tenant's token, "" when there is none.
+func firstToken(tenants []service.Tenant) string {
+	if len(tenants) == 0 {
+		return ""
+	}
+	return tenants[0].Token
 }
 
 // serveHTTP serves handler on ln until ctx ends (a signal), then shuts down:
@@ -222,20 +346,7 @@ func maxSnapshot(memory uint64) int64 {
 // behaviour, so that a second Ctrl-C ends the process at once. onShutdown
 // functions run (each in its own goroutine) when the shutdown begins.
 func serveHTTP(ctx context.Context, stop func(), ln net.Listener, handler http.Handler, limits httpLimits, grace time.Duration, name, what string, stderr io.Writer, onShutdown ...func()) int {
-	limits = limits.orDefaults()
-	srv := &http.Server{
-		Handler:           markAuthenticated(limits.token, bodyDeadline(limits.readTimeout, handler)),
-		ReadHeaderTimeout: min(limits.readTimeout, maxHeaderTimeout),
-		IdleTimeout:       limits.idleTimeout,
-		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
-	}
-	for _, f := range onShutdown {
-		srv.RegisterOnShutdown(f)
-	}
-	ln = newLimitListener(ln, limits)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	fmt.Fprintf(stderr, "%s: listening on http://%s %s\n", name, ln.Addr(), what)
+	srv, served := startHTTP(ln, handler, limits, name, what, stderr, onShutdown...)
 	select {
 	case err := <-served:
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)

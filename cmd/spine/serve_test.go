@@ -242,6 +242,8 @@ func TestServeUsage(t *testing.T) {
 		{[]string{"serve", "--session-memory", "512"}, exitUsage, "--session-memory must be from 64"},
 		{[]string{"serve", "--sessions", "0"}, exitUsage, "--sessions and --live-sessions must be positive"},
 		{[]string{"serve", "--session-ttl", "-1s"}, exitUsage, "--session-ttl not negative"},
+		{[]string{"serve", "--session-store", "mem://", "--session-write", "sometimes"}, exitUsage, "--session-write"},
+		{[]string{"serve", "--session-write", "run"}, exitUsage, "--session-write needs --session-store or --session-dir"},
 		{[]string{"mcp", "-h"}, exitOK, "usage: spine mcp"},
 		{[]string{"mcp", "--config", "/no/such/spine.json"}, exitUsage, "no such file"},
 		{[]string{"mcp", "--timeout", "0s"}, exitUsage, "must be positive"},

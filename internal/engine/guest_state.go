@@ -85,6 +85,21 @@ func (inst *Instance) FilesOpen() int64 { return inst.fds.open.Load() - inst.fds
 // not be running. A Guest that holds files open has a state no difference
 // can carry: ErrFilesOpen.
 func (inst *Instance) State() (*State, error) {
+	st, err := inst.StateIndex()
+	if err != nil {
+		return nil, err
+	}
+	st.Data = make([]byte, len(st.Pages)*StatePageSize)
+	for i := range st.Pages {
+		inst.StatePage(st, i, st.Data[i*StatePageSize:(i+1)*StatePageSize])
+	}
+	return st, nil
+}
+
+// StateIndex is State without the pages' data (Data nil): StatePage gives
+// each, so that a caller can stream them with one page of memory. The Guest
+// must not run between the two.
+func (inst *Instance) StateIndex() (*State, error) {
 	base := inst.imageBytes()
 	if base == nil {
 		return nil, errors.New("spine: a Guest started from scratch has no image to differ from")
@@ -92,19 +107,15 @@ func (inst *Instance) State() (*State, error) {
 	if n := inst.FilesOpen(); n > 0 {
 		return nil, fmt.Errorf("%w (%d)", ErrFilesOpen, n)
 	}
-	mem := inst.mod.Memory()
-	size := mem.Size()
-	buf, ok := mem.Read(0, size)
-	if !ok {
-		return nil, fmt.Errorf("%w: cannot read memory", ErrGuest)
+	buf, err := inst.memoryBytes()
+	if err != nil {
+		return nil, err
 	}
-	st := &State{Memory: uint64(size)}
+	st := &State{Memory: uint64(len(buf))}
+	var xor [StatePageSize]byte
 	diff := func(p int) {
 		page := buf[p*StatePageSize : (p+1)*StatePageSize]
-		var was []byte
-		if (p+1)*StatePageSize <= len(base) {
-			was = base[p*StatePageSize : (p+1)*StatePageSize]
-		}
+		was := pageOf(base, p)
 		if was == nil && isZero(page) || was != nil && bytes.Equal(page, was) {
 			return
 		}
@@ -113,13 +124,9 @@ func (inst *Instance) State() (*State, error) {
 		if i%8 == 0 {
 			st.Raw = append(st.Raw, 0)
 		}
-		start := len(st.Data)
-		st.Data = append(st.Data, page...)
 		if was != nil {
-			xor := st.Data[start:]
-			subtle.XORBytes(xor, page, was)
-			if nonZero(xor) > rawOver {
-				copy(xor, page)
+			subtle.XORBytes(xor[:], page, was)
+			if nonZero(xor[:]) > rawOver {
 				st.Raw[i/8] |= 1 << (i % 8)
 			}
 		}
@@ -136,9 +143,50 @@ func (inst *Instance) State() (*State, error) {
 	return st, nil
 }
 
+// StatePage writes the data of st's i-th page, as State keeps it, to dst
+// (StatePageSize bytes); st is the Guest's StateIndex.
+func (inst *Instance) StatePage(st *State, i int, dst []byte) {
+	buf, _ := inst.memoryBytes()
+	p := int(st.Pages[i])
+	page := buf[p*StatePageSize : (p+1)*StatePageSize]
+	was := pageOf(inst.imageBytes(), p)
+	if was == nil || st.Raw[i/8]&(1<<(i%8)) != 0 {
+		copy(dst, page)
+		return
+	}
+	subtle.XORBytes(dst, page, was)
+}
+
+// memoryBytes is the Guest's linear memory.
+func (inst *Instance) memoryBytes() ([]byte, error) {
+	mem := inst.mod.Memory()
+	buf, ok := mem.Read(0, mem.Size())
+	if !ok {
+		return nil, fmt.Errorf("%w: cannot read memory", ErrGuest)
+	}
+	return buf, nil
+}
+
+// pageOf is page p of the image base, nil past its end.
+func pageOf(base []byte, p int) []byte {
+	if (p+1)*StatePageSize > len(base) {
+		return nil
+	}
+	return base[p*StatePageSize : (p+1)*StatePageSize]
+}
+
 // Check reports whether st could be the state of a Guest of this engine with
 // at most maxMemory bytes of memory (0: MemoryLimit), without restoring it.
 func (e *Engine) Check(st *State, maxMemory uint64) error {
+	if uint64(len(st.Data)) != uint64(len(st.Pages))*StatePageSize {
+		return fmt.Errorf("%d bytes of data for %d pages", len(st.Data), len(st.Pages))
+	}
+	return e.CheckIndex(st, maxMemory)
+}
+
+// CheckIndex is Check without st's Data: of a StateIndex, whose pages
+// RestoreFunc fills.
+func (e *Engine) CheckIndex(st *State, maxMemory uint64) error {
 	if e.image == nil {
 		return errors.New("a Guest started from scratch has no image to restore onto")
 	}
@@ -152,8 +200,6 @@ func (e *Engine) Check(st *State, maxMemory uint64) error {
 		return fmt.Errorf("memory of %d bytes is smaller than the image's %d", st.Memory, e.image.size)
 	case st.Memory > maxMemory:
 		return fmt.Errorf("memory of %d bytes is over the limit of %d", st.Memory, maxMemory)
-	case uint64(len(st.Data)) != uint64(len(st.Pages))*StatePageSize:
-		return fmt.Errorf("%d bytes of data for %d pages", len(st.Data), len(st.Pages))
 	case len(st.Raw) != (len(st.Pages)+7)/8:
 		return fmt.Errorf("%d bytes of page kinds for %d pages", len(st.Raw), len(st.Pages))
 	}
@@ -172,6 +218,26 @@ func (e *Engine) Restore(ctx context.Context, st *State, maxMemory uint64) (*Ins
 	if err := e.Check(st, maxMemory); err != nil {
 		return nil, err
 	}
+	return e.RestoreFunc(ctx, st, maxMemory, func(i int, raw bool, page []byte) error {
+		data := st.Data[i*StatePageSize : (i+1)*StatePageSize]
+		if raw {
+			copy(page, data)
+		} else {
+			subtle.XORBytes(page, page, data)
+		}
+		return nil
+	})
+}
+
+// RestoreFunc makes a session's Guest whose state is st's index (as
+// CheckIndex allows) with pages fill writes: fill gets each page of
+// st.Pages in order, as the image has it (zero past its end), and makes it
+// the page itself (raw) or XORs the difference into it. An error of fill
+// ends the restore with that error.
+func (e *Engine) RestoreFunc(ctx context.Context, st *State, maxMemory uint64, fill func(i int, raw bool, page []byte) error) (*Instance, error) {
+	if err := e.CheckIndex(st, maxMemory); err != nil {
+		return nil, err
+	}
 	inst, err := e.NewSession(ctx, maxMemory)
 	if err != nil {
 		return nil, err
@@ -183,21 +249,17 @@ func (e *Engine) Restore(ctx context.Context, st *State, maxMemory uint64) (*Ins
 			return nil, fmt.Errorf("spine: cannot grow a Guest's memory to %d bytes", st.Memory)
 		}
 	}
-	buf, ok := mem.Read(0, mem.Size())
-	if !ok {
+	buf, err := inst.memoryBytes()
+	if err != nil {
 		inst.Close()
-		return nil, fmt.Errorf("%w: cannot read memory", ErrGuest)
+		return nil, err
 	}
 	inst.cow.populate(st.Pages)
-	// The new Guest's memory is the image (zero past its end), so each page
-	// is the image's XOR the difference, or the page kept whole.
 	for i, p := range st.Pages {
 		page := buf[int(p)*StatePageSize : (int(p)+1)*StatePageSize]
-		data := st.Data[i*StatePageSize : (i+1)*StatePageSize]
-		if st.Raw[i/8]&(1<<(i%8)) != 0 {
-			copy(page, data)
-		} else {
-			subtle.XORBytes(page, page, data)
+		if err := fill(i, st.Raw[i/8]&(1<<(i%8)) != 0, page); err != nil {
+			inst.Close()
+			return nil, err
 		}
 	}
 	inst.pages = mem.Size() / WasmPageSize

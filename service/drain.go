@@ -1,0 +1,160 @@
+package service
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// A drain (docs/scaling.md, "Rollouts"): Drain makes GET /readyz answer 503
+// at once and every new request but the probes and /metrics answer 503
+// (kind closed, Retry-After), while the requests in flight go on; Wait
+// waits for them; Cut stops the runs still going, which are answered 503;
+// Close then writes every session to the store. GET /livez and GET
+// /healthz answer all along.
+//
+//	GET /livez   200 {"status": "ok"} while the process serves at all
+//	GET /readyz  200 {"status": "ready"}, or 503 {"status": "draining"}
+
+// drainState is the Server's drain.
+type drainState struct {
+	mu       sync.Mutex
+	draining bool
+	inFlight int           // requests past ServeHTTP's drain check, not yet answered
+	idle     chan struct{} // closed when inFlight reaches 0 while draining
+
+	cut     context.Context // done once Cut is called
+	doCut   context.CancelFunc
+	cutOnce sync.Once
+}
+
+func (d *drainState) init() {
+	d.cut, d.doCut = context.WithCancel(context.Background())
+	d.idle = make(chan struct{})
+}
+
+// enter counts a request in flight, or reports false while draining.
+func (d *drainState) enter() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.draining {
+		return false
+	}
+	d.inFlight++
+	return true
+}
+
+// leave ends a request counted by enter.
+func (d *drainState) leave() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.inFlight--; d.inFlight == 0 && d.draining {
+		d.closeIdle()
+	}
+}
+
+// closeIdle closes idle once; d.mu is held.
+func (d *drainState) closeIdle() {
+	select {
+	case <-d.idle:
+	default:
+		close(d.idle)
+	}
+}
+
+// isDraining reports whether Drain was called.
+func (d *drainState) isDraining() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.draining
+}
+
+// Drain starts the Server's drain: GET /readyz answers 503 from now on, and
+// so does every new request but GET /livez, /readyz, /healthz and /metrics
+// (kind closed, with Retry-After), so that a load balancer sends them to
+// another replica. Requests in flight go on. It is safe to call more than
+// once.
+func (s *Server) Drain() {
+	d := &s.drain
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.draining = true
+	if d.inFlight == 0 {
+		d.closeIdle()
+	}
+}
+
+// Wait waits, after Drain, until no request is in flight, or ctx ends
+// (its error).
+func (s *Server) Wait(ctx context.Context) error {
+	select {
+	case <-s.drain.idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Cut stops every request still in flight: each run stops and is answered
+// 503 (kind closed), never left without an answer. Call it after Drain,
+// when the grace period ends; then Wait again for the answers to go out.
+func (s *Server) Cut() {
+	s.drain.cutOnce.Do(s.drain.doCut)
+}
+
+// cutDone reports whether Cut was called.
+func (s *Server) cutDone() bool { return s.drain.cut.Err() != nil }
+
+// probe reports whether path is one the drain leaves open, and the token
+// check too: a probe carries no credential.
+func probe(path string) bool {
+	switch path {
+	case "/healthz", "/livez", "/readyz":
+		return true
+	}
+	return false
+}
+
+// enterRequest counts r in flight and returns it with a context that Cut ends, or
+// answers 503 and returns nil while draining. Probes and /metrics pass
+// uncounted.
+func (s *Server) enterRequest(w http.ResponseWriter, r *http.Request) (*http.Request, func()) {
+	if probe(r.URL.Path) || r.URL.Path == "/metrics" {
+		return r, func() {}
+	}
+	if !s.drain.enter() {
+		dropBody(w, r)
+		closeConn(w)
+		w.Header().Set("Retry-After", "1")
+		s.refuse(w, time.Now(), http.StatusServiceUnavailable, kindClosed, "the server is draining (shutting down); send the request to another replica")
+		return nil, nil
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.drain.cut, cancel)
+	return r.WithContext(ctx), func() {
+		stop()
+		cancel()
+		s.drain.leave()
+	}
+}
+
+// cutAnswer revises the answer to a request that failed after Cut: 503,
+// the server shut down before it ended.
+func (s *Server) cutAnswer(w http.ResponseWriter, status int, e *Error) (int, *Error) {
+	if e == nil || !s.cutDone() {
+		return status, e
+	}
+	w.Header().Set("Retry-After", "1")
+	return http.StatusServiceUnavailable, &Error{Kind: kindClosed, Message: "the server shut down before the run ended (its grace period for runs in flight ran out); the run was stopped"}
+}
+
+func (s *Server) handleLivez(w http.ResponseWriter, r *http.Request) { ServeLive(w, r) }
+
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	if s.drain.isDraining() {
+		writeJSON(w, http.StatusServiceUnavailable, Probe{Status: "draining"})
+		return
+	}
+	writeJSON(w, http.StatusOK, Probe{Status: "ready"})
+}

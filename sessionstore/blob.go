@@ -1,0 +1,305 @@
+package sessionstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/azureblob" // azblob://
+	_ "gocloud.dev/blob/fileblob"  // file:///dir
+	_ "gocloud.dev/blob/gcsblob"   // gs://
+	_ "gocloud.dev/blob/memblob"   // mem://
+	_ "gocloud.dev/blob/s3blob"    // s3://, any S3-compatible server
+	"gocloud.dev/gcerrors"
+)
+
+// Open returns the Store at url, through gocloud.dev/blob: s3://BUCKET
+// (endpoint, region and use_path_style in the query, as gocloud reads
+// them, for any S3-compatible server), gs://BUCKET, azblob://CONTAINER,
+// file:///DIR or mem://. A prefix query parameter puts every key under
+// that prefix. Credentials come from the environment, as each cloud's SDK
+// reads them.
+func Open(ctx context.Context, rawURL string) (Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("sessionstore: %w", err)
+	}
+	switch u.Scheme {
+	case "s3", "gs", "azblob", "file", "mem":
+	default:
+		return nil, fmt.Errorf("sessionstore: %q: the scheme must be s3, gs, azblob, file or mem", u.Scheme)
+	}
+	if u.Scheme == "file" && !u.Query().Has("no_tmp_dir") {
+		// A file is written beside its place and renamed into it: never
+		// across file systems, nor through a shared temporary directory.
+		q := u.Query()
+		q.Set("no_tmp_dir", "true")
+		u.RawQuery = q.Encode()
+		rawURL = u.String()
+	}
+	b, err := blob.OpenBucket(ctx, rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("sessionstore: opening %s: %w", redact(u), err)
+	}
+	return &blobStore{b: b}, nil
+}
+
+// redact is u without its user information and query, which may hold
+// secrets.
+func redact(u *url.URL) string {
+	c := *u
+	c.User, c.RawQuery = nil, ""
+	return c.String()
+}
+
+// blobStore is the Store over a gocloud bucket.
+type blobStore struct{ b *blob.Bucket }
+
+// The metadata keys (lower case: some stores fold them).
+const (
+	metaGeneration = "generation"
+	metaOwner      = "owner"
+	metaImage      = "image"
+	metaDeleted    = "deleted"
+)
+
+// genDigits is how wide a generation is in a key: every uint64 fits, and
+// keys sort as their generations do.
+const genDigits = 20
+
+func prefix(id string) string { return "sessions/" + id + "/" }
+
+func key(id string, gen uint64) string {
+	return fmt.Sprintf("%s%0*d", prefix(id), genDigits, gen)
+}
+
+// generations lists the generations the store holds for id, in ascending
+// order. Keys under the session's prefix that are not generations are
+// ignored.
+func (s *blobStore) generations(ctx context.Context, id string) ([]uint64, error) {
+	if err := CheckID(id); err != nil {
+		return nil, err
+	}
+	for range 8 {
+		gens, err := s.list(ctx, id)
+		// A directory's listing meets a file another writer is renaming
+		// into place: list again.
+		if gcerrors.Code(err) != gcerrors.NotFound {
+			return gens, err
+		}
+	}
+	return s.list(ctx, id)
+}
+
+// list lists once what generations lists.
+func (s *blobStore) list(ctx context.Context, id string) ([]uint64, error) {
+	var gens []uint64
+	it := s.b.List(&blob.ListOptions{Prefix: prefix(id)})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sessionstore: listing %s: %w", id, err)
+		}
+		name := strings.TrimPrefix(obj.Key, prefix(id))
+		if len(name) != genDigits {
+			continue
+		}
+		gen, err := strconv.ParseUint(name, 10, 64)
+		if err != nil || gen == 0 {
+			continue
+		}
+		gens = append(gens, gen) // a listing is in key order
+	}
+	return gens, nil
+}
+
+// newest returns the newest generation for id, or 0.
+func (s *blobStore) newest(ctx context.Context, id string) (uint64, error) {
+	gens, err := s.generations(ctx, id)
+	if err != nil || len(gens) == 0 {
+		return 0, err
+	}
+	return gens[len(gens)-1], nil
+}
+
+func (s *blobStore) Newer(ctx context.Context, id string, gen uint64) (bool, error) {
+	n, err := s.newest(ctx, id)
+	return n > gen, err
+}
+
+func (s *blobStore) Head(ctx context.Context, id string) (Meta, error) {
+	// A generation read as newest may be swept by a writer of a newer one
+	// before its attributes are read: list again.
+	for range 3 {
+		gen, err := s.newest(ctx, id)
+		if err != nil {
+			return Meta{}, err
+		}
+		if gen == 0 {
+			return Meta{}, ErrNotFound
+		}
+		attrs, err := s.b.Attributes(ctx, key(id, gen))
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			continue
+		}
+		if err != nil {
+			return Meta{}, fmt.Errorf("sessionstore: reading %s: %w", id, err)
+		}
+		return parseMeta(gen, attrs.Metadata), nil
+	}
+	return Meta{}, fmt.Errorf("sessionstore: %s: its newest generation kept changing", id)
+}
+
+func (s *blobStore) Get(ctx context.Context, id string, max int64) ([]byte, Meta, error) {
+	for range 3 {
+		meta, err := s.Head(ctx, id)
+		if err != nil {
+			return nil, Meta{}, err
+		}
+		if meta.Deleted {
+			return nil, meta, ErrNotFound
+		}
+		blob, err := s.read(ctx, key(id, meta.Generation), max)
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			continue // swept since: a newer generation exists
+		}
+		if err != nil {
+			return nil, Meta{}, err
+		}
+		return blob, meta, nil
+	}
+	return nil, Meta{}, fmt.Errorf("sessionstore: %s: its newest generation kept changing", id)
+}
+
+// read reads the object at k, at most max bytes.
+func (s *blobStore) read(ctx context.Context, k string, max int64) ([]byte, error) {
+	r, err := s.b.NewReader(ctx, k, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if r.Size() > max {
+		return nil, fmt.Errorf("%w: %d bytes, over %d", ErrTooLarge, r.Size(), max)
+	}
+	data := make([]byte, 0, r.Size())
+	data, err = readAll(data, io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, max)
+	}
+	return data, nil
+}
+
+// readAll appends what r holds to buf.
+func readAll(buf []byte, r io.Reader) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+func (s *blobStore) Put(ctx context.Context, id string, snapshot []byte, meta Meta) error {
+	if err := CheckID(id); err != nil {
+		return err
+	}
+	if meta.Generation == 0 {
+		return errors.New("sessionstore: generation 0 is none")
+	}
+	k := key(id, meta.Generation)
+	err := s.b.WriteAll(ctx, k, snapshot, &blob.WriterOptions{
+		IfNotExist:  true,
+		ContentType: "application/octet-stream",
+		Metadata:    formatMeta(meta),
+	})
+	if err != nil {
+		if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+			return fmt.Errorf("%w: generation %d of %s exists", ErrConflict, meta.Generation, id)
+		}
+		// Some stores answer a lost race otherwise (S3's 409 while another
+		// conditional write of the key is in flight): the key is there.
+		if ok, _ := s.b.Exists(ctx, k); ok {
+			return fmt.Errorf("%w: generation %d of %s exists", ErrConflict, meta.Generation, id)
+		}
+		return fmt.Errorf("sessionstore: writing %s: %w", id, err)
+	}
+	gens, err := s.generations(ctx, id)
+	if err != nil {
+		return err // written, and not swept: the next write sweeps
+	}
+	if len(gens) == 0 || gens[len(gens)-1] > meta.Generation {
+		// This writer held an older generation, whose successor was swept:
+		// the object just written must not stand beside the newer one.
+		s.b.Delete(ctx, k)
+		return fmt.Errorf("%w: %s has a generation after %d", ErrConflict, id, meta.Generation)
+	}
+	s.sweep(ctx, id, gens, meta.Generation)
+	return nil
+}
+
+// sweep deletes the generations of gens before gen. A failure is left for
+// the next write's sweep.
+func (s *blobStore) sweep(ctx context.Context, id string, gens []uint64, gen uint64) {
+	for _, g := range gens {
+		if g < gen {
+			s.b.Delete(ctx, key(id, g))
+		}
+	}
+}
+
+func (s *blobStore) Delete(ctx context.Context, id string) error {
+	for range 5 {
+		meta, err := s.Head(ctx, id)
+		if errors.Is(err, ErrNotFound) || err == nil && meta.Deleted {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		tomb := Meta{Generation: meta.Generation + 1, Owner: meta.Owner, Deleted: true}
+		err = s.Put(ctx, id, nil, tomb)
+		if errors.Is(err, ErrConflict) {
+			continue // written meanwhile: delete the newer one
+		}
+		return err
+	}
+	return fmt.Errorf("%w: %s kept changing while it was deleted", ErrConflict, id)
+}
+
+func (s *blobStore) Close() error { return s.b.Close() }
+
+func formatMeta(m Meta) map[string]string {
+	md := map[string]string{
+		metaGeneration: strconv.FormatUint(m.Generation, 10),
+		metaOwner:      m.Owner,
+		metaImage:      m.Image,
+	}
+	if m.Deleted {
+		md[metaDeleted] = "true"
+	}
+	return md
+}
+
+// parseMeta reads the metadata of generation gen. The key names the
+// generation; the metadata's copy is informational.
+func parseMeta(gen uint64, md map[string]string) Meta {
+	return Meta{Generation: gen, Owner: md[metaOwner], Image: md[metaImage], Deleted: md[metaDeleted] == "true"}
+}

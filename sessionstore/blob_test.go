@@ -1,0 +1,160 @@
+package sessionstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/spine-run/spine/sessionstore"
+)
+
+// stores opens each kind of store the tests can reach without a server:
+// gocloud's real memblob and fileblob drivers.
+func stores(t *testing.T) map[string]sessionstore.Store {
+	t.Helper()
+	out := map[string]sessionstore.Store{}
+	for name, url := range map[string]string{"mem": "mem://", "file": "file://" + t.TempDir()} {
+		st, err := sessionstore.Open(context.Background(), url)
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		t.Cleanup(func() { st.Close() })
+		out[name] = st
+	}
+	return out
+}
+
+func TestStoreGenerations(t *testing.T) {
+	ctx := context.Background()
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			const id = "0123456789abcdef0123456789abcdef"
+			if _, _, err := st.Get(ctx, id, 1<<20); !errors.Is(err, sessionstore.ErrNotFound) {
+				t.Fatalf("Get of a new id: %v, want ErrNotFound", err)
+			}
+			m1 := sessionstore.Meta{Generation: 1, Owner: "aa", Image: "bb"}
+			if err := st.Put(ctx, id, []byte("one"), m1); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Put(ctx, id, []byte("other"), m1); !errors.Is(err, sessionstore.ErrConflict) {
+				t.Fatalf("second write of generation 1: %v, want ErrConflict", err)
+			}
+			if err := st.Put(ctx, id, []byte("two"), sessionstore.Meta{Generation: 2, Owner: "aa", Image: "bb"}); err != nil {
+				t.Fatal(err)
+			}
+			blob, meta, err := st.Get(ctx, id, 1<<20)
+			if err != nil || string(blob) != "two" || meta != (sessionstore.Meta{Generation: 2, Owner: "aa", Image: "bb"}) {
+				t.Fatalf("Get = %q, %+v, %v", blob, meta, err)
+			}
+			if _, _, err := st.Get(ctx, id, 2); !errors.Is(err, sessionstore.ErrTooLarge) {
+				t.Fatalf("Get over the cap: %v", err)
+			}
+			// A writer that held generation 1 writes 2 (taken) or, once 2 is
+			// swept, 2 again beside 3: both are conflicts, and 3 stays.
+			if err := st.Put(ctx, id, []byte("three"), sessionstore.Meta{Generation: 3}); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Put(ctx, id, []byte("stale"), sessionstore.Meta{Generation: 2}); !errors.Is(err, sessionstore.ErrConflict) {
+				t.Fatalf("stale write of a swept generation: %v, want ErrConflict", err)
+			}
+			if blob, _, _ := st.Get(ctx, id, 1<<20); string(blob) != "three" {
+				t.Fatalf("after a stale write the store holds %q", blob)
+			}
+			if newer, err := st.Newer(ctx, id, 2); err != nil || !newer {
+				t.Fatalf("Newer(2) = %v, %v", newer, err)
+			}
+			if newer, err := st.Newer(ctx, id, 3); err != nil || newer {
+				t.Fatalf("Newer(3) = %v, %v", newer, err)
+			}
+			if err := st.Delete(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := st.Get(ctx, id, 1<<20); !errors.Is(err, sessionstore.ErrNotFound) {
+				t.Fatalf("Get after Delete: %v", err)
+			}
+			// The replica that held generation 3 cannot bring it back.
+			if err := st.Put(ctx, id, []byte("zombie"), sessionstore.Meta{Generation: 4}); !errors.Is(err, sessionstore.ErrConflict) {
+				t.Fatalf("write after Delete: %v, want ErrConflict", err)
+			}
+			if meta, err := st.Head(ctx, id); err != nil || !meta.Deleted {
+				t.Fatalf("Head after Delete = %+v, %v", meta, err)
+			}
+		})
+	}
+}
+
+// TestStoreRace has many writers holding one generation write the next at
+// once: exactly one wins, the others get ErrConflict, and the store holds
+// the winner's bytes.
+func TestStoreRace(t *testing.T) {
+	ctx := context.Background()
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			const id = "race"
+			if err := st.Put(ctx, id, []byte("base"), sessionstore.Meta{Generation: 1}); err != nil {
+				t.Fatal(err)
+			}
+			for gen := uint64(2); gen < 12; gen++ {
+				const writers = 8
+				var wg sync.WaitGroup
+				errs := make([]error, writers)
+				start := make(chan struct{})
+				for w := range writers {
+					wg.Go(func() {
+						<-start
+						errs[w] = st.Put(ctx, id, fmt.Appendf(nil, "gen %d by %d", gen, w), sessionstore.Meta{Generation: gen})
+					})
+				}
+				close(start)
+				wg.Wait()
+				winner := -1
+				for w, err := range errs {
+					switch {
+					case err == nil && winner >= 0:
+						t.Fatalf("generation %d: writers %d and %d both won", gen, winner, w)
+					case err == nil:
+						winner = w
+					case !errors.Is(err, sessionstore.ErrConflict):
+						t.Fatalf("writer %d: %v", w, err)
+					}
+				}
+				if winner < 0 {
+					t.Fatalf("generation %d: no writer won", gen)
+				}
+				blob, meta, err := st.Get(ctx, id, 1<<20)
+				if err != nil || meta.Generation != gen || !bytes.Equal(blob, fmt.Appendf(nil, "gen %d by %d", gen, winner)) {
+					t.Fatalf("generation %d: store holds %q (generation %d, %v), winner %d", gen, blob, meta.Generation, err, winner)
+				}
+			}
+		})
+	}
+}
+
+func TestStoreIDs(t *testing.T) {
+	ctx := context.Background()
+	st, err := sessionstore.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, id := range []string{"", "../x", "a/b", "a.b", "a b", "a\x00", "é", strings.Repeat("a", 65), "a\n"} {
+		if err := st.Put(ctx, id, nil, sessionstore.Meta{Generation: 1}); !errors.Is(err, sessionstore.ErrBadID) {
+			t.Errorf("Put(%q): %v, want ErrBadID", id, err)
+		}
+		if _, _, err := st.Get(ctx, id, 1); !errors.Is(err, sessionstore.ErrBadID) {
+			t.Errorf("Get(%q): %v, want ErrBadID", id, err)
+		}
+	}
+	for _, id := range []string{"a", strings.Repeat("Z", 64), "a-b_c9"} {
+		if err := sessionstore.CheckID(id); err != nil {
+			t.Errorf("CheckID(%q): %v", id, err)
+		}
+	}
+	if _, err := sessionstore.Open(ctx, "http://example.invalid/"); err == nil {
+		t.Error("Open of an http URL succeeded")
+	}
+}

@@ -1,0 +1,103 @@
+// Package sessionstore keeps session snapshots in an object store, so that
+// every replica of a service can serve every session under one id
+// (docs/scaling.md, docs/rationale.md "Sessions in an object store").
+//
+// A session is a line of generations: generation 1 is written when the
+// session is made, and each later write is generation n+1 of a replica that
+// holds generation n. Each generation is its own immutable object, written
+// create-only:
+//
+//	sessions/<id>/<generation, 20 decimal digits>
+//
+// Two replicas that both hold generation n and both write n+1 race on one
+// create-only write, which the store lets exactly one of them make; the
+// other gets ErrConflict. A replica holding an older generation m < n
+// writes m+1, which either exists (ErrConflict) or was already swept, and
+// then the newer object it finds beside its own makes it ErrConflict too:
+// an older generation never takes the place of a newer one. A deleted
+// session is a generation with the deleted mark (a tombstone), so that a
+// stale replica cannot bring it back.
+//
+// Every write is a whole snapshot with its metadata: the generation, the
+// owner (a hash of the token that made the session, never the token) and
+// the snapshot's image key. Store is the interface; Open returns its one
+// implementation, through gocloud.dev/blob.
+package sessionstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Meta is what is stored beside a snapshot.
+type Meta struct {
+	Generation uint64 // 1 for a new session; each write is the one before plus 1
+	Owner      string // who may use the session: hex SHA-256 of its token, "" without tokens
+	Image      string // the snapshot's image key (spine.SnapshotImageKey): who can restore it
+	Deleted    bool   // a tombstone: the session was deleted at this generation
+}
+
+// A Store keeps the snapshots of sessions by id. Its methods are safe for
+// concurrent use, from one process or many.
+type Store interface {
+	// Head returns the newest generation's metadata, or ErrNotFound when
+	// the session has none (a tombstone is returned: Deleted is set).
+	Head(ctx context.Context, id string) (Meta, error)
+
+	// Get returns the newest generation's snapshot and metadata, or
+	// ErrNotFound when there is none or it is a tombstone. A snapshot
+	// over max bytes is refused with ErrTooLarge, unread.
+	Get(ctx context.Context, id string, max int64) ([]byte, Meta, error)
+
+	// Newer reports whether the store holds a generation after gen: a
+	// replica holding gen live asks before each run (one existence check).
+	Newer(ctx context.Context, id string, gen uint64) (bool, error)
+
+	// Put writes snapshot as generation meta.Generation, create-only:
+	// ErrConflict when that generation, or a later one, exists. Older
+	// generations are swept once it is written.
+	Put(ctx context.Context, id string, snapshot []byte, meta Meta) error
+
+	// Delete writes a tombstone after the newest generation and sweeps the
+	// older ones. Deleting a session that has none is not an error.
+	Delete(ctx context.Context, id string) error
+
+	// Close releases the store's connections.
+	Close() error
+}
+
+var (
+	// ErrNotFound is a session the store holds no snapshot of.
+	ErrNotFound = errors.New("sessionstore: no such session")
+
+	// ErrConflict is a write that lost: the generation it writes, or a
+	// later one, is in the store already.
+	ErrConflict = errors.New("sessionstore: the session has a newer generation")
+
+	// ErrTooLarge is a snapshot over the caller's cap.
+	ErrTooLarge = errors.New("sessionstore: snapshot over the size cap")
+
+	// ErrBadID is a session id that cannot be a key.
+	ErrBadID = errors.New("sessionstore: bad session id")
+)
+
+// MaxIDLength is the longest session id: ids are keys, and a key is hostile
+// input until checked.
+const MaxIDLength = 64
+
+// CheckID reports whether id can name a session: 1 to MaxIDLength bytes of
+// ASCII letters, digits, '-' and '_'. No '/', '.', space or control byte
+// reaches a key.
+func CheckID(id string) error {
+	if len(id) == 0 || len(id) > MaxIDLength {
+		return fmt.Errorf("%w: %d bytes; an id has 1 to %d", ErrBadID, len(id), MaxIDLength)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("%w: byte %d is %q; an id has only letters, digits, '-' and '_'", ErrBadID, i, c)
+		}
+	}
+	return nil
+}
