@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the data Guest: the default Guest's CPython 3.11.2 with numpy 1.24.2's C modules
-# linked in as built-in modules (spine.wasm), and numpy's, sympy's and mpmath's Python
-# as precompiled .pyc in a deflated zip (packages.zip). The standard library is the
+# Builds the data Guest: the default Guest's CPython 3.11.2 with numpy 1.24.2's and pandas
+# 1.5.3's C modules linked in as built-in modules (spine.wasm), and numpy's, pandas',
+# python-dateutil's, pytz's, six's, sympy's and mpmath's Python as precompiled .pyc in a
+# deflated zip (packages.zip). The standard library is the
 # default Guest's python311.zip, which this Guest shares.
 #
 #   guest/data/build.sh          build (idempotent) and write guest/data/artifact/
@@ -15,8 +16,16 @@
 #       git archive --format=tar --prefix=numpy-1.24.2/ v1.24.2 >numpy-1.24.2.tar
 #     (Debian's archive does not serve numpy's original tarball here), patched with
 #     guest/data/numpy.patch;
-#   - Debian's binary packages python3-sympy and python3-mpmath (their .py files);
-#   - Debian's cython3, python3-setuptools, libc++-19-dev-wasm32 and
+#   - pandas' source at tag v1.5.3 (commit 2e218d10984e9919f0296931d92ea851c6a6faf5) as
+#     the Go module proxy serves it (a module zip, h1:cfPXu6sH93Ht6gHLK2leejurK4Qp47x3ni+bguwxD8M=,
+#     its files under github.com/pandas-dev/pandas@v1.5.3/), from SPINE_PANDAS_SOURCE or
+#     $SPINE_GUEST_WORK/src/pandas-v1.5.3.zip, fetched with `go mod download` when
+#     missing, patched with guest/data/pandas.patch;
+#   - Debian's binary packages python3-sympy, python3-mpmath, python3-dateutil, python3-six
+#     and python3-tz (their .py files; pytz patched with guest/data/pytz.patch to read the
+#     Guest's tzdata package);
+#   - Debian's cython3 (0.29.32, the version pandas 1.5.3 asks for), python3-setuptools,
+#     python3-numpy (pandas' setup.py imports it), libc++-19-dev-wasm32 and
 #     libc++abi-19-dev-wasm32 on the build machine.
 set -euo pipefail
 
@@ -38,9 +47,19 @@ numpy_version=1.24.2
 numpy_commit=85f38ab180ece5290f64e8ddbd9cf06ad8fa4a5e
 numpy_tar=numpy-$numpy_version.tar
 numpy_sha256=bb83c2ed7fadd7f12f94044d21c756436d341a39c10cbf08f53f70e0e5bea7b3
+pandas_version=1.5.3
+pandas_commit=2e218d10984e9919f0296931d92ea851c6a6faf5
+pandas_date=2023-01-19T10:26:43+0700
+pandas_module=github.com/pandas-dev/pandas@v$pandas_version
+pandas_h1=h1:cfPXu6sH93Ht6gHLK2leejurK4Qp47x3ni+bguwxD8M=
+pandas_zip=pandas-v$pandas_version.zip
+pandas_sha256=348c5609c0d8afdd6b686ad0040a8fc5484bf18de7064c3c7734458858f4f37a
 debs=(
 	python3-sympy=1.11.1-1=python3-sympy_1.11.1-1_all.deb=b437232be31819aafd267ddf2132c16293ef75e02fd58b4ad31eee3ef1d5b49e
 	python3-mpmath=1.2.1-2=python3-mpmath_1.2.1-2_all.deb=2c219b63cbab11b27208ef4141c116cbb022dc1236e84981fadb46042f3ce235
+	python3-dateutil=2.8.2-2=python3-dateutil_2.8.2-2_all.deb=59d696282ffeaf54395452e012715410dc414c6baaa54d4cdae56ac7c217eb31
+	python3-six=1.16.0-4=python3-six_1.16.0-4_all.deb=fd189e9cecbcf17a1fc20aec30055c8afa9c1eec00cd6e7ab385087a2ab3b0d3
+	python3-tz=2022.7.1-4=python3-tz_2022.7.1-4_all.deb=b165d30ef171f9426c496900449b85d290d4c6d2de50e1c3f4adc2b55b6fd534
 )
 llvm=/usr/lib/llvm-19/bin
 python_build=/usr/bin/python3.11 # Debian's, where cython3 and setuptools are
@@ -57,6 +76,7 @@ deps=$work/deps
 need=()
 [ -f /usr/lib/python3/dist-packages/Cython/__init__.py ] || need+=(cython3)
 "$python_build" -c 'import setuptools' 2>/dev/null || need+=(python3-setuptools)
+"$python_build" -c 'import numpy' 2>/dev/null || need+=(python3-numpy)
 [ -d /usr/lib/wasm32-wasi/c++/v1 ] || [ -f /usr/lib/wasm32-wasi/libc++.a ] || need+=(libc++-19-dev-wasm32 libc++abi-19-dev-wasm32)
 if [ ${#need[@]} -gt 0 ]; then
 	log "installing ${need[*]}"
@@ -71,6 +91,19 @@ src=${SPINE_NUMPY_SOURCE:-$work/src/$numpy_tar}
 [ -f "$src" ] || { log "no numpy source at $src: set SPINE_NUMPY_SOURCE to the tar of commit $numpy_commit (see the head of this script)"; exit 1; }
 echo "$numpy_sha256  $src" | sha256sum -c --quiet - 2>/dev/null ||
 	{ log "$src does not have the expected sha256 $numpy_sha256"; exit 1; }
+pdsrc=${SPINE_PANDAS_SOURCE:-$work/src/$pandas_zip}
+if [ ! -f "$pdsrc" ] && [ -z "${SPINE_PANDAS_SOURCE:-}" ]; then
+	log "fetching pandas $pandas_version from the Go module proxy"
+	command -v go >/dev/null || { log "go is needed to fetch pandas' source (or set SPINE_PANDAS_SOURCE)"; exit 1; }
+	zip=$(cd "$work/src" && GOFLAGS=-modcacherw GOPATH=$work/gomod GO111MODULE=on \
+		go mod download -json "$pandas_module" | "$python_build" -c \
+		'import json, sys; m = json.load(sys.stdin); sys.exit(m.get("Error")) if m.get("Error") or m["Sum"] != sys.argv[1] else print(m["Zip"])' "$pandas_h1") ||
+		{ log "go mod download $pandas_module failed"; exit 1; }
+	cp "$zip" "$pdsrc"
+fi
+[ -f "$pdsrc" ] || { log "no pandas source at $pdsrc: set SPINE_PANDAS_SOURCE to the module zip of $pandas_module (see the head of this script)"; exit 1; }
+echo "$pandas_sha256  $pdsrc" | sha256sum -c --quiet - 2>/dev/null ||
+	{ log "$pdsrc does not have the expected sha256 $pandas_sha256"; exit 1; }
 for entry in "${debs[@]}"; do
 	IFS='=' read -r pkg version file sum <<<"$entry"
 	if [ ! -f "$work/src/$file" ]; then
@@ -115,19 +148,53 @@ if [ "$(cat "$d/numpy.stamp" 2>/dev/null)" != "$recipe" ]; then
 	) || { tail -40 "$d/numpy-build.log" >&2; exit 1; }
 	printf '%s' "$recipe" >"$d/numpy.stamp"
 fi
-log "collecting numpy's modules"
-"$python_build" -I "$here/tools/collect.py" "$(echo "$np"/build/lib.*)" "$d/np-out" >"$d/modules.txt"
+
+# 3. pandas' Cython and C modules: Debian's Cython translates them, the Guest's compiler
+# compiles them against numpy's wasm32 headers (tools/pdbuild.py), into one archive.
+pd=$d/pandas-$pandas_version
+npinc=$(echo "$np"/build/src.*/numpy/core/include)
+pdflags="-O2 -DNPY_NO_SIGNAL -D__NPY_PRIVATE_NO_SIGNAL -Drestrict=__restrict -ffile-prefix-map=$work=/build -I$bld -I$cpython/Include"
+recipe="pandas $pandas_sha256 $(cat "$d/numpy.stamp" | sha256sum | cut -d' ' -f1) $(sha256sum "$here/pandas.patch" "$here/tools/pdbuild.py" | cut -d' ' -f1 | tr '\n' ' ') $pdflags"
+if [ "$(cat "$d/pandas.stamp" 2>/dev/null)" != "$recipe" ]; then
+	log "extracting and patching pandas $pandas_version"
+	rm -rf "$pd" "$d/pd-out"
+	"$python_build" -I -c '
+import sys, zipfile
+prefix, dest = sys.argv[2] + "/", sys.argv[3] + "/"
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for info in z.infolist():
+        if not info.filename.startswith(prefix):
+            sys.exit(f"unexpected entry {info.filename}")
+        info.filename = dest + info.filename[len(prefix):]
+        z.extract(info, sys.argv[4])' "$pdsrc" "$pandas_module" "$(basename "$pd")" "$d"
+	patch -s -p1 -d "$pd" <"$here/pandas.patch"
+	log "cross-building pandas' C modules (ten minutes or more)"
+	(
+		cd "$d"
+		export CC="$sdk/bin/clang --sysroot=$sdk/share/wasi-sysroot"
+		export CXX="$sdk/bin/clang++ --sysroot=$sdk/share/wasi-sysroot"
+		export CFLAGS="$pdflags"
+		"$python_build" -I "$here/tools/pdbuild.py" --src "$pd" --out "$d/pd-out" \
+			--numpy-include "$npinc/numpy" --numpy-include "$npinc" --numpy-include "$np/numpy/core/include" \
+			--version-json "{\"date\": \"$pandas_date\", \"dirty\": false, \"error\": null, \"full-revisionid\": \"$pandas_commit\", \"version\": \"$pandas_version\"}" \
+			-j 2 >"$d/pandas-build.log" 2>&1
+	) || { tail -40 "$d/pandas-build.log" >&2; exit 1; }
+	printf '%s' "$recipe" >"$d/pandas.stamp"
+fi
+
+log "collecting numpy's and pandas' modules"
+"$python_build" -I "$here/tools/collect.py" "$(echo "$np"/build/lib.*)" "$d/np-out" "$d/pd-out" >"$d/modules.txt"
 # numpy's generated __config__.py names the build folder: the Guest's is /build.
 sed -i "s#$work#/build#g" "$d/np-out/py/numpy/__config__.py"
 cc="$sdk/bin/clang --sysroot=$sdk/share/wasi-sysroot"
 $cc -O2 -c -I"$cpython/Include" -I"$bld" -o "$d/np-out/inittab.o" "$d/np-out/inittab.c"
 
-# 3. The reactor, linked as guest/build.sh links the default Guest's, with numpy's
-# archives and their inittab object before libpython.
+# 4. The reactor, linked as guest/build.sh links the default Guest's, with numpy's
+# and pandas' archives and their inittab object before libpython.
 [ -f "$bld/libpython3.11.a" ] || { log "$bld/libpython3.11.a is missing: run guest/build.sh first"; exit 1; }
 log "linking spine.wasm"
 $cc -O2 -c -I"$cpython/Include" -I"$bld" -o "$d/spine.o" "$root/guest/c/spine.c"
-mapfile -t np_link <"$d/np-out/link.args"
+mapfile -t np_link < <(cat "$d/pd-out/link.args" "$d/np-out/link.args")
 $cc -mexec-model=reactor -z stack-size=8388608 -Wl,--stack-first \
 	-Wl,--initial-memory=33554432 -Wl,--max-memory=536870912 \
 	-o "$d/spine.wasm" "$d/spine.o" "$d/np-out/inittab.o" "${np_link[@]}" "$bld/libpython3.11.a" \
@@ -145,7 +212,7 @@ fi
 mkdir -p "$out"
 "$llvm/llvm-strip" -o "$out/spine.wasm" "$d/spine.wasm"
 
-# 4. The packages' Python: numpy as built, sympy and mpmath from Debian's packages, and
+# 5. The packages' Python: numpy and pandas as built, the others from Debian's packages, and
 # the finder of the dotted built-in modules (python/_spine_builtins.py).
 log "packing packages.zip"
 rm -rf "$d/debs" && mkdir -p "$d/debs"
@@ -155,16 +222,25 @@ for entry in "${debs[@]}"; do
 done
 dist=usr/lib/python3/dist-packages
 mkdir -p "$d/pure"
-rm -rf "$d/pure"/* && cp -a "$d/debs/python3-sympy/$dist/sympy" "$d/debs/python3-mpmath/$dist/mpmath" "$d/pure/"
-"$python_build" -I "$here/tools/mkpackages.py" --out "$out/packages.zip" "$d/np-out/py" "$d/pure" "$here/python"
+rm -rf "$d/pure"/* && cp -a "$d/debs/python3-sympy/$dist/sympy" "$d/debs/python3-mpmath/$dist/mpmath" \
+	"$d/debs/python3-dateutil/$dist/dateutil" "$d/debs/python3-tz/$dist/pytz" "$d/debs/python3-six/$dist/six.py" "$d/pure/"
+patch -s -p1 -d "$d/pure" <"$here/pytz.patch"
+"$python_build" -I "$here/tools/mkpackages.py" --out "$out/packages.zip" "$d/np-out/py" "$d/pd-out/py" "$d/pure" "$here/python"
 
-# 5. Licences and the manifest.
+# 6. Licences and the manifest.
 cp "$np/LICENSE.txt" "$out/LICENSE.numpy"
 cp "$np/LICENSES_bundled.txt" "$out/LICENSES_bundled.numpy"
 cp "$d/debs/python3-sympy/usr/share/doc/python3-sympy/copyright" "$out/LICENSE.sympy"
 cp "$d/debs/python3-mpmath/usr/share/doc/python3-mpmath/copyright" "$out/LICENSE.mpmath"
+cp "$pd/LICENSE" "$out/LICENSE.pandas"
+"$python_build" -I -c 'import pathlib, sys
+d = pathlib.Path(sys.argv[1])
+sys.stdout.write("".join(f"== {p.name} ==\n\n{p.read_text()}\n" for p in sorted(d.iterdir())))' "$pd/LICENSES" >"$out/LICENSES_bundled.pandas"
+cp "$d/debs/python3-dateutil/usr/share/doc/python3-dateutil/copyright" "$out/LICENSE.dateutil"
+cp "$d/debs/python3-tz/usr/share/doc/python3-tz/copyright" "$out/LICENSE.pytz"
+cp "$d/debs/python3-six/usr/share/doc/python3-six/copyright" "$out/LICENSE.six"
 cp "$d/modules.txt" "$out/modules.txt"
-inputs=(--input "numpy=$numpy_version=$src")
+inputs=(--input "numpy=$numpy_version=$src" --input "pandas=$pandas_version=$pdsrc")
 for entry in "${debs[@]}"; do
 	IFS='=' read -r pkg version file sum <<<"$entry"
 	inputs+=(--input "$pkg=$version=$work/src/$file")

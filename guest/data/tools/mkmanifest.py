@@ -14,11 +14,14 @@ SOURCES = [
     "guest/c/spine.c",
     "guest/data/build.sh",
     "guest/data/numpy.patch",
+    "guest/data/pandas.patch",
+    "guest/data/pytz.patch",
     "guest/data/python/_spine_builtins.py",
     "guest/data/tools/collect.py",
     "guest/data/tools/fakeld.py",
     "guest/data/tools/mkmanifest.py",
     "guest/data/tools/mkpackages.py",
+    "guest/data/tools/pdbuild.py",
 ]
 
 
