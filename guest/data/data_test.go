@@ -153,9 +153,10 @@ func TestSourcesMatchManifest(t *testing.T) {
 	if err := json.Unmarshal(Manifest, &m); err != nil {
 		t.Fatal(err)
 	}
-	for _, rel := range []string{"guest/c/spine.c", "guest/data/build.sh", "guest/data/numpy.patch", "guest/data/python/_spine_builtins.py",
+	for _, rel := range []string{"guest/c/spine.c", "guest/data/build.sh", "guest/data/numpy.patch",
+		"guest/data/pandas.patch", "guest/data/pytz.patch", "guest/data/python/_spine_builtins.py",
 		"guest/data/tools/collect.py", "guest/data/tools/fakeld.py", "guest/data/tools/mkmanifest.py",
-		"guest/data/tools/mkpackages.py"} {
+		"guest/data/tools/mkpackages.py", "guest/data/tools/pdbuild.py"} {
 		data, err := os.ReadFile(filepath.Join("..", "..", rel))
 		if err != nil {
 			t.Fatal(err)
