@@ -6,7 +6,7 @@ GO ?= go
 # output of every failure (internal/testprogress).
 PROGRESS = $(GO) run ./internal/testprogress
 
-.PHONY: demo test ci gofmt vet test-all race fuzz fuzz-short examples bench guest guest-check cpython-tests install-check data-guest data-guest-check data-test numpy-tests image image-bench deploy-test fleet-test
+.PHONY: demo test ci gofmt vet test-all race fuzz fuzz-short examples bench guest guest-check cpython-tests install-check data-guest data-guest-check data-native data-test numpy-tests pandas-tests image image-bench deploy-test fleet-test
 
 demo: ## run the seed's demo
 	$(GO) run ./cmd/spine demo
@@ -67,17 +67,24 @@ cpython-tests: ## CPython 3.11.2's own tests in the Guest and natively, compared
 	src=$$(guest/build.sh --source-only) && \
 	$(GO) run ./internal/cpytests/cmd/cpytests -source "$$src" -work build/cpython-tests $(CPYTESTS_FLAGS)
 
-data-guest: ## build the data Guest (numpy, sympy, mpmath) into guest/data/artifact; needs guest/build.sh's folder and numpy's source (guest/data/build.sh)
+data-guest: ## build the data Guest (numpy, pandas, sympy, mpmath) into guest/data/artifact; needs guest/build.sh's folder, numpy's source and go for pandas' (guest/data/build.sh)
 	guest/data/build.sh
 
 data-guest-check: ## rebuild the data Guest in a scratch folder and compare with its committed artifact
 	guest/data/build.sh --check
 
-data-test: ## the data Guest's module: vet and its tests (numpy and sympy against native, the manifest)
+data-native: ## Debian's numpy, pandas, sympy and pytest for /usr/bin/python3, the data Guest's native reference (installs them as root when missing)
+	@/usr/bin/python3 -c 'import numpy, pandas, sympy, pytest' 2>/dev/null || \
+	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-numpy python3-pandas python3-sympy python3-pytest >/dev/null; }
+
+data-test: data-native ## the data Guest's module: vet and its tests (numpy, pandas and sympy against native, the manifest)
 	cd guest/data && $(GO) vet ./... && $(GO) test -timeout 20m ./...
 
-numpy-tests: ## numpy 1.24.2's own tests (a subset of files) in the data Guest and natively, compared (slow; docs/packages.md)
+numpy-tests: data-native ## numpy 1.24.2's own tests (a subset of files) in the data Guest and natively, compared (slow; docs/packages.md)
 	cd guest/data && $(GO) run ./cmd/numpytests -work ../../build/numpy-tests $(NUMPYTESTS_FLAGS)
+
+pandas-tests: data-native ## pandas 1.5.3's own tests (a subset of files) in the data Guest and natively, compared (slow; docs/packages.md)
+	cd guest/data && $(GO) run ./cmd/numpytests -suite pandas -work ../../build/pandas-tests $(PANDASTESTS_FLAGS)
 
 image: ## the container image, without a daemon: build/image/oci (OCI layout) and build/image/spine.tar (docker load -i); docs/deploy.md
 	cd deploy && $(GO) run ./cmd/spine-image -src .. -out ../build/image

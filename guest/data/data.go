@@ -1,6 +1,7 @@
 // Package data is Spine's data Guest: the default Guest's CPython 3.11.2 with numpy
 // 1.24.2 linked in (every runtime C module: numpy.core, numpy.random, numpy.linalg on
-// lapack_lite, numpy.fft), sympy 1.11.1 and mpmath 1.2.1, for programs that compute.
+// lapack_lite, numpy.fft), pandas 1.5.3 (every runtime C and Cython module) with
+// python-dateutil and pytz, sympy 1.11.1 and mpmath 1.2.1, for programs that compute.
 // It lives in a Go module of its own so that the core module's download does not
 // carry it; a Runner opts in with
 //
@@ -23,7 +24,8 @@ import (
 //go:embed artifact/spine.wasm
 var Wasm []byte
 
-// PackagesZip holds numpy's, sympy's and mpmath's Python as precompiled .pyc.
+// PackagesZip holds numpy's, pandas', dateutil's, pytz's, six's, sympy's and
+// mpmath's Python as precompiled .pyc.
 //
 //go:embed artifact/packages.zip
 var PackagesZip []byte
@@ -34,12 +36,13 @@ var PackagesZip []byte
 var Manifest []byte
 
 // Preload is what the data Guest's image imports: first _spine_builtins,
-// the finder of numpy's built-in C modules (without it numpy cannot be
-// imported), then, so that runs do not pay for them, numpy with its random, linalg and fft parts (about 0.4 s a run
-// otherwise, on the loaded machine of docs/packages.md) and sympy (about
-// 1.7 s). The image's heap grows from 20 to 51 MiB, but its pages are shared
-// copy-on-write by every warm Guest: a pool's memory did not grow.
-var Preload = []string{"_spine_builtins", "numpy", "numpy.random", "numpy.linalg", "numpy.fft", "sympy"}
+// the finder of numpy's and pandas' built-in C modules (without it neither
+// can be imported), then, so that runs do not pay for them, numpy with its
+// random, linalg and fft parts (about 0.4 s a run otherwise, on the loaded
+// machine of docs/packages.md), sympy (about 1.7 s) and pandas (PANDAS_COST).
+// The image's heap grows (docs/packages.md has the figures), but its pages
+// are shared copy-on-write by every warm Guest: a pool's memory did not grow.
+var Preload = []string{"_spine_builtins", "numpy", "numpy.random", "numpy.linalg", "numpy.fft", "sympy", "pandas"}
 
 // Artifact returns the data Guest for spine.Options.Artifact: this module's
 // wasm and packages with the default Guest's standard library, which it

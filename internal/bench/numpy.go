@@ -53,13 +53,34 @@ def work(x):
     s = np.sort(x)
     return [float(s[0]), float(s[500_000]), float(s[-1])]
 `},
+	{"pandas groupby 100k rows", `import numpy as np, pandas as pd
+def setup():
+    rng = np.random.default_rng(5)
+    n = 100_000
+    return pd.DataFrame({"key": rng.integers(0, 1000, n), "cat": rng.choice(["a", "b", "c", "d"], n),
+                         "x": rng.random(n), "y": rng.normal(size=n)})
+def work(df):
+    g = df.groupby(["key", "cat"]).agg(x=("x", "sum"), y=("y", "mean"), n=("x", "size"))
+    return [float(g["x"].sum()), float(g["y"].iloc[17]), float(len(g))]
+`},
+	{"pandas read_csv 10 MB", `import io, numpy as np, pandas as pd
+def setup():
+    rng = np.random.default_rng(6)
+    n = 170_000
+    df = pd.DataFrame({"id": np.arange(n, dtype=np.int64), "a": rng.random(n), "b": rng.normal(size=n),
+                       "c": rng.choice(["red", "green", "blue"], n), "d": rng.integers(0, 10**6, n)})
+    return df.to_csv(index=False).encode()
+def work(text):
+    df = pd.read_csv(io.BytesIO(text))
+    return [float(len(text)), float(df["a"].sum()), float(df["d"].sum()), float(len(df))]
+`},
 }
 
-// Numpy is the numpy suite: the workloads on the data Guest against native
-// numpy, and what the data Guest costs a pooled run and a warm instance.
+// Numpy is the numpy suite: the numpy and pandas workloads on the data Guest
+// against native numpy and pandas, and what the data Guest costs a pooled run and a warm instance.
 type Numpy struct {
 	Python    string            `json:"python"`
-	Version   string            `json:"numpy_version"`
+	Version   string            `json:"native_versions"` // native numpy's and pandas'
 	Runs      int               `json:"runs"`
 	Workloads []ComputeWorkload `json:"workloads"`
 	GeoMean   float64           `json:"geomean_ratio"`
@@ -75,12 +96,12 @@ type Numpy struct {
 	ImageDataMiB    float64 `json:"image_data_mib"`
 }
 
-// numpyNativeScript is computeNativeScript, with numpy's version.
+// numpyNativeScript is computeNativeScript, with numpy's and pandas' versions.
 const numpyNativeScript = `import sys, json
 g = {"__name__": "__main__"}
 exec(compile(sys.stdin.read(), "<agent>", "exec"), g)
-import numpy
-print(json.dumps({"version": numpy.__version__, "result": g["result"]}))
+import numpy, pandas
+print(json.dumps({"version": "numpy %s, pandas %s" % (numpy.__version__, pandas.__version__), "result": g["result"]}))
 `
 
 // tinyProgram and tinyNumpy are the pooled-run programs.
@@ -206,7 +227,7 @@ func timedCheck(v json.RawMessage) (ns int64, check []float64, ok bool) {
 }
 
 func (n *Numpy) print(w io.Writer) {
-	fmt.Fprintf(w, "\nnumpy (work(setup()) timed inside Python; the data Guest a pooled run each, %s with numpy %s a process each, alternating; the best of %d):\n",
+	fmt.Fprintf(w, "\nnumpy and pandas (work(setup()) timed inside Python; the data Guest a pooled run each, %s with %s a process each, alternating; the best of %d):\n",
 		n.Python, n.Version, n.Runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "  workload\tdata Guest ms\tnative ms\tGuest / native\t\n")

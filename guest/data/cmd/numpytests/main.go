@@ -1,11 +1,12 @@
-// Command numpytests runs numpy 1.24.2's own tests (a list of its test files) under
-// pytest in the data Guest and natively, and prints a table of what ran, what passed
-// and every difference by reason (make numpy-tests; docs/packages.md).
+// Command numpytests runs numpy 1.24.2's own tests, or with -suite pandas pandas
+// 1.5.3's (a list of their test files), under pytest in the data Guest and natively,
+// and prints a table of what ran, what passed and every difference by reason (make
+// numpy-tests, make pandas-tests; docs/packages.md).
 //
-// Both sides run the test files Debian's python3-numpy 1.24.2 installs (the same
-// files as numpy's source at v1.24.2), with pytest 7.2.1, hypothesis and their
-// pure-Python dependencies from Debian's packages: natively with /usr/bin/python3,
-// in the Guest as Options.Packages, one run per test file.
+// Both sides run the test files Debian's python3-numpy 1.24.2 or python3-pandas 1.5.3
+// installs (the same files as the sources at v1.24.2 and v1.5.3), with pytest 7.2.1,
+// hypothesis and their pure-Python dependencies from Debian's packages: natively with
+// /usr/bin/python3, in the Guest as Options.Packages, one run per test file.
 package main
 
 import (
@@ -26,8 +27,8 @@ import (
 	"github.com/spine-run/spine/guest/data"
 )
 
-// files are the test files run, relative to numpy's package folder's parent.
-var files = []string{
+// numpyFiles are numpy's test files run, relative to site-packages.
+var numpyFiles = []string{
 	"numpy/core/tests/test_numeric.py",
 	"numpy/core/tests/test_umath.py",
 	"numpy/core/tests/test_datetime.py",
@@ -43,6 +44,24 @@ var files = []string{
 	"numpy/polynomial/tests/test_polynomial.py",
 }
 
+// pandasFiles are pandas' test files run, relative to site-packages: what the
+// data Guest is for (CSV, groupby, merge, pivot, datetime indexes, describe).
+var pandasFiles = []string{
+	"pandas/tests/io/parser/test_read_fwf.py",
+	"pandas/tests/io/parser/common/test_common_basic.py",
+	"pandas/tests/io/parser/test_parse_dates.py",
+	"pandas/tests/io/formats/test_to_csv.py",
+	"pandas/tests/groupby/test_groupby.py",
+	"pandas/tests/groupby/aggregate/test_aggregate.py",
+	"pandas/tests/reshape/merge/test_merge.py",
+	"pandas/tests/reshape/test_pivot.py",
+	"pandas/tests/resample/test_datetime_index.py",
+	"pandas/tests/indexes/datetimes/test_date_range.py",
+	"pandas/tests/frame/methods/test_describe.py",
+	"pandas/tests/tslibs/test_parsing.py",
+	"pandas/tests/series/test_arithmetic.py",
+}
+
 // deps are the pure-Python packages pytest and numpy's conftest need, from
 // Debian's packages (python3-pytest, -pluggy, -iniconfig, -packaging, -attr,
 // -hypothesis, -sortedcontainers).
@@ -55,17 +74,18 @@ const sitePackages = "/usr/lib/python3/dist-packages"
 var pytestArgs = []string{"-q", "-p", "no:cacheprovider", "-p", "no:faulthandler", "-p", "no:logging",
 	"--capture=sys", "-rfE", "--tb=line", "-W", "ignore", "-o", "console_output_style=classic"}
 
-// driver runs one test file in the Guest: it extracts numpy's tests from the
-// packages archive into /tmp/t, makes numpy's subpackages find their tests
-// package there, and runs pytest on the file.
+// driver runs one test file in the Guest: it extracts the package's tests
+// (inputs["pkg"]: numpy or pandas) from the packages archive into /tmp/t, makes
+// its subpackages find their tests package there, and runs pytest on the file.
 const driver = `import importlib, os, sys, zipfile
-import numpy
+pkg = inputs["pkg"]
+importlib.import_module(pkg)
 root = "/tmp/t"
 with zipfile.ZipFile("/usr/local/lib/site.zip") as z:
-    names = [n for n in z.namelist() if n.startswith("numpy/")]
+    names = [n for n in z.namelist() if n.startswith(pkg + "/")]
     z.extractall(root, names)
 packages = []
-for dirpath, dirnames, filenames in os.walk(root + "/numpy"):
+for dirpath, dirnames, filenames in os.walk(root + "/" + pkg):
     if not os.path.exists(dirpath + "/__init__.py"):
         open(dirpath + "/__init__.py", "w").close()
     if "tests" in dirnames or "conftest.py" in filenames:
@@ -93,25 +113,30 @@ type outcome struct {
 
 func main() {
 	work := flag.String("work", "build/numpy-tests", "a scratch folder")
+	suite := flag.String("suite", "numpy", "whose tests: numpy or pandas")
 	only := flag.String("files", "", "comma-separated test files to run instead of the list")
-	python := flag.String("python", "/usr/bin/python3", "the python3 with Debian's numpy 1.24.2")
+	python := flag.String("python", "/usr/bin/python3", "the python3 with Debian's numpy 1.24.2 (and pandas 1.5.3)")
 	flag.Parse()
-	list := files
+	list := map[string][]string{"numpy": numpyFiles, "pandas": pandasFiles}[*suite]
+	if list == nil {
+		fmt.Fprintln(os.Stderr, "numpytests: -suite is numpy or pandas")
+		os.Exit(2)
+	}
 	if *only != "" {
 		list = strings.Split(*only, ",")
 	}
-	if err := run(*work, *python, list); err != nil {
+	if err := run(*work, *python, *suite, list); err != nil {
 		fmt.Fprintln(os.Stderr, "numpytests:", err)
 		os.Exit(1)
 	}
 }
 
-func run(work, python string, list []string) error {
+func run(work, python, pkg string, list []string) error {
 	stage := filepath.Join(work, "site")
 	if err := os.RemoveAll(stage); err != nil {
 		return err
 	}
-	if err := stageTree(stage); err != nil {
+	if err := stageTree(stage, pkg); err != nil {
 		return err
 	}
 	ctx := context.Background()
@@ -127,8 +152,8 @@ func run(work, python string, list []string) error {
 	reasons := map[string]int{}
 	for _, file := range list {
 		fmt.Fprintf(os.Stderr, "numpytests: %s\n", file)
-		nat := runNative(ctx, python, work, file)
-		g := runGuest(ctx, r, file)
+		nat := runNative(ctx, python, work, pkg, file)
+		g := runGuest(ctx, r, pkg, file)
 		for k, v := range nat.counts {
 			total[0][k] += v
 		}
@@ -146,21 +171,21 @@ func run(work, python string, list []string) error {
 			diff[g.err]++
 			reasons[g.err]++
 		}
-		fmt.Printf("| %s | %s | %s | %s |\n", strings.TrimPrefix(file, "numpy/"), counts(nat), counts(g), byReason(diff))
+		fmt.Printf("| %s | %s | %s | %s |\n", strings.TrimPrefix(file, pkg+"/"), counts(nat), counts(g), byReason(diff))
 	}
 	fmt.Printf("| **total** | %s | %s | %s |\n", counts(outcome{counts: total[0]}), counts(outcome{counts: total[1]}), byReason(reasons))
 	return nil
 }
 
-// stageTree copies pytest and its dependencies, and numpy's tests (with its
+// stageTree copies pytest and its dependencies, and pkg's tests (with its
 // conftest.py), into dir, for Options.Packages.
-func stageTree(dir string) error {
+func stageTree(dir, pkg string) error {
 	var roots []string
 	for _, d := range deps {
 		roots = append(roots, filepath.Join(sitePackages, d))
 	}
-	roots = append(roots, filepath.Join(sitePackages, "numpy/conftest.py"))
-	err := filepath.WalkDir(filepath.Join(sitePackages, "numpy"), func(p string, d fs.DirEntry, err error) error {
+	roots = append(roots, filepath.Join(sitePackages, pkg, "conftest.py"))
+	err := filepath.WalkDir(filepath.Join(sitePackages, pkg), func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() && d.Name() == "tests" {
 			roots = append(roots, p)
 			return fs.SkipDir
@@ -199,7 +224,7 @@ func stageTree(dir string) error {
 	return nil
 }
 
-func runNative(ctx context.Context, python, work, file string) outcome {
+func runNative(ctx context.Context, python, work, pkg, file string) outcome {
 	args := append([]string{"-m", "pytest"}, pytestArgs...)
 	args = append(args, "--rootdir="+sitePackages, filepath.Join(sitePackages, file))
 	cmd := exec.CommandContext(ctx, python, args...)
@@ -207,19 +232,19 @@ func runNative(ctx context.Context, python, work, file string) outcome {
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	start := time.Now()
 	out, _ := cmd.CombinedOutput()
-	o := parse(string(out))
+	o := parse(pkg, string(out))
 	o.seconds = time.Since(start).Seconds()
 	return o
 }
 
-func runGuest(ctx context.Context, r *spine.Runner, file string) outcome {
+func runGuest(ctx context.Context, r *spine.Runner, pkg, file string) outcome {
 	start := time.Now()
-	out, err := r.Run(ctx, spine.Request{Source: driver, Inputs: map[string]any{"file": file, "args": pytestArgs}})
+	out, err := r.Run(ctx, spine.Request{Source: driver, Inputs: map[string]any{"pkg": pkg, "file": file, "args": pytestArgs}})
 	var o outcome
 	if out != nil {
-		o = parse(out.Stdout)
+		o = parse(pkg, out.Stdout)
 	} else {
-		o = parse("")
+		o = parse(pkg, "")
 	}
 	if o.counts["errors"] > 0 && out != nil {
 		fmt.Fprintf(os.Stderr, "numpytests: %s in the Guest: collection or fixture errors:\n%s\n", file, tail(out.Stdout))
@@ -244,8 +269,9 @@ var (
 	errLineRe = regexp.MustCompile(`(?m)^E   (.*)$`)
 )
 
-// parse reads pytest's -q output: the summary's counts and the failures.
-func parse(text string) outcome {
+// parse reads pytest's -q output on pkg's tests: the summary's counts and the
+// failures.
+func parse(pkg, text string) outcome {
 	o := outcome{counts: map[string]int{}, failures: map[string]string{}}
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	for i := len(lines) - 1; i >= 0 && i >= len(lines)-3; i-- {
@@ -263,7 +289,7 @@ func parse(text string) outcome {
 	}
 	for _, m := range failureRe.FindAllStringSubmatch(text, -1) {
 		id := m[2]
-		if i := strings.Index(id, "numpy/"); i >= 0 {
+		if i := strings.Index(id, pkg+"/"); i >= 0 {
 			id = id[i:]
 		}
 		msg := m[3]
