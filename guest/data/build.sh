@@ -188,16 +188,23 @@ log "collecting numpy's and pandas' modules"
 sed -i "s#$work#/build#g" "$d/np-out/py/numpy/__config__.py"
 cc="$sdk/bin/clang --sysroot=$sdk/share/wasi-sysroot"
 $cc -O2 -c -I"$cpython/Include" -I"$bld" -o "$d/np-out/inittab.o" "$d/np-out/inittab.c"
+# A name pandas defines that numpy, CPython or libc define too would fail the link, or,
+# when the other definition is never pulled in, bind their calls to pandas' code.
+globals() { for a in "$@"; do "$llvm/llvm-nm" --defined-only --extern-only -j "$a" 2>/dev/null; done | grep -v -e ':$' -e '^$' | sort -u; }
+clash=$(comm -12 <(globals "$d/pd-out/libpandas.a") <(globals $(grep -v '^-' "$d/np-out/link.args") \
+	"$np"/build/temp.*/*.a "$bld/libpython3.11.a" "$deps"/lib/*.a /usr/lib/wasm32-wasi/libc.a /usr/lib/wasm32-wasi/libm.a))
+[ -z "$clash" ] || { log "pandas defines names others define too (rename them in tools/pdbuild.py): $(echo $clash)"; exit 1; }
 
 # 4. The reactor, linked as guest/build.sh links the default Guest's, with numpy's
 # and pandas' archives and their inittab object before libpython.
 [ -f "$bld/libpython3.11.a" ] || { log "$bld/libpython3.11.a is missing: run guest/build.sh first"; exit 1; }
 log "linking spine.wasm"
 $cc -O2 -c -I"$cpython/Include" -I"$bld" -o "$d/spine.o" "$root/guest/c/spine.c"
+$cc -O2 -c -o "$d/cxa_abort.o" "$here/c/cxa_abort.c"
 mapfile -t np_link < <(cat "$d/pd-out/link.args" "$d/np-out/link.args")
 $cc -mexec-model=reactor -z stack-size=8388608 -Wl,--stack-first \
 	-Wl,--initial-memory=33554432 -Wl,--max-memory=536870912 \
-	-o "$d/spine.wasm" "$d/spine.o" "$d/np-out/inittab.o" "${np_link[@]}" "$bld/libpython3.11.a" \
+	-o "$d/spine.wasm" "$d/spine.o" "$d/np-out/inittab.o" "${np_link[@]}" "$d/cxa_abort.o" "$bld/libpython3.11.a" \
 	"$bld/Modules/_decimal/libmpdec/libmpdec.a" "$bld/Modules/expat/libexpat.a" \
 	"$deps/lib/libz.a" "$deps/lib/libbz2.a" "$deps/lib/liblzma.a" "$deps/lib/libsqlite3.a" \
 	-lwasi-emulated-signal -lwasi-emulated-getpid -lwasi-emulated-process-clocks -lm 2>"$d/link.log" ||

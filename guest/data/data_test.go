@@ -153,7 +153,7 @@ func TestSourcesMatchManifest(t *testing.T) {
 	if err := json.Unmarshal(Manifest, &m); err != nil {
 		t.Fatal(err)
 	}
-	for _, rel := range []string{"guest/c/spine.c", "guest/data/build.sh", "guest/data/numpy.patch",
+	for _, rel := range []string{"guest/c/spine.c", "guest/data/build.sh", "guest/data/c/cxa_abort.c", "guest/data/numpy.patch",
 		"guest/data/pandas.patch", "guest/data/pytz.patch", "guest/data/python/_spine_builtins.py",
 		"guest/data/tools/collect.py", "guest/data/tools/fakeld.py", "guest/data/tools/mkmanifest.py",
 		"guest/data/tools/mkpackages.py", "guest/data/tools/pdbuild.py"} {

@@ -13,6 +13,7 @@ import pathlib
 SOURCES = [
     "guest/c/spine.c",
     "guest/data/build.sh",
+    "guest/data/c/cxa_abort.c",
     "guest/data/numpy.patch",
     "guest/data/pandas.patch",
     "guest/data/pytz.patch",

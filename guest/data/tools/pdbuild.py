@@ -7,7 +7,9 @@ Debian's Cython render the templates and translate the .pyx files, then compiles
 source once with the Guest's compiler ($CC, $CXX and $CFLAGS, numpy's wasm32 headers
 before the build machine's) and archives the objects in OUT/libpandas.a. A C helper that
 setup.py compiles into several modules (np_datetime.c, tokenizer.c) is compiled once:
-in one static program, one copy of each name. Writes OUT/modules.txt (the dotted names
+in one static program, one copy of each name. The functions pandas' headers define
+(not static) in every module that includes them get each module's own name, as they
+are each module's own in shared objects. Writes OUT/modules.txt (the dotted names
 of the built-in modules), OUT/link.args (what the Guest's link adds) and OUT/py/pandas
 (pandas' Python files)."""
 
@@ -21,6 +23,16 @@ import subprocess
 import sys
 
 AR = "/usr/lib/llvm-19/bin/llvm-ar"
+# Defined (not static) by headers every Cython module includes: khash_python.h's
+# allocators and tslibs/util.pxd's char_to_string. Identical copies, but statically
+# linked two definitions of a name are an error: each module renames its own.
+HEADER_GLOBALS = ["char_to_string", "traced_calloc", "traced_free", "traced_malloc", "traced_realloc"]
+# pandas' np_datetime*.c are changed copies of numpy's datetime code, under numpy's
+# names (and other signatures): in one program with numpy's they take pandas_ names.
+NUMPY_NAMES = ["add_minutes_to_datetimestruct", "add_seconds_to_datetimestruct",
+               "convert_pydatetime_to_datetimestruct", "get_datetime_iso_8601_strlen",
+               "get_datetime_metadata_from_dtype", "get_datetimestruct_days", "is_leapyear",
+               "make_iso_8601_datetime", "parse_iso_8601_datetime"]
 VERSION_PY = """import json
 
 version_json = '''
@@ -52,7 +64,9 @@ def compile_jobs(setup, exts, numpy_include):
         macros = [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in ext.define_macros]
         macros += [f"-U{m}" for m in ext.undef_macros]
         extra = [a for a in ext.extra_compile_args]
-        for source in ext.sources:
+        own = ext.name.replace(".", "_")
+        renames = [f"-D{n}={n}__{own}" for n in HEADER_GLOBALS]
+        for i, source in enumerate(ext.sources):
             if source in jobs:
                 # A helper shared by modules: compiled once, seeing every module's folders.
                 for d in includes:
@@ -61,7 +75,7 @@ def compile_jobs(setup, exts, numpy_include):
                 continue
             lang = "c++" if source.endswith(".cpp") else "c"
             jobs[source] = (source, "obj/" + source[:-len(pathlib.Path(source).suffix)] + ".o",
-                            lang, list(includes), macros + extra)
+                            lang, list(includes), macros + extra + (renames if i == 0 else []))
     return [jobs[k] for k in sorted(jobs)]
 
 
@@ -72,10 +86,18 @@ def run(job, out, numpy_include):
     obj.parent.mkdir(parents=True, exist_ok=True)
     cmd = shlex.split(cc) + shlex.split(os.environ.get("CFLAGS", ""))
     cmd += [f"-I{d}" for d in numpy_include] + [f"-I{d}" for d in includes] + flags
+    cmd += [f"-D{n}=pandas_{n}" for n in NUMPY_NAMES]
     cmd += ["-c", source, "-o", str(obj)]
+    # Within one build folder, an object made by the same command from an older
+    # source is kept (build.sh starts from a new folder when its recipe changes).
+    record = obj.with_suffix(".cmd")
+    if obj.exists() and record.exists() and record.read_text() == " ".join(cmd) \
+            and obj.stat().st_mtime >= pathlib.Path(source).stat().st_mtime:
+        return obj
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"pdbuild: {' '.join(cmd)}\n{done.stdout}{done.stderr}")
+    record.write_text(" ".join(cmd))
     return obj
 
 
