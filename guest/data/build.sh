@@ -232,7 +232,15 @@ mkdir -p "$d/pure"
 rm -rf "$d/pure"/* && cp -a "$d/debs/python3-sympy/$dist/sympy" "$d/debs/python3-mpmath/$dist/mpmath" \
 	"$d/debs/python3-dateutil/$dist/dateutil" "$d/debs/python3-tz/$dist/pytz" "$d/debs/python3-six/$dist/six.py" "$d/pure/"
 patch -s -p1 -d "$d/pure" <"$here/pytz.patch"
-"$python_build" -I "$here/tools/mkpackages.py" --out "$out/packages.zip" "$d/np-out/py" "$d/pd-out/py" "$d/pure" "$here/python"
+# pytz reads the zone files' first (32-bit) part and no TZ footer: the default Guest's
+# "slim" files have neither, so pytz gets its own zone folder, compiled "fat" by zic
+# from the default Guest's tzdata, with the tables it reads.
+tzsrc=$deps/tzdata/usr/share/zoneinfo
+rm -rf "$d/pytzdata" && mkdir -p "$d/pytzdata/pytz/zoneinfo"
+/usr/sbin/zic -b fat -d "$d/pytzdata/pytz/zoneinfo" "$tzsrc/tzdata.zi"
+cp "$tzsrc/tzdata.zi" "$tzsrc/zone1970.tab" "$tzsrc/zone.tab" "$tzsrc/iso3166.tab" "$d/pytzdata/pytz/zoneinfo/"
+"$python_build" -I "$here/tools/mkpackages.py" --out "$out/packages.zip" --data "$d/pytzdata" \
+	"$d/np-out/py" "$d/pd-out/py" "$d/pure" "$here/python"
 
 # 6. Licences and the manifest.
 cp "$np/LICENSE.txt" "$out/LICENSE.numpy"

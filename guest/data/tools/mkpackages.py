@@ -1,5 +1,7 @@
-"""mkpackages.py --out ZIP FOLDER...: packs the packages under each FOLDER (numpy as
-built, sympy and mpmath from Debian's packages) into the data Guest's package archive.
+"""mkpackages.py --out ZIP [--data FOLDER]... FOLDER...: packs the packages under each
+FOLDER (numpy and pandas as built, the others from Debian's packages) into the data
+Guest's package archive, and every file under each --data FOLDER as it is (pytz's zone
+files), for importlib.resources.
 
 Every module is compiled to an unchecked hash-based .pyc (the Guest never needs the
 source) named as the Guest sees it, under /usr/local/lib/data.zip. Test folders (and conftest.py files) and
@@ -41,6 +43,7 @@ def pyc(source, rel):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True, type=pathlib.Path)
+    parser.add_argument("--data", action="append", default=[], type=pathlib.Path)
     parser.add_argument("folders", nargs="+", type=pathlib.Path)
     args = parser.parse_args()
     files = {}
@@ -51,12 +54,18 @@ def main():
                 if rel in files:
                     sys.exit(f"mkpackages: {rel} is in two folders")
                 files[rel] = path
+    entries = {rel[:-3] + ".pyc": (files[rel], True) for rel in files}
+    for folder in args.data:
+        for path in folder.rglob("*"):
+            if path.is_file():
+                entries[path.relative_to(folder).as_posix()] = (path, False)
     with zipfile.ZipFile(args.out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
-        for rel in sorted(files):
-            info = zipfile.ZipInfo(rel[:-3] + ".pyc", DATE)
+        for name in sorted(entries):
+            path, source = entries[name]
+            info = zipfile.ZipInfo(name, DATE)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
-            zf.writestr(info, pyc(files[rel].read_bytes(), rel))
+            zf.writestr(info, pyc(path.read_bytes(), name[:-4] + ".py") if source else path.read_bytes())
 
 
 if __name__ == "__main__":
