@@ -38,10 +38,10 @@ var Manifest []byte
 // Preload is what the data Guest's image imports: first _spine_builtins,
 // the finder of numpy's and pandas' built-in C modules (without it neither
 // can be imported), then, so that runs do not pay for them, numpy with its
-// random, linalg and fft parts (about 0.4 s a run otherwise, on the loaded
-// machine of docs/packages.md), sympy (about 1.7 s) and pandas (PANDAS_COST).
-// The image's heap grows (docs/packages.md has the figures), but its pages
-// are shared copy-on-write by every warm Guest: a pool's memory did not grow.
+// random, linalg and fft parts (about 0.1–0.4 s a run otherwise, on the loaded
+// machine of docs/packages.md), sympy (about 1 s) and pandas (about 0.9 s).
+// The image's heap grows from 21 to 67 MiB, but its pages are shared
+// copy-on-write by every warm Guest: a pool's memory did not grow.
 var Preload = []string{"_spine_builtins", "numpy", "numpy.random", "numpy.linalg", "numpy.fft", "sympy", "pandas"}
 
 // Artifact returns the data Guest for spine.Options.Artifact: this module's
