@@ -66,7 +66,7 @@ def work(df):
 	{"pandas read_csv 10 MB", `import io, numpy as np, pandas as pd
 def setup():
     rng = np.random.default_rng(6)
-    n = 170_000
+    n = 175_000
     df = pd.DataFrame({"id": np.arange(n, dtype=np.int64), "a": rng.random(n), "b": rng.normal(size=n),
                        "c": rng.choice(["red", "green", "blue"], n), "d": rng.integers(0, 10**6, n)})
     return df.to_csv(index=False).encode()
