@@ -40,7 +40,7 @@ flags:
   --session FILE        run in the Python session saved in FILE (a new one when FILE does not exist) and save it back there
   --file [NAME=]PATH    place the file at PATH in the program's working directory as NAME (default: its base name); repeatable
   --out DIR             write the files the program created or changed in its working directory to DIR, and list them
-  --guest data|DIR      the Guest to run on: the data Guest (numpy, sympy, mpmath: docs/packages.md), or a folder
+  --guest data|DIR      the Guest to run on: the data Guest (numpy, pandas, sympy: docs/packages.md), or a folder
                         holding a Guest build's spine.wasm (with its python311.zip and packages.zip when it has them)
   --packages DIR        the program's own pure-Python packages, as site-packages holds them (compiled modules are refused)
   --preload a,b         modules to import before the program, once (with a pool, into the image runs start from)
