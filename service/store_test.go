@@ -267,7 +267,7 @@ func TestStoreRestoreAs(t *testing.T) {
 	}
 	fresh := "another-build"
 	other := sessionstore.Meta{Generation: 1, Owner: "", Image: strings.Repeat("0", 64)}
-	if err := st.Put(t.Context(), fresh, blob, other); err != nil {
+	if err := st.Put(t.Context(), fresh, other, int64(len(blob)), func(w io.Writer) error { _, err := w.Write(blob); return err }); err != nil {
 		t.Fatal(err)
 	}
 	_, tsOpen := newSessionServer(t, nil, &service.Options{SessionStore: st})
