@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/azureblob" // azblob://
 	_ "gocloud.dev/blob/fileblob"  // file:///dir
@@ -48,6 +50,10 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		return nil, fmt.Errorf("sessionstore: opening %s: %w", redact(u), err)
 	}
 	st := &blobStore{b: b}
+	var client *s3.Client
+	if b.As(&client) {
+		st.s3 = client
+	}
 	if u.Scheme == "file" {
 		st.lockPath = filepath.Join(filepath.FromSlash(u.Path), lockName)
 	}
@@ -65,7 +71,8 @@ func redact(u *url.URL) string {
 // blobStore is the Store over a gocloud bucket.
 type blobStore struct {
 	b        *blob.Bucket
-	lockPath string // file:// only: the lock file of commitLock
+	lockPath string     // file:// only: the lock file of commitLock
+	s3       *s3.Client // s3:// only: the client, for the uploads' options
 }
 
 // The metadata keys (lower case: some stores fold them).
@@ -218,10 +225,13 @@ func (c *cappedReader) Close() error { return c.r.Close() }
 const writeBuffer = 5 << 20
 
 // WriteMemory is the most memory a Put takes beyond what its write function
-// takes itself, whatever the snapshot's size: the upload's part being
-// filled and the one being sent (S3; one chunk for GCS and Azure; none for
-// file://). mem:// keeps every object in memory, by its nature.
-const WriteMemory = 2 * writeBuffer
+// takes itself, whatever the snapshot's size. To S3: the transfer
+// manager's two part buffers (the one being filled and the one being sent),
+// and its first part, read into a slice grown as it fills (twice a part at
+// the moment it grows). To GCS and Azure: gocloud's chunk of writeBuffer
+// bytes. To file://: nothing, it writes straight to its file. mem://
+// keeps every object in memory, by its nature.
+const WriteMemory = 4 * writeBuffer
 
 // ReadMemory is the most memory a Get's reader takes, whatever the
 // snapshot's size: it streams from the file or the HTTP body.
@@ -280,6 +290,7 @@ func (s *blobStore) create(ctx context.Context, k string, meta Meta, max int64, 
 		Metadata:       formatMeta(meta),
 		BufferSize:     writeBuffer,
 		MaxConcurrency: 1,
+		BeforeWrite:    s.uploadOptions,
 	})
 	if err != nil {
 		return err
@@ -305,6 +316,27 @@ func (s *blobStore) create(ctx context.Context, k string, meta Meta, max int64, 
 	}
 	defer unlock()
 	return w.Close()
+}
+
+// uploadOptions bounds the memory of an upload to S3 (gocloud's
+// BeforeWrite): gocloud sets the part size and concurrency, but S3's
+// transfer manager reads the first 16 MiB of an upload into one slice grown
+// as it fills, before it decides on a multipart upload. The upload's client
+// is made again with the same S3 client and checksum setting, and that
+// threshold at one part.
+func (s *blobStore) uploadOptions(as func(any) bool) error {
+	var tm *transfermanager.Client
+	if s.s3 == nil || !as(&tm) {
+		return nil
+	}
+	checksums := s.s3.Options().RequestChecksumCalculation
+	*tm = *transfermanager.New(s.s3, func(o *transfermanager.Options) {
+		o.PartSizeBytes = writeBuffer
+		o.MultipartUploadThreshold = writeBuffer
+		o.Concurrency = 1
+		o.RequestChecksumCalculation = checksums
+	})
+	return nil
 }
 
 // cappedWriter passes at most left bytes to w, and fails past them.
