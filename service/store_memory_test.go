@@ -4,17 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/internal/spinetest"
@@ -103,8 +98,8 @@ func TestStoreStreamMemory(t *testing.T) {
 		t.Skip("a 200 MB session")
 	}
 	urls := map[string]string{"file": "file://" + t.TempDir()}
-	if gw := os.Getenv("SPINE_FLEET_VERSITYGW"); gw != "" {
-		urls["s3"] = startVersitygw(t, gw)
+	if url, ok := spinetest.S3Server(t); ok {
+		urls["s3"] = url
 	} else {
 		t.Log("SPINE_FLEET_VERSITYGW is not set: no S3-compatible server")
 	}
@@ -178,59 +173,4 @@ func storeStreamMemory(t *testing.T, r *spine.Runner, st sessionstore.Store) {
 	if got := two.mustRun(id, "hashlib.sha256(big).hexdigest() == sum"); got != "true" {
 		t.Fatalf("the loaded session's data: %s", got)
 	}
-}
-
-// startVersitygw starts versitygw (a real S3-compatible server) on
-// loopback over a fresh directory, and returns the store URL of a bucket
-// in it; the credentials are in the environment for the test.
-func startVersitygw(t *testing.T, bin string) string {
-	t.Helper()
-	const access, secret, bucket = "test-access-key", "test-secret-key-0123456789", "sessions"
-	dir := t.TempDir()
-	root, meta := filepath.Join(dir, "s3"), filepath.Join(dir, "meta")
-	for _, d := range []string{filepath.Join(root, bucket), meta} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(bin, "--port", addr, "--access", access, "--secret", secret, "--quiet", "posix", "--sidecar", meta, root)
-	log, err := os.Create(filepath.Join(dir, "versitygw.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		log.Close()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
-	})
-	t.Setenv("AWS_ACCESS_KEY_ID", access)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
-	for {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case <-exited:
-			raw, _ := os.ReadFile(log.Name())
-			t.Fatalf("versitygw exited: %s", raw)
-		case <-time.After(20 * time.Millisecond): // polling, not a bound
-		}
-	}
-	return fmt.Sprintf("s3://%s?endpoint=http://%s&region=us-east-1&use_path_style=true", bucket, addr)
 }

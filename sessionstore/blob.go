@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -253,6 +254,8 @@ func (s *blobStore) Put(ctx context.Context, id string, meta Meta, max int64, wr
 		return fmt.Errorf("%w: generation %d of %s exists", ErrConflict, meta.Generation, id)
 	case errors.Is(err, errWrite):
 		return err
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("sessionstore: writing %s: %w", id, ctx.Err())
 	case err != nil:
 		// Some stores answer a lost race otherwise (S3's 409 while another
 		// conditional write of the key is in flight): the key is there.
@@ -323,7 +326,9 @@ func (s *blobStore) create(ctx context.Context, k string, meta Meta, max int64, 
 // transfer manager reads the first 16 MiB of an upload into one slice grown
 // as it fills, before it decides on a multipart upload. The upload's client
 // is made again with the same S3 client and checksum setting, and that
-// threshold at one part.
+// threshold at one part. An upload that fails or is aborted is aborted in
+// the store too, within abortTimeout even when its context ended, so that
+// its parts do not linger.
 func (s *blobStore) uploadOptions(as func(any) bool) error {
 	var tm *transfermanager.Client
 	if s.s3 == nil || !as(&tm) {
@@ -335,9 +340,13 @@ func (s *blobStore) uploadOptions(as func(any) bool) error {
 		o.MultipartUploadThreshold = writeBuffer
 		o.Concurrency = 1
 		o.RequestChecksumCalculation = checksums
+		o.FailTimeout = abortTimeout
 	})
 	return nil
 }
+
+// abortTimeout bounds the abort of a failed multipart upload.
+const abortTimeout = 10 * time.Second
 
 // cappedWriter passes at most left bytes to w, and fails past them.
 type cappedWriter struct {
