@@ -534,7 +534,7 @@ func (t *sessionTable) bySpine(sess *spine.Session) *session {
 // SessionOptions.OnHibernate (set it to this method), and what
 // WriteHibernate writes on besides Close. A session a request holds now is
 // left for that request's own write, or for Close.
-func (s *Server) Hibernated(sess *spine.Session, snapshot []byte) {
+func (s *Server) Hibernated(sess *spine.Session, snapshot io.Reader) {
 	if s.opts.SessionStore == nil {
 		return
 	}
@@ -564,7 +564,7 @@ func (s *Server) Hibernated(sess *spine.Session, snapshot []byte) {
 	ctx, cancel := s.storeCtx(context.Background())
 	defer cancel()
 	err := s.put(ctx, e, func(w io.Writer) error {
-		_, err := w.Write(snapshot)
+		_, err := io.Copy(w, snapshot)
 		return err
 	})
 	if err != nil {

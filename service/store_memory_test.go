@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -104,6 +105,13 @@ func TestStoreStreamMemory(t *testing.T) {
 		t.Log("SPINE_FLEET_VERSITYGW is not set: no S3-compatible server")
 	}
 	r := spinetest.NewRunner(t, tools.Manifest(), &spine.Options{PoolSize: -1, Sessions: spine.SessionOptions{Idle: -1}})
+	// A Runner that hibernates its sessions to a directory, to make room
+	// for another live one, and hands each to its Server's store.
+	var hibernating *service.Server
+	rh := spinetest.NewRunner(t, tools.Manifest(), &spine.Options{PoolSize: -1, Sessions: spine.SessionOptions{
+		Idle: -1, MaxLive: 1, Dir: t.TempDir(),
+		OnHibernate: func(s *spine.Session, snapshot io.Reader) { hibernating.Hibernated(s, snapshot) },
+	}})
 	for _, name := range []string{"file", "s3"} {
 		url, ok := urls[name]
 		if !ok {
@@ -116,6 +124,7 @@ func TestStoreStreamMemory(t *testing.T) {
 			}
 			defer st.Close()
 			storeStreamMemory(t, r, st)
+			hibernateStreamMemory(t, rh, st, &hibernating)
 		})
 	}
 }
@@ -173,4 +182,36 @@ func storeStreamMemory(t *testing.T, r *spine.Runner, st sessionstore.Store) {
 	if got := two.mustRun(id, "hashlib.sha256(big).hexdigest() == sum"); got != "true" {
 		t.Fatalf("the loaded session's data: %s", got)
 	}
+}
+
+// hibernateStreamMemory: a session of 200 MB that its Runner hibernates to
+// make room for another is written to the store (WriteHibernate) within
+// StreamMemory and a margin for the new session's making. It sets the
+// Server in *hibernating, whose Hibernated the Runner calls.
+func hibernateStreamMemory(t *testing.T, r *spine.Runner, st sessionstore.Store, hibernating **service.Server) {
+	const margin = 4 << 20
+	svc := service.New(r, &service.Options{SessionStore: st, SessionWrite: service.WriteHibernate})
+	*hibernating = svc
+	ts := spinetest.ServeHTTP(t, svc)
+	t.Cleanup(func() { svc.Close(context.Background()) })
+	c := client{t: t, url: ts.URL}
+	id := c.create()
+	if got := c.mustRun(id, "import os\nbig = os.urandom(200_000_000)\nlen(big)"); got != "200000000" {
+		t.Fatal(got)
+	}
+	if _, err := st.Head(t.Context(), id); !errors.Is(err, sessionstore.ErrNotFound) {
+		t.Fatalf("before its hibernation, the store has the session: %v", err)
+	}
+	var other string
+	slept := watchHeap(func() { other = c.create() })
+	meta, err := st.Head(t.Context(), id)
+	if err != nil {
+		t.Fatalf("the hibernated session is not in the store: %v", err)
+	}
+	t.Logf("a new session that made the session of 200 MB hibernate, and its write to the store (generation %d): %v", meta.Generation, slept)
+	if slept.peak-slept.base > service.StreamMemory+margin {
+		t.Errorf("hibernating took the heap up %d bytes, over StreamMemory %d + %d", slept.peak-slept.base, service.StreamMemory, margin)
+	}
+	c.send("DELETE", "/v1/sessions/"+other, "", nil)
+	c.send("DELETE", "/v1/sessions/"+id, "", nil)
 }

@@ -290,7 +290,7 @@ func TestStoreHibernateWrites(t *testing.T) {
 	var first *service.Server
 	r := spinetest.NewRunner(t, nil, &spine.Options{Sessions: spine.SessionOptions{
 		MaxLive:     1,
-		OnHibernate: func(s *spine.Session, snapshot []byte) { first.Hibernated(s, snapshot) },
+		OnHibernate: func(s *spine.Session, snapshot io.Reader) { first.Hibernated(s, snapshot) },
 	}})
 	first, ts := newSessionServer(t, r, &service.Options{SessionStore: st, SessionWrite: service.WriteHibernate})
 	a := client{t: t, url: ts.URL}

@@ -228,11 +228,13 @@ const writeBuffer = 5 << 20
 // WriteMemory is the most memory a Put takes beyond what its write function
 // takes itself, whatever the snapshot's size. To S3: the transfer
 // manager's two part buffers (the one being filled and the one being sent),
-// and its first part, read into a slice grown as it fills (twice a part at
-// the moment it grows). To GCS and Azure: gocloud's chunk of writeBuffer
-// bytes. To file://: nothing, it writes straight to its file. mem://
-// keeps every object in memory, by its nature.
-const WriteMemory = 4 * writeBuffer
+// and its first part, read into a slice grown as it fills (about two parts
+// allocated in all, a part and a half live at the moment it grows), with
+// room for the requests (measured in docs/sessions.md). To GCS
+// and Azure: gocloud's chunk of writeBuffer bytes. To file://: nothing, it
+// writes straight to its file. mem:// keeps every object in memory, by its
+// nature.
+const WriteMemory = 5 * writeBuffer
 
 // ReadMemory is the most memory a Get's reader takes, whatever the
 // snapshot's size: it streams from the file or the HTTP body.
