@@ -28,3 +28,7 @@ func EngineOf(r *Runner) *engine.Engine { return r.engine }
 // NoWake makes r never wake the Guest for chained reads, for the tests and
 // the benchmark that compare runs with the wake and without it.
 func NoWake(r *Runner) { r.noWake = true }
+
+// UserPackages is userPackages (packages_pack_test.go), for the black-box
+// tests of packages.
+var UserPackages = userPackages
