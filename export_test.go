@@ -1,7 +1,9 @@
 package spine
 
 import (
+	"os"
 	"sync"
+	"testing"
 
 	"github.com/spine-run/spine/internal/engine"
 )
@@ -13,6 +15,15 @@ var (
 	testExitMu sync.Mutex
 	testExit   []func()
 )
+
+// TestMain runs the tests, then what AtTestExit registered.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, f := range testExit {
+		f()
+	}
+	os.Exit(code)
+}
 
 // AtTestExit registers f to run when the package's tests end (TestMain):
 // the black-box suites close their shared Runners with it.

@@ -3,6 +3,7 @@ package spine
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -34,7 +35,10 @@ func TestPackagesAreInTheImageKey(t *testing.T) {
 	dir := t.TempDir()
 	for _, version := range []string{"1", "2"} {
 		r := newRunner(t, nil, &Options{Packages: userPackages(version), Preload: []string{"greet"}, PoolSize: 1, CacheDir: dir})
-		out := mustRun(t, r, Request{Source: "import greet\nresult = greet.VERSION"})
+		out, err := r.Run(context.Background(), Request{Source: "import greet\nresult = greet.VERSION"})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if string(out.Value) != version {
 			t.Fatalf("packages of version %s: the run saw %s", version, out.Value)
 		}

@@ -18,7 +18,8 @@ import (
 
 func TestSnapshotMismatch(t *testing.T) {
 	ctx := context.Background()
-	s := newSession(t, shared(t))
+	r := newRunner(t, testManifest(), nil)
+	s := newSession(t, r)
 	step(t, s, "x = 1")
 	blob, err := s.Snapshot(ctx)
 	if err != nil {
@@ -31,18 +32,18 @@ func TestSnapshotMismatch(t *testing.T) {
 		t.Fatalf("another tool list: %v", err)
 	}
 	// Another artifact: the same state under another artifact's identity.
-	st, err := decodeSnapshot(shared(t).identity, blob, 1<<30)
+	st, err := decodeSnapshot(r.identity, blob, 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := shared(t).identity
+	id := r.identity
 	id.artifact[0] ^= 1
-	if _, err := shared(t).Restore(ctx, encodeSnapshot(id, st)); !errors.Is(err, ErrSnapshotMismatch) || !strings.Contains(err.Error(), "artifact") {
+	if _, err := r.Restore(ctx, encodeSnapshot(id, st)); !errors.Is(err, ErrSnapshotMismatch) || !strings.Contains(err.Error(), "artifact") {
 		t.Fatalf("another artifact: %v", err)
 	}
-	id = shared(t).identity
+	id = r.identity
 	id.image[0] ^= 1
-	if _, err := shared(t).Restore(ctx, encodeSnapshot(id, st)); !errors.Is(err, ErrSnapshotMismatch) || !strings.Contains(err.Error(), "image") {
+	if _, err := r.Restore(ctx, encodeSnapshot(id, st)); !errors.Is(err, ErrSnapshotMismatch) || !strings.Contains(err.Error(), "image") {
 		t.Fatalf("another image: %v", err)
 	}
 }
@@ -52,7 +53,7 @@ func TestSnapshotMismatch(t *testing.T) {
 // session's alone.
 func TestSnapshotHostileState(t *testing.T) {
 	ctx := context.Background()
-	r := shared(t)
+	r := newRunner(t, testManifest(), nil)
 	inst, err := r.engine.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -90,8 +91,8 @@ func TestSnapshotHostileState(t *testing.T) {
 		t.Logf("%s: %v %v", tc.name, err, out)
 		s.Close(ctx)
 	}
-	if out := mustRun(t, r, Request{Source: "1 + 1"}); string(out.Value) != "2" {
-		t.Fatalf("a pooled run after: %s", out.Value)
+	if out, err := r.Run(ctx, Request{Source: "1 + 1"}); err != nil || string(out.Value) != "2" {
+		t.Fatalf("a pooled run after: %v %+v", err, out)
 	}
 }
 

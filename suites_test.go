@@ -71,3 +71,11 @@ func shared(tb testing.TB) *spine.Runner {
 	}
 	return r
 }
+
+// valueOf is out's value as text, for a failure's message.
+func valueOf(out *spine.Output) string {
+	if out == nil {
+		return "(no output)"
+	}
+	return string(out.Value)
+}
