@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,24 +30,8 @@ func benchManifest() spine.Manifest {
 	return m
 }
 
-var benchRunner = sync.OnceValues(func() (*spine.Runner, error) {
-	r, err := spine.New(context.Background(), benchManifest(), nil)
-	if err == nil {
-		spine.AtTestExit(func() { r.Close(context.Background()) })
-	}
-	return r, err
-})
-
-// benchShared is the benchmarks' shared Runner, of benchManifest with the
-// default options, made on first use.
-func benchShared(b *testing.B) *spine.Runner {
-	b.Helper()
-	r, err := benchRunner()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return r
-}
+// benchShared returns the benchmarks' shared Runner, of benchManifest.
+var benchShared = sharedRunner(benchManifest)
 
 func reportMedian(b *testing.B, samples []time.Duration, unit string) {
 	b.Helper()
