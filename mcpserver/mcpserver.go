@@ -127,6 +127,11 @@ type Options struct {
 	// that is not running is closed for the new one.
 	MaxSessionsPerClient int
 
+	// SessionsOf, when set, returns the cap of one client's sessions in
+	// place of MaxSessionsPerClient (0: MaxSessionsPerClient's), e.g. each
+	// token's share from a tokens file.
+	SessionsOf func(client string) int
+
 	// Logger is given to the SDK's server. nil means no logging.
 	Logger *slog.Logger
 }

@@ -25,6 +25,7 @@ type client struct {
 
 	// Guarded by the handler's mu.
 	who  string // the client it is of (Options.ClientOf): its MCP session's own when unnamed
+	name string // ClientOf's name of it, "" when unnamed
 	held bool   // it holds a place among opts.MaxSessions
 	used uint64 // the handler's call count when it was last called
 }
@@ -99,12 +100,13 @@ func (h *handler) client(ss *mcp.ServerSession, who string) *client {
 	h.calls++
 	c := h.clients[ss]
 	if c == nil {
+		name := who
 		if who == "" {
 			who = fmt.Sprintf("session %p", ss)
 		} else {
 			who = "client " + who
 		}
-		c = &client{turn: make(chan struct{}, 1), who: who}
+		c = &client{turn: make(chan struct{}, 1), who: who, name: name}
 		c.turn <- struct{}{}
 		h.clients[ss] = c
 		go h.watch(ss, c)
@@ -177,7 +179,8 @@ func (h *handler) closeSession(c *client, lost string) {
 func (h *handler) reserve(c *client) string {
 	for {
 		h.mu.Lock()
-		own := h.opts.MaxSessionsPerClient > 0 && h.held[c.who] >= h.opts.MaxSessionsPerClient
+		limit := h.perClient(c.name)
+		own := limit > 0 && h.held[c.who] >= limit
 		if !own && h.open < h.opts.MaxSessions {
 			h.open++
 			h.held[c.who]++
@@ -208,7 +211,7 @@ func (h *handler) reserve(c *client) string {
 		switch {
 		case freed:
 		case own:
-			return fmt.Sprintf("your %d Python sessions, the most one client may keep, are all running", h.opts.MaxSessionsPerClient)
+			return fmt.Sprintf("your %d Python sessions, the most one client may keep, are all running", h.perClient(c.name))
 		default:
 			return fmt.Sprintf("all %d Python sessions are in use", h.opts.MaxSessions)
 		}
@@ -229,10 +232,21 @@ func (h *handler) evict(o *client, own bool) bool {
 	}
 	why := fmt.Sprintf("the session was closed to make room for other clients' (this server keeps at most %d)", h.opts.MaxSessions)
 	if own {
-		why = fmt.Sprintf("the session was closed to make room for a newer one of the same client (this server keeps at most %d per client)", h.opts.MaxSessionsPerClient)
+		why = fmt.Sprintf("the session was closed to make room for a newer one of the same client (this server keeps at most %d for it)", h.perClient(o.name))
 	}
 	h.closeSession(o, why)
 	return true
+}
+
+// perClient is the cap of the sessions of the client ClientOf named name
+// ("" for unnamed): its SessionsOf, else MaxSessionsPerClient; 0 for none.
+func (h *handler) perClient(name string) int {
+	if h.opts.SessionsOf != nil && name != "" {
+		if n := h.opts.SessionsOf(name); n > 0 {
+			return n
+		}
+	}
+	return h.opts.MaxSessionsPerClient
 }
 
 // release gives back c's place among opts.MaxSessions.
