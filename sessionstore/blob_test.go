@@ -9,15 +9,21 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/sessionstore"
 )
 
-// stores opens each kind of store the tests can reach without a server:
-// gocloud's real memblob and fileblob drivers.
+// stores opens each kind of store the tests can reach without a server
+// (gocloud's real memblob and fileblob drivers) and, when
+// SPINE_FLEET_VERSITYGW names its binary, a real S3-compatible server.
 func stores(t *testing.T) map[string]sessionstore.Store {
 	t.Helper()
 	out := map[string]sessionstore.Store{}
-	for name, url := range map[string]string{"mem": "mem://", "file": "file://" + t.TempDir()} {
+	urls := map[string]string{"mem": "mem://", "file": "file://" + t.TempDir()}
+	if url, ok := spinetest.S3Server(t); ok {
+		urls["s3"] = url
+	}
+	for name, url := range urls {
 		st, err := sessionstore.Open(context.Background(), url)
 		if err != nil {
 			t.Fatalf("%s: %v", url, err)

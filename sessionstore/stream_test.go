@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -141,6 +142,59 @@ func TestPutKeepsNothingOnFailure(t *testing.T) {
 				return err
 			}); !errors.Is(err, sessionstore.ErrConflict) || strings.Contains(err.Error(), "making") {
 				t.Fatalf("a second generation 1: %v, want ErrConflict", err)
+			}
+		})
+	}
+}
+
+// TestStoreRaceMultipart has writers race on one generation with snapshots
+// of several upload parts each: exactly one wins, whole.
+func TestStoreRaceMultipart(t *testing.T) {
+	ctx := context.Background()
+	stores, _, _ := streamStores(t)
+	for name, st := range stores {
+		t.Run(name, func(t *testing.T) {
+			const id, writers = "race-parts", 4
+			blobs := make([][]byte, writers)
+			for w := range blobs {
+				blobs[w] = make([]byte, 11<<20)
+				rand.Read(blobs[w])
+			}
+			errs := make([]error, writers)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for w := range writers {
+				wg.Go(func() {
+					<-start
+					errs[w] = st.Put(ctx, id, sessionstore.Meta{Generation: 1}, 1<<30, func(out io.Writer) error {
+						_, err := out.Write(blobs[w])
+						return err
+					})
+				})
+			}
+			close(start)
+			wg.Wait()
+			winner := -1
+			for w, err := range errs {
+				switch {
+				case err == nil && winner >= 0:
+					t.Fatalf("writers %d and %d both won", winner, w)
+				case err == nil:
+					winner = w
+				case !errors.Is(err, sessionstore.ErrConflict):
+					t.Fatalf("writer %d: %v", w, err)
+				}
+			}
+			if winner < 0 {
+				t.Fatal("no writer won")
+			}
+			rd, _, err := st.Get(ctx, id, 1<<30)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
+			if got, err := io.ReadAll(rd); err != nil || !bytes.Equal(got, blobs[winner]) {
+				t.Fatalf("the store holds %d bytes, not the winner's (%v)", len(got), err)
 			}
 		})
 	}
