@@ -349,10 +349,10 @@ const snapshotBuffer = 64 << 10
 
 // StreamMemory is the most memory a Server takes, beyond the Guest's own,
 // to write a session to its store or load one from it, whatever the
-// session's size: the snapshot's stream (spine's, 4 MiB at most), the
+// session's size: the snapshot's stream (spine.SnapshotStreamMemory), the
 // store's upload or download buffers (sessionstore.WriteMemory), and a
 // buffer. docs/sessions.md gives the figure measured for a 200 MB session.
-const StreamMemory = 4<<20 + sessionstore.WriteMemory + snapshotBuffer
+const StreamMemory = spine.SnapshotStreamMemory + sessionstore.WriteMemory + snapshotBuffer
 
 // put writes the snapshot write writes as e's next generation, at most
 // Options.MaxSnapshot bytes (a larger one could never be loaded). On a
