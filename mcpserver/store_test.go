@@ -3,9 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"net/http"
-	"net/url"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,7 +17,7 @@ import (
 // with a Runner of its own.
 type replica struct {
 	server *mcpserver.Server
-	url    *url.URL
+	url    string
 }
 
 // newReplica serves a server on the store at storeURL (opened for it
@@ -34,51 +32,7 @@ func newReplica(t *testing.T, storeURL string, write sessionstore.WritePolicy) *
 	r := spinetest.NewRunner(t, manifest, nil)
 	server := mcpserver.NewServer(r, manifest, &mcpserver.Options{Store: st, StoreWrite: write})
 	t.Cleanup(func() { server.Close(context.Background()) })
-	ts := spinetest.ServeHTTP(t, server.HTTPHandler(nil))
-	u, _ := url.Parse(ts.URL)
-	return &replica{server: server, url: u}
-}
-
-// via routes a client's requests: to the replica the test chooses, with a
-// token, and (when id is set) under another MCP session's id.
-type via struct {
-	mu    sync.Mutex
-	to    *replica
-	token string
-	id    string
-}
-
-func (v *via) route(to *replica) {
-	v.mu.Lock()
-	v.to = to
-	v.mu.Unlock()
-}
-
-func (v *via) RoundTrip(r *http.Request) (*http.Response, error) {
-	v.mu.Lock()
-	to, token, id := v.to, v.token, v.id
-	v.mu.Unlock()
-	r = r.Clone(r.Context())
-	r.URL.Scheme, r.URL.Host, r.Host = to.url.Scheme, to.url.Host, to.url.Host
-	if token != "" {
-		r.Header.Set("Authorization", "Bearer "+token)
-	}
-	if id != "" && r.Header.Get("Mcp-Session-Id") != "" {
-		r.Header.Set("Mcp-Session-Id", id)
-	}
-	return http.DefaultTransport.RoundTrip(r)
-}
-
-// connectVia returns a client whose requests v routes.
-func connectVia(t *testing.T, v *via) *mcp.ClientSession {
-	t.Helper()
-	transport := &mcp.StreamableClientTransport{Endpoint: v.to.url.String() + "/mcp", HTTPClient: &http.Client{Transport: v}}
-	cs, err := spinetest.NewMCPClient().Connect(t.Context(), transport, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	return &replica{server: server, url: spinetest.ServeHTTP(t, server.HTTPHandler(nil)).URL}
 }
 
 // TestStoreTwoReplicas: one MCP client's session is served by two servers,
@@ -91,22 +45,22 @@ func TestStoreTwoReplicas(t *testing.T) {
 	}
 	store := "file://" + t.TempDir()
 	a, b := newReplica(t, store, sessionstore.WriteRun), newReplica(t, store, sessionstore.WriteRun)
-	v := &via{to: a}
-	cs := connectVia(t, v)
+	v := spinetest.NewRouter(t, a.url, "", "")
+	cs := v.Connect(t)
 	id := cs.ID()
 	if sessionstore.CheckID(id) != nil {
 		t.Fatalf("MCP session id %q", id)
 	}
 	value(t, cs, source("x = ['a']"))
-	v.route(b)
+	v.To(t, b.url)
 	if got := value(t, cs, source("x.append('b')\nx")); got != `["a","b"]` {
 		t.Fatalf("through b: %s", got)
 	}
-	v.route(a) // a holds x = ['a'] live: it loads b's newer generation
+	v.To(t, a.url) // a holds x = ['a'] live: it loads b's newer generation
 	if got := value(t, cs, source("x.append('a')\nx")); got != `["a","b","a"]` {
 		t.Fatalf("through a again: %s", got)
 	}
-	v.route(b)
+	v.To(t, b.url)
 	if got := value(t, cs, source("x")); got != `["a","b","a"]` {
 		t.Fatalf("through b again: %s", got)
 	}
@@ -115,11 +69,11 @@ func TestStoreTwoReplicas(t *testing.T) {
 	}
 
 	// fresh=true through a starts afresh on both.
-	v.route(a)
+	v.To(t, a.url)
 	if got := value(t, cs, map[string]any{"source": "'x' in globals()", "fresh": true}); got != "false" {
 		t.Errorf("fresh: %s", got)
 	}
-	v.route(b)
+	v.To(t, b.url)
 	if got := value(t, cs, source("'x' in globals()")); got != "false" {
 		t.Errorf("after fresh, through b: %s", got)
 	}
@@ -137,7 +91,7 @@ func TestStoreTwoReplicas(t *testing.T) {
 // returns the status.
 func deleteSession(t *testing.T, r *replica, id, token string) int {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodDelete, r.url.String()+"/mcp", nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodDelete, r.url+"/mcp", nil)
 	req.Header.Set("Mcp-Session-Id", id)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -159,12 +113,11 @@ func TestStoreRace(t *testing.T) {
 	}
 	store := "file://" + t.TempDir()
 	a, b := newReplica(t, store, sessionstore.WriteRun), newReplica(t, store, sessionstore.WriteRun)
-	v := &via{to: a}
-	cs := connectVia(t, v)
+	v := spinetest.NewRouter(t, a.url, "", "")
+	cs := v.Connect(t)
 	value(t, cs, source("x = []"))
 	// A second client of the same MCP session (the same id), through b.
-	w := &via{to: b, id: cs.ID()}
-	other := connectVia(t, w)
+	other := spinetest.NewRouter(t, b.url, "", cs.ID()).Connect(t)
 	if got := value(t, other, source("x")); got != "[]" {
 		t.Fatalf("through b: %s", got)
 	}
@@ -200,8 +153,8 @@ func TestStoreDrain(t *testing.T) {
 	}
 	store := "file://" + t.TempDir()
 	a, b := newReplica(t, store, sessionstore.WriteHibernate), newReplica(t, store, sessionstore.WriteHibernate)
-	v := &via{to: a}
-	first, second := connectVia(t, v), connectVia(t, v)
+	v := spinetest.NewRouter(t, a.url, "", "")
+	first, second := v.Connect(t), v.Connect(t)
 	value(t, first, source("n = 1"))
 	value(t, second, source("n = 2"))
 	st, err := sessionstore.Open(t.Context(), store)
@@ -215,7 +168,7 @@ func TestStoreDrain(t *testing.T) {
 	if err := a.server.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	v.route(b)
+	v.To(t, b.url)
 	if got := value(t, first, source("n")); got != "1" {
 		t.Errorf("the first session through b: %s", got)
 	}
@@ -233,24 +186,23 @@ func TestStoreOwner(t *testing.T) {
 	}
 	store := "file://" + t.TempDir()
 	a, b := newReplica(t, store, sessionstore.WriteRun), newReplica(t, store, sessionstore.WriteRun)
-	v := &via{to: a, token: "alpha"}
-	cs := connectVia(t, v)
+	v := spinetest.NewRouter(t, a.url, "alpha", "")
+	cs := v.Connect(t)
 	value(t, cs, source("secret = 'alpha'"))
 	for _, to := range []*replica{a, b} { // a holds it live; b would load it
-		w := &via{to: to, token: "beta", id: cs.ID()}
-		thief := connectVia(t, w)
+		thief := spinetest.NewRouter(t, to.url, "beta", cs.ID()).Connect(t)
 		res, err := thief.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: source("secret = 'beta'\nsecret")})
 		if err == nil {
-			t.Errorf("another token's call through %s: %s", to.url.Host, spinetest.Text(res))
+			t.Errorf("another token's call through %s: %s", to.url, spinetest.Text(res))
 		}
 		if status := deleteSession(t, to, cs.ID(), "beta"); status != http.StatusNotFound {
-			t.Errorf("another token's DELETE through %s: %d", to.url.Host, status)
+			t.Errorf("another token's DELETE through %s: %d", to.url, status)
 		}
 		if status := deleteSession(t, to, cs.ID(), ""); status != http.StatusNotFound {
-			t.Errorf("a DELETE without a token through %s: %d", to.url.Host, status)
+			t.Errorf("a DELETE without a token through %s: %d", to.url, status)
 		}
 	}
-	v.route(b)
+	v.To(t, b.url)
 	if got := value(t, cs, source("secret")); got != `"alpha"` {
 		t.Errorf("the owner's state through b: %s", got)
 	}
