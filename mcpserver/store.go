@@ -138,6 +138,15 @@ func (h *handler) storedCall(ctx context.Context, id, owner, who string, req spi
 		return res, err
 	}
 	out, runErr := c.session.Run(ctx, req)
+	if gone(runErr) != "" {
+		// The session could not run the program at all: run it in the
+		// store's newest generation.
+		c.stale = true
+		if res, err := h.sync(ctx, c, false, notice); res != nil || err != nil {
+			return res, err
+		}
+		out, runErr = c.session.Run(ctx, req)
+	}
 	var pyErr *spine.PythonError
 	if runErr != nil && !errors.As(runErr, &pyErr) {
 		if c.session.Err() != nil {
