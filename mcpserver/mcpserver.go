@@ -150,6 +150,11 @@ type Options struct {
 	// spine.MaxSnapshotSize of the Runner's session memory.
 	MaxSnapshot int64
 
+	// SessionsOf, when set, returns the cap of one client's sessions in
+	// place of MaxSessionsPerClient (0: MaxSessionsPerClient's), e.g. each
+	// token's share from a tokens file.
+	SessionsOf func(client string) int
+
 	// Logger is given to the SDK's server. nil means no logging.
 	Logger *slog.Logger
 }

@@ -334,7 +334,7 @@ func TestMCPHTTPTokenAndSlots(t *testing.T) {
 	var stderr bytes.Buffer
 	served := make(chan int, 1)
 	go func() {
-		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, token: "s3cret", log: slog.New(slog.DiscardHandler)}, httpLimits{}, time.Minute, "", &stderr)
+		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, tenants: []service.Tenant{{Name: "default", Token: "s3cret"}}, log: slog.New(slog.DiscardHandler)}, httpLimits{}, time.Minute, "", &stderr)
 	}()
 	endpoint := "http://" + ln.Addr().String() + "/mcp"
 

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -48,9 +49,10 @@ store shared by every replica: any replica serves any client's MCP session
 (Mcp-Session-Id), loading it from the store, and a shutdown writes them
 (docs/scaling.md).
 
-With --http and a token (--token-file, else $SPINE_TOKEN), every request must
-carry "Authorization: Bearer <token>" but GET /healthz, /livez and /readyz
-(503 once shutting down); GET /metrics is Prometheus text. Without a token it
+With --http and a token (--token-file, else $SPINE_TOKEN, or the tokens of
+--tokens-file), every request must carry "Authorization: Bearer <token>" but
+GET /healthz, /livez and /readyz (503 once shutting down); GET /metrics is
+Prometheus text. Without a token it
 refuses to listen on anything but a loopback address. A browser's request
 from another origin is refused (403); every request gets an access log line.
 
@@ -64,9 +66,12 @@ flags:
   --stateless              keep nothing from one call to the next: no sessions, no fresh argument
   --max-sessions N         Python sessions kept (default 100); past it one is closed: of the client
                            holding the most, the one it used least recently
-  --sessions-per-client N  with --http, Python sessions one client (one address) keeps; past it its own
-                           least recently used one is closed (default 0: no cap of its own)
+  --sessions-per-client N  with --http, Python sessions one client (one address; with --tokens-file, one
+                           token) keeps; past it its own least recently used one is closed (default 0:
+                           no cap of its own; a token's "sessions" in --tokens-file takes its place)
   --token-file FILE        with --http, the bearer token, one word (default $SPINE_TOKEN)
+  --tokens-file FILE       with --http, several tokens, each with a name (spine serve's file: docs/http.md,
+                           "Tenants"); a client is then its token; not with --token-file
   --max-conns N            with --http, connections open at once; more wait to be accepted (default 256);
                            those without the token yet hold a quarter at most, oldest closed
                            first, and read for 5s at most
@@ -141,17 +146,23 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
 	}
 	var (
-		limits httpLimits
-		token  string
+		limits  httpLimits
+		token   string
+		tenants []service.Tenant
 	)
 	if o.addr != "" {
 		if limits, err = o.http.limits(); err != nil {
 			return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
 		}
-		if token, err = o.http.token("--http", o.addr); err != nil {
+		if token, tenants, err = o.http.tenants("--http", o.addr, stderr); err != nil {
 			fmt.Fprintln(stderr, "spine mcp:", err)
 			return exitUsage
 		}
+		if token != "" {
+			tenants = []service.Tenant{{Name: "default", Token: token}}
+		}
+	} else if *o.http.tokensFile != "" || *o.http.tokenFile != "" {
+		return usageError(stderr, fs.Name(), mcpUsage, "--token-file and --tokens-file need --http")
 	}
 	logger, err := o.log.logger(stderr) // stdout is the protocol's: logs go to stderr only
 	if err != nil {
@@ -182,6 +193,9 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if o.addr != "" {
 		mo.ClientOf, mo.MaxSessionsPerClient = clientAddress, o.perClient
+		if *o.http.tokensFile != "" {
+			mo.ClientOf, mo.SessionsOf = clientToken, tenantSessions(tenants)
+		}
 	}
 	if o.store != "" {
 		if mo.Store, err = sessionstore.Open(ctx, o.store); err != nil {
@@ -208,11 +222,11 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 
-	ln, code := listen("spine mcp", "--http", o.addr, token, stderr)
+	ln, code := listen("spine mcp", "--http", o.addr, strings.Join(tokenList("", tenants), ""), stderr)
 	if ln == nil {
 		return code
 	}
-	m := mcpHTTP{runner: runner, health: health, token: token, log: logger, traffic: traffic, tracer: tracer}
+	m := mcpHTTP{runner: runner, health: health, tenants: tenants, log: logger, traffic: traffic, tracer: tracer}
 	code = serveMCP(ctx, stop, ln, srv, m, limits, o.grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
 	if mo.Store != nil {
 		// Every call has its answer: write the sessions the store lacks.
@@ -253,8 +267,8 @@ func (o *mcpOptions) storeWrite() (sessionstore.WritePolicy, error) {
 // then shuts down gracefully (serveHTTP): the calls in flight get their
 // answers. Beside /mcp: GET /healthz (the tools' servers), /livez, /readyz
 // (503 once shutting down) and /metrics (the Runner's, Go's and the
-// process's). With a token, every request but the probes must carry it
-// (service.RequireToken). Every request is refused when a browser sends it
+// process's). With tokens, every request but the probes must carry one
+// (service.RequireTenants). Every request is refused when a browser sends it
 // from another origin (403), and gets a line in the access log.
 func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.Server, m mcpHTTP, limits httpLimits, grace time.Duration, what string, stderr io.Writer) int {
 	server := srv.MCP()
@@ -262,15 +276,13 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.
 	posts := newInFlight()
 	handler = posts.count(handler)
 	handler = withClientAddress(handler)
-	if m.token != "" {
-		limits.tokens = []string{m.token}
-	}
+	limits.tokens = tokenList("", m.tenants)
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(service.RunnerCollector(m.runner), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
-	if m.token != "" {
-		handler = service.RequireToken(m.token, handler)
-		metrics = service.RequireToken(m.token, metrics)
+	if len(m.tenants) > 0 {
+		handler = service.RequireTenants(m.tenants, handler)
+		metrics = service.RequireTenants(m.tenants, metrics)
 	}
 	var draining atomic.Bool
 	mux := http.NewServeMux()
@@ -278,7 +290,7 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /livez", service.ServeLive)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { service.ServeReady(&draining, w) })
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { serveMCPHealth(w, m.health, m.token == "") })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { serveMCPHealth(w, m.health, len(m.tenants) == 0) })
 	return serveHTTP(ctx, stop, ln, service.AccessLog(m.log, m.tracer, http.NewCrossOriginProtection().Handler(mux)), limits, grace, "spine mcp", what, stderr,
 		func() {
 			draining.Store(true)
@@ -298,7 +310,7 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.
 type mcpHTTP struct {
 	runner  *spine.Runner
 	health  func() map[string]string // the tools' servers; nil for none
-	token   string                   // "" for none
+	tenants []service.Tenant         // the tokens; none for none
 	log     *slog.Logger             // the access log's and the server's
 	traffic *slog.Logger             // the MCP traffic's events (--verbose), or nil
 	tracer  trace.TracerProvider     // nil for no spans
@@ -395,6 +407,25 @@ func withClientAddress(h http.Handler) http.Handler {
 		r.Header.Set(clientAddressHeader, host)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// clientToken is the client of an MCP call over HTTP with a tokens file:
+// the name of the token its request carried.
+func clientToken(req *mcp.CallToolRequest) string {
+	if req.Extra == nil || req.Extra.Header == nil {
+		return ""
+	}
+	return service.RequestToken(req.Extra.Header)
+}
+
+// tenantSessions returns the cap of each tenant's MCP sessions, by name:
+// its "sessions" in the tokens file (0: --sessions-per-client's).
+func tenantSessions(tenants []service.Tenant) func(string) int {
+	caps := map[string]int{}
+	for _, t := range tenants {
+		caps[t.Name] = t.Limits.Sessions
+	}
+	return func(name string) int { return caps[name] }
 }
 
 // clientAddress is the client of an MCP call over HTTP: the address its

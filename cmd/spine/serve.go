@@ -107,7 +107,6 @@ type serveOptions struct {
 	sessionTTL    time.Duration
 	sessionDir    string
 	sessionDirMiB int
-	tokensFile    string
 	sessionStore  string
 	sessionWrite  string
 }
@@ -140,7 +139,6 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.sessionTTL, "session-ttl", defaultSessionTTL, "")
 	fs.StringVar(&o.sessionDir, "session-dir", "", "")
 	fs.IntVar(&o.sessionDirMiB, "session-dir-mib", 16<<10, "")
-	fs.StringVar(&o.tokensFile, "tokens-file", "", "")
 	fs.StringVar(&o.sessionStore, "session-store", "", "")
 	fs.StringVar(&o.sessionWrite, "session-write", "", "")
 }
@@ -195,7 +193,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if err != nil {
 		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
-	token, tenants, err := o.tokens(stderr)
+	token, tenants, err := o.http.tenants("--listen", o.listen, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine serve:", err)
 		return exitUsage
@@ -303,32 +301,6 @@ func startHTTP(ln net.Listener, handler http.Handler, limits httpLimits, name, w
 	go func() { errs <- srv.Serve(ln) }()
 	fmt.Fprintf(stderr, "%s: listening on http://%s %s\n", name, ln.Addr(), what)
 	return srv, errs
-}
-
-// tokens returns the token of --token-file (else $SPINE_TOKEN), or the
-// tenants of --tokens-file.
-func (o *serveOptions) tokens(stderr io.Writer) (string, []service.Tenant, error) {
-	if o.tokensFile == "" {
-		token, err := o.http.token("--listen", o.listen)
-		return token, nil, err
-	}
-	if *o.http.tokenFile != "" {
-		return "", nil, errors.New("--tokens-file and --token-file: give one")
-	}
-	tenants, err := readTokensFile(o.tokensFile, stderr)
-	return "", tenants, err
-}
-
-// tokenList is every token the server accepts: token, or the tenants'.
-func tokenList(token string, tenants []service.Tenant) []string {
-	if token != "" {
-		return []string{token}
-	}
-	var all []string
-	for _, t := range tenants {
-		all = append(all, t.Token)
-	}
-	return all
 }
 
 // firstToken is the first tenant's token, "" when there is none.
