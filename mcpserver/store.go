@@ -254,11 +254,7 @@ func (h *handler) write(ctx context.Context, c *client) error {
 	if err != nil {
 		return err
 	}
-	image, err := spine.SnapshotImageKey(blob)
-	if err != nil {
-		return err
-	}
-	meta := sessionstore.Meta{Generation: c.gen + 1, Owner: c.owner, Image: image}
+	meta := sessionstore.Meta{Generation: c.gen + 1, Owner: c.owner, Image: h.runner.ImageKey()}
 	if err := h.opts.Store.Put(ctx, c.id, blob, meta); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -25,19 +26,24 @@ func mcpValue(t *testing.T, cs *mcp.ClientSession, source, want string) {
 }
 
 // TestMCPStoreTwoProcesses runs two spine mcp --http processes on one
-// file:// store with one token: one client's MCP session is served by both,
-// its Python state carried from one to the other and back; a client
-// without the token has no part of it.
+// file:// store with a tokens file of two tokens: one client's MCP session
+// is served by both, its Python state carried from one to the other and
+// back; a client without a token, or with the other token, has no part of
+// it on either process.
 func TestMCPStoreTwoProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the spine command")
 	}
 	bin := buildSpine(t)
-	const token = "mcp-store-token"
-	env := []string{"SPINE_TOKEN=" + token}
-	args := []string{"mcp", "--http", "127.0.0.1:0", "--demo-tools", "--session-store", "file://" + t.TempDir()}
-	a, addrA := startEnv(t, env, bin, args...)
-	b, addrB := startEnv(t, env, bin, args...)
+	const token, other = "mcp-store-token-alice", "mcp-store-token-bob"
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	file := `{"tokens": [{"name": "alice", "token": "` + token + `"}, {"name": "bob", "token": "` + other + `"}]}`
+	if err := os.WriteFile(tokens, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"mcp", "--http", "127.0.0.1:0", "--demo-tools", "--tokens-file", tokens, "--session-store", "file://" + t.TempDir()}
+	a, addrA := start(t, bin, args...)
+	b, addrB := start(t, bin, args...)
 	urlA, urlB := "http://"+addrA, "http://"+addrB
 
 	route := spinetest.NewRouter(t, urlA, token, "")
@@ -48,8 +54,17 @@ func TestMCPStoreTwoProcesses(t *testing.T) {
 	route.To(t, urlA)
 	mcpValue(t, cs, "x.append('a')\nx", `["a","b","a"]`)
 
-	// Without the token, or with another, the session's id opens nothing.
-	for _, bad := range []string{"", "another-token"} {
+	// With the other token, the session's id opens nothing on either
+	// process (a itself holds it live; b would load it).
+	for _, to := range []string{urlA, urlB} {
+		thief := spinetest.NewRouter(t, to, other, cs.ID()).Connect(t)
+		res, err := thief.CallTool(t.Context(), &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"source": "x = 'stolen'\nx"}})
+		if err == nil {
+			t.Errorf("the other token's call through %s: %s", to, spinetest.Text(res))
+		}
+	}
+	// Without a token, or with an unknown one, nothing at all.
+	for _, bad := range []string{"", "an-unknown-token-0000"} {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, urlB+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_python","arguments":{"source":"x"}}}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
