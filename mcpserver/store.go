@@ -295,6 +295,8 @@ func storeFailed(err error, notice string) *mcp.CallToolResult {
 		return failed("another replica ran this MCP session at the same time and stored its call first: this call's effect on the Python state is undone (its tool calls did happen); call "+ToolName+" again", notice)
 	case errors.As(err, &image):
 		return failed(err.Error(), notice)
+	case errors.Is(err, sessionstore.ErrTooLarge), errors.Is(err, spine.ErrSnapshotTooLarge):
+		return failed("the session's state is over the snapshot cap ("+err.Error()+"), so it cannot be stored: this call's effect on the Python state is undone; free what it holds, or call "+ToolName+" with fresh=true", notice)
 	case errors.Is(err, spine.ErrSessionState), errors.Is(err, spine.ErrSnapshot), errors.Is(err, spine.ErrSnapshotMismatch):
 		return failed("the session could not be stored or restored ("+err.Error()+"); call "+ToolName+" with fresh=true to start afresh", notice)
 	}

@@ -43,7 +43,11 @@ func TestStoreTwoReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two Runners")
 	}
-	store := "file://" + t.TempDir()
+	twoReplicas(t, "file://"+t.TempDir())
+}
+
+// twoReplicas is TestStoreTwoReplicas on the store at store.
+func twoReplicas(t *testing.T, store string) {
 	a, b := newReplica(t, store, sessionstore.WriteRun), newReplica(t, store, sessionstore.WriteRun)
 	v := spinetest.NewRouter(t, a.url, "", "")
 	cs := v.Connect(t)
