@@ -115,7 +115,11 @@ func TestStoreRace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two Runners")
 	}
-	store := "file://" + t.TempDir()
+	race(t, "file://"+t.TempDir())
+}
+
+// race is TestStoreRace on the store at store.
+func race(t *testing.T, store string) {
 	a, b := newReplica(t, store, sessionstore.WriteRun), newReplica(t, store, sessionstore.WriteRun)
 	v := spinetest.NewRouter(t, a.url, "", "")
 	cs := v.Connect(t)
