@@ -29,7 +29,13 @@
 // 2026-07-28, which the SDK serves only that way) every request is an MCP
 // session of its own: set Options.Stateless there too.
 //
-// The Server New returns is the official Go SDK's; serve it over any of its
+// With Options.Store the sessions outlive the process and serve a fleet:
+// NewServer's Server.HTTPHandler gives out MCP session ids that any replica
+// on the store serves, loading the client's session from the store, for
+// the token that made it, when it does not hold it live; Server.Close
+// writes the sessions the store lacks (docs/scaling.md).
+//
+// The server New returns is the official Go SDK's; serve it over any of its
 // transports:
 //
 //	server := mcpserver.New(runner, manifest, nil)
