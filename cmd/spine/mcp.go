@@ -37,7 +37,7 @@ Serves the Model Context Protocol with one tool, run_python(source, inputs,
 fresh), whose description lists the Python stubs of the tools a program can
 call: the tools of the MCP servers in the config file (and the built-in demo
 tools with --demo-tools). Over standard input and output by default; with
---http, over streamable HTTP at http://ADDR/mcp (README, "spine mcp").
+--http, over streamable HTTP at http://ADDR/mcp (docs/mcp.md).
 
 Each client (MCP session) has a Python session of its own: what one program
 defines is there for the client's next one, until fresh=true, the end of

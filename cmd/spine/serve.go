@@ -53,7 +53,7 @@ flags:
   --max-timeout DURATION   time limit of every run (default 30s)
   --token-file FILE        the bearer token, one word (default $SPINE_TOKEN)
   --tokens-file FILE       the tokens, each with a name and its share of the sessions
-                           (README, "Tenants"); not with --token-file, and $SPINE_TOKEN is ignored
+                           (docs/http.md, "Tenants"); not with --token-file, and $SPINE_TOKEN is ignored
   --max-conns N            connections open at once; more wait to be accepted (default 256);
                            those without the token yet hold a quarter at most, oldest closed
                            first, and read for 5s at most

@@ -16,7 +16,7 @@ import (
 	"github.com/spine-run/spine/service"
 )
 
-// The tokens file of spine serve --tokens-file (README, "Tenants"): a JSON
+// The tokens file of spine serve --tokens-file (docs/http.md, "Tenants"): a JSON
 // object with one member, "tokens", a list of
 //
 //	{"name": "alice", "token": "…",
