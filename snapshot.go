@@ -99,6 +99,10 @@ const (
 	snapshotStreamMemory = 4 << 20
 )
 
+// SnapshotStreamMemory is the most memory SnapshotTo and RestoreFrom take
+// beyond the Guest's own, whatever the session's size (snapshotStreamMemory).
+const SnapshotStreamMemory = snapshotStreamMemory
+
 // ErrSnapshotTooLarge is a snapshot over the size limit it was taken for
 // (SessionOptions.MaxSnapshot, or the caller's): nothing of it is kept.
 var ErrSnapshotTooLarge = errors.New("spine: snapshot over its size limit")

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -224,9 +225,11 @@ func (h *handler) load(ctx context.Context, c *client, fresh bool) (*spine.Sessi
 			sess, err := h.runner.NewSession(ctx)
 			return sess, meta.Generation, err
 		}
-		blob, meta, err := sessionstore.Load(ctx, st, c.id, c.owner, h.runner.ImageKey(), h.opts.MaxSnapshot)
+		rd, meta, err := sessionstore.Load(ctx, st, c.id, c.owner, h.runner.ImageKey(), h.opts.MaxSnapshot)
 		if err == nil {
-			sess, err := h.runner.Restore(ctx, blob)
+			// The snapshot streams from the store into the Guest's pages.
+			sess, err := h.runner.RestoreFrom(ctx, bufio.NewReaderSize(rd, sessionstore.ReadMemory))
+			rd.Close()
 			return sess, meta.Generation, err
 		}
 		if !errors.Is(err, sessionstore.ErrNotFound) {
@@ -250,17 +253,24 @@ func (h *handler) load(ctx context.Context, c *client, fresh bool) (*spine.Sessi
 func (h *handler) write(ctx context.Context, c *client) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.opts.Timeout)
 	defer cancel()
-	blob, err := c.session.Snapshot(ctx)
-	if err != nil {
-		return err
-	}
 	meta := sessionstore.Meta{Generation: c.gen + 1, Owner: c.owner, Image: h.runner.ImageKey()}
-	if err := h.opts.Store.Put(ctx, c.id, blob, meta); err != nil {
+	err := h.opts.Store.Put(ctx, c.id, meta, h.opts.MaxSnapshot, func(w io.Writer) error {
+		// The snapshot streams from the Guest's pages to the store.
+		bw := bufio.NewWriterSize(w, snapshotBuffer)
+		if _, err := c.session.SnapshotTo(ctx, bw); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
+	if err != nil {
 		return err
 	}
 	c.gen, c.dirty = meta.Generation, false
 	return nil
 }
+
+// snapshotBuffer gathers a snapshot's small writes into a store's.
+const snapshotBuffer = 64 << 10
 
 // persist writes c's live session if the store lacks its state (the caller
 // holds c's turn).

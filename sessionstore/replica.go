@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // What every replica that keeps sessions in a Store does the same way, the
@@ -70,24 +71,28 @@ func (e *ImageError) Error() string {
 	return "the session's snapshot was taken by another Guest build (image " + e.Image + "); a replica of that build can serve it"
 }
 
-// Load reads the newest generation of id for owner on a replica whose
-// Guest image key is image: ErrNotFound when there is none, it is deleted,
-// or another owner's (which a caller must not tell apart from none); an
-// *ImageError when another build took it; ErrTooLarge over max bytes.
-func Load(ctx context.Context, st Store, id, owner, image string, max int64) ([]byte, Meta, error) {
+// Load opens the newest generation of id for owner on a replica whose
+// Guest image key is image, as Get does (the reader is the caller's to
+// close): ErrNotFound when there is none, it is deleted, or another
+// owner's (which a caller must not tell apart from none); an *ImageError
+// when another build took it; ErrTooLarge over max bytes.
+func Load(ctx context.Context, st Store, id, owner, image string, max int64) (io.ReadCloser, Meta, error) {
 	if CheckID(id) != nil {
 		return nil, Meta{}, ErrNotFound
 	}
-	blob, meta, err := st.Get(ctx, id, max)
-	switch {
-	case err != nil:
+	rd, meta, err := st.Get(ctx, id, max)
+	if err != nil {
 		return nil, Meta{}, err
+	}
+	switch {
 	case !meta.OwnedBy(owner):
+		rd.Close()
 		return nil, Meta{}, ErrNotFound
 	case meta.Image != image:
+		rd.Close()
 		return nil, Meta{}, &ImageError{meta.Image}
 	}
-	return blob, meta, nil
+	return rd, meta, nil
 }
 
 // Claim returns the generation after which a replica writes a new session

@@ -212,7 +212,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	}
 	defer stopTracing(context.Background())
 	var svc *service.Server // made below, before any session: they are made through it
-	sessions.OnHibernate = func(s *spine.Session, snapshot []byte) { svc.Hibernated(s, snapshot) }
+	sessions.OnHibernate = func(s *spine.Session, snapshot io.Reader) { svc.Hibernated(s, snapshot) }
 	opts := o.cache.apply(&spine.Options{Sessions: sessions, TracerProvider: tracer}, logger, stderr)
 	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, opts, o.log.verbose, stderr)
 	if runner == nil {
