@@ -24,10 +24,25 @@ type client struct {
 	ended   bool           // its MCP session ended
 
 	// Guarded by the handler's mu.
-	who  string // the client it is of (Options.ClientOf): its MCP session's own when unnamed
-	name string // ClientOf's name of it, "" when unnamed
-	held bool   // it holds a place among opts.MaxSessions
-	used uint64 // the handler's call count when it was last called
+	who   string // the client it is of (Options.ClientOf): its MCP session's own when unnamed
+	name  string // ClientOf's name of it, "" when unnamed
+	held  bool   // it holds a place among opts.MaxSessions
+	used  uint64 // the handler's call count when it was last called
+	calls int    // with a store: the calls that have it, which keep it in the handler's clients
+
+	stored // with a store: its place there (owned by whoever holds the turn)
+}
+
+// newClient returns a client ClientOf named name, or of unnamed when name
+// is "".
+func newClient(name, unnamed string) *client {
+	who := unnamed
+	if name != "" {
+		who = "client " + name
+	}
+	c := &client{turn: make(chan struct{}, 1), who: who, name: name}
+	c.turn <- struct{}{}
+	return c
 }
 
 // sessionCall runs req in the spine.Session of ss's client, one call of the
@@ -100,14 +115,7 @@ func (h *handler) client(ss *mcp.ServerSession, who string) *client {
 	h.calls++
 	c := h.clients[ss]
 	if c == nil {
-		name := who
-		if who == "" {
-			who = fmt.Sprintf("session %p", ss)
-		} else {
-			who = "client " + who
-		}
-		c = &client{turn: make(chan struct{}, 1), who: who, name: name}
-		c.turn <- struct{}{}
+		c = newClient(who, fmt.Sprintf("session %p", ss))
 		h.clients[ss] = c
 		go h.watch(ss, c)
 	}
@@ -233,6 +241,10 @@ func (h *handler) evict(o *client, own bool) bool {
 	why := fmt.Sprintf("the session was closed to make room for other clients' (this server keeps at most %d)", h.opts.MaxSessions)
 	if own {
 		why = fmt.Sprintf("the session was closed to make room for a newer one of the same client (this server keeps at most %d for it)", h.perClient(o.name))
+	}
+	if h.opts.Store != nil {
+		h.putAside(o, why)
+		return true
 	}
 	h.closeSession(o, why)
 	return true

@@ -4,10 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -27,19 +24,20 @@ import (
 // when): a replica that lost the race, or held an older generation, gets a
 // conflict and reloads.
 
-// WritePolicy is when a Server writes a session to its store.
-type WritePolicy string
+// WritePolicy is when a Server writes a session to its store; the policies
+// are sessionstore's, as the MCP server's are.
+type WritePolicy = sessionstore.WritePolicy
 
 const (
 	// WriteRun writes after each run, before answering it: a run answered
 	// 200 or 422 is in the store, and a crash loses no answered run. A run
 	// whose write fails is answered with the error (409 conflict, 503
 	// store_unavailable) and its effect on the session's state is undone.
-	WriteRun WritePolicy = "run"
+	WriteRun = sessionstore.WriteRun
 	// WriteAnswer writes after answering: a run's latency does not include
 	// the write, and a crash (or a lost race) loses the runs answered since
 	// the last write that landed.
-	WriteAnswer WritePolicy = "answer"
+	WriteAnswer = sessionstore.WriteAnswer
 	// WriteHibernate writes only when the session leaves the replica's
 	// live Guests: when the Runner hibernates it (idle, or making room; with
 	// the Runner's SessionOptions.OnHibernate set to Server.Hibernated), and
@@ -47,17 +45,11 @@ const (
 	// without sticky routing, another replica serves the older state. For
 	// sessions that are scratch space, or one replica that keeps its
 	// sessions across restarts.
-	WriteHibernate WritePolicy = "hibernate"
+	WriteHibernate = sessionstore.WriteHibernate
 )
 
 // ParseWritePolicy returns the policy named s.
-func ParseWritePolicy(s string) (WritePolicy, error) {
-	switch p := WritePolicy(s); p {
-	case WriteRun, WriteAnswer, WriteHibernate:
-		return p, nil
-	}
-	return "", fmt.Errorf("session write policy %q: it is run, answer or hibernate", s)
-}
+func ParseWritePolicy(s string) (WritePolicy, error) { return sessionstore.ParseWritePolicy(s) }
 
 // The error kinds of a session store.
 const (
@@ -140,19 +132,13 @@ func storeHeaders(w http.ResponseWriter, err error) {
 	}
 }
 
-// ownerHex is how an owner is kept in the store: hex of the SHA-256 of the
-// token, "" for none.
-func ownerHex(owner [sha256.Size]byte) string {
-	if owner == ([sha256.Size]byte{}) {
-		return ""
-	}
-	return hex.EncodeToString(owner[:])
-}
+// ownerHex is how an owner is kept in the store (sessionstore.OwnerOf).
+func ownerHex(owner [sha256.Size]byte) string { return sessionstore.OwnerOf(owner) }
 
 // ownedBy reports whether meta's session belongs to owner, in constant
 // time.
 func ownedBy(meta sessionstore.Meta, owner [sha256.Size]byte) bool {
-	return subtle.ConstantTimeCompare([]byte(meta.Owner), []byte(ownerHex(owner))) == 1
+	return meta.OwnedBy(ownerHex(owner))
 }
 
 // storeCtx is a context for a store operation that must not end with the

@@ -324,7 +324,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestMCPHTTPTokenAndSlots(t *testing.T) {
 	gate := spinetest.NewGate()
 	runner, manifest := demoRunner(t, spine.Manifest{"gate": gate.Tool()})
-	server := mcpserver.New(runner, manifest, &mcpserver.Options{Slots: 1})
+	server := mcpserver.NewServer(runner, manifest, &mcpserver.Options{Slots: 1})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

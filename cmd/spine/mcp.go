@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,7 @@ import (
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/mcpserver"
 	"github.com/spine-run/spine/service"
+	"github.com/spine-run/spine/sessionstore"
 )
 
 const mcpUsage = `usage: spine mcp [flags]
@@ -41,6 +43,11 @@ Each client (MCP session) has a Python session of its own: what one program
 defines is there for the client's next one, until fresh=true, the end of
 the MCP session, or a program stopped by --timeout. With --stateless, every
 call starts from a clean sandbox.
+
+With --http and --session-store, the Python sessions live in an object
+store shared by every replica: any replica serves any client's MCP session
+(Mcp-Session-Id), loading it from the store, and a shutdown writes them
+(docs/scaling.md).
 
 With --http and a token (--token-file, else $SPINE_TOKEN, or the tokens of
 --tokens-file), every request must carry "Authorization: Bearer <token>" but
@@ -71,6 +78,12 @@ flags:
   --read-timeout DURATION  with --http, time to send a request's headers (at most 10s) and body (default 30s)
   --idle-timeout DURATION  with --http, how long an idle keep-alive connection stays open (default 60s)
   --grace DURATION         with --http, how long shutdown waits for calls in flight (default 30s)
+  --session-store URL      with --http, keep the Python sessions in an object store shared by every
+                           replica: s3://BUCKET?endpoint=..&region=..&use_path_style=true,
+                           gs://BUCKET, azblob://CONTAINER, file:///DIR, mem://
+  --session-write POLICY   when a session is written to the store: run (after each call, before
+                           answering; default) or hibernate (when --max-sessions puts it aside,
+                           and at shutdown) (docs/scaling.md)
   --log-format FORMAT      text or json: the log on standard error, with --http an access log line per request (default text)
   --verbose                also log the MCP traffic's events, and the MCP servers' standard error
 ` + cacheUsage + `
@@ -92,6 +105,8 @@ type mcpOptions struct {
 	sessions   int // --max-sessions
 	perClient  int // --sessions-per-client
 	grace      time.Duration
+	store      string // --session-store
+	write      string // --session-write
 	log        logFlags
 	cache      cacheFlags
 	http       httpFlags
@@ -108,6 +123,8 @@ func (o *mcpOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.sessions, "max-sessions", mcpserver.DefaultMaxSessions, "")
 	fs.IntVar(&o.perClient, "sessions-per-client", 0, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
+	fs.StringVar(&o.store, "session-store", "", "")
+	fs.StringVar(&o.write, "session-write", "", "")
 	o.log.flags(fs)
 	o.cache.flags(fs)
 	o.http = addHTTPFlags(fs)
@@ -124,13 +141,16 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if o.timeout <= 0 || o.grace < 0 || o.slots < 0 || o.sessions <= 0 || o.perClient < 0 {
 		return usageError(stderr, fs.Name(), mcpUsage, "--timeout must be positive, --max-sessions too, and --grace and --slots not negative (nor --sessions-per-client)")
 	}
+	write, err := o.storeWrite()
+	if err != nil {
+		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
+	}
 	var (
 		limits  httpLimits
 		token   string
 		tenants []service.Tenant
 	)
 	if o.addr != "" {
-		var err error
 		if limits, err = o.http.limits(); err != nil {
 			return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
 		}
@@ -169,6 +189,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer closeRunner()
 	mo := &mcpserver.Options{
 		Timeout: o.timeout, Slots: o.slots, EarlyReads: o.earlyReads, Stateless: o.stateless, MaxSessions: o.sessions, Logger: traffic,
+		StoreWrite: write,
 	}
 	if o.addr != "" {
 		mo.ClientOf, mo.MaxSessionsPerClient = clientAddress, o.perClient
@@ -176,7 +197,15 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			mo.ClientOf, mo.SessionsOf = clientToken, tenantSessions(tenants)
 		}
 	}
-	server := mcpserver.New(runner, manifest, mo)
+	if o.store != "" {
+		if mo.Store, err = sessionstore.Open(ctx, o.store); err != nil {
+			fmt.Fprintln(stderr, "spine mcp: --session-store:", err)
+			return exitFailure
+		}
+		defer mo.Store.Close()
+	}
+	srv := mcpserver.NewServer(runner, manifest, mo)
+	server := srv.MCP()
 
 	if o.addr == "" {
 		// The transport closes its reader when it ends, which unblocks a
@@ -198,7 +227,40 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	m := mcpHTTP{runner: runner, health: health, tenants: tenants, log: logger, traffic: traffic, tracer: tracer}
-	return serveMCP(ctx, stop, ln, server, m, limits, o.grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
+	code = serveMCP(ctx, stop, ln, srv, m, limits, o.grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
+	if mo.Store != nil {
+		// Every call has its answer: write the sessions the store lacks.
+		storeCtx, cancel := context.WithTimeout(context.Background(), max(o.grace, cutWait))
+		defer cancel()
+		if err := srv.Close(storeCtx); err != nil {
+			fmt.Fprintln(stderr, "spine mcp: storing the sessions:", err)
+			return exitFailure
+		}
+		fmt.Fprintln(stderr, "spine mcp: sessions stored")
+	}
+	return code
+}
+
+// storeWrite checks --session-store and --session-write and returns the
+// write policy.
+func (o *mcpOptions) storeWrite() (sessionstore.WritePolicy, error) {
+	if o.store == "" {
+		if o.write != "" {
+			return "", errors.New("--session-write needs --session-store")
+		}
+		return "", nil
+	}
+	if o.addr == "" || o.stateless {
+		return "", errors.New("--session-store needs --http, and sessions (not --stateless)")
+	}
+	write, err := sessionstore.ParseWritePolicy(cmp.Or(o.write, string(sessionstore.WriteRun)))
+	if err == nil && write == sessionstore.WriteAnswer {
+		err = errors.New("spine mcp writes a session after each call (run) or when it is put aside (hibernate)")
+	}
+	if err != nil {
+		return "", fmt.Errorf("--session-write: %v", err)
+	}
+	return write, nil
 }
 
 // serveMCP serves server with streamable HTTP at /mcp on ln until ctx ends,
@@ -208,8 +270,9 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // process's). With tokens, every request but the probes must carry one
 // (service.RequireTenants). Every request is refused when a browser sends it
 // from another origin (403), and gets a line in the access log.
-func serveMCP(ctx context.Context, stop func(), ln net.Listener, server *mcp.Server, m mcpHTTP, limits httpLimits, grace time.Duration, what string, stderr io.Writer) int {
-	var handler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: m.traffic})
+func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.Server, m mcpHTTP, limits httpLimits, grace time.Duration, what string, stderr io.Writer) int {
+	server := srv.MCP()
+	handler := srv.HTTPHandler(&mcp.StreamableHTTPOptions{Logger: m.traffic})
 	posts := newInFlight()
 	handler = posts.count(handler)
 	handler = withClientAddress(handler)
