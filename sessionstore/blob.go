@@ -241,6 +241,14 @@ const WriteMemory = 5 * writeBuffer
 const ReadMemory = 64 << 10
 
 func (s *blobStore) Put(ctx context.Context, id string, meta Meta, max int64, write func(io.Writer) error) error {
+	return s.put(ctx, id, meta, max, write, nil)
+}
+
+// put is Put; when written is not nil, it is called with the snapshot's
+// size once the generation is created and before it is checked for a newer
+// one (the owner index's entry, owners.go): an error of it undoes the
+// write.
+func (s *blobStore) put(ctx context.Context, id string, meta Meta, max int64, write func(io.Writer) error, written func(size int64) error) error {
 	if err := CheckID(id); err != nil {
 		return err
 	}
@@ -248,7 +256,7 @@ func (s *blobStore) Put(ctx context.Context, id string, meta Meta, max int64, wr
 		return errors.New("sessionstore: generation 0 is none")
 	}
 	k := key(id, meta.Generation)
-	err := s.create(ctx, k, meta, max, write)
+	size, err := s.create(ctx, k, meta, max, write)
 	switch {
 	case errors.Is(err, ErrTooLarge):
 		return fmt.Errorf("sessionstore: generation %d of %s: %w", meta.Generation, id, err)
@@ -265,6 +273,12 @@ func (s *blobStore) Put(ctx context.Context, id string, meta Meta, max int64, wr
 			return fmt.Errorf("%w: generation %d of %s exists", ErrConflict, meta.Generation, id)
 		}
 		return fmt.Errorf("sessionstore: writing %s: %w", id, err)
+	}
+	if written != nil {
+		if err := written(size); err != nil {
+			s.b.Delete(ctx, k)
+			return err
+		}
 	}
 	gens, err := s.generations(ctx, id)
 	if err != nil {
@@ -284,9 +298,9 @@ func (s *blobStore) Put(ctx context.Context, id string, meta Meta, max int64, wr
 var errWrite = errors.New("sessionstore: making the snapshot")
 
 // create writes the object k, create-only, with what write writes, at most
-// max bytes. On any failure the write is aborted (its context canceled),
-// which every gocloud driver takes as: keep nothing.
-func (s *blobStore) create(ctx context.Context, k string, meta Meta, max int64, write func(io.Writer) error) error {
+// max bytes, and returns its size. On any failure the write is aborted (its
+// context canceled), which every gocloud driver takes as: keep nothing.
+func (s *blobStore) create(ctx context.Context, k string, meta Meta, max int64, write func(io.Writer) error) (int64, error) {
 	wctx, abort := context.WithCancel(ctx)
 	defer abort()
 	w, err := s.b.NewWriter(wctx, k, &blob.WriterOptions{
@@ -298,7 +312,7 @@ func (s *blobStore) create(ctx context.Context, k string, meta Meta, max int64, 
 		BeforeWrite:    s.uploadOptions,
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	cw := &cappedWriter{w: w, left: max}
 	err = write(cw)
@@ -311,16 +325,16 @@ func (s *blobStore) create(ctx context.Context, k string, meta Meta, max int64, 
 	if err != nil {
 		abort()
 		w.Close()
-		return err
+		return 0, err
 	}
 	unlock, err := s.commitLock()
 	if err != nil {
 		abort()
 		w.Close()
-		return fmt.Errorf("sessionstore: writing %s: %w", k, err)
+		return 0, fmt.Errorf("sessionstore: writing %s: %w", k, err)
 	}
 	defer unlock()
-	return w.Close()
+	return max - cw.left, w.Close()
 }
 
 // uploadOptions bounds the memory of an upload to S3 (gocloud's
@@ -386,12 +400,21 @@ func (s *blobStore) Delete(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
+		// The owner index forgets the session before the tombstone (so that
+		// a crash between the two leaves no entry) and after it (so that an
+		// entry a write made meanwhile goes too: owners.go).
+		if err := s.unindex(ctx, meta.Owner, id); err != nil {
+			return err
+		}
 		tomb := Meta{Generation: meta.Generation + 1, Owner: meta.Owner, Deleted: true}
 		err = s.Put(ctx, id, tomb, 0, func(io.Writer) error { return nil })
 		if errors.Is(err, ErrConflict) {
 			continue // written meanwhile: delete the newer one
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return s.unindex(ctx, meta.Owner, id)
 	}
 	return fmt.Errorf("%w: %s kept changing while it was deleted", ErrConflict, id)
 }

@@ -67,8 +67,25 @@ type Store interface {
 	// swept once it is written.
 	Put(ctx context.Context, id string, meta Meta, max int64, write func(io.Writer) error) error
 
-	// Delete writes a tombstone after the newest generation and sweeps the
-	// older ones. Deleting a session that has none is not an error.
+	// PutOwned is Put for a session whose owner (meta.Owner) may keep at
+	// most ownerMax bytes in the store across its sessions, each counted
+	// at its newest generation's size: the snapshot must fit in max and in
+	// what the owner's other sessions leave of ownerMax, or it is refused
+	// with an *OwnerFullError (ErrTooLarge) and nothing of it is kept. The
+	// owner's sessions are counted by an index in the store that only
+	// PutOwned keeps (sessions written by Put are not in it); writes of one
+	// owner racing on other sessions can each take what the others have
+	// not yet recorded (docs/scaling.md gives the bound). ownerMax 0 is
+	// Put.
+	PutOwned(ctx context.Context, id string, meta Meta, max, ownerMax int64, write func(io.Writer) error) error
+
+	// OwnerBytes returns the sessions of owner that PutOwned recorded, and
+	// their bytes in the store.
+	OwnerBytes(ctx context.Context, owner string) (sessions int, bytes int64, err error)
+
+	// Delete writes a tombstone after the newest generation, sweeps the
+	// older ones and removes the session from its owner's index. Deleting
+	// a session that has none is not an error.
 	Delete(ctx context.Context, id string) error
 
 	// Close releases the store's connections.
