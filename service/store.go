@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -341,7 +342,8 @@ const snapshotBuffer = 64 << 10
 const StreamMemory = spine.SnapshotStreamMemory + sessionstore.WriteMemory + snapshotBuffer
 
 // put writes the snapshot write writes as e's next generation, at most
-// Options.MaxSnapshot bytes (a larger one could never be loaded). On a
+// Options.MaxSnapshot bytes (a larger one could never be loaded) and what
+// its token's StoreBytes leaves (sessionstore.PutOwned). On a
 // conflict e is stale: its next request loads the store's. A snapshot that
 // could not be made, or is over the cap, is notStoredError: under WriteRun
 // the run is undone; under WriteAnswer the replica keeps e live, ahead of
@@ -349,10 +351,15 @@ const StreamMemory = spine.SnapshotStreamMemory + sessionstore.WriteMemory + sna
 func (s *Server) put(ctx context.Context, e *session, write func(io.Writer) error) error {
 	meta := sessionstore.Meta{Generation: e.gen + 1, Owner: ownerHex(e.owner), Image: s.runner.ImageKey()}
 	var made error
-	err := s.opts.SessionStore.Put(ctx, e.id, meta, s.opts.MaxSnapshot, func(w io.Writer) error {
+	name, limit := s.storeLimit(e.owner)
+	err := s.opts.SessionStore.PutOwned(ctx, e.id, meta, s.opts.MaxSnapshot, limit, func(w io.Writer) error {
 		made = write(w)
 		return made
 	})
+	var full *sessionstore.OwnerFullError
+	if errors.As(err, &full) {
+		err = fmt.Errorf("token %q is at its store_bytes: %w", name, err)
+	}
 	switch {
 	case errors.Is(err, sessionstore.ErrConflict):
 		e.stale = true
