@@ -156,6 +156,12 @@ type Options struct {
 	// spine.MaxSnapshotSize of the Runner's session memory.
 	MaxSnapshot int64
 
+	// StoreBytesOf, when set, returns the bytes the sessions of an owner
+	// (sessionstore.Owner of a token) may keep in Store, across every
+	// replica (sessionstore's PutOwned): a call whose session would grow
+	// past it is undone, as one over MaxSnapshot is. 0: no cap.
+	StoreBytesOf func(owner string) int64
+
 	// SessionsOf, when set, returns the cap of one client's sessions in
 	// place of MaxSessionsPerClient (0: MaxSessionsPerClient's), e.g. each
 	// token's share from a tokens file.

@@ -254,7 +254,11 @@ func (h *handler) write(ctx context.Context, c *client) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.opts.Timeout)
 	defer cancel()
 	meta := sessionstore.Meta{Generation: c.gen + 1, Owner: c.owner, Image: h.runner.ImageKey()}
-	err := h.opts.Store.Put(ctx, c.id, meta, h.opts.MaxSnapshot, func(w io.Writer) error {
+	var limit int64
+	if h.opts.StoreBytesOf != nil && c.owner != "" {
+		limit = h.opts.StoreBytesOf(c.owner)
+	}
+	err := h.opts.Store.PutOwned(ctx, c.id, meta, h.opts.MaxSnapshot, limit, func(w io.Writer) error {
 		// The snapshot streams from the Guest's pages to the store.
 		bw := bufio.NewWriterSize(w, snapshotBuffer)
 		if _, err := c.session.SnapshotTo(ctx, bw); err != nil {
@@ -299,8 +303,13 @@ func (h *handler) putAside(c *client, lost string) {
 // storeFailed is the result of a call whose session the store could not
 // give or take.
 func storeFailed(err error, notice string) *mcp.CallToolResult {
-	var image *sessionstore.ImageError
+	var (
+		image *sessionstore.ImageError
+		full  *sessionstore.OwnerFullError
+	)
 	switch {
+	case errors.As(err, &full):
+		return failed("the sessions of this token are at their store_bytes, the bytes they may keep in the session store ("+err.Error()+"): this call's effect on the Python state is undone; free what this session holds, end another MCP session of this token, or call "+ToolName+" with fresh=true", notice)
 	case errors.Is(err, sessionstore.ErrConflict):
 		return failed("another replica ran this MCP session at the same time and stored its call first: this call's effect on the Python state is undone (its tool calls did happen); call "+ToolName+" again", notice)
 	case errors.As(err, &image):

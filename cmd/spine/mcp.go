@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -71,7 +72,8 @@ flags:
                            no cap of its own; a token's "sessions" in --tokens-file takes its place)
   --token-file FILE        with --http, the bearer token, one word (default $SPINE_TOKEN)
   --tokens-file FILE       with --http, several tokens, each with a name (spine serve's file: docs/http.md,
-                           "Tenants"); a client is then its token; not with --token-file
+                           "Tenants"); a client is then its token, its "sessions" its cap, and its
+                           "store_bytes" the bytes its sessions keep in --session-store; not with --token-file
   --max-conns N            with --http, connections open at once; more wait to be accepted (default 256);
                            those without the token yet hold a quarter at most, oldest closed
                            first, and read for 5s at most
@@ -196,6 +198,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if *o.http.tokensFile != "" {
 			mo.ClientOf, mo.SessionsOf = clientToken, tenantSessions(tenants)
 		}
+		mo.StoreBytesOf = tenantStoreBytes(tenants)
 	}
 	if o.store != "" {
 		if mo.Store, err = sessionstore.Open(ctx, o.store); err != nil {
@@ -426,6 +429,16 @@ func tenantSessions(tenants []service.Tenant) func(string) int {
 		caps[t.Name] = t.Limits.Sessions
 	}
 	return func(name string) int { return caps[name] }
+}
+
+// tenantStoreBytes returns each tenant's store_bytes, by the owner its
+// token makes (sessionstore.Owner).
+func tenantStoreBytes(tenants []service.Tenant) func(string) int64 {
+	caps := map[string]int64{}
+	for _, t := range tenants {
+		caps[sessionstore.Owner(t.Token)] = int64(min(t.StoreBytes, math.MaxInt64))
+	}
+	return func(owner string) int64 { return caps[owner] }
 }
 
 // clientAddress is the client of an MCP call over HTTP: the address its

@@ -52,8 +52,10 @@ flags:
   --stream-idle DURATION   a stream that sends nothing this long is ended with 408 (default 10s)
   --max-timeout DURATION   time limit of every run (default 30s)
   --token-file FILE        the bearer token, one word (default $SPINE_TOKEN)
-  --tokens-file FILE       the tokens, each with a name and its share of the sessions
-                           (docs/http.md, "Tenants"); not with --token-file, and $SPINE_TOKEN is ignored
+  --tokens-file FILE       the tokens, each with a name and its share of the sessions: sessions,
+                           live_sessions, hibernated_memory, session_dir_bytes, and store_bytes
+                           (its bytes in --session-store, on every replica) (docs/http.md,
+                           "Tenants"); not with --token-file, and $SPINE_TOKEN is ignored
   --max-conns N            connections open at once; more wait to be accepted (default 256);
                            those without the token yet hold a quarter at most, oldest closed
                            first, and read for 5s at most
@@ -219,7 +221,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return code
 	}
 	defer closeRunner()
-	checkShares(tenants, runner.Options().Sessions, stderr)
+	checkShares(tenants, runner.Options().Sessions, storeURL != "", stderr)
 	var store sessionstore.Store
 	if storeURL != "" {
 		if store, err = sessionstore.Open(ctx, storeURL); err != nil {
