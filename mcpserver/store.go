@@ -254,23 +254,33 @@ func (h *handler) write(ctx context.Context, c *client) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.opts.Timeout)
 	defer cancel()
 	meta := sessionstore.Meta{Generation: c.gen + 1, Owner: c.owner, Image: h.runner.ImageKey()}
-	var limit int64
-	if h.opts.StoreBytesOf != nil && c.owner != "" {
-		limit = h.opts.StoreBytesOf(c.owner)
-	}
-	err := h.opts.Store.PutOwned(ctx, c.id, meta, h.opts.MaxSnapshot, limit, func(w io.Writer) error {
+	write := func(w io.Writer) error {
 		// The snapshot streams from the Guest's pages to the store.
 		bw := bufio.NewWriterSize(w, snapshotBuffer)
 		if _, err := c.session.SnapshotTo(ctx, bw); err != nil {
 			return err
 		}
 		return bw.Flush()
-	})
+	}
+	var err error
+	if limit := h.storeBytes(c.owner); limit > 0 {
+		err = h.opts.Store.PutOwned(ctx, c.id, meta, h.opts.MaxSnapshot, limit, write)
+	} else {
+		err = h.opts.Store.Put(ctx, c.id, meta, h.opts.MaxSnapshot, write)
+	}
 	if err != nil {
 		return err
 	}
 	c.gen, c.dirty = meta.Generation, false
 	return nil
+}
+
+// storeBytes is Options.StoreBytesOf(owner): 0 for none.
+func (h *handler) storeBytes(owner string) int64 {
+	if h.opts.StoreBytesOf == nil || owner == "" {
+		return 0
+	}
+	return h.opts.StoreBytesOf(owner)
 }
 
 // snapshotBuffer gathers a snapshot's small writes into a store's.

@@ -351,14 +351,19 @@ const StreamMemory = spine.SnapshotStreamMemory + sessionstore.WriteMemory + sna
 func (s *Server) put(ctx context.Context, e *session, write func(io.Writer) error) error {
 	meta := sessionstore.Meta{Generation: e.gen + 1, Owner: ownerHex(e.owner), Image: s.runner.ImageKey()}
 	var made error
-	name, limit := s.storeLimit(e.owner)
-	err := s.opts.SessionStore.PutOwned(ctx, e.id, meta, s.opts.MaxSnapshot, limit, func(w io.Writer) error {
+	keep := func(w io.Writer) error {
 		made = write(w)
 		return made
-	})
-	var full *sessionstore.OwnerFullError
-	if errors.As(err, &full) {
-		err = fmt.Errorf("token %q is at its store_bytes: %w", name, err)
+	}
+	var err error
+	if name, limit := s.storeLimit(e.owner); limit > 0 {
+		err = s.opts.SessionStore.PutOwned(ctx, e.id, meta, s.opts.MaxSnapshot, limit, keep)
+		var full *sessionstore.OwnerFullError
+		if errors.As(err, &full) {
+			err = fmt.Errorf("token %q is at its store_bytes: %w", name, err)
+		}
+	} else {
+		err = s.opts.SessionStore.Put(ctx, e.id, meta, s.opts.MaxSnapshot, keep)
 	}
 	switch {
 	case errors.Is(err, sessionstore.ErrConflict):

@@ -141,6 +141,9 @@ func decodeEntry(raw json.RawMessage) (tokenEntry, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var e tokenEntry
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return e, errors.New(": an entry must be an object")
+	}
 	if err := dec.Decode(&e); err != nil {
 		var named struct{ Name string }
 		if json.Unmarshal(raw, &named) == nil && tenantName.MatchString(named.Name) {

@@ -34,6 +34,7 @@ func TestTokensFileStoreBytes(t *testing.T) {
 		{"an overflow", `{"name": "bob", "token": "` + secretB + `", "store_bytes": "9999999999GiB"}`, `tokens[1] (bob): a size must be`},
 		{"an unknown unit", `{"name": "bob", "token": "` + secretB + `", "store_bytes": "1GB"}`, `tokens[1] (bob): a size must be`},
 		{"before its name", `{"store_bytes": "lots", "token": "` + secretB + `"}`, `tokens[1]: a size must be`},
+		{"not an object", `"` + secretB + `"`, `tokens[1]: an entry must be an object`},
 		{"a misspelt member", `{"name": "bob", "token": "` + secretB + `", "store_byte": 1}`, `tokens[1] (bob): unknown field "store_byte"`},
 		{"a member of the wrong type", `{"name": "bob", "token": "` + secretB + `", "sessions": "` + secretA + `"}`, `tokens[1] (bob): sessions must be a int`},
 	} {
