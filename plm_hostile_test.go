@@ -280,8 +280,13 @@ func TestPrefixChainedRead(t *testing.T) {
 			}
 			<-changed
 		}
-		pw.Write([]byte(src[head : head+1]))
-		pw.Write([]byte(src[head+1:]))
+		// The rest goes a byte at a time, each a chunk of its own and so a
+		// pass of its own: a's and b's tools have returned, and their
+		// futures settle right after, so one of these passes finds both
+		// values and starts the chained read before the program runs.
+		for i := head; i < len(src); i++ {
+			pw.Write([]byte(src[i : i+1]))
+		}
 		pw.Close()
 	}()
 	out, err := r.Run(context.Background(), spine.Request{Stream: pr})
