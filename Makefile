@@ -18,7 +18,7 @@ SLOW_TESTS = ^(TestDifferentialPrefixMode|TestDifferentialEarlyReads|TestPLMMemo
 test: vet ## the quick suite: vet, then every test with -short but SLOW_TESTS (the real Guest included; soak, corpora and processes skipped)
 	$(PROGRESS) $(GO) test -json -short -skip '$(SLOW_TESTS)' -timeout 20m ./...
 
-ci: gofmt vet test-all race fuzz-short examples cpython-tests ## everything CI runs (docs/testing.md has the parts and their durations)
+ci: gofmt vet test-all race fuzz-short examples cpython-tests data-test deploy-test fleet-test ## everything CI runs (docs/testing.md has the parts and their durations)
 
 gofmt: ## fails when gofmt would change a file
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \

@@ -1,7 +1,6 @@
-package spine
+package spine_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // TestApproveSeesCanonicalArgs: Options.Approve judges the arguments the
@@ -19,14 +21,14 @@ import (
 func TestApproveSeesCanonicalArgs(t *testing.T) {
 	var mu sync.Mutex
 	var judged, got []string
-	m := testManifest()
-	m["echo"] = ToolSpec{Call: func(ctx context.Context, args json.RawMessage) (any, error) {
+	m := suiteManifest()
+	m["echo"] = spine.ToolSpec{Call: func(ctx context.Context, args json.RawMessage) (any, error) {
 		mu.Lock()
 		got = append(got, string(args))
 		mu.Unlock()
 		return args, nil
 	}}
-	r := newRunner(t, m, &Options{PoolSize: -1, Approve: func(ctx context.Context, tool string, args json.RawMessage, early bool) error {
+	r := spinetest.NewRunner(t, m, &spine.Options{PoolSize: -1, Approve: func(ctx context.Context, tool string, args json.RawMessage, early bool) error {
 		mu.Lock()
 		judged = append(judged, string(args))
 		mu.Unlock()
@@ -50,7 +52,7 @@ func TestApproveSeesCanonicalArgs(t *testing.T) {
 			mu.Lock()
 			judged, got = nil, nil
 			mu.Unlock()
-			out, err := r.Run(context.Background(), Request{Source: c.src})
+			out, err := r.Run(context.Background(), spine.Request{Source: c.src})
 			if c.refused != "" {
 				var resp struct{ Error, Type string }
 				if err == nil {
@@ -72,42 +74,4 @@ func TestApproveSeesCanonicalArgs(t *testing.T) {
 			}
 		})
 	}
-}
-
-func jsonEqual(a, b string) bool {
-	var x, y any
-	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
-		return a == b
-	}
-	return reflect.DeepEqual(x, y)
-}
-
-// FuzzCanonicalArgs: canonical arguments are JSON that decodes to what the
-// original decodes to, and are their own canonical form.
-func FuzzCanonicalArgs(f *testing.F) {
-	for _, s := range []string{`{"a":1}`, `{"a":"\u0064\n\ud800"}`, `[1, {"b": [true, false, null]}, "x\"y"]`, `{"a":1,"a":2}`, "\"\xff\"", `{} {}`, `1e5`, ` "\u2028<>&" `} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		out, err := canonicalArgs(data)
-		if err != nil {
-			return
-		}
-		if len(bytes.TrimSpace(data)) == 0 { // no arguments: left as they are
-			return
-		}
-		if !json.Valid(out) {
-			t.Fatalf("%q gave %q, not JSON", data, out)
-		}
-		var x, y any
-		if json.Unmarshal(data, &x) == nil {
-			if err := json.Unmarshal(out, &y); err != nil || !reflect.DeepEqual(x, y) {
-				t.Fatalf("%q gave %q: %v", data, out, err)
-			}
-		}
-		again, err := canonicalArgs(out)
-		if err != nil || string(again) != string(out) {
-			t.Fatalf("%q gave %q, then %q (%v)", data, out, again, err)
-		}
-	})
 }

@@ -1,10 +1,12 @@
-package spine
+package spine_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"testing"
+
+	"github.com/spine-run/spine"
 )
 
 // FuzzValidateArguments: whatever arguments a program sends to a checked
@@ -23,7 +25,7 @@ func FuzzValidateArguments(f *testing.F) {
 		"o":{"type":"object","properties":{"x":{"type":"string","pattern":"^a"}},"additionalProperties":false}},
 		"required":["q"]}`)
 	var called bool
-	spec, err := ValidateArguments(ToolSpec{InputSchema: schema, Call: func(ctx context.Context, args json.RawMessage) (any, error) {
+	spec, err := spine.ValidateArguments(spine.ToolSpec{InputSchema: schema, Call: func(ctx context.Context, args json.RawMessage) (any, error) {
 		called = true
 		return nil, nil
 	}})
@@ -33,7 +35,7 @@ func FuzzValidateArguments(f *testing.F) {
 	f.Fuzz(func(t *testing.T, args []byte) {
 		called = false
 		_, err := spec.Call(context.Background(), args)
-		var argErr *ArgumentError
+		var argErr *spine.ArgumentError
 		switch {
 		case err == nil && !called:
 			t.Fatalf("%q: no error, and the tool was not called", args)
@@ -46,7 +48,7 @@ func FuzzValidateArguments(f *testing.F) {
 // TestValidateArgumentsWords: each kind of mistake in a checked tool's
 // arguments is told in the words of a Python TypeError, naming the argument.
 func TestValidateArgumentsWords(t *testing.T) {
-	spec, err := ValidateArguments(ToolSpec{Call: func(ctx context.Context, args json.RawMessage) (any, error) { return "ok", nil },
+	spec, err := spine.ValidateArguments(spine.ToolSpec{Call: func(ctx context.Context, args json.RawMessage) (any, error) { return "ok", nil },
 		InputSchema: json.RawMessage(`{"type":"object","properties":{
 			"q":{"type":"string","minLength":2},"n":{"type":"integer","minimum":0,"maximum":9},
 			"tags":{"type":"array","items":{"type":"string"},"maxItems":1},"mode":{"enum":["a","b"]},
@@ -67,7 +69,7 @@ func TestValidateArgumentsWords(t *testing.T) {
 		{`{"q":"ab"} 2`, "arguments are not one JSON object"},
 	} {
 		_, err := spec.Call(context.Background(), json.RawMessage(c.args))
-		var argErr *ArgumentError
+		var argErr *spine.ArgumentError
 		if !errors.As(err, &argErr) || argErr.Message != c.want {
 			t.Errorf("%s: %v, want %s", c.args, err, c.want)
 		}

@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"context"
@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/internal/engine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // The benchmarks report medians (p50-*) besides Go's mean ns/op, because the
@@ -16,6 +18,20 @@ import (
 //	go test -run '^$' -bench . -benchtime 20x .
 //
 // docs/performance.md records the figures and the command that produced them.
+
+// benchManifest is the benchmarks' tools: suiteManifest's, with lookup
+// unchecked (no input schema), so that a tool call costs the bridge alone
+// (BenchmarkToolCallChecked adds the check).
+func benchManifest() spine.Manifest {
+	m := suiteManifest()
+	spec := m["lookup"]
+	spec.InputSchema = nil
+	m["lookup"] = spec
+	return m
+}
+
+// benchShared returns the benchmarks' shared Runner, of benchManifest.
+var benchShared = sharedRunner(benchManifest)
 
 func reportMedian(b *testing.B, samples []time.Duration, unit string) {
 	b.Helper()
@@ -36,12 +52,12 @@ func reportMedian(b *testing.B, samples []time.Duration, unit string) {
 // without a cache, and loading both from warm on-disk caches.
 func BenchmarkCompile(b *testing.B) {
 	ctx := context.Background()
-	measure := func(b *testing.B, opts func() *Options) {
+	measure := func(b *testing.B, opts func() *spine.Options) {
 		var samples []time.Duration
 		for i := 0; i < b.N; i++ {
 			o := opts()
 			start := time.Now()
-			r, err := New(ctx, nil, o)
+			r, err := spine.New(ctx, nil, o)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -51,26 +67,26 @@ func BenchmarkCompile(b *testing.B) {
 		reportMedian(b, samples, "ms")
 	}
 	b.Run("cold", func(b *testing.B) {
-		measure(b, func() *Options { return &Options{NoDiskCache: true} })
+		measure(b, func() *spine.Options { return &spine.Options{NoDiskCache: true} })
 	})
 	b.Run("cached", func(b *testing.B) {
 		dir := b.TempDir()
-		warm, err := New(ctx, nil, &Options{CacheDir: dir})
+		warm, err := spine.New(ctx, nil, &spine.Options{CacheDir: dir})
 		if err != nil {
 			b.Fatal(err)
 		}
 		warm.Close(ctx)
 		b.ResetTimer()
-		measure(b, func() *Options { return &Options{CacheDir: dir} })
+		measure(b, func() *spine.Options { return &spine.Options{CacheDir: dir} })
 	})
 }
 
 // BenchmarkRunDemo is one run of the seed demo with the default options: a
 // Guest from the warm pool, reset to the prepared image, and one tool call.
 func BenchmarkRunDemo(b *testing.B) {
-	r := shared(b)
+	r := benchShared(b)
 	ctx := context.Background()
-	req := Request{Source: "price = lookup(key=\"book\")\nresult = price * inputs[\"quantity\"]\n", Inputs: map[string]any{"quantity": 3}}
+	req := spine.Request{Source: "price = lookup(key=\"book\")\nresult = price * inputs[\"quantity\"]\n", Inputs: map[string]any{"quantity": 3}}
 	samples := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -88,20 +104,20 @@ func BenchmarkRunDemo(b *testing.B) {
 // 1,000 calls of the lookup tool minus the same loop calling a plain Python
 // function, both timed by the Guest itself.
 func BenchmarkToolCall(b *testing.B) {
-	benchmarkToolCall(b, shared(b))
+	benchmarkToolCall(b, benchShared(b))
 }
 
 // BenchmarkToolCallChecked is BenchmarkToolCall with an input schema on
 // lookup, so each call's keywords are checked by the proxy first.
 func BenchmarkToolCallChecked(b *testing.B) {
-	m := testManifest()
+	m := benchManifest()
 	spec := m["lookup"]
 	spec.InputSchema = json.RawMessage(`{"type":"object","properties":{"key":{"type":"string"}},"required":["key"]}`)
 	m["lookup"] = spec
-	benchmarkToolCall(b, newRunner(b, m, nil))
+	benchmarkToolCall(b, spinetest.NewRunner(b, m, nil))
 }
 
-func benchmarkToolCall(b *testing.B, r *Runner) {
+func benchmarkToolCall(b *testing.B, r *spine.Runner) {
 	ctx := context.Background()
 	src := `import time
 def plain(key):
@@ -119,7 +135,7 @@ result = [(t1 - t0) / n, (t2 - t1) / n]
 	var tool, plain, diff []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		out, err := r.Run(ctx, Request{Source: src})
+		out, err := r.Run(ctx, spine.Request{Source: src})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -149,7 +165,7 @@ func BenchmarkInstance(b *testing.B) {
 	}
 	for _, mode := range modes {
 		b.Run(mode.String(), func(b *testing.B) {
-			r, err := New(engine.WithStart(ctx, mode), testManifest(), &Options{PoolSize: -1})
+			r, err := spine.New(engine.WithStart(ctx, mode), benchManifest(), &spine.Options{PoolSize: -1})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -158,7 +174,7 @@ func BenchmarkInstance(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				start := time.Now()
-				inst, err := r.engine.NewInstance(ctx)
+				inst, err := spine.EngineOf(r).NewInstance(ctx)
 				if err != nil {
 					b.Fatal(err)
 				}

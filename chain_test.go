@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // chainTools are the tools of the chained-read tests. slow is an early read
@@ -33,8 +36,8 @@ func (c *chainTools) ungated() *chainTools {
 	return c
 }
 
-func (c *chainTools) manifest() Manifest {
-	return Manifest{
+func (c *chainTools) manifest() spine.Manifest {
+	return spine.Manifest{
 		"slow": {AllowEarlyRead: true, Call: func(ctx context.Context, args json.RawMessage) (any, error) {
 			var a struct {
 				Key string `json:"key"`
@@ -75,7 +78,7 @@ func (c *chainTools) manifest() Manifest {
 // chainOptions leave the probe loops room: a probe is a tool call, and how many
 // the program makes before the wake depends on when the reads' goroutines
 // get to run.
-var chainOptions = &Options{MaxToolCalls: 1 << 20}
+var chainOptions = &spine.Options{MaxToolCalls: 1 << 20}
 
 func (c *chainTools) log() []string {
 	c.mu.Lock()
@@ -108,9 +111,9 @@ func itoa(n int) string {
 }
 
 // lastSlow is the record of the program's last call of slow: c's.
-func lastSlow(t *testing.T, out *Output) ToolCall {
+func lastSlow(t *testing.T, out *spine.Output) spine.ToolCall {
 	t.Helper()
-	var last *ToolCall
+	var last *spine.ToolCall
 	for i := range out.Calls {
 		if out.Calls[i].Tool == "slow" {
 			last = &out.Calls[i]
@@ -129,8 +132,8 @@ func lastSlow(t *testing.T, out *Output) ToolCall {
 // reached c.
 func TestWholeProgramChainStartsEarly(t *testing.T) {
 	tools := newChainTools()
-	r := newRunner(t, tools.manifest(), chainOptions)
-	out, err := r.Run(context.Background(), Request{Source: chainSource(1<<30, ""), EarlyReads: true})
+	r := spinetest.NewRunner(t, tools.manifest(), chainOptions)
+	out, err := r.Run(context.Background(), spine.Request{Source: chainSource(1<<30, ""), EarlyReads: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,9 +159,9 @@ func TestWholeProgramChainStartsEarly(t *testing.T) {
 // program loops; it starts only when the program reaches c.
 func TestWholeProgramChainNeedsTheWake(t *testing.T) {
 	tools := newChainTools()
-	r := newRunner(t, tools.manifest(), chainOptions)
-	r.noWake = true
-	out, err := r.Run(context.Background(), Request{Source: chainSource(200, ""), EarlyReads: true})
+	r := spinetest.NewRunner(t, tools.manifest(), chainOptions)
+	spine.NoWake(r)
+	out, err := r.Run(context.Background(), spine.Request{Source: chainSource(200, ""), EarlyReads: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,13 +188,13 @@ func TestWholeProgramChainNeedsTheWake(t *testing.T) {
 // probes, whose number depends on when the wake came).
 func TestWholeProgramChainMismatch(t *testing.T) {
 	between := "alias = a\nalias[\"key\"] = \"gamma\"\n"
-	run := func(early bool, limit int) (*Output, []string) {
+	run := func(early bool, limit int) (*spine.Output, []string) {
 		tools := newChainTools()
 		if !early {
 			tools.ungated()
 		}
-		r := newRunner(t, tools.manifest(), chainOptions)
-		out, err := r.Run(context.Background(), Request{Source: chainSource(limit, between), EarlyReads: early})
+		r := spinetest.NewRunner(t, tools.manifest(), chainOptions)
+		out, err := r.Run(context.Background(), spine.Request{Source: chainSource(limit, between), EarlyReads: early})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +208,7 @@ func TestWholeProgramChainMismatch(t *testing.T) {
 	if string(on.Value) != `{"key":"gamma-beta"}` || string(on.Value) != string(off.Value) {
 		t.Fatalf("value on %s, off %s", on.Value, off.Value)
 	}
-	slows := func(out *Output) (n int) {
+	slows := func(out *spine.Output) (n int) {
 		for _, c := range out.Calls {
 			if c.Tool == "slow" {
 				n++
@@ -229,9 +232,9 @@ func TestWholeProgramChainMismatch(t *testing.T) {
 // disturbed.
 func TestSessionChainStartsEarly(t *testing.T) {
 	tools := newChainTools()
-	r := newRunner(t, tools.manifest(), chainOptions)
-	s := newSession(t, r)
-	out, err := s.Run(context.Background(), Request{Source: chainSource(1<<30, ""), EarlyReads: true})
+	r := spinetest.NewRunner(t, tools.manifest(), chainOptions)
+	s := spinetest.NewSession(t, r)
+	out, err := s.Run(context.Background(), spine.Request{Source: chainSource(1<<30, ""), EarlyReads: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +245,7 @@ func TestSessionChainStartsEarly(t *testing.T) {
 	if !lastSlow(t, out).Early {
 		t.Fatalf("c's call was not answered by the chained read: %+v", out.Calls)
 	}
-	out, err = s.Run(context.Background(), Request{Source: "d = slow(key=c[\"key\"] + \"!\")\nresult = [a, b, c, d]\n", EarlyReads: true})
+	out, err = s.Run(context.Background(), spine.Request{Source: "d = slow(key=c[\"key\"] + \"!\")\nresult = [a, b, c, d]\n", EarlyReads: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +260,7 @@ func TestSessionChainStartsEarly(t *testing.T) {
 // {"peek": id}, is a call of an unknown tool.
 func TestProgramCannotPeekThroughPeek(t *testing.T) {
 	tools := newChainTools()
-	r := newRunner(t, tools.manifest(), chainOptions)
+	r := spinetest.NewRunner(t, tools.manifest(), chainOptions)
 	src := `import _spine
 probe()
 seen = [_spine.peek(h) for h in range(4)]
@@ -269,7 +272,7 @@ a = slow(key="alpha")
 b = slow(key="beta")
 result = [seen, raw.decode() if isinstance(raw, bytes) else raw, a, b]
 `
-	out, err := r.Run(context.Background(), Request{Source: src, EarlyReads: true})
+	out, err := r.Run(context.Background(), spine.Request{Source: src, EarlyReads: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +290,7 @@ result = [seen, raw.decode() if isinstance(raw, bytes) else raw, a, b]
 // nothing of the patches.
 func TestChainStepRunsNoProgramCode(t *testing.T) {
 	tools := newChainTools()
-	r := newRunner(t, tools.manifest(), chainOptions)
+	r := spinetest.NewRunner(t, tools.manifest(), chainOptions)
 	hostile := `import sys, json
 def loud(*args, **kwargs):
     print("program code ran")
@@ -296,7 +299,7 @@ json._default_decoder = None
 sys.settrace(print)
 `
 	src := hostile + chainSource(1<<30, "") + "sys.settrace(None)\n"
-	out, err := r.Run(context.Background(), Request{Source: src, EarlyReads: true})
+	out, err := r.Run(context.Background(), spine.Request{Source: src, EarlyReads: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +331,7 @@ sys.settrace(print)
 // on the record as Unclaimed.
 func TestHandedReadsAreAccounted(t *testing.T) {
 	returned := make(chan struct{})
-	m := Manifest{
+	m := spine.Manifest{
 		"secret": {AllowEarlyRead: true, Call: func(ctx context.Context, args json.RawMessage) (any, error) {
 			defer close(returned)
 			return "s3cret", nil
@@ -371,8 +374,8 @@ result = {"h": h, "stolen": seen}
 	// room): nothing goes on the record.
 	t.Run("outside the window", func(t *testing.T) {
 		returned = make(chan struct{})
-		r := newRunner(t, m, &Options{MaxToolCalls: 8})
-		out, err := r.Run(context.Background(), Request{Source: `import _spine
+		r := spinetest.NewRunner(t, m, &spine.Options{MaxToolCalls: 8})
+		out, err := r.Run(context.Background(), spine.Request{Source: `import _spine
 h = _spine.prepare(b'{"tool":"secret","args":{}}')
 wait()
 result = [h, _spine.peek(h)]
@@ -395,8 +398,8 @@ result = [h, _spine.peek(h)]
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			returned = make(chan struct{})
-			r := newRunner(t, m, &Options{MaxToolCalls: c.max})
-			out, err := r.Run(context.Background(), Request{Source: src(c.calls), EarlyReads: true})
+			r := spinetest.NewRunner(t, m, &spine.Options{MaxToolCalls: c.max})
+			out, err := r.Run(context.Background(), spine.Request{Source: src(c.calls), EarlyReads: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -410,7 +413,7 @@ result = [h, _spine.peek(h)]
 			if out.ToolCalls != c.calls {
 				t.Fatalf("ToolCalls %d, want %d (the program's calls only)", out.ToolCalls, c.calls)
 			}
-			var unclaimed []ToolCall
+			var unclaimed []spine.ToolCall
 			for _, call := range out.Calls {
 				if call.Unclaimed {
 					unclaimed = append(unclaimed, call)

@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // The early-read benchmark: a tool that takes 20 ms (and honours
@@ -83,9 +86,9 @@ func (e *earlyReader) startsSince(t, end time.Time) (all, before int) {
 	return all, before
 }
 
-func earlyBenchRunner(b *testing.B) (*Runner, *earlyReader) {
+func earlyBenchRunner(b *testing.B) (*spine.Runner, *earlyReader) {
 	reader := &earlyReader{}
-	r := newRunner(b, Manifest{"read": {Call: reader.call, AllowEarlyRead: true}}, nil)
+	r := spinetest.NewRunner(b, spine.Manifest{"read": {Call: reader.call, AllowEarlyRead: true}}, nil)
 	return r, reader
 }
 
@@ -98,13 +101,13 @@ func earlyMedian(samples []time.Duration) time.Duration {
 func earlyMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // earlyTimedRun runs req and checks its value.
-func earlyTimedRun(b *testing.B, r *Runner, req Request, want string) time.Duration {
+func earlyTimedRun(b *testing.B, r *spine.Runner, req spine.Request, want string) time.Duration {
 	b.Helper()
 	start := time.Now()
 	out, err := r.Run(context.Background(), req)
 	elapsed := time.Since(start)
 	if err != nil {
-		var pe *PythonError
+		var pe *spine.PythonError
 		if errors.As(err, &pe) {
 			b.Fatalf("%v\n%s", err, pe.Traceback)
 		}
@@ -141,7 +144,7 @@ func BenchmarkEarlyReads(b *testing.B) {
 	r, _ := earlyBenchRunner(b)
 	for _, sc := range scenarios {
 		b.Run(sc.name, func(b *testing.B) {
-			off := Request{Source: sc.source, Inputs: sc.inputs}
+			off := spine.Request{Source: sc.source, Inputs: sc.inputs}
 			on := off
 			on.EarlyReads = true
 			earlyTimedRun(b, r, off, sc.want) // warm-up
@@ -185,15 +188,15 @@ func BenchmarkEarlyOverhead(b *testing.B) {
 		}
 		return 1, nil
 	}
-	r := newRunner(b, Manifest{"read": {Call: instant, AllowEarlyRead: true}}, nil)
+	r := spinetest.NewRunner(b, spine.Manifest{"read": {Call: instant, AllowEarlyRead: true}}, nil)
 	scenarios := []struct{ name, source, want string }{
 		{"a-one", "result = read(key=\"alpha\")\n", "1"},
 		{"e-chain3", "a = read(key=\"x\")\nb = read(key=a)\nc = read(key=b)\nresult = c\n", "3"},
 	}
 	for _, sc := range scenarios {
 		b.Run(sc.name, func(b *testing.B) {
-			off := Request{Source: sc.source}
-			on := Request{Source: sc.source, EarlyReads: true}
+			off := spine.Request{Source: sc.source}
+			on := spine.Request{Source: sc.source, EarlyReads: true}
 			for i := 0; i < 20; i++ { // warm-up
 				earlyTimedRun(b, r, off, sc.want)
 				earlyTimedRun(b, r, on, sc.want)
@@ -270,7 +273,7 @@ func BenchmarkEarlyPrefix(b *testing.B) {
 			}
 			pw.Close()
 		}()
-		out, err := r.Run(context.Background(), Request{Stream: pr})
+		out, err := r.Run(context.Background(), spine.Request{Stream: pr})
 		done := time.Now()
 		pr.Close()
 		if err != nil {
@@ -287,8 +290,8 @@ func BenchmarkEarlyPrefix(b *testing.B) {
 		return done.Sub(last), early
 	}
 
-	off := Request{Source: earlyPrefixSource}
-	plm := Request{Source: earlyPrefixSource, EarlyReads: true}
+	off := spine.Request{Source: earlyPrefixSource}
+	plm := spine.Request{Source: earlyPrefixSource, EarlyReads: true}
 	stream() // warm-up
 	earlyTimedRun(b, r, off, want)
 	var prefix, offs, plms []time.Duration
@@ -333,7 +336,7 @@ result = [a, b, c, label]
 // with early reads off.
 func BenchmarkEarlyPrefixChain(b *testing.B) {
 	reader := &earlyReader{delay: 40 * time.Millisecond}
-	r := newRunner(b, Manifest{"read": {Call: reader.call, AllowEarlyRead: true}}, nil)
+	r := spinetest.NewRunner(b, spine.Manifest{"read": {Call: reader.call, AllowEarlyRead: true}}, nil)
 	const want = `[5,4,3,"sum=2646700"]`
 	src := []byte(earlyChainSource)
 	var chunks [][]byte
@@ -358,7 +361,7 @@ func BenchmarkEarlyPrefixChain(b *testing.B) {
 			}
 			pw.Close()
 		}()
-		out, err := r.Run(context.Background(), Request{Stream: pr})
+		out, err := r.Run(context.Background(), spine.Request{Stream: pr})
 		done := time.Now()
 		pr.Close()
 		if err != nil {
@@ -369,7 +372,7 @@ func BenchmarkEarlyPrefixChain(b *testing.B) {
 		}
 		return done.Sub(<-lastChunk)
 	}
-	off := Request{Source: earlyChainSource}
+	off := spine.Request{Source: earlyChainSource}
 	stream() // warm-up
 	earlyTimedRun(b, r, off, want)
 	var prefix, offs []time.Duration
@@ -407,13 +410,13 @@ result = [a, b, c, total, waited]
 // starts c's read with their values, and the program finds c's value there.
 func BenchmarkEarlyWholeChain(b *testing.B) {
 	reader := &earlyReader{delay: 40 * time.Millisecond}
-	r := newRunner(b, Manifest{"read": {Call: reader.call, AllowEarlyRead: true}}, nil)
-	quiet := newRunner(b, Manifest{"read": {Call: reader.call, AllowEarlyRead: true}}, nil)
-	quiet.noWake = true
+	r := spinetest.NewRunner(b, spine.Manifest{"read": {Call: reader.call, AllowEarlyRead: true}}, nil)
+	quiet := spinetest.NewRunner(b, spine.Manifest{"read": {Call: reader.call, AllowEarlyRead: true}}, nil)
+	spine.NoWake(quiet)
 	const want = `[5,4,3,8999955000050000,`
-	once := func(r *Runner, early bool) (wait, whole time.Duration) {
+	once := func(r *spine.Runner, early bool) (wait, whole time.Duration) {
 		start := time.Now()
-		out, err := r.Run(context.Background(), Request{Source: earlyWholeChainSource, EarlyReads: early})
+		out, err := r.Run(context.Background(), spine.Request{Source: earlyWholeChainSource, EarlyReads: early})
 		whole = time.Since(start)
 		if err != nil {
 			b.Fatal(err)
@@ -429,7 +432,7 @@ func BenchmarkEarlyWholeChain(b *testing.B) {
 	}
 	modes := []struct {
 		name  string
-		r     *Runner
+		r     *spine.Runner
 		early bool
 	}{{"off", r, false}, {"nowake", quiet, true}, {"on", r, true}}
 	waits := make([][]time.Duration, len(modes))

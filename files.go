@@ -136,14 +136,15 @@ func placeFiles(inst *engine.Instance, files []File) error {
 	return nil
 }
 
-// outputFiles is what the run left in its working directory, within the
-// Runner's caps, and how many changed files those leave out.
-func (r *Runner) outputFiles(inst *engine.Instance) ([]File, int) {
+// outputFiles is what the run left in inst's working directory, within the
+// caps of opts (MaxFiles, MaxFileBytes), and how many changed files those
+// leave out.
+func outputFiles(inst *engine.Instance, opts *Options) ([]File, int) {
 	tree := inst.Scratch()
 	if tree == nil {
 		return nil, 0
 	}
-	changed, skipped := tree.Changed(r.opts.MaxFiles, int64(r.opts.MaxFileBytes))
+	changed, skipped := tree.Changed(opts.MaxFiles, int64(opts.MaxFileBytes))
 	if len(changed) == 0 {
 		return nil, skipped
 	}

@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spine-run/spine"
 )
 
 // update rewrites the golden files instead of comparing with them:
@@ -101,7 +103,7 @@ func goldenCall(ctx context.Context, args json.RawMessage) (any, error) { return
 
 // stubManifests are the manifests whose Python stubs are kept in
 // testdata/stubs/NAME.pyi.
-var stubManifests = map[string]Manifest{
+var stubManifests = map[string]spine.Manifest{
 	"empty": {},
 	// The demo tools of spine run --demo-tools.
 	"demo": {
@@ -154,7 +156,7 @@ var stubManifests = map[string]Manifest{
 func TestGoldenStubs(t *testing.T) {
 	for name, m := range stubManifests {
 		t.Run(name, func(t *testing.T) {
-			golden(t, filepath.Join("testdata", "stubs", name+".pyi"), Stubs(m))
+			golden(t, filepath.Join("testdata", "stubs", name+".pyi"), spine.Stubs(m))
 		})
 	}
 }
@@ -179,11 +181,11 @@ func TestGoldenTransformed(t *testing.T) {
 		t.Fatal("no programs in testdata/early-reads")
 	}
 	ctx := context.Background()
-	r, err := New(ctx, Manifest{
+	r, err := spine.New(ctx, spine.Manifest{
 		"lookup":      {Call: goldenCall, AllowEarlyRead: true},
 		"prices.list": {Call: func(context.Context, json.RawMessage) (any, error) { return []string{"pen", "book"}, nil }, AllowEarlyRead: true},
 		"save":        {Call: goldenCall},
-	}, &Options{PoolSize: -1})
+	}, &spine.Options{PoolSize: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +197,7 @@ func TestGoldenTransformed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := r.Run(ctx, Request{
+			out, err := r.Run(ctx, spine.Request{
 				Source:      string(source),
 				Inputs:      map[string]any{"quantity": 3, "keys": []string{"book", "pen"}},
 				Filename:    filepath.Base(path),
@@ -217,7 +219,7 @@ func TestGoldenTransformed(t *testing.T) {
 // serverManifest is the manifest of the MCP server whose tools/list answer
 // is testdata/mcp-servers/NAME.json, as mcpclient makes it with the
 // namespace NAME (a "-" made "_" in both).
-func serverManifest(t *testing.T, name string) Manifest {
+func serverManifest(t *testing.T, name string) spine.Manifest {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", "mcp-servers", name+".json"))
 	if err != nil {
@@ -236,13 +238,13 @@ func serverManifest(t *testing.T, name string) Manifest {
 		t.Fatal(err)
 	}
 	namespace := strings.ReplaceAll(name, "-", "_")
-	m := make(Manifest)
+	m := make(spine.Manifest)
 	for _, tool := range list.Tools {
 		description := tool.Description
 		if description == "" {
 			description = tool.Title
 		}
-		m[namespace+"."+strings.ReplaceAll(tool.Name, "-", "_")] = ToolSpec{Call: goldenCall, Description: description,
+		m[namespace+"."+strings.ReplaceAll(tool.Name, "-", "_")] = spine.ToolSpec{Call: goldenCall, Description: description,
 			InputSchema: tool.InputSchema, OutputSchema: tool.OutputSchema}
 	}
 	return m
@@ -257,7 +259,7 @@ var mcpServers = []string{"everything", "filesystem", "memory", "sequential-thin
 func TestGoldenServerStubs(t *testing.T) {
 	for _, name := range mcpServers {
 		t.Run(name, func(t *testing.T) {
-			golden(t, filepath.Join("testdata", "stubs", "server-"+name+".pyi"), Stubs(serverManifest(t, name)))
+			golden(t, filepath.Join("testdata", "stubs", "server-"+name+".pyi"), spine.Stubs(serverManifest(t, name)))
 		})
 	}
 }

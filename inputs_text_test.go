@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/spine-run/spine"
 )
 
 // TestInputsPythonCannotDecode: inputs with an integer longer than Python
@@ -24,8 +26,8 @@ func TestInputsPythonCannotDecode(t *testing.T) {
 		{"invalid UTF-8 in a key", "{\"\xff\": 1}", "not valid UTF-8"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := r.Run(context.Background(), Request{Source: "result = 1", Inputs: json.RawMessage(c.inputs)})
-			if !errors.Is(err, ErrBadRequest) || Classify(err) != OutcomeBadRequest || !strings.Contains(err.Error(), c.want) {
+			_, err := r.Run(context.Background(), spine.Request{Source: "result = 1", Inputs: json.RawMessage(c.inputs)})
+			if !errors.Is(err, spine.ErrBadRequest) || spine.Classify(err) != spine.OutcomeBadRequest || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want a bad request naming %q", err, c.want)
 			}
 		})
@@ -36,7 +38,7 @@ func TestInputsPythonCannotDecode(t *testing.T) {
 		{"digits in a string", `{"s": "` + digits(5000) + `\u00e9"}`, "result = len(inputs['s'])", "5001"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := r.Run(context.Background(), Request{Source: c.src, Inputs: json.RawMessage(c.inputs)})
+			out, err := r.Run(context.Background(), spine.Request{Source: c.src, Inputs: json.RawMessage(c.inputs)})
 			if err != nil || string(out.Value) != c.want {
 				t.Fatalf("got %v %s, want %s", err, valueOf(out), c.want)
 			}

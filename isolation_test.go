@@ -165,13 +165,6 @@ result = [len(held) + len(fds), err, again > 2]`})
 	}
 }
 
-func valueOf(out *spine.Output) string {
-	if out == nil {
-		return "(no output)"
-	}
-	return string(out.Value)
-}
-
 // TestIsolationReuse: the checks discard a Guest only when its state
 // differs; runs that import from the archive, open and close files or stat
 // the preopened folder leave it reusable.

@@ -14,19 +14,19 @@ import (
 // instrumentation is the name a Runner's tracer is known by.
 const instrumentation = "github.com/spine-run/spine"
 
-// startRun starts the span of a run, when the Runner traces.
-func (r *Runner) startRun(ctx context.Context, req Request, session bool) (context.Context, trace.Span) {
-	if r.tracer == nil {
+// startRun starts the span of a run, when there is a tracer.
+func startRun(ctx context.Context, tracer trace.Tracer, req Request, session bool) (context.Context, trace.Span) {
+	if tracer == nil {
 		return ctx, nil
 	}
-	return r.tracer.Start(ctx, "spine.run", trace.WithAttributes(
+	return tracer.Start(ctx, "spine.run", trace.WithAttributes(
 		attribute.Bool("spine.early_reads", req.EarlyReads || req.Stream != nil),
 		attribute.Bool("spine.session", session),
 	))
 }
 
-// endRun ends a run's span and logs its end.
-func (r *Runner) endRun(span trace.Span, begun time.Time, out *Output, err error) {
+// endRun ends a run's span and logs its end to log (nil: none).
+func endRun(log *slog.Logger, span trace.Span, begun time.Time, out *Output, err error) {
 	if span != nil {
 		if out != nil {
 			span.SetAttributes(attribute.Int("spine.tool_calls", out.ToolCalls))
@@ -40,29 +40,29 @@ func (r *Runner) endRun(span trace.Span, begun time.Time, out *Output, err error
 		}
 		span.End()
 	}
-	if r.log == nil {
+	if log == nil {
 		return
 	}
 	attrs := []slog.Attr{slog.Duration("duration", time.Since(begun))}
 	if out != nil {
 		attrs = append(attrs, slog.Int("tool_calls", out.ToolCalls))
 		if out.StdoutTruncated {
-			r.log.LogAttrs(context.Background(), slog.LevelWarn, "spine: limit reached", slog.String("limit", "MaxOutput"), slog.String("stream", "stdout"))
+			log.LogAttrs(context.Background(), slog.LevelWarn, "spine: limit reached", slog.String("limit", "MaxOutput"), slog.String("stream", "stdout"))
 		}
 		if out.StderrTruncated {
-			r.log.LogAttrs(context.Background(), slog.LevelWarn, "spine: limit reached", slog.String("limit", "MaxOutput"), slog.String("stream", "stderr"))
+			log.LogAttrs(context.Background(), slog.LevelWarn, "spine: limit reached", slog.String("limit", "MaxOutput"), slog.String("stream", "stderr"))
 		}
 	}
 	switch {
 	case errors.Is(err, ErrTooLarge):
-		r.log.LogAttrs(context.Background(), slog.LevelWarn, "spine: limit reached", slog.String("error", err.Error()))
+		log.LogAttrs(context.Background(), slog.LevelWarn, "spine: limit reached", slog.String("error", err.Error()))
 	case errors.Is(err, context.DeadlineExceeded):
-		r.log.LogAttrs(context.Background(), slog.LevelWarn, "spine: limit reached", slog.String("limit", "time"))
+		log.LogAttrs(context.Background(), slog.LevelWarn, "spine: limit reached", slog.String("limit", "time"))
 	}
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
-	r.log.LogAttrs(context.Background(), slog.LevelInfo, "spine: run ended", attrs...)
+	log.LogAttrs(context.Background(), slog.LevelInfo, "spine: run ended", attrs...)
 }
 
 // startTool starts the span of one tool call, when the run is traced.

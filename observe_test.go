@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -114,12 +116,12 @@ func (s *recSpan) snapshot() (events []string, status codes.Code, ended bool) {
 func TestObserveSpans(t *testing.T) {
 	rec := &recorder{}
 	var toolSpan trace.Span
-	m := testManifest()
-	m["traced"] = ToolSpec{Call: func(ctx context.Context, args json.RawMessage) (any, error) {
+	m := suiteManifest()
+	m["traced"] = spine.ToolSpec{Call: func(ctx context.Context, args json.RawMessage) (any, error) {
 		toolSpan = trace.SpanFromContext(ctx)
 		return 1, nil
 	}}
-	r := newRunner(t, m, &Options{TracerProvider: rec})
+	r := spinetest.NewRunner(t, m, &spine.Options{TracerProvider: rec})
 	src := `import _spine, bootstrap
 book = b'{"tool":"lookup","args":{"key":"book"}}'
 pen = b'{"tool":"lookup","args":{"key":"pen"}}'
@@ -134,7 +136,7 @@ except RuntimeError:
     pass
 result = value
 `
-	out, err := r.Run(context.Background(), Request{Source: src, EarlyReads: true})
+	out, err := r.Run(context.Background(), spine.Request{Source: src, EarlyReads: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,8 +185,8 @@ result = value
 	}
 
 	// A run that fails marks its span.
-	_, err = r.Run(context.Background(), Request{Source: "raise ValueError('no')"})
-	pythonError(t, err)
+	_, err = r.Run(context.Background(), spine.Request{Source: "raise ValueError('no')"})
+	spinetest.PythonError(t, err)
 	runs = rec.find("spine.run")
 	if _, status, _ := runs[len(runs)-1].snapshot(); status != codes.Error || runs[len(runs)-1].attrs["spine.python.exception"].AsString() != "ValueError" {
 		t.Fatalf("failed run span: %v %v", status, runs[len(runs)-1].attrs)
@@ -194,7 +196,7 @@ result = value
 // TestObserveCalls: Output.Calls records the program's calls in order,
 // early or not, failed or not, and at most MaxToolCalls of them.
 func TestObserveCalls(t *testing.T) {
-	r := newRunner(t, testManifest(), &Options{MaxToolCalls: 4})
+	r := spinetest.NewRunner(t, suiteManifest(), &spine.Options{MaxToolCalls: 4})
 	src := `import _spine, bootstrap
 book = b'{"tool":"lookup","args":{"key":"book"}}'
 h = _spine.prepare(book)
@@ -206,7 +208,7 @@ for tool in (fail, lookup, lookup):
     except RuntimeError:
         pass
 `
-	out, err := r.Run(context.Background(), Request{Source: src, EarlyReads: true})
+	out, err := r.Run(context.Background(), spine.Request{Source: src, EarlyReads: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +241,8 @@ func TestObserveApprove(t *testing.T) {
 	var mu sync.Mutex
 	var questions []asked
 	var ran []string
-	m := Manifest{"lookup": {AllowEarlyRead: true, Call: func(ctx context.Context, args json.RawMessage) (any, error) {
+	lookupTool := spinetest.NewTools().Manifest()["lookup"].Call
+	m := spine.Manifest{"lookup": {AllowEarlyRead: true, Call: func(ctx context.Context, args json.RawMessage) (any, error) {
 		mu.Lock()
 		ran = append(ran, string(args))
 		mu.Unlock()
@@ -254,7 +257,7 @@ func TestObserveApprove(t *testing.T) {
 		}
 		return nil
 	}
-	r := newRunner(t, m, &Options{Approve: approve})
+	r := spinetest.NewRunner(t, m, &spine.Options{Approve: approve})
 	src := `book = lookup(key="book")
 try:
     lookup(key="pen")
@@ -264,7 +267,7 @@ result = [book, refused]
 `
 	for _, early := range []bool{false, true} {
 		questions, ran = nil, nil
-		out, err := r.Run(context.Background(), Request{Source: src, EarlyReads: early})
+		out, err := r.Run(context.Background(), spine.Request{Source: src, EarlyReads: early})
 		if err != nil {
 			t.Fatalf("early reads %v: %v", early, err)
 		}
@@ -294,9 +297,9 @@ result = [book, refused]
 	}
 
 	// A hook that panics refuses; the Host goes on.
-	r = newRunner(t, m, &Options{Approve: func(context.Context, string, json.RawMessage, bool) error { panic("bad hook") }})
-	_, err := r.Run(context.Background(), Request{Source: `lookup(key="book")`})
-	if pe := pythonError(t, err); pe.Type != "PermissionError" || !strings.Contains(pe.Message, "bad hook") {
+	r = spinetest.NewRunner(t, m, &spine.Options{Approve: func(context.Context, string, json.RawMessage, bool) error { panic("bad hook") }})
+	_, err := r.Run(context.Background(), spine.Request{Source: `lookup(key="book")`})
+	if pe := spinetest.PythonError(t, err); pe.Type != "PermissionError" || !strings.Contains(pe.Message, "bad hook") {
 		t.Fatalf("%s: %s", pe.Type, pe.Message)
 	}
 }
@@ -307,9 +310,9 @@ func TestObserveLogger(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	logger := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r := newRunner(t, testManifest(), &Options{Logger: logger, MaxToolCalls: 1})
-	_, err := r.Run(context.Background(), Request{Source: "try:\n    fail()\nexcept RuntimeError:\n    pass\necho()\n"})
-	if pe := pythonError(t, err); !strings.Contains(pe.Message, "budget") {
+	r := spinetest.NewRunner(t, suiteManifest(), &spine.Options{Logger: logger, MaxToolCalls: 1})
+	_, err := r.Run(context.Background(), spine.Request{Source: "try:\n    fail()\nexcept RuntimeError:\n    pass\necho()\n"})
+	if pe := spinetest.PythonError(t, err); !strings.Contains(pe.Message, "budget") {
 		t.Fatal(pe)
 	}
 	mu.Lock()
@@ -352,53 +355,4 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-// TestObserveNoCostWhenUnset: with no TracerProvider, Logger or Approve, a
-// tool call through the bridge allocates exactly what the tool's own call
-// and encoding do (the record's slice, reused here, grows at most
-// log2(MaxToolCalls) times in a run).
-func TestObserveNoCostWhenUnset(t *testing.T) {
-	call := func(ctx context.Context, args json.RawMessage) (any, error) { return 1, nil }
-	r := newRunner(t, Manifest{"one": {Call: call}}, &Options{PoolSize: -1})
-	st := newRunState(r, context.Background(), false)
-	defer st.close()
-	request := callRequest{Tool: "one", Args: json.RawMessage(`{}`)}
-	bridge := testing.AllocsPerRun(500, func() {
-		st.calls, st.record = 0, st.record[:0]
-		r.invoke(st.ctx, request)
-	})
-	tool := testing.AllocsPerRun(500, func() { callTool(st.ctx, request.Tool, call, request.Args) })
-	if bridge != tool {
-		t.Fatalf("a tool call allocates %v times through the bridge, %v times alone", bridge, tool)
-	}
-}
-
-// BenchmarkObserveToolCall is one tool call through the bridge, without
-// and with each observer (docs/observability.md):
-//
-//	go test -run '^$' -bench ObserveToolCall -benchmem .
-func BenchmarkObserveToolCall(b *testing.B) {
-	call := func(ctx context.Context, args json.RawMessage) (any, error) { return 1, nil }
-	for _, tc := range []struct {
-		name string
-		opts Options
-	}{
-		{"unset", Options{}},
-		{"noop-tracer", Options{TracerProvider: noop.NewTracerProvider()}},
-		{"approve", Options{Approve: func(context.Context, string, json.RawMessage, bool) error { return nil }}},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			tc.opts.PoolSize = -1
-			r := newRunner(b, Manifest{"one": {Call: call}}, &tc.opts)
-			st := newRunState(r, context.Background(), false)
-			defer st.close()
-			request := callRequest{Tool: "one", Args: json.RawMessage(`{}`)}
-			b.ReportAllocs()
-			for b.Loop() {
-				st.calls, st.record = 0, st.record[:0]
-				r.invoke(st.ctx, request)
-			}
-		})
-	}
 }

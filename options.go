@@ -1,6 +1,7 @@
 package spine
 
 import (
+	"io"
 	"io/fs"
 	"log/slog"
 	"runtime"
@@ -193,11 +194,13 @@ type SessionOptions struct {
 	MaxSnapshot uint64
 
 	// OnHibernate, when set, is called each time a session hibernates, with
-	// its snapshot, before the Runner goes on: a service keeping sessions in
-	// a store writes it there (service.Server.Hibernated). It must not
-	// change snapshot, nor call the session's methods, which would wait for
-	// the hibernation it is part of.
-	OnHibernate func(s *Session, snapshot []byte)
+	// a reader of its snapshot, before the Runner goes on: a service keeping
+	// sessions in a store streams it there (service.Server.Hibernated). The
+	// reader streams from where the snapshot is kept (memory or Dir), so
+	// reading it takes no copy of the snapshot; it is good until
+	// OnHibernate returns. OnHibernate must not call the session's methods,
+	// which would wait for the hibernation it is part of.
+	OnHibernate func(s *Session, snapshot io.Reader)
 }
 
 // sweepEvery is how often the Runner looks for sessions to hibernate or end:

@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // Per-run overhead: what a pooled run costs beyond its program. Run with
@@ -17,14 +20,14 @@ import (
 //
 // docs/performance.md ("Closer to the floor") records the figures.
 
-var perRunDemo = Request{
+var perRunDemo = spine.Request{
 	Source: "price = lookup(key=\"book\")\nresult = price * inputs[\"quantity\"]\n",
 	Inputs: map[string]any{"quantity": 3},
 }
 
 // perRunLong is a program of the length agents write (about 1.2 KB, 46 lines): helper
 // functions, a loop, a comprehension, two tool calls.
-var perRunLong = Request{Source: `class Item:
+var perRunLong = spine.Request{Source: `class Item:
     """One line of an order."""
 
     def __init__(self, key, quantity):
@@ -75,13 +78,13 @@ summary["total"] + inputs["extra"]
 // BenchmarkRunEmpty is one pooled run of the empty program: all of a run's cost that
 // is not the program's own.
 func BenchmarkRunEmpty(b *testing.B) {
-	r := shared(b)
+	r := benchShared(b)
 	ctx := context.Background()
 	samples := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		out, err := r.Run(ctx, Request{})
+		out, err := r.Run(ctx, spine.Request{})
 		if err != nil || string(out.Value) != "null" {
 			b.Fatal(out, err)
 		}
@@ -107,23 +110,23 @@ func BenchmarkPerRunAgainst(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	perRunCompare(b, [2]*Runner{
-		shared(b),
-		newRunner(b, testManifest(), &Options{Artifact: &Artifact{Wasm: wasm, StdlibZip: zip}}),
+	perRunCompare(b, [2]*spine.Runner{
+		benchShared(b),
+		spinetest.NewRunner(b, benchManifest(), &spine.Options{Artifact: &spine.Artifact{Wasm: wasm, StdlibZip: zip}}),
 	})
 }
 
 // perRunCompare runs the demo and the empty program on runners[0] and runners[1] in
 // alternating blocks of 20 and reports the medians and the ratio 0 / 1.
-func perRunCompare(b *testing.B, runners [2]*Runner) {
+func perRunCompare(b *testing.B, runners [2]*spine.Runner) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		name string
-		req  Request
+		req  spine.Request
 		want string
 	}{
 		{"demo", perRunDemo, "63"},
-		{"empty", Request{}, "null"},
+		{"empty", spine.Request{}, "null"},
 		{"long", perRunLong, "42"},
 	} {
 		b.Run(c.name, func(b *testing.B) {

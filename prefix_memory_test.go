@@ -1,9 +1,12 @@
-package spine
+package spine_test
 
 import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // TestPrefixHoldsNoValues: what prefix mode evaluated while the program
@@ -15,11 +18,11 @@ func TestPrefixHoldsNoValues(t *testing.T) {
 		t.Skip("allocates near the memory limit")
 	}
 	src := "a = list(range(1 << 20))\nc = list(range(1 << 20))\ndata = [bytearray(1 << 20) for _ in range(120)]\nresult = len(data)\n"
-	r := newRunner(t, testManifest(), &Options{PoolSize: -1})
+	r := spinetest.NewRunner(t, suiteManifest(), &spine.Options{PoolSize: -1})
 	for _, mode := range []string{"early reads off", "streamed"} {
-		req := Request{Source: src}
+		req := spine.Request{Source: src}
 		if mode == "streamed" {
-			req = Request{Stream: strings.NewReader(src), EarlyReads: true}
+			req = spine.Request{Stream: strings.NewReader(src), EarlyReads: true}
 		}
 		out, err := r.Run(context.Background(), req)
 		if err != nil {

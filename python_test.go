@@ -540,8 +540,9 @@ result = [f.done(), f.running(), f.cancel(), f.cancelled(), f.result(), calls, t
 with ThreadPoolExecutor() as ex:
     f = ex.submit(lookup, key="book")
     g = ex.submit(lookup, key="none")
-    h = ex.submit(lookup, "book")
-result = [f.result(), str(g.exception()), type(h.exception()).__name__]`, `[21,"no such key: \"none\"","TypeError"]`},
+    h = ex.submit(lookup, "book", key="pen")
+    i = ex.submit(lookup, "pen")
+result = [f.result(), str(g.exception()), str(h.exception()), i.result()]`, `[21,"no such key: \"none\"","lookup() got multiple values for argument 'key'",2]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := spinetest.MustRun(t, r, spine.Request{Source: tc.src})

@@ -248,12 +248,12 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 func (r *Runner) run(ctx context.Context, req Request, s *Session) (out *Output, err error) {
 	if r.tracer != nil || r.log != nil {
 		var span trace.Span
-		ctx, span = r.startRun(ctx, req, s != nil)
+		ctx, span = startRun(ctx, r.tracer, req, s != nil)
 		begun := time.Now()
 		if r.log != nil {
 			r.log.LogAttrs(ctx, slog.LevelDebug, "spine: run started", slog.Bool("session", s != nil))
 		}
-		defer func() { r.endRun(span, begun, out, err) }()
+		defer func() { endRun(r.log, span, begun, out, err) }()
 	}
 	return r.execute(ctx, req, s)
 }
@@ -354,7 +354,7 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	st.recordUnclaimed()
 	out := &Output{ToolCalls: st.calls, Calls: st.record}
 	out.Stdout, out.Stderr, out.StdoutTruncated, out.StderrTruncated = inst.Output()
-	out.Files, out.FilesLeftOut = r.outputFiles(inst)
+	out.Files, out.FilesLeftOut = outputFiles(inst, &r.opts)
 	if err != nil || ctx.Err() != nil {
 		// A context that ended during the run cut it short (a sleep, a tool),
 		// whatever the Guest answered.

@@ -80,7 +80,7 @@ func (r *Runner) newSession(ctx context.Context, tenant *Tenant) (*Session, erro
 		return nil, err
 	}
 	defer r.runs.Done()
-	return r.openSession(tenant, func() (*engine.Instance, error) {
+	return r.sessions.open(r, tenant, func() (*engine.Instance, error) {
 		return r.engine.NewSession(ctx, r.opts.Sessions.MemoryLimit)
 	})
 }
@@ -108,36 +108,14 @@ func (r *Runner) restore(ctx context.Context, rd io.Reader, tenant *Tenant) (*Se
 		return nil, err
 	}
 	defer r.runs.Done()
-	stream, err := r.openSnapshot(rd)
+	stream, err := openRestore(rd, r.identity, r.engine, r.opts.Sessions.MemoryLimit)
 	if err != nil {
 		return nil, err
 	}
 	defer stream.close()
-	return r.openSession(tenant, func() (*engine.Instance, error) {
-		return r.restoreGuest(ctx, stream)
+	return r.sessions.open(r, tenant, func() (*engine.Instance, error) {
+		return stream.restore(ctx, r.engine, r.opts.Sessions.MemoryLimit)
 	})
-}
-
-// openSession adds a session to the table, in tenant's share (nil: none),
-// with the Guest start returns.
-func (r *Runner) openSession(tenant *Tenant, start func() (*engine.Instance, error)) (*Session, error) {
-	s, err := r.sessions.add(r, tenant)
-	if err != nil {
-		return nil, err
-	}
-	if err := r.sessions.admit(s, start); err != nil {
-		s.stop()
-		r.sessions.forget(s)
-		switch {
-		case r.closing.Err() != nil:
-			return nil, ErrClosed
-		case errors.Is(err, ErrTooManySessions) || errors.Is(err, ErrGuest) || errors.Is(err, ErrArtifact) || errors.Is(err, ErrSnapshot):
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: %v", ErrGuest, err)
-	}
-	s.give()
-	return s, nil
 }
 
 // take waits for the session's turn, or for ctx.
@@ -238,13 +216,13 @@ func (s *Session) guest(ctx context.Context) (*engine.Instance, error) {
 // wake restores the hibernated session's snapshot, which rd reads, into a
 // new live Guest.
 func (s *Session) wake(ctx context.Context, rd io.Reader) (*engine.Instance, error) {
-	stream, err := s.r.openSnapshot(rd)
+	stream, err := openRestore(rd, s.r.identity, s.r.engine, s.r.opts.Sessions.MemoryLimit)
 	if err != nil {
 		return nil, err
 	}
 	defer stream.close()
 	err = s.r.sessions.admit(s, func() (*engine.Instance, error) {
-		return s.r.restoreGuest(ctx, stream)
+		return stream.restore(ctx, s.r.engine, s.r.opts.Sessions.MemoryLimit)
 	})
 	if err != nil {
 		return nil, err

@@ -136,8 +136,9 @@ func (s *Session) hibernate() error {
 		s.frozen = &c
 	}
 	if f := s.r.opts.Sessions.OnHibernate; f != nil {
-		if blob, err := s.hibernatedBytes(); err == nil {
-			f(s, blob)
+		if rd, done, err := s.thawed(); err == nil {
+			f(s, rd)
+			done()
 		}
 	}
 	s.inst.Close()
@@ -198,15 +199,6 @@ func writeSnapshotLimited(s *Session, w io.Writer, room int64) (int64, error) {
 		return n, errOverRoom
 	}
 	return n, err
-}
-
-// hibernatedBytes is the snapshot just hibernated, in one slice of its own,
-// for SessionOptions.OnHibernate.
-func (s *Session) hibernatedBytes() ([]byte, error) {
-	if s.frozen != nil {
-		return s.frozen.bytes(), nil
-	}
-	return os.ReadFile(s.file)
 }
 
 // thawed returns a reader of the hibernated session's snapshot; done

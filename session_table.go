@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -91,6 +92,28 @@ func (t *sessions) add(r *Runner, tenant *Tenant) (*Session, error) {
 	tenant.addSessions(1)
 	t.all[s] = struct{}{}
 	s.used = t.now()
+	return s, nil
+}
+
+// open adds a session of r to the table, in tenant's share (nil: none),
+// with the Guest start returns.
+func (t *sessions) open(r *Runner, tenant *Tenant, start func() (*engine.Instance, error)) (*Session, error) {
+	s, err := t.add(r, tenant)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.admit(s, start); err != nil {
+		s.stop()
+		t.forget(s)
+		switch {
+		case r.closing.Err() != nil:
+			return nil, ErrClosed
+		case errors.Is(err, ErrTooManySessions) || errors.Is(err, ErrGuest) || errors.Is(err, ErrArtifact) || errors.Is(err, ErrSnapshot):
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", ErrGuest, err)
+	}
+	s.give()
 	return s, nil
 }
 

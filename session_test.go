@@ -100,7 +100,7 @@ func TestSessionsAreIsolated(t *testing.T) {
 func TestSessionSnapshotRestore(t *testing.T) {
 	ctx := context.Background()
 	r := shared(t)
-	other := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{PoolSize: -1})
+	other := spinetest.NewRunner(t, suiteManifest(), &spine.Options{PoolSize: -1})
 	s := spinetest.NewSession(t, r)
 	for i, c := range carried[:len(carried)-1] {
 		spinetest.Step(t, s, c.src)

@@ -1,10 +1,13 @@
-package spine
+package spine_test
 
 import (
 	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // TestSessionInterruptUnwinds: a session's run stopped by its ctx unwinds
@@ -20,15 +23,15 @@ func TestSessionInterruptUnwinds(t *testing.T) {
 	}
 	ctx := context.Background()
 	entered := make(chan struct{}, 1)
-	m := testManifest()
-	m["mark"] = ToolSpec{Call: func(ctx context.Context, args json.RawMessage) (any, error) {
+	m := suiteManifest()
+	m["mark"] = spine.ToolSpec{Call: func(ctx context.Context, args json.RawMessage) (any, error) {
 		select {
 		case entered <- struct{}{}:
 		default:
 		}
 		return true, nil
 	}}
-	r := newRunner(t, m, &Options{PoolSize: -1})
+	r := spinetest.NewRunner(t, m, &spine.Options{PoolSize: -1})
 	handler := "    cleaned = True\n    print('handler ran')\n"
 	for _, c := range []struct{ name, src string }{
 		{"top-level loop starting try/finally", "try:\n    while True: s = s or mark()\nfinally:\n" + handler},
@@ -43,23 +46,23 @@ func TestSessionInterruptUnwinds(t *testing.T) {
 		{"nested handlers", "try:\n    try:\n        while True: s = s or mark()\n    finally:\n        inner = True\nfinally:\n    cleaned = inner\n    print('handler ran')\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newSession(t, r)
-			step(t, s, "s = None\ncleaned = False")
+			s := spinetest.NewSession(t, r)
+			spinetest.Step(t, s, "s = None\ncleaned = False")
 			runCtx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			type answer struct {
-				out *Output
+				out *spine.Output
 				err error
 			}
 			done := make(chan answer, 1)
 			go func() {
-				out, err := s.Run(runCtx, Request{Source: c.src})
+				out, err := s.Run(runCtx, spine.Request{Source: c.src})
 				done <- answer{out, err}
 			}()
 			<-entered
 			cancel()
 			a := <-done
-			if Classify(a.err) != OutcomeCanceled {
+			if spine.Classify(a.err) != spine.OutcomeCanceled {
 				t.Fatalf("run: %v", a.err)
 			}
 			if a.out == nil || !strings.Contains(a.out.Stdout, "handler ran") {
@@ -68,7 +71,7 @@ func TestSessionInterruptUnwinds(t *testing.T) {
 			if err := s.Err(); err != nil {
 				t.Fatalf("session after the interrupt: %v", err)
 			}
-			if got := step(t, s, "cleaned"); got != "true" {
+			if got := spinetest.Step(t, s, "cleaned"); got != "true" {
 				t.Fatalf("cleaned = %s after the interrupt", got)
 			}
 		})

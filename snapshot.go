@@ -99,6 +99,10 @@ const (
 	snapshotStreamMemory = 4 << 20
 )
 
+// SnapshotStreamMemory is the most memory SnapshotTo and RestoreFrom take
+// beyond the Guest's own, whatever the session's size (snapshotStreamMemory).
+const SnapshotStreamMemory = snapshotStreamMemory
+
 // ErrSnapshotTooLarge is a snapshot over the size limit it was taken for
 // (SessionOptions.MaxSnapshot, or the caller's): nothing of it is kept.
 var ErrSnapshotTooLarge = errors.New("spine: snapshot over its size limit")
@@ -323,25 +327,25 @@ func openSnapshot(rd io.Reader, id snapshotIdentity, maxMemory uint64) (*snapsho
 	return s, nil
 }
 
-// openSnapshot is openSnapshot for the Runner's identity and session
-// memory, with the index checked against the Runner's engine.
-func (r *Runner) openSnapshot(rd io.Reader) (*snapshotStream, error) {
-	stream, err := openSnapshot(rd, r.identity, r.opts.Sessions.MemoryLimit)
+// openRestore is openSnapshot for a Guest of e with at most memory bytes,
+// under identity id, with the index checked against e.
+func openRestore(rd io.Reader, id snapshotIdentity, e *engine.Engine, memory uint64) (*snapshotStream, error) {
+	stream, err := openSnapshot(rd, id, memory)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.engine.CheckIndex(stream.st, r.opts.Sessions.MemoryLimit); err != nil {
+	if err := e.CheckIndex(stream.st, memory); err != nil {
 		stream.close()
 		return nil, fmt.Errorf("%w: %v", ErrSnapshot, err)
 	}
 	return stream, nil
 }
 
-// restoreGuest makes a Guest of the state stream holds, reading its pages
-// into the Guest's memory; a snapshot found damaged at its end leaves no
-// Guest.
-func (r *Runner) restoreGuest(ctx context.Context, stream *snapshotStream) (*engine.Instance, error) {
-	inst, err := r.engine.RestoreFunc(ctx, stream.st, r.opts.Sessions.MemoryLimit, func(_ int, raw bool, page []byte) error {
+// restore makes a Guest of e (of at most memory bytes) of the state stream
+// holds, reading its pages into the Guest's memory; a snapshot found damaged
+// at its end leaves no Guest.
+func (stream *snapshotStream) restore(ctx context.Context, e *engine.Engine, memory uint64) (*engine.Instance, error) {
+	inst, err := e.RestoreFunc(ctx, stream.st, memory, func(_ int, raw bool, page []byte) error {
 		return stream.page(raw, page)
 	})
 	if err != nil {

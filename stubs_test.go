@@ -1,10 +1,13 @@
-package spine
+package spine_test
 
 import (
 	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 func TestStub(t *testing.T) {
@@ -89,7 +92,7 @@ func TestStub(t *testing.T) {
 			"def f(**kwargs) -> Any:\n    \"\"\"x\"\"\"\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := Stub("f", ToolSpec{Description: c.description, InputSchema: json.RawMessage(c.schema)})
+			got := spine.Stub("f", spine.ToolSpec{Description: c.description, InputSchema: json.RawMessage(c.schema)})
 			if got != c.want {
 				t.Errorf("got\n%s\nwant\n%s", got, c.want)
 			}
@@ -98,16 +101,16 @@ func TestStub(t *testing.T) {
 }
 
 func TestStubNamespace(t *testing.T) {
-	got := Stub("a.b.get", ToolSpec{Description: "Get."})
+	got := spine.Stub("a.b.get", spine.ToolSpec{Description: "Get."})
 	want := "class a:\n    class b:\n        @staticmethod\n        def get(**kwargs) -> Any:\n            \"\"\"Get.\"\"\"\n"
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
 
-func stubManifest() Manifest {
+func stubManifest() spine.Manifest {
 	call := func(ctx context.Context, args json.RawMessage) (any, error) { return string(args), nil }
-	return Manifest{
+	return spine.Manifest{
 		"lookup": {Call: call, Description: "Look up the price of an item by key.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"key":{"type":"string","description":"the item"}},"required":["key"]}`)},
 		"market.get_price": {Call: call, Description: "Return the last price of symbol.",
@@ -122,28 +125,18 @@ func stubManifest() Manifest {
 // TestStubs: the stubs of stubManifest are the golden file
 // testdata/stubs/market.pyi (TestGoldenStubs).
 func TestStubs(t *testing.T) {
-	if got := Stubs(nil); got != "from __future__ import annotations\nfrom typing import Any, Literal, NotRequired, TypedDict\n" {
+	if got := spine.Stubs(nil); got != "from __future__ import annotations\nfrom typing import Any, Literal, NotRequired, TypedDict\n" {
 		t.Errorf("empty manifest: %q", got)
 	}
-}
-
-func stubRunner(t *testing.T, m Manifest) *Runner {
-	t.Helper()
-	r, err := New(context.Background(), m, &Options{PoolSize: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close(context.Background()) })
-	return r
 }
 
 // TestStubsArePython runs the stubs in the real Guest: they are valid Python,
 // and each signature accepts the calls the schema allows.
 func TestStubsArePython(t *testing.T) {
 	m := stubManifest()
-	m["odd"] = ToolSpec{Call: m["zeta"].Call, Description: `quotes """ and \ and "`,
+	m["odd"] = spine.ToolSpec{Call: m["zeta"].Call, Description: `quotes """ and \ and "`,
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"per-page":{"type":"integer"},"list":{"type":"array","items":{"type":"string"}},"opt":{"type":["string","null"]}}}`)}
-	r := stubRunner(t, m)
+	r := spinetest.NewRunner(t, m, &spine.Options{PoolSize: -1})
 	const source = `
 import inspect
 ns = {}
@@ -156,9 +149,9 @@ result = {
     "odd_doc": ns["odd"].__doc__,
 }
 `
-	out, err := r.Run(context.Background(), Request{Source: source, Inputs: map[string]any{"stubs": Stubs(m)}})
+	out, err := r.Run(context.Background(), spine.Request{Source: source, Inputs: map[string]any{"stubs": spine.Stubs(m)}})
 	if err != nil {
-		t.Fatalf("%v\n%s", err, Stubs(m))
+		t.Fatalf("%v\n%s", err, spine.Stubs(m))
 	}
 	want := `{"lookup":"(key: 'str') -> 'Any'","get_price":"(symbol: 'str', currency: \"Literal['USD', 'EUR']\" = 'USD') -> 'Any'","rate":"(**kwargs) -> 'Any'","odd":"(list: 'list[str] | None' = None, opt: 'str | None' = None, **kwargs: 'Any') -> 'Any'","odd_doc":"quotes \"\"\" and \\ and \"\n\n    Args:\n        \"per-page\" (int, optional): pass it as **{\"per-page\": ...}\n    "}`
 	if string(out.Value) != want {
@@ -171,8 +164,8 @@ result = {
 // tool.__doc__.
 func TestGuestHelpShowsStub(t *testing.T) {
 	m := stubManifest()
-	r := stubRunner(t, m)
-	out, err := r.Run(context.Background(), Request{Source: "help(market.get_price)\nhelp(lookup)\nresult = lookup.__doc__"})
+	r := spinetest.NewRunner(t, m, &spine.Options{PoolSize: -1})
+	out, err := r.Run(context.Background(), spine.Request{Source: "help(market.get_price)\nhelp(lookup)\nresult = lookup.__doc__"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +177,8 @@ func TestGuestHelpShowsStub(t *testing.T) {
 			t.Errorf("help printed\n%s\nwithout\n%s", out.Stdout, want)
 		}
 	}
-	if doc := "Look up the price of an item by key.\n\nArgs:\n    key: the item\n"; string(out.Value) != string(mustJSON(doc)) {
+	doc := "Look up the price of an item by key.\n\nArgs:\n    key: the item\n"
+	if want, _ := json.Marshal(doc); string(out.Value) != string(want) {
 		t.Errorf("lookup.__doc__ = %s, want %q", out.Value, doc)
 	}
 }
@@ -198,7 +192,7 @@ func TestStubReturns(t *testing.T) {
 		{"object without properties", `{"type":"object"}`, "def f() -> dict[str, Any]:\n    ...\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := Stub("f", ToolSpec{InputSchema: json.RawMessage(`{"type":"object"}`), OutputSchema: json.RawMessage(c.output)})
+			got := spine.Stub("f", spine.ToolSpec{InputSchema: json.RawMessage(`{"type":"object"}`), OutputSchema: json.RawMessage(c.output)})
 			if got != c.want {
 				t.Errorf("got\n%s\nwant\n%s", got, c.want)
 			}
@@ -211,18 +205,18 @@ func TestStubReturns(t *testing.T) {
 // annotation of every tool and TypedDict class resolves, and each stub's
 // signature is the signature of the tool's proxy.
 func TestServerStubsArePython(t *testing.T) {
-	all := make(Manifest)
+	all := make(spine.Manifest)
 	stubs := make(map[string]string)
 	tools := make(map[string][]string)
 	for _, name := range mcpServers {
 		m := serverManifest(t, name)
-		stubs[name] = Stubs(m)
+		stubs[name] = spine.Stubs(m)
 		for tool, spec := range m {
 			all[tool] = spec
 			tools[name] = append(tools[name], tool)
 		}
 	}
-	r := stubRunner(t, all)
+	r := spinetest.NewRunner(t, all, &spine.Options{PoolSize: -1})
 	const source = `
 import ast, inspect, sys, types, typing
 
@@ -259,7 +253,7 @@ for server, text in inputs["stubs"].items():
             differ.append([name, shape(stub, True), shape(resolve(globals(), name), False)])
 result = {"differ": differ, "classes": classes}
 `
-	out, err := r.Run(context.Background(), Request{Source: source, Inputs: map[string]any{"stubs": stubs, "tools": tools}})
+	out, err := r.Run(context.Background(), spine.Request{Source: source, Inputs: map[string]any{"stubs": stubs, "tools": tools}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +278,7 @@ func TestServerStubsShowNestedKeys(t *testing.T) {
 		{"filesystem", "class Edit(TypedDict):\n    oldText: str  # Text to search for - must match exactly\n    newText: str  # Text to replace with\n"},
 		{"filesystem", "class ReadTextFileResult(TypedDict):\n    content: str\n"},
 	} {
-		if text := Stubs(serverManifest(t, c.server)); !strings.Contains(text, c.tool) {
+		if text := spine.Stubs(serverManifest(t, c.server)); !strings.Contains(text, c.tool) {
 			t.Errorf("the stubs of %s lack\n%s", c.server, c.tool)
 		}
 	}

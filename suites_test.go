@@ -54,20 +54,33 @@ func suiteManifest() spine.Manifest {
 	return m
 }
 
-var sharedRunner = sync.OnceValues(func() (*spine.Runner, error) {
-	r, err := spine.New(context.Background(), suiteManifest(), nil)
-	if err == nil {
-		spine.AtTestExit(func() { r.Close(context.Background()) })
+// sharedRunner returns a function that gives the Runner of manifest with
+// the default options, made on its first call and closed when the tests end.
+func sharedRunner(manifest func() spine.Manifest) func(testing.TB) *spine.Runner {
+	made := sync.OnceValues(func() (*spine.Runner, error) {
+		r, err := spine.New(context.Background(), manifest(), nil)
+		if err == nil {
+			spine.AtTestExit(func() { r.Close(context.Background()) })
+		}
+		return r, err
+	})
+	return func(tb testing.TB) *spine.Runner {
+		tb.Helper()
+		r, err := made()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return r
 	}
-	return r, err
-})
+}
 
-// shared returns the suites' shared Runner.
-func shared(tb testing.TB) *spine.Runner {
-	tb.Helper()
-	r, err := sharedRunner()
-	if err != nil {
-		tb.Fatal(err)
+// shared returns the suites' shared Runner, of suiteManifest.
+var shared = sharedRunner(suiteManifest)
+
+// valueOf is out's value as text, for a failure's message.
+func valueOf(out *spine.Output) string {
+	if out == nil {
+		return "(no output)"
 	}
-	return r
+	return string(out.Value)
 }

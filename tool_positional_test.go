@@ -1,4 +1,4 @@
-package spine
+package spine_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // recordingTool is a tool that answers with the arguments it got, and
@@ -37,14 +40,14 @@ type positionalIn struct {
 	Status   string `json:"status,omitempty"`
 }
 
-func positionalManifest(rec *recordingTool) Manifest {
-	return Manifest{
+func positionalManifest(rec *recordingTool) spine.Manifest {
+	return spine.Manifest{
 		"lookup": {Call: rec.call, AllowEarlyRead: true, Description: "Look up the price of an item by key.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"key":{"type":"string"}},"required":["key"]}`)},
 		// Optional first in the schema: the signature puts the required one first.
 		"nav.goto": {Call: rec.call, AllowEarlyRead: true,
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"speed":{"type":"integer"},"location":{"type":"string"},"note":{"type":["string","null"]}},"required":["location"]}`)},
-		"price": NewTool("The price of quantity items.", func(ctx context.Context, in positionalIn) (string, error) {
+		"price": spine.NewTool("The price of quantity items.", func(ctx context.Context, in positionalIn) (string, error) {
 			b, _ := json.Marshal(in)
 			rec.call(ctx, b)
 			return string(b), nil
@@ -60,7 +63,7 @@ func positionalManifest(rec *recordingTool) Manifest {
 // same keyword JSON either way, with early reads off, on and streamed.
 func TestToolPositionalCalls(t *testing.T) {
 	rec := &recordingTool{}
-	r := newRunner(t, positionalManifest(rec), &Options{PoolSize: -1})
+	r := spinetest.NewRunner(t, positionalManifest(rec), &spine.Options{PoolSize: -1})
 	for _, c := range []struct {
 		source string
 		want   []string // the arguments the tools got
@@ -75,7 +78,7 @@ func TestToolPositionalCalls(t *testing.T) {
 		{`unordered(key="x")`, []string{`{"key":"x"}`}},
 	} {
 		for _, mode := range []string{"off", "on", "stream"} {
-			request := Request{Source: c.source, EarlyReads: mode != "off"}
+			request := spine.Request{Source: c.source, EarlyReads: mode != "off"}
 			if mode == "stream" {
 				request.Source, request.Stream = "", strings.NewReader(c.source)
 			}
@@ -95,7 +98,7 @@ func TestToolPositionalCalls(t *testing.T) {
 // and says why.
 func TestToolPositionalErrors(t *testing.T) {
 	rec := &recordingTool{}
-	r := newRunner(t, positionalManifest(rec), &Options{PoolSize: -1})
+	r := spinetest.NewRunner(t, positionalManifest(rec), &spine.Options{PoolSize: -1})
 	for _, c := range []struct{ source, want string }{
 		{`lookup("book", "pen")`, "lookup() takes 1 positional argument but 2 were given"},
 		{`lookup("book", key="pen")`, "lookup() got multiple values for argument 'key'"},
@@ -108,8 +111,8 @@ func TestToolPositionalErrors(t *testing.T) {
 		{`free(1, 2)`, "free() takes keyword arguments only, as it has no input schema to give its parameters an order (2 positional arguments given)"},
 	} {
 		for _, early := range []bool{false, true} {
-			_, err := r.Run(context.Background(), Request{Source: c.source, EarlyReads: early})
-			var pyErr *PythonError
+			_, err := r.Run(context.Background(), spine.Request{Source: c.source, EarlyReads: early})
+			var pyErr *spine.PythonError
 			if !errors.As(err, &pyErr) || pyErr.Type != "TypeError" || pyErr.Message != c.want {
 				t.Errorf("%s (early reads %v): %v, want TypeError: %s", c.source, early, err, c.want)
 			}
@@ -120,7 +123,7 @@ func TestToolPositionalErrors(t *testing.T) {
 	}
 	// The CPython wording is CPython's: the same calls of a def with the
 	// stub's signature raise the same.
-	out, err := r.Run(context.Background(), Request{Source: `
+	out, err := r.Run(context.Background(), spine.Request{Source: `
 def lookup(key): pass
 def goto(location, speed=None, note=None): pass
 said = []
@@ -144,7 +147,7 @@ said`})
 // read just as its keyword form is.
 func TestToolPositionalEarlyRead(t *testing.T) {
 	rec := &recordingTool{}
-	r := newRunner(t, positionalManifest(rec), &Options{PoolSize: -1})
+	r := spinetest.NewRunner(t, positionalManifest(rec), &spine.Options{PoolSize: -1})
 	for _, source := range []string{
 		"a = lookup(\"book\")\nb = lookup(\"pen\")\n[a, b]",
 		"a = lookup(key=\"book\")\nb = lookup(key=\"pen\")\n[a, b]",
@@ -152,7 +155,7 @@ func TestToolPositionalEarlyRead(t *testing.T) {
 		"a = lookup(key=\"book\")\nb = lookup(\"pen\")\n[a, b]",
 	} {
 		for _, stream := range []bool{false, true} {
-			request := Request{Source: source, EarlyReads: true}
+			request := spine.Request{Source: source, EarlyReads: true}
 			if stream {
 				request.Source, request.Stream = "", strings.NewReader(source)
 			}
@@ -177,13 +180,13 @@ func TestToolPositionalEarlyRead(t *testing.T) {
 func TestToolNoneIsNotGiven(t *testing.T) {
 	rec := &recordingTool{}
 	m := positionalManifest(rec)
-	checked, err := ValidateArguments(ToolSpec{Call: rec.call,
+	checked, err := spine.ValidateArguments(spine.ToolSpec{Call: rec.call,
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"},"status":{"type":"string"},"limit":{"type":"integer","default":10}},"required":["query"]}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m["search"] = checked
-	r := newRunner(t, m, &Options{PoolSize: -1})
+	r := spinetest.NewRunner(t, m, &spine.Options{PoolSize: -1})
 	for _, c := range []struct {
 		source string
 		want   string
@@ -195,7 +198,7 @@ func TestToolNoneIsNotGiven(t *testing.T) {
 		{`nav.goto("home", None, None)`, `{"location":"home","note":null}`},
 	} {
 		for _, early := range []bool{false, true} {
-			if _, err := r.Run(context.Background(), Request{Source: c.source, EarlyReads: early}); err != nil {
+			if _, err := r.Run(context.Background(), spine.Request{Source: c.source, EarlyReads: early}); err != nil {
 				t.Fatalf("%s: %v", c.source, err)
 			}
 			if got := rec.take(); len(got) != 1 || got[0] != c.want {
@@ -204,8 +207,8 @@ func TestToolNoneIsNotGiven(t *testing.T) {
 		}
 	}
 	// None for a required parameter is a value, and a wrong one.
-	_, err = r.Run(context.Background(), Request{Source: `search(None)`})
-	var pyErr *PythonError
+	_, err = r.Run(context.Background(), spine.Request{Source: `search(None)`})
+	var pyErr *spine.PythonError
 	if !errors.As(err, &pyErr) || pyErr.Type != "TypeError" || pyErr.Message != "search() argument 'query' must be str, not None" {
 		t.Errorf("search(None): %v", err)
 	}
@@ -224,7 +227,7 @@ func TestToolArgumentErrorsAlike(t *testing.T) {
 		Limit int    `json:"limit,omitempty" jsonschema:"at most this many"`
 		Items []item `json:"items,omitempty"`
 	}
-	typed := NewTool("", func(ctx context.Context, in searchIn) (int, error) { return in.Limit, nil })
+	typed := spine.NewTool("", func(ctx context.Context, in searchIn) (int, error) { return in.Limit, nil })
 	handWritten := func(ctx context.Context, args json.RawMessage) (any, error) {
 		var in searchIn
 		if err := json.Unmarshal(args, &in); err != nil {
@@ -232,11 +235,11 @@ func TestToolArgumentErrorsAlike(t *testing.T) {
 		}
 		return in.Limit, nil
 	}
-	checked, err := ValidateArguments(ToolSpec{Call: handWritten, InputSchema: typed.InputSchema})
+	checked, err := spine.ValidateArguments(spine.ToolSpec{Call: handWritten, InputSchema: typed.InputSchema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRunner(t, Manifest{"typed.search": typed, "checked.search": checked}, &Options{PoolSize: -1})
+	r := spinetest.NewRunner(t, spine.Manifest{"typed.search": typed, "checked.search": checked}, &spine.Options{PoolSize: -1})
 	for _, c := range []struct{ call, want string }{
 		{`search("q", "5")`, "search() argument 'limit' must be int, not str"},
 		{`search("q", items=[{"name": 1}])`, "search() argument 'items[0].name' must be str, not int"},
@@ -246,8 +249,8 @@ func TestToolArgumentErrorsAlike(t *testing.T) {
 		for _, space := range []string{"typed", "checked"} {
 			call := space + "." + c.call
 			want := space + "." + c.want
-			_, err := r.Run(context.Background(), Request{Source: call})
-			var pyErr *PythonError
+			_, err := r.Run(context.Background(), spine.Request{Source: call})
+			var pyErr *spine.PythonError
 			if !errors.As(err, &pyErr) || pyErr.Type != "TypeError" || pyErr.Message != want {
 				t.Errorf("%s: %v, want TypeError: %s", call, err, want)
 			}
@@ -260,14 +263,14 @@ func TestToolArgumentErrorsAlike(t *testing.T) {
 // its tools.
 func TestToolMissingFromNamespace(t *testing.T) {
 	call := func(ctx context.Context, args json.RawMessage) (any, error) { return nil, nil }
-	r := newRunner(t, Manifest{"fs.read_file": {Call: call}, "fs.list_dir": {Call: call}, "fs.sub.x": {Call: call}}, &Options{PoolSize: -1})
-	_, err := r.Run(context.Background(), Request{Source: "fs.edit_file(path='a')"})
-	var pyErr *PythonError
+	r := spinetest.NewRunner(t, spine.Manifest{"fs.read_file": {Call: call}, "fs.list_dir": {Call: call}, "fs.sub.x": {Call: call}}, &spine.Options{PoolSize: -1})
+	_, err := r.Run(context.Background(), spine.Request{Source: "fs.edit_file(path='a')"})
+	var pyErr *spine.PythonError
 	want := "module 'fs' has no tool 'edit_file'; its tools are: list_dir, read_file, sub"
 	if !errors.As(err, &pyErr) || pyErr.Type != "AttributeError" || pyErr.Message != want {
 		t.Errorf("%v, want AttributeError: %s", err, want)
 	}
-	out, err := r.Run(context.Background(), Request{Source: "[hasattr(fs, 'edit_file'), hasattr(fs, 'read_file'), getattr(fs.sub, 'y', 'none')]"})
+	out, err := r.Run(context.Background(), spine.Request{Source: "[hasattr(fs, 'edit_file'), hasattr(fs, 'read_file'), getattr(fs.sub, 'y', 'none')]"})
 	if err != nil || string(out.Value) != `[false,true,"none"]` {
 		t.Errorf("hasattr/getattr: %v %v", out, err)
 	}
@@ -284,13 +287,13 @@ func TestGuestHelpShowsOwnDoc(t *testing.T) {
 		Query string `json:"query" jsonschema:"what to find"`
 		Limit int    `json:"limit,omitempty"`
 	}
-	m := Manifest{"crm.search": NewTool("Search the orders.", func(ctx context.Context, in searchIn) ([]Order, error) { return nil, nil })}
-	if stub := Stub("crm.search", m["crm.search"]); !strings.Contains(stub, "class Order(TypedDict):") ||
+	m := spine.Manifest{"crm.search": spine.NewTool("Search the orders.", func(ctx context.Context, in searchIn) ([]Order, error) { return nil, nil })}
+	if stub := spine.Stub("crm.search", m["crm.search"]); !strings.Contains(stub, "class Order(TypedDict):") ||
 		!strings.Contains(stub, "def search(query: str, limit: int | None = None) -> list[Order]:") {
 		t.Errorf("stub:\n%s", stub)
 	}
-	r := newRunner(t, m, &Options{PoolSize: -1})
-	out, err := r.Run(context.Background(), Request{Source: "help(crm.search)\nimport inspect\n[str(inspect.signature(crm.search)), crm.search.__doc__, crm.search('x')]"})
+	r := spinetest.NewRunner(t, m, &spine.Options{PoolSize: -1})
+	out, err := r.Run(context.Background(), spine.Request{Source: "help(crm.search)\nimport inspect\n[str(inspect.signature(crm.search)), crm.search.__doc__, crm.search('x')]"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,14 +311,14 @@ func TestGuestHelpShowsOwnDoc(t *testing.T) {
 // Host at once as its keyword form does.
 func TestToolPositionalExecutor(t *testing.T) {
 	rec := &recordingTool{}
-	r := newRunner(t, positionalManifest(rec), &Options{PoolSize: -1})
+	r := spinetest.NewRunner(t, positionalManifest(rec), &spine.Options{PoolSize: -1})
 	for _, args := range [][2]string{{`"book"`, `k`}, {`key="book"`, `key=k`}} {
 		source := `import concurrent.futures as cf
 with cf.ThreadPoolExecutor() as ex:
     a = ex.submit(lookup, ` + args[0] + `)
     b = list(ex.map(lambda k: lookup(` + args[1] + `), ["pen"]))
 [a.result(), b]`
-		out, err := r.Run(context.Background(), Request{Source: source, EarlyReads: true})
+		out, err := r.Run(context.Background(), spine.Request{Source: source, EarlyReads: true})
 		if err != nil {
 			t.Fatalf("%s: %v", source, err)
 		}

@@ -1,8 +1,12 @@
-package spine
+package spine_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // TestTracebackLines: a traceback shows the failing line, and its carets
@@ -20,8 +24,8 @@ func TestTracebackLines(t *testing.T) {
 		{"indented, last line", "x = 1\nif x:\n    y = x + undefined_name", "    y = x + undefined_name\n            ^^^^^^^^^^^^^^\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := run(t, shared(t), c.src, nil)
-			pe := pythonError(t, err)
+			_, err := shared(t).Run(context.Background(), spine.Request{Source: c.src})
+			pe := spinetest.PythonError(t, err)
 			if pe.Type != "NameError" || !strings.Contains(pe.Traceback, c.want) {
 				t.Fatalf("traceback %q, want it to hold %q", pe.Traceback, c.want)
 			}

@@ -1,10 +1,12 @@
-package spine
+package spine_test
 
 import (
 	"context"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/spine-run/spine"
 )
 
 // TestParserWarningsOnce: a parser warning (an invalid escape, visible with
@@ -21,7 +23,7 @@ func TestParserWarningsOnce(t *testing.T) {
 			src := fmt.Sprintf(tmpl, strings.Repeat("not ", depth))
 			var first string
 			for _, mode := range []string{"off", "early reads", "prefix"} {
-				req := Request{Source: src, Filename: "__main__.py", EarlyReads: mode != "off"}
+				req := spine.Request{Source: src, Filename: "__main__.py", EarlyReads: mode != "off"}
 				if mode == "prefix" {
 					req.Source, req.Stream = "", strings.NewReader(src)
 				}

@@ -29,7 +29,13 @@
 // 2026-07-28, which the SDK serves only that way) every request is an MCP
 // session of its own: set Options.Stateless there too.
 //
-// The Server New returns is the official Go SDK's; serve it over any of its
+// With Options.Store the sessions outlive the process and serve a fleet:
+// NewServer's Server.HTTPHandler gives out MCP session ids that any replica
+// on the store serves, loading the client's session from the store, for
+// the token that made it, when it does not hold it live; Server.Close
+// writes the sessions the store lacks (docs/scaling.md).
+//
+// The server New returns is the official Go SDK's; serve it over any of its
 // transports:
 //
 //	server := mcpserver.New(runner, manifest, nil)
@@ -61,6 +67,7 @@ package mcpserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,6 +76,7 @@ import (
 	"net/url"
 	"path"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -77,6 +85,7 @@ import (
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/codemode"
+	"github.com/spine-run/spine/sessionstore"
 )
 
 // ToolName is the name of the server's one tool.
@@ -127,6 +136,37 @@ type Options struct {
 	// that is not running is closed for the new one.
 	MaxSessionsPerClient int
 
+	// Store, when set, keeps every client's session in a session store
+	// shared by the replicas of a fleet, under the client's MCP session id
+	// (docs/scaling.md, docs/rationale.md "MCP sessions in the store"):
+	// serve it with Server.HTTPHandler, whose MCP session ids any replica
+	// serves. A session this server does not hold live is loaded from the
+	// store, for the token that made it (Authorization: Bearer); past
+	// MaxSessions the one put aside is written to the store, not lost; Close
+	// writes them all. Nil: sessions live and end in this process.
+	Store sessionstore.Store
+
+	// StoreWrite is when a session is written to Store:
+	// sessionstore.WriteRun (after each call, before answering it; the
+	// default) or sessionstore.WriteHibernate (only when this server puts
+	// it aside, and at Close: replicas must then be sticky).
+	StoreWrite sessionstore.WritePolicy
+
+	// MaxSnapshot caps a snapshot loaded from Store, in bytes. Default:
+	// spine.MaxSnapshotSize of the Runner's session memory.
+	MaxSnapshot int64
+
+	// StoreBytesOf, when set, returns the bytes the sessions of an owner
+	// (sessionstore.Owner of a token) may keep in Store, across every
+	// replica (sessionstore's PutOwned): a call whose session would grow
+	// past it is undone, as one over MaxSnapshot is. 0: no cap.
+	StoreBytesOf func(owner string) int64
+
+	// SessionsOf, when set, returns the cap of one client's sessions in
+	// place of MaxSessionsPerClient (0: MaxSessionsPerClient's), e.g. each
+	// token's share from a tokens file.
+	SessionsOf func(client string) int
+
 	// Logger is given to the SDK's server. nil means no logging.
 	Logger *slog.Logger
 }
@@ -161,26 +201,54 @@ func withDefaults(runner *spine.Runner, opts *Options) Options {
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = DefaultMaxSessions
 	}
+	if o.StoreWrite == "" {
+		o.StoreWrite = sessionstore.WriteRun
+	}
+	if o.MaxSnapshot <= 0 && runner != nil {
+		ro := runner.Options()
+		o.MaxSnapshot = int64(spine.MaxSnapshotSize(cmp.Or(ro.Sessions.MemoryLimit, ro.MemoryLimit)))
+	}
 	return o
 }
 
 // New returns an MCP server whose tool run_python runs programs with runner.
 // manifest is the Runner's manifest: only its descriptions and schemas are
 // used, for the stubs in the tool's description. runner stays the caller's:
-// close it when the server is done. opts may be nil.
+// close it when the server is done. opts may be nil. With Options.Store, use
+// NewServer.
 func New(runner *spine.Runner, manifest spine.Manifest, opts *Options) *mcp.Server {
+	return NewServer(runner, manifest, opts).MCP()
+}
+
+// A Server is the MCP server New returns, with what serving its sessions
+// from a store takes: an HTTP handler whose MCP session ids every replica
+// serves, and a Close that writes the sessions.
+type Server struct {
+	mcp *mcp.Server
+	h   *handler
+}
+
+// MCP returns the SDK's server, to serve over any of its transports.
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+// NewServer is New, returning the Server.
+func NewServer(runner *spine.Runner, manifest spine.Manifest, opts *Options) *Server {
 	o := withDefaults(runner, opts)
+	if o.StoreWrite != sessionstore.WriteRun && o.StoreWrite != sessionstore.WriteHibernate {
+		panic(fmt.Sprintf("mcpserver: Options.StoreWrite %q: it is run or hibernate", o.StoreWrite))
+	}
 	instructions := "Call " + ToolName + " with a Python program that uses the tools listed in its description; " +
 		"one program can make many tool calls and combine their results."
 	if !o.Stateless {
 		instructions += " Variables, imports and functions persist from one call to the next."
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: o.Name, Title: "Spine: sandboxed Python with tools", Version: o.Version}, &mcp.ServerOptions{
-		Instructions: instructions,
-		Logger:       o.Logger,
+		Instructions:              instructions,
+		Logger:                    o.Logger,
+		SupportedProtocolVersions: o.protocolVersions(),
 	})
 	tool := codemode.New(runner, manifest, o.codemode())
-	h := &handler{runner: runner, tool: tool, opts: o, slots: make(chan struct{}, o.Slots), clients: map[*mcp.ServerSession]*client{}, held: map[string]int{}}
+	h := &handler{runner: runner, tool: tool, opts: o, slots: make(chan struct{}, o.Slots), clients: map[any]*client{}, held: map[string]int{}}
 	server.AddTool(&mcp.Tool{
 		Name:         ToolName,
 		Title:        "Run Python",
@@ -193,8 +261,21 @@ func New(runner *spine.Runner, manifest spine.Manifest, opts *Options) *mcp.Serv
 			OpenWorldHint:   boolPtr(true),
 		},
 	}, h.call)
-	return server
+	return &Server{mcp: server, h: h}
 }
+
+// protocolVersions returns the MCP versions the server speaks: with a
+// store, those with MCP sessions (before 2026-07-28, which has none to keep
+// a session under); nil for all.
+func (o *Options) protocolVersions() []string {
+	if o.Store == nil {
+		return nil
+	}
+	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= sessionless })
+}
+
+// sessionless is the first MCP version without MCP sessions.
+const sessionless = "2026-07-28"
 
 // codemode returns the settings of the server's run_python.
 func (o *Options) codemode() *codemode.Options {
@@ -220,10 +301,11 @@ type handler struct {
 	slots  chan struct{} // a token per call running a program
 
 	mu      sync.Mutex
-	clients map[*mcp.ServerSession]*client // the clients that called run_python, until their MCP session ends
-	open    int                            // clients holding a spine.Session, at most opts.MaxSessions
-	held    map[string]int                 // of those, by the client (ClientOf) they are of
-	calls   uint64                         // calls so far: when a client was used last
+	clients map[any]*client // the clients that called run_python, by *mcp.ServerSession until it ends, or with a store by MCP session id
+	closed  bool            // Close was called
+	open    int             // clients holding a spine.Session, at most opts.MaxSessions
+	held    map[string]int  // of those, by the client (ClientOf) they are of
+	calls   uint64          // calls so far: when a client was used last
 }
 
 // Result is run_python's structuredContent, and its text as JSON.
@@ -267,13 +349,17 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	default:
 		return toolResult(codemode.Failed(fmt.Sprintf("busy, retry: all %d run slots are in use; call %s again in a moment", cap(h.slots), ToolName)))
 	}
-	if h.opts.Stateless || req.Session == nil {
+	id := storedID(h.opts.Store, req)
+	if h.opts.Stateless || req.Session == nil || h.opts.Store != nil && id == "" {
 		out, err := h.runner.Run(ctx, request)
 		return h.answer(ctx, out, err, "", nil)
 	}
 	who := ""
 	if h.opts.ClientOf != nil {
 		who = h.opts.ClientOf(req)
+	}
+	if id != "" {
+		return h.storedCall(ctx, id, ownerOf(req.Extra.Header), who, request, fresh)
 	}
 	return h.sessionCall(ctx, req.Session, who, request, fresh)
 }

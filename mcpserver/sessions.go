@@ -24,9 +24,25 @@ type client struct {
 	ended   bool           // its MCP session ended
 
 	// Guarded by the handler's mu.
-	who  string // the client it is of (Options.ClientOf): its MCP session's own when unnamed
-	held bool   // it holds a place among opts.MaxSessions
-	used uint64 // the handler's call count when it was last called
+	who   string // the client it is of (Options.ClientOf): its MCP session's own when unnamed
+	name  string // ClientOf's name of it, "" when unnamed
+	held  bool   // it holds a place among opts.MaxSessions
+	used  uint64 // the handler's call count when it was last called
+	calls int    // with a store: the calls that have it, which keep it in the handler's clients
+
+	stored // with a store: its place there (owned by whoever holds the turn)
+}
+
+// newClient returns a client ClientOf named name, or of unnamed when name
+// is "".
+func newClient(name, unnamed string) *client {
+	who := unnamed
+	if name != "" {
+		who = "client " + name
+	}
+	c := &client{turn: make(chan struct{}, 1), who: who, name: name}
+	c.turn <- struct{}{}
+	return c
 }
 
 // sessionCall runs req in the spine.Session of ss's client, one call of the
@@ -99,13 +115,7 @@ func (h *handler) client(ss *mcp.ServerSession, who string) *client {
 	h.calls++
 	c := h.clients[ss]
 	if c == nil {
-		if who == "" {
-			who = fmt.Sprintf("session %p", ss)
-		} else {
-			who = "client " + who
-		}
-		c = &client{turn: make(chan struct{}, 1), who: who}
-		c.turn <- struct{}{}
+		c = newClient(who, fmt.Sprintf("session %p", ss))
 		h.clients[ss] = c
 		go h.watch(ss, c)
 	}
@@ -177,7 +187,8 @@ func (h *handler) closeSession(c *client, lost string) {
 func (h *handler) reserve(c *client) string {
 	for {
 		h.mu.Lock()
-		own := h.opts.MaxSessionsPerClient > 0 && h.held[c.who] >= h.opts.MaxSessionsPerClient
+		limit := h.perClient(c.name)
+		own := limit > 0 && h.held[c.who] >= limit
 		if !own && h.open < h.opts.MaxSessions {
 			h.open++
 			h.held[c.who]++
@@ -208,7 +219,7 @@ func (h *handler) reserve(c *client) string {
 		switch {
 		case freed:
 		case own:
-			return fmt.Sprintf("your %d Python sessions, the most one client may keep, are all running", h.opts.MaxSessionsPerClient)
+			return fmt.Sprintf("your %d Python sessions, the most one client may keep, are all running", h.perClient(c.name))
 		default:
 			return fmt.Sprintf("all %d Python sessions are in use", h.opts.MaxSessions)
 		}
@@ -229,10 +240,25 @@ func (h *handler) evict(o *client, own bool) bool {
 	}
 	why := fmt.Sprintf("the session was closed to make room for other clients' (this server keeps at most %d)", h.opts.MaxSessions)
 	if own {
-		why = fmt.Sprintf("the session was closed to make room for a newer one of the same client (this server keeps at most %d per client)", h.opts.MaxSessionsPerClient)
+		why = fmt.Sprintf("the session was closed to make room for a newer one of the same client (this server keeps at most %d for it)", h.perClient(o.name))
+	}
+	if h.opts.Store != nil {
+		h.putAside(o, why)
+		return true
 	}
 	h.closeSession(o, why)
 	return true
+}
+
+// perClient is the cap of the sessions of the client ClientOf named name
+// ("" for unnamed): its SessionsOf, else MaxSessionsPerClient; 0 for none.
+func (h *handler) perClient(name string) int {
+	if h.opts.SessionsOf != nil && name != "" {
+		if n := h.opts.SessionsOf(name); n > 0 {
+			return n
+		}
+	}
+	return h.opts.MaxSessionsPerClient
 }
 
 // release gives back c's place among opts.MaxSessions.

@@ -23,9 +23,33 @@ func RequireToken(token string, next http.Handler) http.Handler {
 	if token == "" {
 		panic("service: RequireToken with an empty token")
 	}
-	want := sha256.Sum256([]byte(token))
+	return RequireTenants([]Tenant{{Name: "default", Token: token}}, next)
+}
+
+// RequireTenants is RequireToken for several tokens: a request passes with
+// any of the tenants' tokens (every one compared, in constant time), and
+// TokenName is then that tenant's Name. Their limits are not its business.
+// tenants must not be empty, nor any token.
+func RequireTenants(tenants []Tenant, next http.Handler) http.Handler {
+	if len(tenants) == 0 {
+		panic("service: RequireTenants without a token")
+	}
+	digests := make([][sha256.Size]byte, len(tenants))
+	for i, t := range tenants {
+		if t.Token == "" {
+			panic("service: RequireTenants with an empty token")
+		}
+		digests[i] = sha256.Sum256([]byte(t.Token))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !authorized(r, want) {
+		got, ok := bearerDigest(r)
+		found := -1
+		for i, want := range digests {
+			if subtle.ConstantTimeCompare(got[:], want[:]) == 1 && ok {
+				found = i
+			}
+		}
+		if found < 0 {
 			w.Header().Set("WWW-Authenticate", wwwAuthenticate)
 			closeConn(w)
 			writeJSON(w, http.StatusUnauthorized, Response{
@@ -34,10 +58,28 @@ func RequireToken(token string, next http.Handler) http.Handler {
 			})
 			return
 		}
-		SetTokenName(r.Context(), "default")
-		next.ServeHTTP(w, r)
+		SetTokenName(r.Context(), tenants[found].Name)
+		next.ServeHTTP(w, RequestAs(r, tenants[found].Name))
 	})
 }
+
+// tokenNameHeader carries, from RequireTenants to the handler it guards,
+// the name of the token a request was let in with; a client's own header of
+// that name is replaced.
+const tokenNameHeader = "Spine-Token-Name"
+
+// RequestAs returns r, shallowly copied, saying that it was let in with the
+// token named name: RequestToken(r) answers name.
+func RequestAs(r *http.Request, name string) *http.Request {
+	r = r.Clone(r.Context())
+	r.Header.Set(tokenNameHeader, name)
+	return r
+}
+
+// RequestToken is the name of the token RequireTenants let h in with, ""
+// when none. It reads a header, so that it reaches handlers that see only a
+// request's headers (an MCP tool's call).
+func RequestToken(h http.Header) string { return h.Get(tokenNameHeader) }
 
 // Authorized reports whether r carries the header "Authorization: Bearer
 // <token>", compared as RequireToken compares it.

@@ -222,7 +222,6 @@ type Server struct {
 	// crossOrigin refuses the state-changing requests a browser sends from
 	// another origin.
 	crossOrigin *http.CrossOriginProtection
-
 }
 
 // New returns a Server running programs with runner, which stays the

@@ -20,7 +20,7 @@ import (
 	"github.com/spine-run/spine/sessionstore"
 )
 
-// The session endpoints (README, "spine serve"; docs/sessions.md):
+// The session endpoints (docs/http.md; docs/sessions.md):
 //
 //	POST   /v1/sessions                no body, or {}                    → 201 {"id": "..."}
 //	POST   /v1/sessions/{id}/run       as POST /v1/run                   → as POST /v1/run

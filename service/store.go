@@ -1,13 +1,12 @@
 package service
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -26,19 +25,20 @@ import (
 // when): a replica that lost the race, or held an older generation, gets a
 // conflict and reloads.
 
-// WritePolicy is when a Server writes a session to its store.
-type WritePolicy string
+// WritePolicy is when a Server writes a session to its store; the policies
+// are sessionstore's, as the MCP server's are.
+type WritePolicy = sessionstore.WritePolicy
 
 const (
 	// WriteRun writes after each run, before answering it: a run answered
 	// 200 or 422 is in the store, and a crash loses no answered run. A run
 	// whose write fails is answered with the error (409 conflict, 503
 	// store_unavailable) and its effect on the session's state is undone.
-	WriteRun WritePolicy = "run"
+	WriteRun = sessionstore.WriteRun
 	// WriteAnswer writes after answering: a run's latency does not include
 	// the write, and a crash (or a lost race) loses the runs answered since
 	// the last write that landed.
-	WriteAnswer WritePolicy = "answer"
+	WriteAnswer = sessionstore.WriteAnswer
 	// WriteHibernate writes only when the session leaves the replica's
 	// live Guests: when the Runner hibernates it (idle, or making room; with
 	// the Runner's SessionOptions.OnHibernate set to Server.Hibernated), and
@@ -46,17 +46,11 @@ const (
 	// without sticky routing, another replica serves the older state. For
 	// sessions that are scratch space, or one replica that keeps its
 	// sessions across restarts.
-	WriteHibernate WritePolicy = "hibernate"
+	WriteHibernate = sessionstore.WriteHibernate
 )
 
 // ParseWritePolicy returns the policy named s.
-func ParseWritePolicy(s string) (WritePolicy, error) {
-	switch p := WritePolicy(s); p {
-	case WriteRun, WriteAnswer, WriteHibernate:
-		return p, nil
-	}
-	return "", fmt.Errorf("session write policy %q: it is run, answer or hibernate", s)
-}
+func ParseWritePolicy(s string) (WritePolicy, error) { return sessionstore.ParseWritePolicy(s) }
 
 // The error kinds of a session store.
 const (
@@ -118,6 +112,9 @@ func storeAnswer(err error) (status int, kind, msg string, ok bool) {
 		return http.StatusServiceUnavailable, kindOtherImage, err.Error(), true
 	case errors.As(err, &state) && errors.Is(err, spine.ErrSessionState):
 		return http.StatusConflict, kindBadSnapshot, err.Error(), true
+	case errors.As(err, &state) && (errors.Is(err, sessionstore.ErrTooLarge) || errors.Is(err, spine.ErrSnapshotTooLarge)),
+		errors.As(err, &store) && errors.Is(err, sessionstore.ErrTooLarge):
+		return http.StatusConflict, kindTooLarge, err.Error(), true
 	case errors.As(err, &store), errors.As(err, &state):
 		return http.StatusServiceUnavailable, kindStoreUnavailable, err.Error(), true
 	}
@@ -131,24 +128,18 @@ func storeHeaders(w http.ResponseWriter, err error) {
 	if errors.As(err, &image) {
 		w.Header().Set("Spine-Snapshot-Image", image.image)
 	}
-	if _, kind, _, ok := storeAnswer(err); ok && kind != kindConflict && kind != kindBadSnapshot {
+	if _, kind, _, ok := storeAnswer(err); ok && kind != kindConflict && kind != kindBadSnapshot && kind != kindTooLarge {
 		w.Header().Set("Retry-After", "1")
 	}
 }
 
-// ownerHex is how an owner is kept in the store: hex of the SHA-256 of the
-// token, "" for none.
-func ownerHex(owner [sha256.Size]byte) string {
-	if owner == ([sha256.Size]byte{}) {
-		return ""
-	}
-	return hex.EncodeToString(owner[:])
-}
+// ownerHex is how an owner is kept in the store (sessionstore.OwnerOf).
+func ownerHex(owner [sha256.Size]byte) string { return sessionstore.OwnerOf(owner) }
 
 // ownedBy reports whether meta's session belongs to owner, in constant
 // time.
 func ownedBy(meta sessionstore.Meta, owner [sha256.Size]byte) bool {
-	return subtle.ConstantTimeCompare([]byte(meta.Owner), []byte(ownerHex(owner))) == 1
+	return meta.OwnedBy(ownerHex(owner))
 }
 
 // storeCtx is a context for a store operation that must not end with the
@@ -163,7 +154,10 @@ func (s *Server) fetch(ctx context.Context, id string, owner [sha256.Size]byte) 
 	if sessionstore.CheckID(id) != nil {
 		return nil, 0, errNoSession
 	}
-	blob, meta, err := s.opts.SessionStore.Get(ctx, id, s.opts.MaxSnapshot)
+	rd, meta, err := s.opts.SessionStore.Get(ctx, id, s.opts.MaxSnapshot)
+	if err == nil {
+		defer rd.Close()
+	}
 	switch {
 	case errors.Is(err, sessionstore.ErrNotFound):
 		return nil, 0, errNoSession
@@ -174,8 +168,31 @@ func (s *Server) fetch(ctx context.Context, id string, owner [sha256.Size]byte) 
 	case meta.Image != s.runner.ImageKey():
 		return nil, 0, imageError{meta.Image}
 	}
-	sess, err := s.restoreFor(ctx, owner, bytes.NewReader(blob))
+	// The snapshot streams from the store into the Guest's pages.
+	src := &storeReader{r: rd}
+	sess, err := s.restoreFor(ctx, owner, bufio.NewReaderSize(src, sessionstore.ReadMemory))
+	if src.err != nil && !errors.Is(src.err, io.EOF) {
+		if sess != nil {
+			sess.Close(context.Background())
+		}
+		return nil, 0, storeError{src.err}
+	}
 	return sess, meta.Generation, err
+}
+
+// storeReader reads a snapshot from the store, keeping the first error, so
+// that a store that failed mid-read is told from a bad snapshot.
+type storeReader struct {
+	r   io.Reader
+	err error
+}
+
+func (sr *storeReader) Read(p []byte) (int, error) {
+	n, err := sr.r.Read(p)
+	if err != nil && sr.err == nil {
+		sr.err = err
+	}
+	return n, err
 }
 
 // load makes the session id names, which the Server does not hold, from the
@@ -282,45 +299,85 @@ func (s *Server) commit(ctx context.Context, e *session, runErr error) error {
 		return runErr
 	}
 	ctx, cancel := s.storeCtx(ctx)
-	blob, err := e.s.Snapshot(ctx)
-	if err != nil {
-		cancel()
-		e.stale = true
-		return notStoredError{err}
-	}
 	if s.opts.SessionWrite == WriteAnswer {
+		// The snapshot streams to the store after the answer; e's next
+		// request waits for it (settle), so it stores this run's state.
 		done := make(chan struct{})
 		e.pending = done
 		go func() {
 			defer close(done)
 			defer cancel()
-			if err := s.put(ctx, e, blob); err != nil {
+			if err := s.put(ctx, e, s.live(ctx, e)); err != nil {
 				s.opts.Logger.Error("writing a session after answering failed", "session", e.id, "error", err)
 			}
 		}()
 		return runErr
 	}
 	defer cancel()
-	if err := s.put(ctx, e, blob); err != nil {
+	if err := s.put(ctx, e, s.live(ctx, e)); err != nil {
 		return err
 	}
 	return runErr
 }
 
-// put writes blob as e's next generation. On a conflict e is stale: its
-// next request loads the store's.
-func (s *Server) put(ctx context.Context, e *session, blob []byte) error {
-	image, err := spine.SnapshotImageKey(blob)
-	if err != nil {
-		return err
+// live is the snapshot of e's session, streamed from its Guest's pages.
+func (s *Server) live(ctx context.Context, e *session) func(io.Writer) error {
+	return func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, snapshotBuffer)
+		if _, err := e.s.SnapshotTo(ctx, bw); err != nil {
+			return err
+		}
+		return bw.Flush()
 	}
-	meta := sessionstore.Meta{Generation: e.gen + 1, Owner: ownerHex(e.owner), Image: image}
-	err = s.opts.SessionStore.Put(ctx, e.id, blob, meta)
+}
+
+// snapshotBuffer gathers a snapshot's small writes into a store's.
+const snapshotBuffer = 64 << 10
+
+// StreamMemory is the most memory a Server takes, beyond the Guest's own,
+// to write a session to its store or load one from it, whatever the
+// session's size: the snapshot's stream (spine.SnapshotStreamMemory), the
+// store's upload or download buffers (sessionstore.WriteMemory), and a
+// buffer. docs/sessions.md gives the figure measured for a 200 MB session.
+const StreamMemory = spine.SnapshotStreamMemory + sessionstore.WriteMemory + snapshotBuffer
+
+// put writes the snapshot write writes as e's next generation, at most
+// Options.MaxSnapshot bytes (a larger one could never be loaded) and what
+// its token's StoreBytes leaves (sessionstore.PutOwned). On a
+// conflict e is stale: its next request loads the store's. A snapshot that
+// could not be made, or is over the cap, is notStoredError: under WriteRun
+// the run is undone; under WriteAnswer the replica keeps e live, ahead of
+// the store, as when the store fails.
+func (s *Server) put(ctx context.Context, e *session, write func(io.Writer) error) error {
+	meta := sessionstore.Meta{Generation: e.gen + 1, Owner: ownerHex(e.owner), Image: s.runner.ImageKey()}
+	var made error
+	keep := func(w io.Writer) error {
+		made = write(w)
+		return made
+	}
+	var err error
+	if name, limit := s.storeLimit(e.owner); limit > 0 {
+		err = s.opts.SessionStore.PutOwned(ctx, e.id, meta, s.opts.MaxSnapshot, limit, keep)
+		var full *sessionstore.OwnerFullError
+		if errors.As(err, &full) {
+			err = fmt.Errorf("token %q is at its store_bytes: %w", name, err)
+		}
+	} else {
+		err = s.opts.SessionStore.Put(ctx, e.id, meta, s.opts.MaxSnapshot, keep)
+	}
 	switch {
 	case errors.Is(err, sessionstore.ErrConflict):
 		e.stale = true
 		s.metrics.storeOps.WithLabelValues("conflict").Inc()
 		return conflictError{err}
+	case made != nil || errors.Is(err, sessionstore.ErrTooLarge):
+		if errors.Is(err, sessionstore.ErrTooLarge) {
+			made = err
+		}
+		if s.opts.SessionWrite != WriteAnswer {
+			e.stale = true
+		}
+		return notStoredError{made}
 	case err != nil:
 		if s.opts.SessionWrite == WriteRun {
 			e.stale = true // the answer says the run failed: undo it
@@ -344,11 +401,7 @@ func (s *Server) persist(ctx context.Context, e *session) error {
 	if e.stale || !e.dirty && e.gen > 0 || e.s.Err() != nil {
 		return nil
 	}
-	blob, err := e.s.Snapshot(ctx)
-	if err != nil {
-		return err
-	}
-	return s.put(ctx, e, blob)
+	return s.put(ctx, e, s.live(ctx, e))
 }
 
 // firstWrite gives a session made by create or restore its first
@@ -375,11 +428,7 @@ func (s *Server) firstWrite(ctx context.Context, e *session, restore bool) error
 	if s.opts.SessionWrite == WriteHibernate && !restore {
 		return nil
 	}
-	blob, err := e.s.Snapshot(ctx)
-	if err != nil {
-		return notStoredError{err}
-	}
-	return s.put(ctx, e, blob)
+	return s.put(ctx, e, s.live(ctx, e))
 }
 
 // deleteStored deletes id from the store for owner: errNoSession when the
@@ -483,7 +532,7 @@ func (t *sessionTable) bySpine(sess *spine.Session) *session {
 // SessionOptions.OnHibernate (set it to this method), and what
 // WriteHibernate writes on besides Close. A session a request holds now is
 // left for that request's own write, or for Close.
-func (s *Server) Hibernated(sess *spine.Session, snapshot []byte) {
+func (s *Server) Hibernated(sess *spine.Session, snapshot io.Reader) {
 	if s.opts.SessionStore == nil {
 		return
 	}
@@ -497,13 +546,26 @@ func (s *Server) Hibernated(sess *spine.Session, snapshot []byte) {
 		return
 	}
 	defer func() { e.turn <- struct{}{} }()
-	e.settle()
+	if e.pending != nil {
+		select {
+		case <-e.pending:
+			e.pending = nil
+		default:
+			// A write after answering is under way, of this same state: it
+			// waits for this hibernation to end, which must not wait for it.
+			return
+		}
+	}
 	if e.stale || !e.dirty && e.gen > 0 {
 		return
 	}
 	ctx, cancel := s.storeCtx(context.Background())
 	defer cancel()
-	if err := s.put(ctx, e, snapshot); err != nil {
+	err := s.put(ctx, e, func(w io.Writer) error {
+		_, err := io.Copy(w, snapshot)
+		return err
+	})
+	if err != nil {
 		s.opts.Logger.Error("writing a hibernated session to the store failed", "session", e.id, "error", err)
 	}
 }

@@ -267,7 +267,7 @@ func TestStoreRestoreAs(t *testing.T) {
 	}
 	fresh := "another-build"
 	other := sessionstore.Meta{Generation: 1, Owner: "", Image: strings.Repeat("0", 64)}
-	if err := st.Put(t.Context(), fresh, blob, other); err != nil {
+	if err := st.Put(t.Context(), fresh, other, int64(len(blob)), func(w io.Writer) error { _, err := w.Write(blob); return err }); err != nil {
 		t.Fatal(err)
 	}
 	_, tsOpen := newSessionServer(t, nil, &service.Options{SessionStore: st})
@@ -290,7 +290,7 @@ func TestStoreHibernateWrites(t *testing.T) {
 	var first *service.Server
 	r := spinetest.NewRunner(t, nil, &spine.Options{Sessions: spine.SessionOptions{
 		MaxLive:     1,
-		OnHibernate: func(s *spine.Session, snapshot []byte) { first.Hibernated(s, snapshot) },
+		OnHibernate: func(s *spine.Session, snapshot io.Reader) { first.Hibernated(s, snapshot) },
 	}})
 	first, ts := newSessionServer(t, r, &service.Options{SessionStore: st, SessionWrite: service.WriteHibernate})
 	a := client{t: t, url: ts.URL}

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 
 	"github.com/spine-run/spine"
@@ -17,17 +18,25 @@ import (
 // HibernatedMemory, DirBytes) divided by the number of tokens the Server
 // has, so that with several tokens none can take another's share; Sessions
 // 0 is Options.SessionsPerToken.
+//
+// StoreBytes, when positive, caps the bytes the token's sessions keep in
+// Options.SessionStore, each counted at its newest snapshot's size, across
+// every replica on the store: a write past it is refused as a snapshot over
+// MaxSnapshot is (409 too_large, the run undone). 0 is no cap: the store
+// has no total of its own to share.
 type Tenant struct {
-	Name   string
-	Token  string
-	Limits spine.TenantLimits
+	Name       string
+	Token      string
+	Limits     spine.TenantLimits
+	StoreBytes uint64
 }
 
 // tenant is a token the Server accepts, with its share of the Runner.
 type tenant struct {
-	digest [sha256.Size]byte
-	name   string
-	share  *spine.Tenant // nil: the Server has one token, whose share is the Runner
+	digest     [sha256.Size]byte
+	name       string
+	share      *spine.Tenant // nil: the Server has one token, whose share is the Runner
+	storeBytes int64         // its cap in the session store; 0: none
 }
 
 // newTenants returns the Server's tokens as tenants: Options.Token (named
@@ -48,7 +57,7 @@ func newTenants(runner *spine.Runner, o *Options) []*tenant {
 		return nil
 	}
 	if len(given) == 1 && given[0].Limits == (spine.TenantLimits{}) {
-		return []*tenant{{digest: sha256.Sum256([]byte(given[0].Token)), name: given[0].Name}}
+		return []*tenant{{digest: sha256.Sum256([]byte(given[0].Token)), name: given[0].Name, storeBytes: storeCap(given[0])}}
 	}
 	so := runner.Options().Sessions
 	n := len(given)
@@ -67,9 +76,23 @@ func newTenants(runner *spine.Runner, o *Options) []*tenant {
 		if l.DirBytes == 0 {
 			l.DirBytes = so.DirBytes / uint64(n)
 		}
-		out = append(out, &tenant{digest: sha256.Sum256([]byte(g.Token)), name: g.Name, share: runner.NewTenant(g.Name, l)})
+		out = append(out, &tenant{digest: sha256.Sum256([]byte(g.Token)), name: g.Name, share: runner.NewTenant(g.Name, l), storeBytes: storeCap(g)})
 	}
 	return out
+}
+
+// storeCap is t's StoreBytes as a store's limit.
+func storeCap(t Tenant) int64 { return int64(min(t.StoreBytes, math.MaxInt64)) }
+
+// storeLimit returns the name and the store cap of the tenant whose token's
+// digest is owner; limit 0 is none.
+func (s *Server) storeLimit(owner [sha256.Size]byte) (name string, limit int64) {
+	for _, t := range s.tenants {
+		if t.digest == owner {
+			return t.name, t.storeBytes
+		}
+	}
+	return "", 0
 }
 
 // identify returns the tenant whose token r carries; nil when it carries

@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/azureblob" // azblob://
 	_ "gocloud.dev/blob/fileblob"  // file:///dir
@@ -46,7 +50,15 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sessionstore: opening %s: %w", redact(u), err)
 	}
-	return &blobStore{b: b}, nil
+	st := &blobStore{b: b}
+	var client *s3.Client
+	if b.As(&client) {
+		st.s3 = client
+	}
+	if u.Scheme == "file" {
+		st.lockPath = filepath.Join(filepath.FromSlash(u.Path), lockName)
+	}
+	return st, nil
 }
 
 // redact is u without its user information and query, which may hold
@@ -58,7 +70,11 @@ func redact(u *url.URL) string {
 }
 
 // blobStore is the Store over a gocloud bucket.
-type blobStore struct{ b *blob.Bucket }
+type blobStore struct {
+	b        *blob.Bucket
+	lockPath string     // file:// only: the lock file of commitLock
+	s3       *s3.Client // s3:// only: the client, for the uploads' options
+}
 
 // The metadata keys (lower case: some stores fold them).
 const (
@@ -158,7 +174,7 @@ func (s *blobStore) Head(ctx context.Context, id string) (Meta, error) {
 	return Meta{}, fmt.Errorf("sessionstore: %s: its newest generation kept changing", id)
 }
 
-func (s *blobStore) Get(ctx context.Context, id string, max int64) ([]byte, Meta, error) {
+func (s *blobStore) Get(ctx context.Context, id string, max int64) (io.ReadCloser, Meta, error) {
 	for range 3 {
 		meta, err := s.Head(ctx, id)
 		if err != nil {
@@ -167,57 +183,72 @@ func (s *blobStore) Get(ctx context.Context, id string, max int64) ([]byte, Meta
 		if meta.Deleted {
 			return nil, meta, ErrNotFound
 		}
-		blob, err := s.read(ctx, key(id, meta.Generation), max)
+		r, err := s.b.NewReader(ctx, key(id, meta.Generation), nil)
 		if gcerrors.Code(err) == gcerrors.NotFound {
 			continue // swept since: a newer generation exists
 		}
 		if err != nil {
-			return nil, Meta{}, err
+			return nil, Meta{}, fmt.Errorf("sessionstore: reading %s: %w", id, err)
 		}
-		return blob, meta, nil
+		if r.Size() > max {
+			r.Close()
+			return nil, Meta{}, fmt.Errorf("%w: generation %d of %s is %d bytes, over %d", ErrTooLarge, meta.Generation, id, r.Size(), max)
+		}
+		return &cappedReader{r: r, left: max}, meta, nil
 	}
 	return nil, Meta{}, fmt.Errorf("sessionstore: %s: its newest generation kept changing", id)
 }
 
-// read reads the object at k, at most max bytes.
-func (s *blobStore) read(ctx context.Context, k string, max int64) ([]byte, error) {
-	r, err := s.b.NewReader(ctx, k, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	if r.Size() > max {
-		return nil, fmt.Errorf("%w: %d bytes, over %d", ErrTooLarge, r.Size(), max)
-	}
-	data := make([]byte, 0, r.Size())
-	data, err = readAll(data, io.LimitReader(r, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > max {
-		return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, max)
-	}
-	return data, nil
+// cappedReader reads an object whose size was checked, and fails with
+// ErrTooLarge should it yield more than that.
+type cappedReader struct {
+	r    *blob.Reader
+	left int64
 }
 
-// readAll appends what r holds to buf.
-func readAll(buf []byte, r io.Reader) ([]byte, error) {
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		if n, _ := c.r.Read(p[:min(len(p), 1)]); n > 0 {
+			return 0, fmt.Errorf("%w: the object grew while it was read", ErrTooLarge)
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
+		return 0, io.EOF
 	}
+	n, err := c.r.Read(p[:min(int64(len(p)), c.left)])
+	c.left -= int64(n)
+	return n, err
 }
 
-func (s *blobStore) Put(ctx context.Context, id string, snapshot []byte, meta Meta) error {
+func (c *cappedReader) Close() error { return c.r.Close() }
+
+// The writes' buffers: an object store's upload is cut in parts of
+// writeBuffer bytes, one in flight at a time (S3's smallest part is 5 MiB).
+// A file:// store writes straight to its file.
+const writeBuffer = 5 << 20
+
+// WriteMemory is the most memory a Put takes beyond what its write function
+// takes itself, whatever the snapshot's size. To S3: the transfer
+// manager's two part buffers (the one being filled and the one being sent),
+// and its first part, read into a slice grown as it fills (about two parts
+// allocated in all, a part and a half live at the moment it grows), with
+// room for the requests (measured in docs/sessions.md). To GCS
+// and Azure: gocloud's chunk of writeBuffer bytes. To file://: nothing, it
+// writes straight to its file. mem:// keeps every object in memory, by its
+// nature.
+const WriteMemory = 5 * writeBuffer
+
+// ReadMemory is the most memory a Get's reader takes, whatever the
+// snapshot's size: it streams from the file or the HTTP body.
+const ReadMemory = 64 << 10
+
+func (s *blobStore) Put(ctx context.Context, id string, meta Meta, max int64, write func(io.Writer) error) error {
+	return s.put(ctx, id, meta, max, write, nil)
+}
+
+// put is Put; when written is not nil, it is called with the snapshot's
+// size once the generation is created and before it is checked for a newer
+// one (the owner index's entry, owners.go): an error of it undoes the
+// write.
+func (s *blobStore) put(ctx context.Context, id string, meta Meta, max int64, write func(io.Writer) error, written func(size int64) error) error {
 	if err := CheckID(id); err != nil {
 		return err
 	}
@@ -225,21 +256,29 @@ func (s *blobStore) Put(ctx context.Context, id string, snapshot []byte, meta Me
 		return errors.New("sessionstore: generation 0 is none")
 	}
 	k := key(id, meta.Generation)
-	err := s.b.WriteAll(ctx, k, snapshot, &blob.WriterOptions{
-		IfNotExist:  true,
-		ContentType: "application/octet-stream",
-		Metadata:    formatMeta(meta),
-	})
-	if err != nil {
-		if gcerrors.Code(err) == gcerrors.FailedPrecondition {
-			return fmt.Errorf("%w: generation %d of %s exists", ErrConflict, meta.Generation, id)
-		}
+	size, err := s.create(ctx, k, meta, max, write)
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		return fmt.Errorf("sessionstore: generation %d of %s: %w", meta.Generation, id, err)
+	case gcerrors.Code(err) == gcerrors.FailedPrecondition:
+		return fmt.Errorf("%w: generation %d of %s exists", ErrConflict, meta.Generation, id)
+	case errors.Is(err, errWrite):
+		return err
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("sessionstore: writing %s: %w", id, ctx.Err())
+	case err != nil:
 		// Some stores answer a lost race otherwise (S3's 409 while another
 		// conditional write of the key is in flight): the key is there.
 		if ok, _ := s.b.Exists(ctx, k); ok {
 			return fmt.Errorf("%w: generation %d of %s exists", ErrConflict, meta.Generation, id)
 		}
 		return fmt.Errorf("sessionstore: writing %s: %w", id, err)
+	}
+	if written != nil {
+		if err := written(size); err != nil {
+			s.b.Delete(ctx, k)
+			return err
+		}
 	}
 	gens, err := s.generations(ctx, id)
 	if err != nil {
@@ -253,6 +292,93 @@ func (s *blobStore) Put(ctx context.Context, id string, snapshot []byte, meta Me
 	}
 	s.sweep(ctx, id, gens, meta.Generation)
 	return nil
+}
+
+// errWrite marks the error of a Put's write function.
+var errWrite = errors.New("sessionstore: making the snapshot")
+
+// create writes the object k, create-only, with what write writes, at most
+// max bytes, and returns its size. On any failure the write is aborted (its
+// context canceled), which every gocloud driver takes as: keep nothing.
+func (s *blobStore) create(ctx context.Context, k string, meta Meta, max int64, write func(io.Writer) error) (int64, error) {
+	wctx, abort := context.WithCancel(ctx)
+	defer abort()
+	w, err := s.b.NewWriter(wctx, k, &blob.WriterOptions{
+		IfNotExist:     true,
+		ContentType:    "application/octet-stream",
+		Metadata:       formatMeta(meta),
+		BufferSize:     writeBuffer,
+		MaxConcurrency: 1,
+		BeforeWrite:    s.uploadOptions,
+	})
+	if err != nil {
+		return 0, err
+	}
+	cw := &cappedWriter{w: w, left: max}
+	err = write(cw)
+	switch {
+	case cw.over:
+		err = fmt.Errorf("%w: the snapshot is over %d bytes", ErrTooLarge, max)
+	case err != nil:
+		err = fmt.Errorf("%w: %w", errWrite, err)
+	}
+	if err != nil {
+		abort()
+		w.Close()
+		return 0, err
+	}
+	unlock, err := s.commitLock()
+	if err != nil {
+		abort()
+		w.Close()
+		return 0, fmt.Errorf("sessionstore: writing %s: %w", k, err)
+	}
+	defer unlock()
+	return max - cw.left, w.Close()
+}
+
+// uploadOptions bounds the memory of an upload to S3 (gocloud's
+// BeforeWrite): gocloud sets the part size and concurrency, but S3's
+// transfer manager reads the first 16 MiB of an upload into one slice grown
+// as it fills, before it decides on a multipart upload. The upload's client
+// is made again with the same S3 client and checksum setting, and that
+// threshold at one part. An upload that fails or is aborted is aborted in
+// the store too, within abortTimeout even when its context ended, so that
+// its parts do not linger.
+func (s *blobStore) uploadOptions(as func(any) bool) error {
+	var tm *transfermanager.Client
+	if s.s3 == nil || !as(&tm) {
+		return nil
+	}
+	checksums := s.s3.Options().RequestChecksumCalculation
+	*tm = *transfermanager.New(s.s3, func(o *transfermanager.Options) {
+		o.PartSizeBytes = writeBuffer
+		o.MultipartUploadThreshold = writeBuffer
+		o.Concurrency = 1
+		o.RequestChecksumCalculation = checksums
+		o.FailTimeout = abortTimeout
+	})
+	return nil
+}
+
+// abortTimeout bounds the abort of a failed multipart upload.
+const abortTimeout = 10 * time.Second
+
+// cappedWriter passes at most left bytes to w, and fails past them.
+type cappedWriter struct {
+	w    io.Writer
+	left int64
+	over bool
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		c.over = true
+		return 0, ErrTooLarge
+	}
+	n, err := c.w.Write(p)
+	c.left -= int64(n)
+	return n, err
 }
 
 // sweep deletes the generations of gens before gen. A failure is left for
@@ -274,12 +400,21 @@ func (s *blobStore) Delete(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
+		// The owner index forgets the session before the tombstone (so that
+		// a crash between the two leaves no entry) and after it (so that an
+		// entry a write made meanwhile goes too: owners.go).
+		if err := s.unindex(ctx, meta.Owner, id); err != nil {
+			return err
+		}
 		tomb := Meta{Generation: meta.Generation + 1, Owner: meta.Owner, Deleted: true}
-		err = s.Put(ctx, id, nil, tomb)
+		err = s.Put(ctx, id, tomb, 0, func(io.Writer) error { return nil })
 		if errors.Is(err, ErrConflict) {
 			continue // written meanwhile: delete the newer one
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return s.unindex(ctx, meta.Owner, id)
 	}
 	return fmt.Errorf("%w: %s kept changing while it was deleted", ErrConflict, id)
 }

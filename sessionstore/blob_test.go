@@ -9,15 +9,21 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/sessionstore"
 )
 
-// stores opens each kind of store the tests can reach without a server:
-// gocloud's real memblob and fileblob drivers.
+// stores opens each kind of store the tests can reach without a server
+// (gocloud's real memblob and fileblob drivers) and, when
+// SPINE_FLEET_VERSITYGW names its binary, a real S3-compatible server.
 func stores(t *testing.T) map[string]sessionstore.Store {
 	t.Helper()
 	out := map[string]sessionstore.Store{}
-	for name, url := range map[string]string{"mem": "mem://", "file": "file://" + t.TempDir()} {
+	urls := map[string]string{"mem": "mem://", "file": "file://" + t.TempDir()}
+	if url, ok := spinetest.S3Server(t); ok {
+		urls["s3"] = url
+	}
+	for name, url := range urls {
 		st, err := sessionstore.Open(context.Background(), url)
 		if err != nil {
 			t.Fatalf("%s: %v", url, err)
@@ -33,35 +39,35 @@ func TestStoreGenerations(t *testing.T) {
 	for name, st := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			const id = "0123456789abcdef0123456789abcdef"
-			if _, _, err := st.Get(ctx, id, 1<<20); !errors.Is(err, sessionstore.ErrNotFound) {
+			if _, _, err := getBytes(ctx, st, id, 1<<20); !errors.Is(err, sessionstore.ErrNotFound) {
 				t.Fatalf("Get of a new id: %v, want ErrNotFound", err)
 			}
 			m1 := sessionstore.Meta{Generation: 1, Owner: "aa", Image: "bb"}
-			if err := st.Put(ctx, id, []byte("one"), m1); err != nil {
+			if err := putBytes(ctx, st, id, []byte("one"), m1); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.Put(ctx, id, []byte("other"), m1); !errors.Is(err, sessionstore.ErrConflict) {
+			if err := putBytes(ctx, st, id, []byte("other"), m1); !errors.Is(err, sessionstore.ErrConflict) {
 				t.Fatalf("second write of generation 1: %v, want ErrConflict", err)
 			}
-			if err := st.Put(ctx, id, []byte("two"), sessionstore.Meta{Generation: 2, Owner: "aa", Image: "bb"}); err != nil {
+			if err := putBytes(ctx, st, id, []byte("two"), sessionstore.Meta{Generation: 2, Owner: "aa", Image: "bb"}); err != nil {
 				t.Fatal(err)
 			}
-			blob, meta, err := st.Get(ctx, id, 1<<20)
+			blob, meta, err := getBytes(ctx, st, id, 1<<20)
 			if err != nil || string(blob) != "two" || meta != (sessionstore.Meta{Generation: 2, Owner: "aa", Image: "bb"}) {
 				t.Fatalf("Get = %q, %+v, %v", blob, meta, err)
 			}
-			if _, _, err := st.Get(ctx, id, 2); !errors.Is(err, sessionstore.ErrTooLarge) {
+			if _, _, err := getBytes(ctx, st, id, 2); !errors.Is(err, sessionstore.ErrTooLarge) {
 				t.Fatalf("Get over the cap: %v", err)
 			}
 			// A writer that held generation 1 writes 2 (taken) or, once 2 is
 			// swept, 2 again beside 3: both are conflicts, and 3 stays.
-			if err := st.Put(ctx, id, []byte("three"), sessionstore.Meta{Generation: 3}); err != nil {
+			if err := putBytes(ctx, st, id, []byte("three"), sessionstore.Meta{Generation: 3}); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.Put(ctx, id, []byte("stale"), sessionstore.Meta{Generation: 2}); !errors.Is(err, sessionstore.ErrConflict) {
+			if err := putBytes(ctx, st, id, []byte("stale"), sessionstore.Meta{Generation: 2}); !errors.Is(err, sessionstore.ErrConflict) {
 				t.Fatalf("stale write of a swept generation: %v, want ErrConflict", err)
 			}
-			if blob, _, _ := st.Get(ctx, id, 1<<20); string(blob) != "three" {
+			if blob, _, _ := getBytes(ctx, st, id, 1<<20); string(blob) != "three" {
 				t.Fatalf("after a stale write the store holds %q", blob)
 			}
 			if newer, err := st.Newer(ctx, id, 2); err != nil || !newer {
@@ -73,11 +79,11 @@ func TestStoreGenerations(t *testing.T) {
 			if err := st.Delete(ctx, id); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := st.Get(ctx, id, 1<<20); !errors.Is(err, sessionstore.ErrNotFound) {
+			if _, _, err := getBytes(ctx, st, id, 1<<20); !errors.Is(err, sessionstore.ErrNotFound) {
 				t.Fatalf("Get after Delete: %v", err)
 			}
 			// The replica that held generation 3 cannot bring it back.
-			if err := st.Put(ctx, id, []byte("zombie"), sessionstore.Meta{Generation: 4}); !errors.Is(err, sessionstore.ErrConflict) {
+			if err := putBytes(ctx, st, id, []byte("zombie"), sessionstore.Meta{Generation: 4}); !errors.Is(err, sessionstore.ErrConflict) {
 				t.Fatalf("write after Delete: %v, want ErrConflict", err)
 			}
 			if meta, err := st.Head(ctx, id); err != nil || !meta.Deleted {
@@ -95,7 +101,7 @@ func TestStoreRace(t *testing.T) {
 	for name, st := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			const id = "race"
-			if err := st.Put(ctx, id, []byte("base"), sessionstore.Meta{Generation: 1}); err != nil {
+			if err := putBytes(ctx, st, id, []byte("base"), sessionstore.Meta{Generation: 1}); err != nil {
 				t.Fatal(err)
 			}
 			for gen := uint64(2); gen < 12; gen++ {
@@ -106,7 +112,7 @@ func TestStoreRace(t *testing.T) {
 				for w := range writers {
 					wg.Go(func() {
 						<-start
-						errs[w] = st.Put(ctx, id, fmt.Appendf(nil, "gen %d by %d", gen, w), sessionstore.Meta{Generation: gen})
+						errs[w] = putBytes(ctx, st, id, fmt.Appendf(nil, "gen %d by %d", gen, w), sessionstore.Meta{Generation: gen})
 					})
 				}
 				close(start)
@@ -125,7 +131,7 @@ func TestStoreRace(t *testing.T) {
 				if winner < 0 {
 					t.Fatalf("generation %d: no writer won", gen)
 				}
-				blob, meta, err := st.Get(ctx, id, 1<<20)
+				blob, meta, err := getBytes(ctx, st, id, 1<<20)
 				if err != nil || meta.Generation != gen || !bytes.Equal(blob, fmt.Appendf(nil, "gen %d by %d", gen, winner)) {
 					t.Fatalf("generation %d: store holds %q (generation %d, %v), winner %d", gen, blob, meta.Generation, err, winner)
 				}
@@ -142,10 +148,10 @@ func TestStoreIDs(t *testing.T) {
 	}
 	defer st.Close()
 	for _, id := range []string{"", "../x", "a/b", "a.b", "a b", "a\x00", "é", strings.Repeat("a", 65), "a\n"} {
-		if err := st.Put(ctx, id, nil, sessionstore.Meta{Generation: 1}); !errors.Is(err, sessionstore.ErrBadID) {
+		if err := putBytes(ctx, st, id, nil, sessionstore.Meta{Generation: 1}); !errors.Is(err, sessionstore.ErrBadID) {
 			t.Errorf("Put(%q): %v, want ErrBadID", id, err)
 		}
-		if _, _, err := st.Get(ctx, id, 1); !errors.Is(err, sessionstore.ErrBadID) {
+		if _, _, err := getBytes(ctx, st, id, 1); !errors.Is(err, sessionstore.ErrBadID) {
 			t.Errorf("Get(%q): %v, want ErrBadID", id, err)
 		}
 	}

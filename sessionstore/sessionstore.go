@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // Meta is what is stored beside a snapshot.
@@ -45,22 +46,46 @@ type Store interface {
 	// the session has none (a tombstone is returned: Deleted is set).
 	Head(ctx context.Context, id string) (Meta, error)
 
-	// Get returns the newest generation's snapshot and metadata, or
-	// ErrNotFound when there is none or it is a tombstone. A snapshot
-	// over max bytes is refused with ErrTooLarge, unread.
-	Get(ctx context.Context, id string, max int64) ([]byte, Meta, error)
+	// Get opens the newest generation's snapshot and returns a reader of
+	// it, the caller's to close, and its metadata; or ErrNotFound when
+	// there is none or it is a tombstone. A snapshot over max bytes is
+	// refused with ErrTooLarge, unread. The reader streams from the store:
+	// reading it takes ReadMemory at most, whatever the snapshot's size.
+	Get(ctx context.Context, id string, max int64) (io.ReadCloser, Meta, error)
 
 	// Newer reports whether the store holds a generation after gen: a
 	// replica holding gen live asks before each run (one existence check).
 	Newer(ctx context.Context, id string, gen uint64) (bool, error)
 
-	// Put writes snapshot as generation meta.Generation, create-only:
-	// ErrConflict when that generation, or a later one, exists. Older
-	// generations are swept once it is written.
-	Put(ctx context.Context, id string, snapshot []byte, meta Meta) error
+	// Put writes generation meta.Generation, create-only, holding what
+	// write writes to the writer it is given, which streams to the store
+	// (taking WriteMemory at most, whatever the snapshot's size). The
+	// generation becomes visible only once write returned nil and the whole
+	// snapshot is stored: on an error of write, past max bytes
+	// (ErrTooLarge) or when ctx ends, nothing of it is kept. ErrConflict
+	// when that generation, or a later one, exists. Older generations are
+	// swept once it is written.
+	Put(ctx context.Context, id string, meta Meta, max int64, write func(io.Writer) error) error
 
-	// Delete writes a tombstone after the newest generation and sweeps the
-	// older ones. Deleting a session that has none is not an error.
+	// PutOwned is Put for a session whose owner (meta.Owner) may keep at
+	// most ownerMax bytes in the store across its sessions, each counted
+	// at its newest generation's size: the snapshot must fit in max and in
+	// what the owner's other sessions leave of ownerMax, or it is refused
+	// with an *OwnerFullError (ErrTooLarge) and nothing of it is kept. The
+	// owner's sessions are counted by an index in the store that only
+	// PutOwned keeps (sessions written by Put are not in it); writes of one
+	// owner racing on other sessions can each take what the others have
+	// not yet recorded (docs/scaling.md gives the bound). ownerMax 0 is
+	// Put.
+	PutOwned(ctx context.Context, id string, meta Meta, max, ownerMax int64, write func(io.Writer) error) error
+
+	// OwnerBytes returns the sessions of owner that PutOwned recorded, and
+	// their bytes in the store.
+	OwnerBytes(ctx context.Context, owner string) (sessions int, bytes int64, err error)
+
+	// Delete writes a tombstone after the newest generation, sweeps the
+	// older ones and removes the session from its owner's index. Deleting
+	// a session that has none is not an error.
 	Delete(ctx context.Context, id string) error
 
 	// Close releases the store's connections.
@@ -75,7 +100,8 @@ var (
 	// later one, is in the store already.
 	ErrConflict = errors.New("sessionstore: the session has a newer generation")
 
-	// ErrTooLarge is a snapshot over the caller's cap.
+	// ErrTooLarge is a snapshot over the caller's cap: a Get refuses it
+	// unread, a Put keeps nothing of it.
 	ErrTooLarge = errors.New("sessionstore: snapshot over the size cap")
 
 	// ErrBadID is a session id that cannot be a key.

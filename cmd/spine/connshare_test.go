@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,9 +80,10 @@ func TestUnauthenticatedShare(t *testing.T) {
 		<-watched.accepted
 	}
 	// Every connection of the flood but the last share ones was closed by
-	// the server, oldest first, unanswered.
+	// the server, oldest first, unanswered: an end of file, or a reset
+	// when the kernel still held header lines the server had not read.
 	for i, c := range conns[:flood-share] {
-		if rest, err := io.ReadAll(c); err != nil || len(rest) != 0 {
+		if rest, err := io.ReadAll(c); err != nil && !errors.Is(err, syscall.ECONNRESET) || len(rest) != 0 {
 			t.Fatalf("flood connection %d: read %q, %v", i, rest, err)
 		}
 	}

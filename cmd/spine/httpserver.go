@@ -70,12 +70,13 @@ func (l httpLimits) orDefaults() httpLimits {
 	return l
 }
 
-// httpFlags are the flags of httpLimits and of the token.
+// httpFlags are the flags of httpLimits and of the tokens.
 type httpFlags struct {
 	maxConns    *int
 	readTimeout *time.Duration
 	idleTimeout *time.Duration
 	tokenFile   *string
+	tokensFile  *string
 }
 
 func addHTTPFlags(fs *flag.FlagSet) httpFlags {
@@ -84,7 +85,34 @@ func addHTTPFlags(fs *flag.FlagSet) httpFlags {
 		readTimeout: fs.Duration("read-timeout", defaultReadTimeout, ""),
 		idleTimeout: fs.Duration("idle-timeout", defaultIdleTimeout, ""),
 		tokenFile:   fs.String("token-file", "", ""),
+		tokensFile:  fs.String("tokens-file", "", ""),
 	}
+}
+
+// tenants returns the token a server listening on addr (the value of the
+// flag named listenFlag) requires (token), or the tenants of --tokens-file.
+func (f httpFlags) tenants(listenFlag, addr string, stderr io.Writer) (string, []service.Tenant, error) {
+	if *f.tokensFile == "" {
+		token, err := f.token(listenFlag, addr)
+		return token, nil, err
+	}
+	if *f.tokenFile != "" {
+		return "", nil, errors.New("--tokens-file and --token-file: give one")
+	}
+	tenants, err := readTokensFile(*f.tokensFile, stderr)
+	return "", tenants, err
+}
+
+// tokenList is every token the server accepts: token, or the tenants'.
+func tokenList(token string, tenants []service.Tenant) []string {
+	if token != "" {
+		return []string{token}
+	}
+	var all []string
+	for _, t := range tenants {
+		all = append(all, t.Token)
+	}
+	return all
 }
 
 // limits returns the limits the flags set, or why they are bad.

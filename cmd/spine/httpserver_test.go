@@ -324,7 +324,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestMCPHTTPTokenAndSlots(t *testing.T) {
 	gate := spinetest.NewGate()
 	runner, manifest := demoRunner(t, spine.Manifest{"gate": gate.Tool()})
-	server := mcpserver.New(runner, manifest, &mcpserver.Options{Slots: 1})
+	server := mcpserver.NewServer(runner, manifest, &mcpserver.Options{Slots: 1})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +334,7 @@ func TestMCPHTTPTokenAndSlots(t *testing.T) {
 	var stderr bytes.Buffer
 	served := make(chan int, 1)
 	go func() {
-		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, token: "s3cret", log: slog.New(slog.DiscardHandler)}, httpLimits{}, time.Minute, "", &stderr)
+		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, tenants: []service.Tenant{{Name: "default", Token: "s3cret"}}, log: slog.New(slog.DiscardHandler)}, httpLimits{}, time.Minute, "", &stderr)
 	}()
 	endpoint := "http://" + ln.Addr().String() + "/mcp"
 

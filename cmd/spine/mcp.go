@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -26,6 +29,7 @@ import (
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/mcpserver"
 	"github.com/spine-run/spine/service"
+	"github.com/spine-run/spine/sessionstore"
 )
 
 const mcpUsage = `usage: spine mcp [flags]
@@ -34,16 +38,22 @@ Serves the Model Context Protocol with one tool, run_python(source, inputs,
 fresh), whose description lists the Python stubs of the tools a program can
 call: the tools of the MCP servers in the config file (and the built-in demo
 tools with --demo-tools). Over standard input and output by default; with
---http, over streamable HTTP at http://ADDR/mcp (README, "spine mcp").
+--http, over streamable HTTP at http://ADDR/mcp (docs/mcp.md).
 
 Each client (MCP session) has a Python session of its own: what one program
 defines is there for the client's next one, until fresh=true, the end of
 the MCP session, or a program stopped by --timeout. With --stateless, every
 call starts from a clean sandbox.
 
-With --http and a token (--token-file, else $SPINE_TOKEN), every request must
-carry "Authorization: Bearer <token>" but GET /healthz, /livez and /readyz
-(503 once shutting down); GET /metrics is Prometheus text. Without a token it
+With --http and --session-store, the Python sessions live in an object
+store shared by every replica: any replica serves any client's MCP session
+(Mcp-Session-Id), loading it from the store, and a shutdown writes them
+(docs/scaling.md).
+
+With --http and a token (--token-file, else $SPINE_TOKEN, or the tokens of
+--tokens-file), every request must carry "Authorization: Bearer <token>" but
+GET /healthz, /livez and /readyz (503 once shutting down); GET /metrics is
+Prometheus text. Without a token it
 refuses to listen on anything but a loopback address. A browser's request
 from another origin is refused (403); every request gets an access log line.
 
@@ -57,15 +67,25 @@ flags:
   --stateless              keep nothing from one call to the next: no sessions, no fresh argument
   --max-sessions N         Python sessions kept (default 100); past it one is closed: of the client
                            holding the most, the one it used least recently
-  --sessions-per-client N  with --http, Python sessions one client (one address) keeps; past it its own
-                           least recently used one is closed (default 0: no cap of its own)
+  --sessions-per-client N  with --http, Python sessions one client (one address; with --tokens-file, one
+                           token) keeps; past it its own least recently used one is closed (default 0:
+                           no cap of its own; a token's "sessions" in --tokens-file takes its place)
   --token-file FILE        with --http, the bearer token, one word (default $SPINE_TOKEN)
+  --tokens-file FILE       with --http, several tokens, each with a name (spine serve's file: docs/http.md,
+                           "Tenants"); a client is then its token, its "sessions" its cap, and its
+                           "store_bytes" the bytes its sessions keep in --session-store; not with --token-file
   --max-conns N            with --http, connections open at once; more wait to be accepted (default 256);
                            those without the token yet hold a quarter at most, oldest closed
                            first, and read for 5s at most
   --read-timeout DURATION  with --http, time to send a request's headers (at most 10s) and body (default 30s)
   --idle-timeout DURATION  with --http, how long an idle keep-alive connection stays open (default 60s)
   --grace DURATION         with --http, how long shutdown waits for calls in flight (default 30s)
+  --session-store URL      with --http, keep the Python sessions in an object store shared by every
+                           replica: s3://BUCKET?endpoint=..&region=..&use_path_style=true,
+                           gs://BUCKET, azblob://CONTAINER, file:///DIR, mem://
+  --session-write POLICY   when a session is written to the store: run (after each call, before
+                           answering; default) or hibernate (when --max-sessions puts it aside,
+                           and at shutdown) (docs/scaling.md)
   --log-format FORMAT      text or json: the log on standard error, with --http an access log line per request (default text)
   --verbose                also log the MCP traffic's events, and the MCP servers' standard error
 ` + cacheUsage + `
@@ -87,6 +107,8 @@ type mcpOptions struct {
 	sessions   int // --max-sessions
 	perClient  int // --sessions-per-client
 	grace      time.Duration
+	store      string // --session-store
+	write      string // --session-write
 	log        logFlags
 	cache      cacheFlags
 	http       httpFlags
@@ -103,6 +125,8 @@ func (o *mcpOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.sessions, "max-sessions", mcpserver.DefaultMaxSessions, "")
 	fs.IntVar(&o.perClient, "sessions-per-client", 0, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
+	fs.StringVar(&o.store, "session-store", "", "")
+	fs.StringVar(&o.write, "session-write", "", "")
 	o.log.flags(fs)
 	o.cache.flags(fs)
 	o.http = addHTTPFlags(fs)
@@ -119,19 +143,28 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if o.timeout <= 0 || o.grace < 0 || o.slots < 0 || o.sessions <= 0 || o.perClient < 0 {
 		return usageError(stderr, fs.Name(), mcpUsage, "--timeout must be positive, --max-sessions too, and --grace and --slots not negative (nor --sessions-per-client)")
 	}
+	write, err := o.storeWrite()
+	if err != nil {
+		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
+	}
 	var (
-		limits httpLimits
-		token  string
+		limits  httpLimits
+		token   string
+		tenants []service.Tenant
 	)
 	if o.addr != "" {
-		var err error
 		if limits, err = o.http.limits(); err != nil {
 			return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
 		}
-		if token, err = o.http.token("--http", o.addr); err != nil {
+		if token, tenants, err = o.http.tenants("--http", o.addr, stderr); err != nil {
 			fmt.Fprintln(stderr, "spine mcp:", err)
 			return exitUsage
 		}
+		if token != "" {
+			tenants = []service.Tenant{{Name: "default", Token: token}}
+		}
+	} else if *o.http.tokensFile != "" || *o.http.tokenFile != "" {
+		return usageError(stderr, fs.Name(), mcpUsage, "--token-file and --tokens-file need --http")
 	}
 	logger, err := o.log.logger(stderr) // stdout is the protocol's: logs go to stderr only
 	if err != nil {
@@ -158,11 +191,24 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer closeRunner()
 	mo := &mcpserver.Options{
 		Timeout: o.timeout, Slots: o.slots, EarlyReads: o.earlyReads, Stateless: o.stateless, MaxSessions: o.sessions, Logger: traffic,
+		StoreWrite: write,
 	}
 	if o.addr != "" {
 		mo.ClientOf, mo.MaxSessionsPerClient = clientAddress, o.perClient
+		if *o.http.tokensFile != "" {
+			mo.ClientOf, mo.SessionsOf = clientToken, tenantSessions(tenants)
+		}
+		mo.StoreBytesOf = tenantStoreBytes(tenants)
 	}
-	server := mcpserver.New(runner, manifest, mo)
+	if o.store != "" {
+		if mo.Store, err = sessionstore.Open(ctx, o.store); err != nil {
+			fmt.Fprintln(stderr, "spine mcp: --session-store:", err)
+			return exitFailure
+		}
+		defer mo.Store.Close()
+	}
+	srv := mcpserver.NewServer(runner, manifest, mo)
+	server := srv.MCP()
 
 	if o.addr == "" {
 		// The transport closes its reader when it ends, which unblocks a
@@ -179,35 +225,67 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 
-	ln, code := listen("spine mcp", "--http", o.addr, token, stderr)
+	ln, code := listen("spine mcp", "--http", o.addr, strings.Join(tokenList("", tenants), ""), stderr)
 	if ln == nil {
 		return code
 	}
-	m := mcpHTTP{runner: runner, health: health, token: token, log: logger, traffic: traffic, tracer: tracer}
-	return serveMCP(ctx, stop, ln, server, m, limits, o.grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
+	m := mcpHTTP{runner: runner, health: health, tenants: tenants, log: logger, traffic: traffic, tracer: tracer}
+	code = serveMCP(ctx, stop, ln, srv, m, limits, o.grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
+	if mo.Store != nil {
+		// Every call has its answer: write the sessions the store lacks.
+		storeCtx, cancel := context.WithTimeout(context.Background(), max(o.grace, cutWait))
+		defer cancel()
+		if err := srv.Close(storeCtx); err != nil {
+			fmt.Fprintln(stderr, "spine mcp: storing the sessions:", err)
+			return exitFailure
+		}
+		fmt.Fprintln(stderr, "spine mcp: sessions stored")
+	}
+	return code
+}
+
+// storeWrite checks --session-store and --session-write and returns the
+// write policy.
+func (o *mcpOptions) storeWrite() (sessionstore.WritePolicy, error) {
+	if o.store == "" {
+		if o.write != "" {
+			return "", errors.New("--session-write needs --session-store")
+		}
+		return "", nil
+	}
+	if o.addr == "" || o.stateless {
+		return "", errors.New("--session-store needs --http, and sessions (not --stateless)")
+	}
+	write, err := sessionstore.ParseWritePolicy(cmp.Or(o.write, string(sessionstore.WriteRun)))
+	if err == nil && write == sessionstore.WriteAnswer {
+		err = errors.New("spine mcp writes a session after each call (run) or when it is put aside (hibernate)")
+	}
+	if err != nil {
+		return "", fmt.Errorf("--session-write: %v", err)
+	}
+	return write, nil
 }
 
 // serveMCP serves server with streamable HTTP at /mcp on ln until ctx ends,
 // then shuts down gracefully (serveHTTP): the calls in flight get their
 // answers. Beside /mcp: GET /healthz (the tools' servers), /livez, /readyz
 // (503 once shutting down) and /metrics (the Runner's, Go's and the
-// process's). With a token, every request but the probes must carry it
-// (service.RequireToken). Every request is refused when a browser sends it
+// process's). With tokens, every request but the probes must carry one
+// (service.RequireTenants). Every request is refused when a browser sends it
 // from another origin (403), and gets a line in the access log.
-func serveMCP(ctx context.Context, stop func(), ln net.Listener, server *mcp.Server, m mcpHTTP, limits httpLimits, grace time.Duration, what string, stderr io.Writer) int {
-	var handler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: m.traffic})
+func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.Server, m mcpHTTP, limits httpLimits, grace time.Duration, what string, stderr io.Writer) int {
+	server := srv.MCP()
+	handler := srv.HTTPHandler(&mcp.StreamableHTTPOptions{Logger: m.traffic})
 	posts := newInFlight()
 	handler = posts.count(handler)
 	handler = withClientAddress(handler)
-	if m.token != "" {
-		limits.tokens = []string{m.token}
-	}
+	limits.tokens = tokenList("", m.tenants)
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(service.RunnerCollector(m.runner), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
-	if m.token != "" {
-		handler = service.RequireToken(m.token, handler)
-		metrics = service.RequireToken(m.token, metrics)
+	if len(m.tenants) > 0 {
+		handler = service.RequireTenants(m.tenants, handler)
+		metrics = service.RequireTenants(m.tenants, metrics)
 	}
 	var draining atomic.Bool
 	mux := http.NewServeMux()
@@ -215,7 +293,7 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, server *mcp.Ser
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /livez", service.ServeLive)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { service.ServeReady(&draining, w) })
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { serveMCPHealth(w, m.health, m.token == "") })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { serveMCPHealth(w, m.health, len(m.tenants) == 0) })
 	return serveHTTP(ctx, stop, ln, service.AccessLog(m.log, m.tracer, http.NewCrossOriginProtection().Handler(mux)), limits, grace, "spine mcp", what, stderr,
 		func() {
 			draining.Store(true)
@@ -235,7 +313,7 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, server *mcp.Ser
 type mcpHTTP struct {
 	runner  *spine.Runner
 	health  func() map[string]string // the tools' servers; nil for none
-	token   string                   // "" for none
+	tenants []service.Tenant         // the tokens; none for none
 	log     *slog.Logger             // the access log's and the server's
 	traffic *slog.Logger             // the MCP traffic's events (--verbose), or nil
 	tracer  trace.TracerProvider     // nil for no spans
@@ -332,6 +410,35 @@ func withClientAddress(h http.Handler) http.Handler {
 		r.Header.Set(clientAddressHeader, host)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// clientToken is the client of an MCP call over HTTP with a tokens file:
+// the name of the token its request carried.
+func clientToken(req *mcp.CallToolRequest) string {
+	if req.Extra == nil || req.Extra.Header == nil {
+		return ""
+	}
+	return service.RequestToken(req.Extra.Header)
+}
+
+// tenantSessions returns the cap of each tenant's MCP sessions, by name:
+// its "sessions" in the tokens file (0: --sessions-per-client's).
+func tenantSessions(tenants []service.Tenant) func(string) int {
+	caps := map[string]int{}
+	for _, t := range tenants {
+		caps[t.Name] = t.Limits.Sessions
+	}
+	return func(name string) int { return caps[name] }
+}
+
+// tenantStoreBytes returns each tenant's store_bytes, by the owner its
+// token makes (sessionstore.Owner).
+func tenantStoreBytes(tenants []service.Tenant) func(string) int64 {
+	caps := map[string]int64{}
+	for _, t := range tenants {
+		caps[sessionstore.Owner(t.Token)] = int64(min(t.StoreBytes, math.MaxInt64))
+	}
+	return func(owner string) int64 { return caps[owner] }
 }
 
 // clientAddress is the client of an MCP call over HTTP: the address its

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/mcpserver"
+	"github.com/spine-run/spine/service"
 )
 
 // lines hands on each JSON log line, decoded.
@@ -32,7 +33,7 @@ func (l lines) Write(p []byte) (int, error) {
 // with the token's name.
 func TestMCPHTTPOperable(t *testing.T) {
 	runner := spinetest.NewRunner(t, demoTools(), nil)
-	server := mcpserver.New(runner, demoTools(), nil)
+	server := mcpserver.NewServer(runner, demoTools(), nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +41,7 @@ func TestMCPHTTPOperable(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	log := make(lines, 100)
-	m := mcpHTTP{runner: runner, token: "mcp-ops-token", log: slog.New(slog.NewJSONHandler(log, nil)),
+	m := mcpHTTP{runner: runner, tenants: []service.Tenant{{Name: "default", Token: "mcp-ops-token"}}, log: slog.New(slog.NewJSONHandler(log, nil)),
 		health: func() map[string]string { return map[string]string{"crm": ""} }}
 	var stderr strings.Builder
 	served := make(chan int, 1)

@@ -52,8 +52,10 @@ flags:
   --stream-idle DURATION   a stream that sends nothing this long is ended with 408 (default 10s)
   --max-timeout DURATION   time limit of every run (default 30s)
   --token-file FILE        the bearer token, one word (default $SPINE_TOKEN)
-  --tokens-file FILE       the tokens, each with a name and its share of the sessions
-                           (README, "Tenants"); not with --token-file, and $SPINE_TOKEN is ignored
+  --tokens-file FILE       the tokens, each with a name and its share of the sessions: sessions,
+                           live_sessions, hibernated_memory, session_dir_bytes, and store_bytes
+                           (its bytes in --session-store, on every replica) (docs/http.md,
+                           "Tenants"); not with --token-file, and $SPINE_TOKEN is ignored
   --max-conns N            connections open at once; more wait to be accepted (default 256);
                            those without the token yet hold a quarter at most, oldest closed
                            first, and read for 5s at most
@@ -107,7 +109,6 @@ type serveOptions struct {
 	sessionTTL    time.Duration
 	sessionDir    string
 	sessionDirMiB int
-	tokensFile    string
 	sessionStore  string
 	sessionWrite  string
 }
@@ -140,7 +141,6 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.sessionTTL, "session-ttl", defaultSessionTTL, "")
 	fs.StringVar(&o.sessionDir, "session-dir", "", "")
 	fs.IntVar(&o.sessionDirMiB, "session-dir-mib", 16<<10, "")
-	fs.StringVar(&o.tokensFile, "tokens-file", "", "")
 	fs.StringVar(&o.sessionStore, "session-store", "", "")
 	fs.StringVar(&o.sessionWrite, "session-write", "", "")
 }
@@ -195,7 +195,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if err != nil {
 		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
-	token, tenants, err := o.tokens(stderr)
+	token, tenants, err := o.http.tenants("--listen", o.listen, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine serve:", err)
 		return exitUsage
@@ -214,14 +214,14 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	}
 	defer stopTracing(context.Background())
 	var svc *service.Server // made below, before any session: they are made through it
-	sessions.OnHibernate = func(s *spine.Session, snapshot []byte) { svc.Hibernated(s, snapshot) }
+	sessions.OnHibernate = func(s *spine.Session, snapshot io.Reader) { svc.Hibernated(s, snapshot) }
 	opts := o.cache.apply(&spine.Options{Sessions: sessions, TracerProvider: tracer}, logger, stderr)
 	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, opts, o.log.verbose, stderr)
 	if runner == nil {
 		return code
 	}
 	defer closeRunner()
-	checkShares(tenants, runner.Options().Sessions, stderr)
+	checkShares(tenants, runner.Options().Sessions, storeURL != "", stderr)
 	var store sessionstore.Store
 	if storeURL != "" {
 		if store, err = sessionstore.Open(ctx, storeURL); err != nil {
@@ -303,32 +303,6 @@ func startHTTP(ln net.Listener, handler http.Handler, limits httpLimits, name, w
 	go func() { errs <- srv.Serve(ln) }()
 	fmt.Fprintf(stderr, "%s: listening on http://%s %s\n", name, ln.Addr(), what)
 	return srv, errs
-}
-
-// tokens returns the token of --token-file (else $SPINE_TOKEN), or the
-// tenants of --tokens-file.
-func (o *serveOptions) tokens(stderr io.Writer) (string, []service.Tenant, error) {
-	if o.tokensFile == "" {
-		token, err := o.http.token("--listen", o.listen)
-		return token, nil, err
-	}
-	if *o.http.tokenFile != "" {
-		return "", nil, errors.New("--tokens-file and --token-file: give one")
-	}
-	tenants, err := readTokensFile(o.tokensFile, stderr)
-	return "", tenants, err
-}
-
-// tokenList is every token the server accepts: token, or the tenants'.
-func tokenList(token string, tenants []service.Tenant) []string {
-	if token != "" {
-		return []string{token}
-	}
-	var all []string
-	for _, t := range tenants {
-		all = append(all, t.Token)
-	}
-	return all
 }
 
 // firstToken is the first tenant's token, "" when there is none.

@@ -16,21 +16,24 @@ import (
 	"github.com/spine-run/spine/service"
 )
 
-// The tokens file of spine serve --tokens-file (README, "Tenants"): a JSON
+// The tokens file of spine serve --tokens-file (docs/http.md, "Tenants"): a JSON
 // object with one member, "tokens", a list of
 //
 //	{"name": "alice", "token": "…",
 //	 "sessions": 100, "live_sessions": 8,
-//	 "hibernated_memory": "256MiB", "session_dir_bytes": "2GiB"}
+//	 "hibernated_memory": "256MiB", "session_dir_bytes": "2GiB",
+//	 "store_bytes": "1GiB"}
 //
 // name and token are required; a limit left out is an even share of the
-// server's (service.Tenant). Sizes are a number of bytes or a string of a
-// whole number and a unit: B, KiB, MiB, GiB. Anything else — an unknown
-// member, a duplicate name or token, a token that is not one word of at
+// server's (service.Tenant), but store_bytes, the bytes the token's sessions
+// keep in --session-store, which is no limit when left out (the store has
+// no total to share). Sizes are a number of bytes or a string of a whole
+// number and a unit: B, KiB, MiB, GiB. Anything else — an unknown member, a
+// bad value, a duplicate name or token, a token that is not one word of at
 // least 16 characters — is refused with an error that names the entry by
-// its place and name, never by its token.
+// its place (and its name once that is read), never by its token.
 type tokensFile struct {
-	Tokens []tokenEntry `json:"tokens"`
+	Tokens []json.RawMessage `json:"tokens"`
 }
 
 type tokenEntry struct {
@@ -40,6 +43,7 @@ type tokenEntry struct {
 	LiveSessions     int       `json:"live_sessions"`
 	HibernatedMemory byteCount `json:"hibernated_memory"`
 	SessionDirBytes  byteCount `json:"session_dir_bytes"`
+	StoreBytes       byteCount `json:"store_bytes"`
 }
 
 // maxTokensFile bounds the file read, and maxTenants the entries.
@@ -96,8 +100,12 @@ func parseTokensFile(data []byte) ([]service.Tenant, error) {
 	names := map[string]bool{}
 	tokens := map[string]string{}
 	out := make([]service.Tenant, 0, len(file.Tokens))
-	for i, e := range file.Tokens {
+	for i, raw := range file.Tokens {
 		where := fmt.Sprintf("tokens[%d]", i)
+		e, err := decodeEntry(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s%w", where, err)
+		}
 		if !tenantName.MatchString(e.Name) {
 			return nil, fmt.Errorf("%s: name %q must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", where, e.Name)
 		}
@@ -121,9 +129,29 @@ func parseTokensFile(data []byte) ([]service.Tenant, error) {
 			Live:             e.LiveSessions,
 			HibernatedMemory: uint64(e.HibernatedMemory),
 			DirBytes:         uint64(e.SessionDirBytes),
-		}})
+		}, StoreBytes: uint64(e.StoreBytes)})
 	}
 	return out, nil
+}
+
+// decodeEntry decodes one entry of the file; its error is to follow the
+// entry's place, and names the entry's name when it can be read, quoting
+// nothing else.
+func decodeEntry(raw json.RawMessage) (tokenEntry, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var e tokenEntry
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return e, errors.New(": an entry must be an object")
+	}
+	if err := dec.Decode(&e); err != nil {
+		var named struct{ Name string }
+		if json.Unmarshal(raw, &named) == nil && tenantName.MatchString(named.Name) {
+			return e, fmt.Errorf(" (%s): %s", named.Name, jsonProblem(err))
+		}
+		return e, errors.New(": " + jsonProblem(err))
+	}
+	return e, nil
 }
 
 // jsonProblem is a decoding error without the text it read: the file holds
@@ -177,14 +205,18 @@ func (b *byteCount) UnmarshalJSON(data []byte) error {
 }
 
 // checkShares warns on stderr when the tokens' limits add up to more than
-// the server's: then one token filling its share can take another's.
-func checkShares(tenants []service.Tenant, so spine.SessionOptions, stderr io.Writer) {
+// the server's: then one token filling its share can take another's; and
+// when a token has a store_bytes but the server no store.
+func checkShares(tenants []service.Tenant, so spine.SessionOptions, store bool, stderr io.Writer) {
 	var live int
 	var hib, dir uint64
 	for _, t := range tenants {
 		live += t.Limits.Live
 		hib += t.Limits.HibernatedMemory
 		dir += t.Limits.DirBytes
+		if t.StoreBytes > 0 && !store {
+			fmt.Fprintf(stderr, "spine serve: warning: token %q has a store_bytes, which only a --session-store uses\n", t.Name)
+		}
 	}
 	warn := func(what string, sum, total uint64) {
 		if sum > total {

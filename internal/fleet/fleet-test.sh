@@ -3,8 +3,10 @@
 # from the Go module proxy, cached in build/bin), installs HAProxy from Debian
 # when missing, and runs internal/fleet's TestFleet: three spine serve
 # replicas sharing versitygw as their session store, behind HAProxy with
-# round-robin and no stickiness, all on loopback (docs/performance.md,
-# "A fleet"). The FLEET lines it prints are the figures.
+# round-robin (no stickiness) and by session id, all on loopback (docs/performance.md,
+# "A fleet"). The FLEET lines it prints are the figures. Then the session
+# store's own tests run over versitygw too (sessionstore, service's and
+# mcpserver's TestStore*).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 GO=${GO:-go}
@@ -25,3 +27,6 @@ echo "== TestFleet"
 SPINE_FLEET_SPINE="$PWD/build/bin/spine" SPINE_FLEET_VERSITYGW="$PWD/build/bin/versitygw" \
 	SPINE_FLEET_HAPROXY="$(command -v haproxy)" \
 	$GO test -count=1 -v -timeout 10m -run '^TestFleet$' ./internal/fleet
+echo "== the session store's tests over versitygw"
+SPINE_FLEET_VERSITYGW="$PWD/build/bin/versitygw" $GO test -count=1 ./sessionstore
+SPINE_FLEET_VERSITYGW="$PWD/build/bin/versitygw" $GO test -count=1 -run '^TestStore' ./service ./mcpserver

@@ -98,7 +98,21 @@ type fleet struct {
 	haproxy  *proc
 }
 
-func startFleet(t *testing.T, replicas, slots int) *fleet {
+// balance is HAProxy's balance lines for a fleet's replicas.
+type balance string
+
+const (
+	// roundRobin sends each request to the next replica: no stickiness,
+	// so a session's runs land on any replica.
+	roundRobin balance = "  balance roundrobin\n"
+	// bySession hashes a request's path up to the session id
+	// (/v1/sessions/ID), consistently: a session's runs go to one
+	// replica while it is up, and to another (which loads it from the
+	// store) when it is not. No cookie, no state in HAProxy.
+	bySession balance = "  balance uri depth 3\n  hash-type consistent\n"
+)
+
+func startFleet(t *testing.T, replicas, slots int, lb balance) *fleet {
 	t.Helper()
 	f := &fleet{dir: t.TempDir()}
 	root := filepath.Join(f.dir, "s3")
@@ -155,11 +169,10 @@ frontend fleet
   bind %s
   default_backend replicas
 backend replicas
-  balance roundrobin
-  option httpchk
+%s  option httpchk
   http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost
   default-server inter 200ms fall 1 rise 2
-`, f.lb)
+`, f.lb, lb)
 	for i, a := range f.addrs {
 		cfg += fmt.Sprintf("  server r%d %s check\n", i+1, a)
 	}
@@ -302,6 +315,9 @@ func workload(t *testing.T, base string, sessions, rounds int, chaos func()) *ta
 	return tl
 }
 
+// rate is a workload's runs per second.
+func rate(tl *tally) float64 { return float64(tl.runs) / tl.duration.Seconds() }
+
 func percentile(d []time.Duration, p float64) time.Duration {
 	slices.Sort(d)
 	return d[min(len(d)-1, int(float64(len(d))*p))]
@@ -313,7 +329,7 @@ func TestFleet(t *testing.T) {
 			t.Skipf("%s is not set: run make fleet-test", v)
 		}
 	}
-	f := startFleet(t, 3, 1)
+	f := startFleet(t, 3, 1, roundRobin)
 	base := "http://" + f.lb
 
 	// Chaos: kill -9 a replica, restart it; then roll all three with SIGTERM.
@@ -372,17 +388,25 @@ func TestFleet(t *testing.T) {
 	fmt.Printf("FLEET run_held p50=%v p99=%v run_loaded p50=%v p99=%v\n",
 		percentile(held, 0.5), percentile(held, 0.99), percentile(loaded, 0.5), percentile(loaded, 0.99))
 
-	// Runs/s through HAProxy: three replicas of one slot each, then one of three.
+	// Runs/s through HAProxy: three replicas of one slot each, round-robin
+	// and by session; then one replica of three slots.
 	three := workload(t, base, 12, 20, nil)
 	for _, p := range f.replicas {
 		p.stop(syscall.SIGTERM)
 	}
-	one := startFleet(t, 1, 3)
+	hashed := startFleet(t, 3, 1, bySession)
+	sticky := workload(t, "http://"+hashed.lb, 12, 20, nil)
+	for _, p := range hashed.replicas {
+		p.stop(syscall.SIGTERM)
+	}
+	one := startFleet(t, 1, 3, roundRobin)
 	single := workload(t, "http://"+one.lb, 12, 20, nil)
-	r3 := float64(three.runs) / three.duration.Seconds()
-	r1 := float64(single.runs) / single.duration.Seconds()
-	fmt.Printf("FLEET runs_per_s three=%.1f one=%.1f ratio=%.2f\n", r3, r1, r3/r1)
-	if len(three.failed)+len(single.failed) > 0 {
-		t.Errorf("throughput runs failed: %v %v", three.failed, single.failed)
+	r3, rs, r1 := rate(three), rate(sticky), rate(single)
+	fmt.Printf("FLEET runs_per_s three=%.1f three_by_session=%.1f one=%.1f ratio=%.2f ratio_by_session=%.2f\n", r3, rs, r1, r3/r1, rs/r1)
+	if len(three.failed)+len(sticky.failed)+len(single.failed) > 0 {
+		t.Errorf("throughput runs failed: %v %v %v", three.failed, sticky.failed, single.failed)
+	}
+	if len(sticky.lost) > 0 {
+		t.Errorf("%d sessions lost with the by-session balance", len(sticky.lost))
 	}
 }

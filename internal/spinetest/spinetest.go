@@ -4,8 +4,8 @@
 // HTTP, MCP sessions, metrics and waiting.
 //
 // The root package's white-box tests cannot import it (it imports the root
-// package); they keep their helpers in runner_test.go. Its black-box suites
-// (package spine_test) use it.
+// package); they keep their few helpers in helpers_test.go. Its black-box
+// suites (package spine_test) use it.
 package spinetest
 
 import (

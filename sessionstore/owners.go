@@ -1,0 +1,192 @@
+package sessionstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// The owner index (docs/rationale.md "A token's bytes in the store"): an
+// owner's total in the store is known from one listing, not by reading
+// every session. A write with an owner's limit (PutOwned) records the
+// snapshot's size in an empty object's key:
+//
+//	owners/<owner>/<id>/<generation, 20 digits>-<size in bytes>
+//
+// Per session the entry of the highest generation counts; older ones are
+// removed by the write after them, and all of a session's by Delete. Only
+// writes with a limit keep the index, so only owners with a limit pay for
+// it: one listing of the owner's entries before the write, one empty
+// object after it, and the removal of the session's older entry.
+
+// OwnerFullError is a PutOwned refused because the snapshot does not fit
+// in what its owner's other sessions leave of the owner's limit. It is
+// ErrTooLarge (errors.Is), and like it keeps nothing of the snapshot.
+type OwnerFullError struct {
+	Limit  int64 // the owner's limit, in bytes
+	Others int64 // the bytes its other sessions keep in the store
+}
+
+func (e *OwnerFullError) Error() string {
+	return fmt.Sprintf("its owner's sessions may keep %d bytes in the store and the others keep %d, so it must fit in %d", e.Limit, e.Others, max(0, e.Limit-e.Others))
+}
+
+// Is makes an OwnerFullError ErrTooLarge.
+func (e *OwnerFullError) Is(target error) bool { return target == ErrTooLarge }
+
+func ownerPrefix(owner string) string { return "owners/" + owner + "/" }
+
+// entry is one key of the owner index.
+type entry struct {
+	key  string
+	id   string
+	gen  uint64
+	size int64
+}
+
+func entryKey(owner, id string, gen uint64, size int64) string {
+	return fmt.Sprintf("%s%s/%0*d-%d", ownerPrefix(owner), id, genDigits, gen, size)
+}
+
+// parseEntry reads an index key under owner's prefix; ok is false for
+// anything else found there.
+func parseEntry(owner, key string) (e entry, ok bool) {
+	id, rest, found := strings.Cut(strings.TrimPrefix(key, ownerPrefix(owner)), "/")
+	gen, size, dash := strings.Cut(rest, "-")
+	if !found || !dash || CheckID(id) != nil || len(gen) != genDigits {
+		return entry{}, false
+	}
+	g, err1 := strconv.ParseUint(gen, 10, 64)
+	n, err2 := strconv.ParseInt(size, 10, 64)
+	if err1 != nil || err2 != nil || g == 0 || n < 0 {
+		return entry{}, false
+	}
+	return entry{key: key, id: id, gen: g, size: n}, true
+}
+
+// index lists the entries under prefix, which is owner's or one of its
+// sessions'.
+func (s *blobStore) index(ctx context.Context, owner, prefix string) ([]entry, error) {
+	var err error
+	for range 8 {
+		var out []entry
+		it := s.b.List(&blob.ListOptions{Prefix: prefix})
+		for {
+			var obj *blob.ListObject
+			obj, err = it.Next(ctx)
+			if err != nil {
+				break
+			}
+			if e, ok := parseEntry(owner, obj.Key); ok {
+				out = append(out, e)
+			}
+		}
+		if err == io.EOF {
+			return out, nil
+		}
+		// A directory's listing meets a file being renamed into place:
+		// list again (as generations does).
+		if gcerrors.Code(err) != gcerrors.NotFound {
+			break
+		}
+	}
+	return nil, fmt.Errorf("sessionstore: listing the sessions of an owner: %w", err)
+}
+
+// newestByID keeps, of each session's entries, the one of the highest
+// generation.
+func newestByID(entries []entry) map[string]entry {
+	out := make(map[string]entry, len(entries))
+	for _, e := range entries {
+		if old, ok := out[e.id]; !ok || e.gen > old.gen {
+			out[e.id] = e
+		}
+	}
+	return out
+}
+
+func (s *blobStore) OwnerBytes(ctx context.Context, owner string) (int, int64, error) {
+	if err := CheckID(owner); err != nil {
+		return 0, 0, err
+	}
+	entries, err := s.index(ctx, owner, ownerPrefix(owner))
+	if err != nil {
+		return 0, 0, err
+	}
+	var total int64
+	newest := newestByID(entries)
+	for _, e := range newest {
+		total += e.size
+	}
+	return len(newest), total, nil
+}
+
+func (s *blobStore) PutOwned(ctx context.Context, id string, meta Meta, max, ownerMax int64, write func(io.Writer) error) error {
+	if ownerMax <= 0 || meta.Deleted {
+		return s.Put(ctx, id, meta, max, write)
+	}
+	if err := CheckID(id); err != nil {
+		return err
+	}
+	if err := CheckID(meta.Owner); err != nil {
+		return fmt.Errorf("sessionstore: a limit of an owner's bytes needs an owner: %w", err)
+	}
+	entries, err := s.index(ctx, meta.Owner, ownerPrefix(meta.Owner))
+	if err != nil {
+		return err
+	}
+	var others int64
+	for _, e := range newestByID(entries) {
+		if e.id != id {
+			others += e.size
+		}
+	}
+	room := min(max, ownerMax-others)
+	var indexed string
+	err = s.put(ctx, id, meta, room, write, func(size int64) error {
+		k := entryKey(meta.Owner, id, meta.Generation, size)
+		if err := s.b.WriteAll(ctx, k, nil, nil); err != nil {
+			return fmt.Errorf("sessionstore: writing the owner index of %s: %w", id, err)
+		}
+		indexed = k
+		return nil
+	})
+	switch {
+	case err == nil:
+		for _, e := range entries {
+			if e.id == id && e.gen < meta.Generation {
+				s.b.Delete(ctx, e.key) // a failure leaves an entry the newer one outranks
+			}
+		}
+		return nil
+	case errors.Is(err, ErrTooLarge) && room < max:
+		return fmt.Errorf("sessionstore: generation %d of %s: %w", meta.Generation, id, &OwnerFullError{Limit: ownerMax, Others: others})
+	case indexed != "":
+		s.b.Delete(ctx, indexed) // the write lost, after its entry was made
+	}
+	return err
+}
+
+// unindex removes every entry of session id from owner's index; a session
+// without an owner has none.
+func (s *blobStore) unindex(ctx context.Context, owner, id string) error {
+	if CheckID(owner) != nil {
+		return nil
+	}
+	entries, err := s.index(ctx, owner, ownerPrefix(owner)+id+"/")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := s.b.Delete(ctx, e.key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("sessionstore: removing %s from the owner index: %w", id, err)
+		}
+	}
+	return nil
+}
