@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -230,7 +231,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		}
 		defer store.Close()
 	}
-	ln, code := listen("spine serve", "--listen", o.listen, token+firstToken(tenants), stderr)
+	ln, code := listen("spine serve", "--listen", o.listen, strings.Join(tokenList(token, tenants), ""), stderr)
 	if ln == nil {
 		return code
 	}
@@ -303,14 +304,6 @@ func startHTTP(ln net.Listener, handler http.Handler, limits httpLimits, name, w
 	go func() { errs <- srv.Serve(ln) }()
 	fmt.Fprintf(stderr, "%s: listening on http://%s %s\n", name, ln.Addr(), what)
 	return srv, errs
-}
-
-// firstToken is the first tenant's token, "" when there is none.
-func firstToken(tenants []service.Tenant) string {
-	if len(tenants) == 0 {
-		return ""
-	}
-	return tenants[0].Token
 }
 
 // serveHTTP serves handler on ln until ctx ends (a signal), then shuts down:
