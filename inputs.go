@@ -7,14 +7,18 @@ import (
 )
 
 // checkInputText refuses encoded inputs (valid JSON) that the Guest's json
-// module could not decode: text that is not UTF-8, an integer too long for
-// Python to convert. Either is the caller's mistake, an ErrBadRequest, found
-// before the run rather than as the Guest's failure to read its request.
+// module could not decode: nesting past MaxInputDepth, text that is not UTF-8,
+// an integer too long for Python to convert. Each is the caller's mistake, an
+// ErrBadRequest, found before the run rather than as the Guest's failure to
+// read its request.
 func checkInputText(encoded []byte) error {
-	if !utf8.Valid(encoded) {
+	depth, digits := scanJSON(encoded)
+	switch {
+	case depth > MaxInputDepth:
+		return fmt.Errorf("%w: inputs nest more than %d levels deep, over the limit of %d", ErrBadRequest, MaxInputDepth, MaxInputDepth)
+	case !utf8.Valid(encoded):
 		return fmt.Errorf("%w: inputs are not valid UTF-8", ErrBadRequest)
-	}
-	if digits := longestInteger(encoded); digits > MaxInputDigits {
+	case digits > MaxInputDigits:
 		return fmt.Errorf("%w: inputs hold an integer of %d digits, over the limit of %d (Python's, for converting text to int)", ErrBadRequest, digits, MaxInputDigits)
 	}
 	return nil
@@ -25,11 +29,18 @@ func checkInputText(encoded []byte) error {
 // past which the Guest's json module could not decode them.
 const MaxInputDigits = 4300
 
-// longestInteger returns the most digits of an integer in data (valid JSON):
-// a number with neither fraction nor exponent, which Python decodes as int (the
-// others become floats, which have no such limit).
-func longestInteger(data []byte) int {
-	longest, inString, escaped := 0, false, false
+// MaxInputDepth is how deeply a Request's inputs may nest arrays and objects
+// (the inputs object itself is level 1). The Guest decodes inputs with
+// CPython's json module, whose recursion limit stops it a little under 600
+// levels; the Host refuses deeper inputs before the run.
+const MaxInputDepth = 512
+
+// scanJSON reads data (valid JSON) once and returns how deeply it nests
+// arrays and objects, and the most digits of an integer in it: a number with
+// neither fraction nor exponent, which Python decodes as int (the others
+// become floats, which have no such limit).
+func scanJSON(data []byte) (deepest, longest int) {
+	depth, inString, escaped := 0, false, false
 	for i := 0; i < len(data); i++ {
 		c := data[i]
 		switch {
@@ -44,6 +55,11 @@ func longestInteger(data []byte) int {
 			}
 		case c == '"':
 			inString = true
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ']' || c == '}':
+			depth--
 		case c == '-' || c >= '0' && c <= '9':
 			start := i
 			if c == '-' {
@@ -63,41 +79,5 @@ func longestInteger(data []byte) int {
 			i = end - 1
 		}
 	}
-	return longest
-}
-
-// MaxInputDepth is how deeply a Request's inputs may nest arrays and objects
-// (the inputs object itself is level 1). The Guest decodes inputs with
-// CPython's json module, whose recursion limit stops it a little under 600
-// levels; the Host refuses deeper inputs before the run.
-const MaxInputDepth = 512
-
-// jsonDepth returns how deeply data (valid JSON) nests arrays and objects, or
-// limit+1 as soon as it is deeper than limit.
-func jsonDepth(data []byte, limit int) int {
-	depth, deepest, inString, escaped := 0, 0, false, false
-	for _, c := range data {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
-			if depth++; depth > deepest {
-				if deepest = depth; deepest > limit {
-					return deepest
-				}
-			}
-		case c == ']' || c == '}':
-			depth--
-		}
-	}
-	return deepest
+	return deepest, longest
 }

@@ -452,9 +452,6 @@ func (r *Runner) CheckInputs(inputs any) (json.RawMessage, error) {
 	if len(encoded) > r.opts.MaxInputs {
 		return nil, fmt.Errorf("%w: inputs are %d bytes, over the %d-byte limit", ErrTooLarge, len(encoded), r.opts.MaxInputs)
 	}
-	if depth := jsonDepth(encoded, MaxInputDepth); depth > MaxInputDepth {
-		return nil, fmt.Errorf("%w: inputs nest more than %d levels deep, over the limit of %d", ErrBadRequest, MaxInputDepth, MaxInputDepth)
-	}
 	if err := checkInputText(encoded); err != nil {
 		return nil, err
 	}
