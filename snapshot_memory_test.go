@@ -5,50 +5,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
+
+	"github.com/spine-run/spine/internal/heapwatch"
 )
-
-// heapWatch samples the Go heap while a function runs: the peak of HeapInuse
-// over the one before, and the bytes allocated (TotalAlloc), which bounds
-// any peak however the samples fall.
-type heapWatch struct {
-	base, peak uint64
-	allocated  uint64
-}
-
-func watchHeap(f func()) heapWatch {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	w := heapWatch{base: m.HeapInuse, peak: m.HeapInuse}
-	total := m.TotalAlloc
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var s runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			runtime.ReadMemStats(&s)
-			w.peak = max(w.peak, s.HeapInuse)
-			runtime.Gosched()
-		}
-	}()
-	f()
-	close(stop)
-	wg.Wait()
-	runtime.ReadMemStats(&m)
-	w.peak = max(w.peak, m.HeapInuse)
-	w.allocated = m.TotalAlloc - total
-	return w
-}
 
 // TestSnapshotStreamMemory: snapshotting a session of about 200 MB of
 // incompressible data to a file, and restoring it from the file, takes the
@@ -72,7 +32,7 @@ func TestSnapshotStreamMemory(t *testing.T) {
 	}
 	var n int64
 	var snapErr error
-	took := watchHeap(func() {
+	took := heapwatch.Run(func() {
 		w := bufio.NewWriterSize(f, snapshotChunk)
 		n, snapErr = s.SnapshotTo(ctx, w)
 		if snapErr == nil {
@@ -87,15 +47,15 @@ func TestSnapshotStreamMemory(t *testing.T) {
 		t.Fatalf("a snapshot of %d bytes for %d incompressible ones", n, size)
 	}
 	const margin = 2 << 20
-	t.Logf("snapshot of %d bytes: heap in use +%d bytes at most, %d bytes allocated", n, took.peak-took.base, took.allocated)
-	if took.allocated > snapshotStreamMemory+margin {
-		t.Errorf("snapshotting allocated %d bytes, over %d + %d", took.allocated, snapshotStreamMemory, margin)
+	t.Logf("snapshot of %d bytes: heap in use +%d bytes at most, %d bytes allocated", n, took.Grew(), took.Allocated)
+	if took.Allocated > snapshotStreamMemory+margin {
+		t.Errorf("snapshotting allocated %d bytes, over %d + %d", took.Allocated, snapshotStreamMemory, margin)
 	}
 	s.Close(ctx)
 
 	var restored *Session
 	var restoreErr error
-	woke := watchHeap(func() {
+	woke := heapwatch.Run(func() {
 		f, err := os.Open(path)
 		if err != nil {
 			restoreErr = err
@@ -108,9 +68,9 @@ func TestSnapshotStreamMemory(t *testing.T) {
 		t.Fatal(restoreErr)
 	}
 	t.Cleanup(func() { restored.Close(ctx) })
-	t.Logf("restore: heap in use +%d bytes at most, %d bytes allocated", woke.peak-woke.base, woke.allocated)
-	if woke.allocated > snapshotStreamMemory+margin {
-		t.Errorf("restoring allocated %d bytes, over %d + %d", woke.allocated, snapshotStreamMemory, margin)
+	t.Logf("restore: heap in use +%d bytes at most, %d bytes allocated", woke.Grew(), woke.Allocated)
+	if woke.Allocated > snapshotStreamMemory+margin {
+		t.Errorf("restoring allocated %d bytes, over %d + %d", woke.Allocated, snapshotStreamMemory, margin)
 	}
 	if got := step(t, restored, "hashlib.sha256(big).hexdigest() == sum"); got != "true" {
 		t.Fatalf("the restored session's data: %s", got)

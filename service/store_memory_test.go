@@ -3,89 +3,15 @@ package service_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"os"
-	"runtime"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/heapwatch"
 	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/service"
 	"github.com/spine-run/spine/sessionstore"
 )
-
-// heapWatch samples the Go heap while a function runs: the peak of HeapInuse
-// over the one before, and the bytes allocated (TotalAlloc), which bounds
-// any peak however the samples fall. rss is the process's peak resident
-// memory (VmHWM, reset before) over its resident memory before, in bytes,
-// where Linux tells them.
-type heapWatch struct {
-	base, peak, allocated uint64
-	rss                   int64
-}
-
-func watchHeap(f func()) heapWatch {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	w := heapWatch{base: m.HeapInuse, peak: m.HeapInuse}
-	total := m.TotalAlloc
-	os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // VmHWM := VmRSS
-	rssBefore := procStatus("VmRSS")
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var s runtime.MemStats
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			runtime.ReadMemStats(&s)
-			w.peak = max(w.peak, s.HeapInuse)
-			runtime.Gosched()
-		}
-	}()
-	f()
-	close(stop)
-	wg.Wait()
-	runtime.ReadMemStats(&m)
-	w.peak = max(w.peak, m.HeapInuse)
-	w.allocated = m.TotalAlloc - total
-	if rssBefore > 0 {
-		w.rss = procStatus("VmHWM") - rssBefore
-	}
-	return w
-}
-
-// procStatus is a "kB" line of /proc/self/status, in bytes; 0 if there is
-// none.
-func procStatus(name string) int64 {
-	raw, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(raw)) {
-		if rest, ok := strings.CutPrefix(line, name+":"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-func (w heapWatch) String() string {
-	return fmt.Sprintf("heap in use +%.1f MiB at most, %.1f MiB allocated, peak RSS +%.1f MiB", mib(w.peak-w.base), mib(w.allocated), float64(w.rss)/(1<<20))
-}
-
-func mib(n uint64) float64 { return float64(n) / (1 << 20) }
 
 // TestStoreStreamMemory: a session of about 200 MB of incompressible data is
 // written to a real store after its run (WriteRun), and another replica
@@ -142,7 +68,7 @@ func storeStreamMemory(t *testing.T, r *spine.Runner, st sessionstore.Store) {
 	// A second run changes next to nothing, and its write stores the whole
 	// session again: what it takes beyond the first is the write's.
 	var got string
-	wrote := watchHeap(func() {
+	wrote := heapwatch.Run(func() {
 		got = one.mustRun(id, "n = len(big)\nn")
 	})
 	if got != "200000000" {
@@ -158,8 +84,8 @@ func storeStreamMemory(t *testing.T, r *spine.Runner, st sessionstore.Store) {
 		t.Fatalf("the stored snapshot: %d bytes, %v", size, err)
 	}
 	t.Logf("a run in a session of 200 MB and its write to the store (generation %d, %d bytes): %v", meta.Generation, size, wrote)
-	if wrote.peak-wrote.base > limit {
-		t.Errorf("the run and its write took the heap up %d bytes, over StreamMemory %d + %d", wrote.peak-wrote.base, service.StreamMemory, margin)
+	if wrote.Grew() > limit {
+		t.Errorf("the run and its write took the heap up %d bytes, over StreamMemory %d + %d", wrote.Grew(), service.StreamMemory, margin)
 	}
 	if err := svc.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -169,15 +95,15 @@ func storeStreamMemory(t *testing.T, r *spine.Runner, st sessionstore.Store) {
 	// session writes nothing, and what is measured is the load.
 	_, ts2 := newSessionServer(t, r, &service.Options{SessionStore: st, SessionWrite: service.WriteHibernate})
 	two := client{t: t, url: ts2.URL}
-	loaded := watchHeap(func() {
+	loaded := heapwatch.Run(func() {
 		got = two.mustRun(id, "len(big)")
 	})
 	if got != "200000000" {
 		t.Fatalf("the loaded session: %s", got)
 	}
 	t.Logf("a run that loaded the session from the store: %v", loaded)
-	if loaded.peak-loaded.base > limit {
-		t.Errorf("loading took the heap up %d bytes, over StreamMemory %d + %d", loaded.peak-loaded.base, service.StreamMemory, margin)
+	if loaded.Grew() > limit {
+		t.Errorf("loading took the heap up %d bytes, over StreamMemory %d + %d", loaded.Grew(), service.StreamMemory, margin)
 	}
 	if got := two.mustRun(id, "hashlib.sha256(big).hexdigest() == sum"); got != "true" {
 		t.Fatalf("the loaded session's data: %s", got)
@@ -203,14 +129,14 @@ func hibernateStreamMemory(t *testing.T, r *spine.Runner, st sessionstore.Store,
 		t.Fatalf("before its hibernation, the store has the session: %v", err)
 	}
 	var other string
-	slept := watchHeap(func() { other = c.create() })
+	slept := heapwatch.Run(func() { other = c.create() })
 	meta, err := st.Head(t.Context(), id)
 	if err != nil {
 		t.Fatalf("the hibernated session is not in the store: %v", err)
 	}
 	t.Logf("a new session that made the session of 200 MB hibernate, and its write to the store (generation %d): %v", meta.Generation, slept)
-	if slept.peak-slept.base > service.StreamMemory+margin {
-		t.Errorf("hibernating took the heap up %d bytes, over StreamMemory %d + %d", slept.peak-slept.base, service.StreamMemory, margin)
+	if slept.Grew() > service.StreamMemory+margin {
+		t.Errorf("hibernating took the heap up %d bytes, over StreamMemory %d + %d", slept.Grew(), service.StreamMemory, margin)
 	}
 	c.send("DELETE", "/v1/sessions/"+other, "", nil)
 	c.send("DELETE", "/v1/sessions/"+id, "", nil)
