@@ -6,56 +6,12 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/spine-run/spine/service"
 )
-
-// watchedListener tells each connection it accepts, and the most it had
-// open at once.
-type watchedListener struct {
-	net.Listener
-	accepted  chan struct{}
-	mu        sync.Mutex
-	open, max int
-}
-
-func (l *watchedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	l.open++
-	l.max = max(l.max, l.open)
-	l.mu.Unlock()
-	l.accepted <- struct{}{}
-	return &watchedConn{Conn: c, l: l}, nil
-}
-
-func (l *watchedListener) most() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.max
-}
-
-type watchedConn struct {
-	net.Conn
-	l    *watchedListener
-	once sync.Once
-}
-
-func (c *watchedConn) Close() error {
-	c.once.Do(func() {
-		c.l.mu.Lock()
-		c.l.open--
-		c.l.mu.Unlock()
-	})
-	return c.Conn.Close()
-}
 
 // TestUnauthenticatedShare: connections that have not shown the token hold at
 // most their share of --max-conns places (a quarter). A flood of them
@@ -69,7 +25,7 @@ func TestUnauthenticatedShare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watched := &watchedListener{Listener: inner, accepted: make(chan struct{}, flood+4)}
+	watched := &countingListener{Listener: inner, accepted: make(chan struct{}, flood+4)}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "served") })
 	limits := httpLimits{maxConns: maxConns, readTimeout: time.Hour, idleTimeout: time.Hour, tokens: []string{"tok"}}
 	addr := serveInProcess(t, service.RequireToken("tok", ok), limits, watched)

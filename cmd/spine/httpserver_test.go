@@ -147,9 +147,11 @@ func TestHTTPLimits(t *testing.T) {
 	})
 }
 
-// countingListener records how many of its connections were open at most.
+// countingListener records how many of its connections were open at most,
+// and tells accepted (when set) of each connection it accepts.
 type countingListener struct {
 	net.Listener
+	accepted  chan struct{}
 	mu        sync.Mutex
 	open, max int
 }
@@ -163,6 +165,9 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	l.open++
 	l.max = max(l.max, l.open)
 	l.mu.Unlock()
+	if l.accepted != nil {
+		l.accepted <- struct{}{}
+	}
 	return &countedConn{Conn: c, l: l}, nil
 }
 
