@@ -59,24 +59,17 @@ func RequireTenants(tenants []Tenant, next http.Handler) http.Handler {
 			return
 		}
 		SetTokenName(r.Context(), tenants[found].Name)
-		next.ServeHTTP(w, RequestAs(r, tenants[found].Name))
+		r.Header.Set(tokenNameHeader, tenants[found].Name) // a client's own header of that name is replaced
+		next.ServeHTTP(w, r)
 	})
 }
 
 // tokenNameHeader carries, from RequireTenants to the handler it guards,
-// the name of the token a request was let in with; a client's own header of
-// that name is replaced.
+// the name of the token a request was let in with.
 const tokenNameHeader = "Spine-Token-Name"
 
-// RequestAs returns r, shallowly copied, saying that it was let in with the
-// token named name: RequestToken(r) answers name.
-func RequestAs(r *http.Request, name string) *http.Request {
-	r = r.Clone(r.Context())
-	r.Header.Set(tokenNameHeader, name)
-	return r
-}
-
-// RequestToken is the name of the token RequireTenants let h in with, ""
+// RequestToken is the name of the token RequireTenants let the request of h
+// in with, ""
 // when none. It reads a header, so that it reaches handlers that see only a
 // request's headers (an MCP tool's call).
 func RequestToken(h http.Header) string { return h.Get(tokenNameHeader) }
