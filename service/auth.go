@@ -68,10 +68,9 @@ func RequireTenants(tenants []Tenant, next http.Handler) http.Handler {
 // the name of the token a request was let in with.
 const tokenNameHeader = "Spine-Token-Name"
 
-// RequestToken is the name of the token RequireTenants let the request of h
-// in with, ""
-// when none. It reads a header, so that it reaches handlers that see only a
-// request's headers (an MCP tool's call).
+// RequestToken is the name of the token RequireTenants let the request of
+// headers h in with, "" when none. It reads a header, so that it reaches
+// handlers that see only a request's headers (an MCP tool's call).
 func RequestToken(h http.Header) string { return h.Get(tokenNameHeader) }
 
 // Authorized reports whether r carries the header "Authorization: Bearer
