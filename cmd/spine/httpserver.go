@@ -166,18 +166,18 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// listen listens on addr (the value of the flag named listenFlag). Without a
-// token it then checks the address it bound, not only addr's name: a name
+// listen listens on addr (the value of the flag named listenFlag). Without
+// tokens it then checks the address it bound, not only addr's name: a name
 // such as localhost may resolve to an address that is not loopback. On
 // failure it writes why to stderr and returns nil and the exit code: 2 for
 // a bound address that is not loopback, 4 when listening failed.
-func listen(name, listenFlag, addr, token string, stderr io.Writer) (net.Listener, int) {
+func listen(name, listenFlag, addr string, tokens []string, stderr io.Writer) (net.Listener, int) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return nil, exitFailure
 	}
-	if token == "" {
+	if len(tokens) == 0 {
 		if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
 			ln.Close()
 			fmt.Fprintf(stderr, "%s: %s %s listens on %s, which is not a loopback address: set a token with --token-file FILE or SPINE_TOKEN, "+

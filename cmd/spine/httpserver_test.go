@@ -286,7 +286,7 @@ func TestListenBound(t *testing.T) {
 		{"127.0.0.1:-1", "", exitFailure},
 	} {
 		var stderr bytes.Buffer
-		ln, code := listen("spine serve", "--listen", tc.addr, tc.token, &stderr)
+		ln, code := listen("spine serve", "--listen", tc.addr, tokenList(tc.token, nil), &stderr)
 		if ln != nil {
 			if tcp := ln.Addr().(*net.TCPAddr); tc.token == "" && !tcp.IP.IsLoopback() {
 				t.Errorf("%s: bound %v without a token", tc.addr, tcp)

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -225,7 +224,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 
-	ln, code := listen("spine mcp", "--http", o.addr, strings.Join(tokenList("", tenants), ""), stderr)
+	ln, code := listen("spine mcp", "--http", o.addr, tokenList("", tenants), stderr)
 	if ln == nil {
 		return code
 	}

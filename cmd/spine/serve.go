@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -231,7 +230,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		}
 		defer store.Close()
 	}
-	ln, code := listen("spine serve", "--listen", o.listen, strings.Join(tokenList(token, tenants), ""), stderr)
+	ln, code := listen("spine serve", "--listen", o.listen, tokenList(token, tenants), stderr)
 	if ln == nil {
 		return code
 	}
