@@ -2,8 +2,10 @@
 // goes: one line per package when it ends (go test's own closing "ok",
 // "FAIL" or "?" line), one line per top-level test that took a second or
 // more, and the whole output of every test that failed, and of every build
-// that failed. It exits with go test's exit code (1 if go test said a test
-// failed and yet exited 0).
+// that failed. When something failed, its last lines name every failed test
+// and package again, so that the tail of a long log says what failed. It
+// exits with go test's exit code (1 if go test said a test failed and yet
+// exited 0).
 //
 //	go run ./internal/testprogress go test -json -short ./...
 //
@@ -48,6 +50,7 @@ func run(args []string, w, stderr io.Writer) int {
 	p := newProgress(w)
 	p.read(out)
 	err = cmd.Wait()
+	p.summary()
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
@@ -81,6 +84,7 @@ type progress struct {
 	start  time.Time
 	output map[string][]string // a running top-level test's output, its subtests' included, by package and test
 	failed bool
+	fails  []string // what failed, in order: "package Test" or a package alone
 }
 
 func newProgress(w io.Writer) *progress {
@@ -116,6 +120,7 @@ func (p *progress) event(e event) {
 		fmt.Fprint(p.w, e.Output)
 	case "build-fail":
 		p.failed = true
+		p.fails = append(p.fails, e.ImportPath+" (build)")
 	case "output":
 		if e.Test != "" {
 			p.output[key] = append(p.output[key], e.Output)
@@ -136,6 +141,9 @@ func (p *progress) event(e event) {
 		}
 	case "fail":
 		p.failed = true
+		if e.Test == "" || e.Test == top {
+			p.fails = append(p.fails, strings.TrimSpace(e.Package+" "+e.Test))
+		}
 		switch {
 		case e.Test == "":
 			// The package failed: whatever its unfinished tests printed (a
@@ -150,6 +158,17 @@ func (p *progress) event(e event) {
 			fmt.Fprintf(p.w, "%s   FAIL %s %s (%.1fs)\n", p.clock(), e.Package, e.Test, e.Elapsed)
 			p.dump(key, p.output[key])
 		}
+	}
+}
+
+// summary names again everything that failed, if anything did.
+func (p *progress) summary() {
+	if len(p.fails) == 0 {
+		return
+	}
+	fmt.Fprintf(p.w, "%s failed:\n", p.clock())
+	for _, f := range p.fails {
+		fmt.Fprintf(p.w, "    %s\n", f)
 	}
 }
 

@@ -69,6 +69,10 @@ func TestSub(t *testing.T) {
 	if strings.Contains(out, "quiet when it passes") || strings.Contains(out, "TestPass") {
 		t.Errorf("a quick test that passed has a line:\n%s", out)
 	}
+	_, tail, _ := strings.Cut(out, "failed:\n")
+	if want := "    example.com/m TestFail\n    example.com/m TestSub\n    example.com/m\n"; tail != want {
+		t.Errorf("the closing summary is %q, want %q:\n%s", tail, want, out)
+	}
 }
 
 func TestPassing(t *testing.T) {
@@ -79,6 +83,9 @@ func TestPassing(t *testing.T) {
 	}
 	if !strings.Contains(out, "ok  \texample.com/m\t") {
 		t.Errorf("no closing ok line:\n%s", out)
+	}
+	if strings.Contains(out, "failed:") {
+		t.Errorf("a summary of failures when nothing failed:\n%s", out)
 	}
 }
 
