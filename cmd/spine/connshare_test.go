@@ -5,7 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
+	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -62,51 +63,132 @@ func TestUnauthenticatedShare(t *testing.T) {
 }
 
 // TestUnauthenticatedCutoff: a connection that has not shown the token reads
-// for the short unauthenticated time only, a keep-alive one included,
-// whatever the idle and header timeouts; one that has shown it keeps its
-// connection past that time.
+// until its cutoff only, a keep-alive one included, whatever the idle and
+// header timeouts; one that has shown it reads on.
+//
+// Headers that trickle are cut, unanswered, at a short cutoff. What net/http
+// asks of a connection's deadlines is read off the connection, with a cutoff
+// no busy machine reaches: every read deadline of a connection without the
+// token is at its cutoff or before, however many requests it makes; a
+// connection that has shown the token has its deadlines lifted past it.
 func TestUnauthenticatedCutoff(t *testing.T) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	mux := http.NewServeMux()
 	mux.Handle("/open", ok) // as /healthz: no token needed
 	mux.Handle("/", service.RequireToken("tok", ok))
-	limits := httpLimits{readTimeout: time.Hour, idleTimeout: time.Hour, tokens: []string{"tok"}, unauthTimeout: 50 * time.Millisecond}
-	addr := serveInProcess(t, mux, limits, nil)
 
-	// Headers that trickle: cut at the unauthenticated time, unanswered.
-	c, r := rawRequest(t, addr, "GET /open HTTP/1.1\r\nHost: localhost\r\n")
+	short := httpLimits{readTimeout: time.Hour, idleTimeout: time.Hour, tokens: []string{"tok"}, unauthTimeout: 50 * time.Millisecond}
+	c, r := rawRequest(t, serveInProcess(t, mux, short, nil), "GET /open HTTP/1.1\r\nHost: localhost\r\n")
 	if rest, err := io.ReadAll(r); err != nil || len(rest) != 0 {
 		t.Fatalf("trickling headers: read %q, %v", rest, err)
 	}
 	c.Close()
-	// A request without the token on a keep-alive connection is answered,
-	// and the connection is closed at the unauthenticated time.
+
+	const cutoff = time.Hour
+	long := httpLimits{readTimeout: 2 * cutoff, idleTimeout: 2 * cutoff, tokens: []string{"tok"}, unauthTimeout: cutoff}
+	watched := &deadlineListener{Listener: mustListen(t)}
+	addr := serveInProcess(t, mux, long, watched)
+	// Two requests without the token on one connection: the second is
+	// read after net/http set the first's idle deadline.
 	c, r = rawRequest(t, addr, "GET /open HTTP/1.1\r\nHost: localhost\r\n\r\n")
-	resp, err := http.ReadResponse(r, nil)
-	if err != nil || resp.StatusCode != 200 || resp.Close {
-		t.Fatalf("open endpoint: %v %v", resp, err)
+	for i := range 2 {
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil || resp.StatusCode != 200 || resp.Close {
+			t.Fatalf("open endpoint, request %d: %v %v", i+1, resp, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		if i == 0 {
+			io.WriteString(c, "GET /open HTTP/1.1\r\nHost: localhost\r\n\r\n")
+		}
 	}
-	io.Copy(io.Discard, resp.Body)
-	if rest, err := io.ReadAll(r); err != nil || len(rest) != 0 {
-		t.Fatalf("after the answer: read %q, %v", rest, err)
+	unauth := watched.conn(0).readDeadlines()
+	if len(unauth) < 3 {
+		t.Fatalf("read deadlines %v: want the cutoff, then those of two requests", unauth)
 	}
-	// With the token, the connection is not cut: a second request after
-	// the first one's answer is served on it, once a third connection
-	// (without the token) has been cut, which happens after the
-	// unauthenticated time.
+	for _, d := range unauth[1:] {
+		if d.IsZero() || d.After(unauth[0]) {
+			t.Fatalf("an unauthenticated connection's read deadlines %v: one is past its cutoff, %v", unauth, unauth[0])
+		}
+	}
+
+	// With the token: the deadline net/http sets for the next request (the
+	// idle time, twice the cutoff) is kept.
 	c, r = rawRequest(t, addr, "GET /x HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer tok\r\n\r\n")
-	if resp, err = http.ReadResponse(r, nil); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("with the token: %v %v", resp, err)
+	for i := range 2 {
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("with the token, request %d: %v %v", i+1, resp, err)
+		}
+		if body, _ := io.ReadAll(resp.Body); string(body) != "ok" {
+			t.Fatalf("with the token, request %d: %s", i+1, body)
+		}
+		if i == 0 {
+			io.WriteString(c, "GET /x HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer tok\r\n\r\n")
+		}
 	}
-	io.Copy(io.Discard, resp.Body)
-	_, r3 := rawRequest(t, addr, "GET /open HTTP/1.1\r\nHost: localhost\r\n")
-	io.ReadAll(r3)
-	io.WriteString(c, "GET /x HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer tok\r\n\r\n")
-	if resp, err = http.ReadResponse(r, nil); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("second request with the token: %v %v", resp, err)
+	authed := watched.conn(1).readDeadlines()
+	if !slices.ContainsFunc(authed, func(d time.Time) bool { return d.After(authed[0]) }) {
+		t.Fatalf("an authenticated connection's read deadlines %v: none past its cutoff %v", authed, authed[0])
 	}
-	body, _ := io.ReadAll(resp.Body)
-	if !strings.Contains(string(body), "ok") {
-		t.Fatalf("second request: %s", body)
+}
+
+func mustListen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	return ln
+}
+
+// deadlineListener records the read deadlines set on the connections it
+// accepted, in the order of their acceptance.
+type deadlineListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []*deadlineConn
+}
+
+func (l *deadlineListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	dc := &deadlineConn{Conn: c}
+	l.mu.Lock()
+	l.conns = append(l.conns, dc)
+	l.mu.Unlock()
+	return dc, nil
+}
+
+func (l *deadlineListener) conn(i int) *deadlineConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conns[i]
+}
+
+type deadlineConn struct {
+	net.Conn
+	mu   sync.Mutex
+	read []time.Time
+}
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.read = append(c.read, t)
+	c.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *deadlineConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.read = append(c.read, t)
+	c.mu.Unlock()
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *deadlineConn) readDeadlines() []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.read)
 }
