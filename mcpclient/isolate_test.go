@@ -80,7 +80,7 @@ result = errors`})
 // the server's process is replaced by one that answers.
 func TestServerStuck(t *testing.T) {
 	d := newDialer("1")
-	d.opts.CallTimeout = 400 * time.Millisecond
+	d.opts.CallTimeout = 2 * time.Second // the time a stuck call waits; the calls that answer take milliseconds
 	s := d.dial(t)
 	checkEcho(t, s)
 	if err := d.cmd(0).Process.Signal(syscall.SIGSTOP); err != nil {
@@ -100,7 +100,7 @@ func TestServerStuck(t *testing.T) {
 	if stuck == nil || !strings.HasPrefix(stuck.Error(), "mcp server srv is not answering: a call has waited ") {
 		t.Fatalf("Err: %v", s.Err())
 	}
-	checkDown(t, "the stuck call", <-answer, "a call of echo got no answer in 400ms")
+	checkDown(t, "the stuck call", <-answer, "a call of echo got no answer in 2s")
 	d.gate <- struct{}{}
 	d.waitUp(t)
 	checkEcho(t, s)
