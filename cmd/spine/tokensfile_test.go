@@ -88,20 +88,7 @@ func TestServeTokensFile(t *testing.T) {
 	os.Chmod(path, 0o600)
 	p, addr := start(t, bin, "serve", "--listen", "127.0.0.1:0", "--tokens-file", path, "--live-sessions", "4", "--verbose")
 	url := "http://" + addr
-	send := func(method, path, token string) (int, string) {
-		req, _ := http.NewRequest(method, url+path, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body bytes.Buffer
-		body.ReadFrom(resp.Body)
-		return resp.StatusCode, body.String()
-	}
+	send := func(method, path, token string) (int, string) { return tokenSend(t, method, url+path, token, "") }
 	status, body := send("POST", "/v1/sessions", secretA)
 	if status != http.StatusCreated {
 		t.Fatalf("alice's session: %d %s", status, body)
