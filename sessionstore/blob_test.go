@@ -13,25 +13,39 @@ import (
 	"github.com/spine-run/spine/sessionstore"
 )
 
-// stores opens each kind of store the tests can reach without a server
-// (gocloud's real memblob and fileblob drivers) and, when
-// SPINE_FLEET_VERSITYGW names its binary, a real S3-compatible server.
-func stores(t *testing.T) map[string]sessionstore.Store {
+// storeSet is every kind of store a test can reach: gocloud's real memblob
+// and fileblob drivers and, when SPINE_FLEET_VERSITYGW names its binary, a
+// real S3-compatible server.
+type storeSet struct {
+	stores  map[string]sessionstore.Store // by kind: mem, file, s3
+	urls    map[string]string             // by kind
+	fileDir string                        // the file:// store's directory
+}
+
+func openStores(t *testing.T) storeSet {
 	t.Helper()
-	out := map[string]sessionstore.Store{}
-	urls := map[string]string{"mem": "mem://", "file": "file://" + t.TempDir()}
+	set := storeSet{stores: map[string]sessionstore.Store{}, fileDir: t.TempDir()}
+	set.urls = map[string]string{"mem": "mem://", "file": "file://" + set.fileDir}
 	if url, ok := spinetest.S3Server(t); ok {
-		urls["s3"] = url
+		set.urls["s3"] = url
+	} else {
+		t.Log("SPINE_FLEET_VERSITYGW is not set: no S3-compatible server")
 	}
-	for name, url := range urls {
+	for name, url := range set.urls {
 		st, err := sessionstore.Open(context.Background(), url)
 		if err != nil {
 			t.Fatalf("%s: %v", url, err)
 		}
 		t.Cleanup(func() { st.Close() })
-		out[name] = st
+		set.stores[name] = st
 	}
-	return out
+	return set
+}
+
+// stores is openStores' stores.
+func stores(t *testing.T) map[string]sessionstore.Store {
+	t.Helper()
+	return openStores(t).stores
 }
 
 func TestStoreGenerations(t *testing.T) {

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/sessionstore"
 )
 
@@ -26,27 +25,6 @@ func putOwned(ctx context.Context, st sessionstore.Store, id, owner string, gen 
 	})
 }
 
-// ownerStores is a file:// store with its directory (whose index keys the
-// test counts), mem://, and versitygw's when SPINE_FLEET_VERSITYGW is set.
-func ownerStores(t *testing.T) (map[string]sessionstore.Store, string) {
-	t.Helper()
-	dir := t.TempDir()
-	urls := map[string]string{"mem": "mem://", "file": "file://" + dir}
-	if url, ok := spinetest.S3Server(t); ok {
-		urls["s3"] = url
-	}
-	out := map[string]sessionstore.Store{}
-	for name, url := range urls {
-		st, err := sessionstore.Open(context.Background(), url)
-		if err != nil {
-			t.Fatalf("%s: %v", url, err)
-		}
-		t.Cleanup(func() { st.Close() })
-		out[name] = st
-	}
-	return out, dir
-}
-
 // TestStoreOwnerLimit has one owner fill its limit: its next snapshot is
 // refused (OwnerFullError, ErrTooLarge) and not kept, while another owner's
 // sessions still store and load; rewriting a session counts it once, and a
@@ -55,8 +33,8 @@ func TestStoreOwnerLimit(t *testing.T) {
 	ctx := context.Background()
 	alice, bob := sessionstore.Owner("alice-token-0123456789"), sessionstore.Owner("bob-token-0123456789")
 	const limit = 100
-	stores, dir := ownerStores(t)
-	for name, st := range stores {
+	set := openStores(t)
+	for name, st := range set.stores {
 		t.Run(name, func(t *testing.T) {
 			check := func(owner string, sessions int, total int64) {
 				t.Helper()
@@ -98,7 +76,7 @@ func TestStoreOwnerLimit(t *testing.T) {
 			check(alice, 2, 95)
 			if name == "file" {
 				// One entry per session: the older generation's went.
-				if n := countFiles(t, filepath.Join(dir, "owners", alice)); n != 2 {
+				if n := countFiles(t, filepath.Join(set.fileDir, "owners", alice)); n != 2 {
 					t.Fatalf("alice's index holds %d entries, want 2", n)
 				}
 			}
@@ -113,7 +91,7 @@ func TestStoreOwnerLimit(t *testing.T) {
 			check(alice, 2, 100)
 			check(bob, 1, 90)
 			if name == "file" {
-				if n := countFiles(t, filepath.Join(dir, "owners", alice)); n != 2 {
+				if n := countFiles(t, filepath.Join(set.fileDir, "owners", alice)); n != 2 {
 					t.Fatalf("after a delete alice's index holds %d entries, want 2", n)
 				}
 			}
@@ -134,8 +112,7 @@ func TestStoreOwnerLimitRace(t *testing.T) {
 	ctx := context.Background()
 	owner := sessionstore.Owner("racing-token-0123456789")
 	const limit, size, writers = 100, 60, 4
-	stores, _ := ownerStores(t)
-	for name, st := range stores {
+	for name, st := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			start := make(chan struct{})
 			var wg sync.WaitGroup

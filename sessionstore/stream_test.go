@@ -13,35 +13,9 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/sessionstore"
 	"gocloud.dev/blob"
 )
-
-// streamStores is stores with, when SPINE_FLEET_VERSITYGW names its binary,
-// a real S3-compatible server; dirs has the file:// store's directory.
-func streamStores(t *testing.T) (stores map[string]sessionstore.Store, dirs, urls map[string]string) {
-	t.Helper()
-	out := map[string]sessionstore.Store{}
-	dirs = map[string]string{}
-	urls = map[string]string{"mem": "mem://"}
-	dirs["file"] = t.TempDir()
-	urls["file"] = "file://" + dirs["file"]
-	if url, ok := spinetest.S3Server(t); ok {
-		urls["s3"] = url
-	} else {
-		t.Log("SPINE_FLEET_VERSITYGW is not set: no S3-compatible server")
-	}
-	for name, url := range urls {
-		st, err := sessionstore.Open(context.Background(), url)
-		if err != nil {
-			t.Fatalf("%s: %v", url, err)
-		}
-		t.Cleanup(func() { st.Close() })
-		out[name] = st
-	}
-	return out, dirs, urls
-}
 
 // noUploads fails the test if the S3 bucket at url holds a multipart
 // upload that was neither completed nor aborted.
@@ -75,8 +49,8 @@ func TestPutKeepsNothingOnFailure(t *testing.T) {
 	big := make([]byte, 12<<20) // three parts of an upload to S3
 	rand.Read(big)
 	boom := errors.New("the snapshot broke")
-	stores, dirs, urls := streamStores(t)
-	for name, st := range stores {
+	set := openStores(t)
+	for name, st := range set.stores {
 		t.Run(name, func(t *testing.T) {
 			const id = "streamed-session"
 			fail := func(what string, err, want error) {
@@ -87,8 +61,8 @@ func TestPutKeepsNothingOnFailure(t *testing.T) {
 				if _, err := st.Head(ctx, id); !errors.Is(err, sessionstore.ErrNotFound) {
 					t.Fatalf("%s left a generation: %v", what, err)
 				}
-				if dir := dirs[name]; dir != "" {
-					filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+				if name == "file" {
+					filepath.WalkDir(set.fileDir, func(path string, d fs.DirEntry, err error) error {
 						if err == nil && !d.IsDir() && filepath.Base(path) != ".sessionstore.lock" {
 							t.Errorf("%s left %s", what, path)
 						}
@@ -112,7 +86,7 @@ func TestPutKeepsNothingOnFailure(t *testing.T) {
 				return nil
 			}), context.Canceled)
 			if name == "s3" {
-				noUploads(t, urls[name])
+				noUploads(t, set.urls[name])
 			}
 
 			if err := st.Put(ctx, id, m1, int64(len(big)), func(w io.Writer) error {
@@ -151,8 +125,7 @@ func TestPutKeepsNothingOnFailure(t *testing.T) {
 // of several upload parts each: exactly one wins, whole.
 func TestStoreRaceMultipart(t *testing.T) {
 	ctx := context.Background()
-	stores, _, _ := streamStores(t)
-	for name, st := range stores {
+	for name, st := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			const id, writers = "race-parts", 4
 			blobs := make([][]byte, writers)
