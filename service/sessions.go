@@ -320,7 +320,7 @@ func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.startSession(w, r, start, opRestore, id, func(ctx context.Context) (*spine.Session, error) {
-		body := &bodyReader{r: http.MaxBytesReader(w, r.Body, s.opts.MaxSnapshot)}
+		body := &errReader{r: http.MaxBytesReader(w, r.Body, s.opts.MaxSnapshot)}
 		sess, err := s.restoreSession(ctx, r, body)
 		if body.err != nil && !errors.Is(body.err, io.EOF) {
 			return nil, bodyError{body.err}

@@ -8,13 +8,15 @@ import (
 // A snapshot streams between a request and the session's Guest
 // (spine.Session.SnapshotTo, spine.Runner.RestoreFrom).
 
-// bodyReader reads a request body, keeping its error.
-type bodyReader struct {
+// errReader reads a snapshot's source (a request body, the store), keeping
+// its first error, so that a source that failed mid-read is told from a bad
+// snapshot.
+type errReader struct {
 	r   io.Reader
 	err error
 }
 
-func (b *bodyReader) Read(p []byte) (int, error) {
+func (b *errReader) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	if err != nil && b.err == nil {
 		b.err = err

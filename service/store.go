@@ -169,7 +169,7 @@ func (s *Server) fetch(ctx context.Context, id string, owner [sha256.Size]byte) 
 		return nil, 0, imageError{meta.Image}
 	}
 	// The snapshot streams from the store into the Guest's pages.
-	src := &storeReader{r: rd}
+	src := &errReader{r: rd}
 	sess, err := s.restoreFor(ctx, owner, bufio.NewReaderSize(src, sessionstore.ReadMemory))
 	if src.err != nil && !errors.Is(src.err, io.EOF) {
 		if sess != nil {
@@ -178,21 +178,6 @@ func (s *Server) fetch(ctx context.Context, id string, owner [sha256.Size]byte) 
 		return nil, 0, storeError{src.err}
 	}
 	return sess, meta.Generation, err
-}
-
-// storeReader reads a snapshot from the store, keeping the first error, so
-// that a store that failed mid-read is told from a bad snapshot.
-type storeReader struct {
-	r   io.Reader
-	err error
-}
-
-func (sr *storeReader) Read(p []byte) (int, error) {
-	n, err := sr.r.Read(p)
-	if err != nil && sr.err == nil {
-		sr.err = err
-	}
-	return n, err
 }
 
 // load makes the session id names, which the Server does not hold, from the
