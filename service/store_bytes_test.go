@@ -24,12 +24,7 @@ func TestStoreBytesPerToken(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sessions of 3 MB in a store")
 	}
-	urls := map[string]string{"file": "file://" + t.TempDir()}
-	if url, ok := spinetest.S3Server(t); ok {
-		urls["s3"] = url
-	} else {
-		t.Log("SPINE_FLEET_VERSITYGW is not set: no S3-compatible server")
-	}
+	urls := spinetest.StoreURLs(t)
 	for name, url := range urls {
 		t.Run(name, func(t *testing.T) {
 			st, err := sessionstore.Open(context.Background(), url)

@@ -24,12 +24,7 @@ func TestStoreStreamMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 200 MB session")
 	}
-	urls := map[string]string{"file": "file://" + t.TempDir()}
-	if url, ok := spinetest.S3Server(t); ok {
-		urls["s3"] = url
-	} else {
-		t.Log("SPINE_FLEET_VERSITYGW is not set: no S3-compatible server")
-	}
+	urls := spinetest.StoreURLs(t)
 	r := spinetest.NewRunner(t, tools.Manifest(), &spine.Options{PoolSize: -1, Sessions: spine.SessionOptions{Idle: -1}})
 	// A Runner that hibernates its sessions to a directory, to make room
 	// for another live one, and hands each to its Server's store.

@@ -24,13 +24,9 @@ type storeSet struct {
 
 func openStores(t *testing.T) storeSet {
 	t.Helper()
-	set := storeSet{stores: map[string]sessionstore.Store{}, fileDir: t.TempDir()}
-	set.urls = map[string]string{"mem": "mem://", "file": "file://" + set.fileDir}
-	if url, ok := spinetest.S3Server(t); ok {
-		set.urls["s3"] = url
-	} else {
-		t.Log("SPINE_FLEET_VERSITYGW is not set: no S3-compatible server")
-	}
+	set := storeSet{stores: map[string]sessionstore.Store{}, urls: spinetest.StoreURLs(t)}
+	set.urls["mem"] = "mem://"
+	set.fileDir = strings.TrimPrefix(set.urls["file"], "file://")
 	for name, url := range set.urls {
 		st, err := sessionstore.Open(context.Background(), url)
 		if err != nil {

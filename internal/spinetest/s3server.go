@@ -11,6 +11,20 @@ import (
 	"time"
 )
 
+// StoreURLs is the session stores a test can write to for real, by kind: a
+// file:// store in a new folder ("file") and, when SPINE_FLEET_VERSITYGW
+// names versitygw's binary, an S3-compatible server (S3Server; "s3").
+func StoreURLs(t *testing.T) map[string]string {
+	t.Helper()
+	urls := map[string]string{"file": "file://" + t.TempDir()}
+	if url, ok := S3Server(t); ok {
+		urls["s3"] = url
+	} else {
+		t.Log("SPINE_FLEET_VERSITYGW is not set: no S3-compatible server")
+	}
+	return urls
+}
+
 // S3Server starts versitygw, a real S3-compatible server, on loopback over
 // a fresh directory, and returns the session store URL of a bucket in it;
 // the credentials are set in the environment for the test (t.Setenv: not
