@@ -74,12 +74,29 @@ func TestNumpySympyLikeNative(t *testing.T) {
 	if got := out.Stdout; got != string(want) {
 		t.Fatalf("the data Guest printed\n%s\nnative printed\n%s", got, want)
 	}
-	native := nativePython(t)
-	if native == "" {
+	checkNative(t, "numpy_sympy", t.TempDir(), want, "numpy 1.24.2", "sympy 1.11.1")
+}
+
+// checkNative runs testdata/name.py with /usr/bin/python3 in dir and fails t
+// unless it prints want, when that Python has each of packages at its version
+// ("numpy 1.24.2"); without them, it logs that it did not.
+func checkNative(t *testing.T, name, dir string, want []byte, packages ...string) {
+	t.Helper()
+	const py = "/usr/bin/python3"
+	var modules, versions, asked []string
+	for _, p := range packages {
+		module, version, _ := strings.Cut(p, " ")
+		modules = append(modules, module)
+		versions = append(versions, version)
+		asked = append(asked, module+".__version__")
+	}
+	v, err := exec.Command(py, "-c", "import "+strings.Join(modules, ", ")+"; print("+strings.Join(asked, ", ")+")").Output()
+	if err != nil || strings.TrimSpace(string(v)) != strings.Join(versions, " ") {
+		t.Logf("no native %s at %s: compared with the recorded output only", strings.Join(packages, ", "), py)
 		return
 	}
-	cmd := exec.Command(native, filepath.Join(mustAbs(t, "testdata"), "numpy_sympy.py"))
-	cmd.Dir = t.TempDir()
+	cmd := exec.Command(py, filepath.Join(mustAbs(t, "testdata"), name+".py"))
+	cmd.Dir = dir
 	text, err := cmd.Output()
 	if err != nil {
 		t.Fatal(err)
@@ -87,18 +104,6 @@ func TestNumpySympyLikeNative(t *testing.T) {
 	if !bytes.Equal(text, want) {
 		t.Fatalf("native now prints\n%s\nnot the recorded\n%s", text, want)
 	}
-}
-
-// nativePython is /usr/bin/python3 when it has numpy 1.24.2 and sympy 1.11.1,
-// else "".
-func nativePython(t *testing.T) string {
-	const py = "/usr/bin/python3"
-	v, err := exec.Command(py, "-c", "import numpy, sympy; print(numpy.__version__, sympy.__version__)").Output()
-	if err != nil || strings.TrimSpace(string(v)) != "1.24.2 1.11.1" {
-		t.Logf("no native numpy 1.24.2 with sympy 1.11.1 at %s: compared with the recorded output only", py)
-		return ""
-	}
-	return py
 }
 
 func mustAbs(t *testing.T, p string) string {
