@@ -127,20 +127,7 @@ func TestStoreRace(t *testing.T) {
 				}
 				close(start)
 				wg.Wait()
-				winner := -1
-				for w, err := range errs {
-					switch {
-					case err == nil && winner >= 0:
-						t.Fatalf("generation %d: writers %d and %d both won", gen, winner, w)
-					case err == nil:
-						winner = w
-					case !errors.Is(err, sessionstore.ErrConflict):
-						t.Fatalf("writer %d: %v", w, err)
-					}
-				}
-				if winner < 0 {
-					t.Fatalf("generation %d: no writer won", gen)
-				}
+				winner := onlyWinner(t, fmt.Sprintf("generation %d", gen), errs)
 				blob, meta, err := getBytes(ctx, st, id, 1<<20)
 				if err != nil || meta.Generation != gen || !bytes.Equal(blob, fmt.Appendf(nil, "gen %d by %d", gen, winner)) {
 					t.Fatalf("generation %d: store holds %q (generation %d, %v), winner %d", gen, blob, meta.Generation, err, winner)
@@ -148,6 +135,27 @@ func TestStoreRace(t *testing.T) {
 			}
 		})
 	}
+}
+
+// onlyWinner returns the one writer of errs whose write succeeded, and fails
+// t (naming what was raced for) unless every other one's is a conflict.
+func onlyWinner(t *testing.T, what string, errs []error) int {
+	t.Helper()
+	winner := -1
+	for w, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("%s: writers %d and %d both won", what, winner, w)
+		case err == nil:
+			winner = w
+		case !errors.Is(err, sessionstore.ErrConflict):
+			t.Fatalf("%s: writer %d: %v", what, w, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("%s: no writer won", what)
+	}
+	return winner
 }
 
 func TestStoreIDs(t *testing.T) {

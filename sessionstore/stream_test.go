@@ -147,20 +147,7 @@ func TestStoreRaceMultipart(t *testing.T) {
 			}
 			close(start)
 			wg.Wait()
-			winner := -1
-			for w, err := range errs {
-				switch {
-				case err == nil && winner >= 0:
-					t.Fatalf("writers %d and %d both won", winner, w)
-				case err == nil:
-					winner = w
-				case !errors.Is(err, sessionstore.ErrConflict):
-					t.Fatalf("writer %d: %v", w, err)
-				}
-			}
-			if winner < 0 {
-				t.Fatal("no writer won")
-			}
+			winner := onlyWinner(t, "generation 1", errs)
 			rd, _, err := st.Get(ctx, id, 1<<30)
 			if err != nil {
 				t.Fatal(err)
