@@ -94,6 +94,16 @@ func key(id string, gen uint64) string {
 	return fmt.Sprintf("%s%0*d", prefix(id), genDigits, gen)
 }
 
+// parseGen reads a generation as keys write it: genDigits decimal digits,
+// not 0. ok is false for anything else, which a listing skips.
+func parseGen(s string) (gen uint64, ok bool) {
+	if len(s) != genDigits {
+		return 0, false
+	}
+	gen, err := strconv.ParseUint(s, 10, 64) // digits only: no sign, no '_' in base 10
+	return gen, err == nil && gen != 0
+}
+
 // generations lists the generations the store holds for id, in ascending
 // order. Keys under the session's prefix that are not generations are
 // ignored.
@@ -124,15 +134,9 @@ func (s *blobStore) list(ctx context.Context, id string) ([]uint64, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sessionstore: listing %s: %w", id, err)
 		}
-		name := strings.TrimPrefix(obj.Key, prefix(id))
-		if len(name) != genDigits {
-			continue
+		if gen, ok := parseGen(strings.TrimPrefix(obj.Key, prefix(id))); ok {
+			gens = append(gens, gen) // a listing is in key order
 		}
-		gen, err := strconv.ParseUint(name, 10, 64)
-		if err != nil || gen == 0 {
-			continue
-		}
-		gens = append(gens, gen) // a listing is in key order
 	}
 	return gens, nil
 }

@@ -57,14 +57,15 @@ func entryKey(owner, id string, gen uint64, size int64) string {
 // parseEntry reads an index key under owner's prefix; ok is false for
 // anything else found there.
 func parseEntry(owner, key string) (e entry, ok bool) {
-	id, rest, found := strings.Cut(strings.TrimPrefix(key, ownerPrefix(owner)), "/")
+	rest, mine := strings.CutPrefix(key, ownerPrefix(owner))
+	id, rest, found := strings.Cut(rest, "/")
 	gen, size, dash := strings.Cut(rest, "-")
-	if !found || !dash || CheckID(id) != nil || len(gen) != genDigits {
+	if !mine || !found || !dash || CheckID(id) != nil {
 		return entry{}, false
 	}
-	g, err1 := strconv.ParseUint(gen, 10, 64)
-	n, err2 := strconv.ParseInt(size, 10, 64)
-	if err1 != nil || err2 != nil || g == 0 || n < 0 {
+	g, okGen := parseGen(gen)
+	n, err := strconv.ParseInt(size, 10, 64)
+	if !okGen || err != nil || n < 0 || strconv.FormatInt(n, 10) != size {
 		return entry{}, false
 	}
 	return entry{key: key, id: id, gen: g, size: n}, true

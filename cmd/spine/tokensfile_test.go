@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -112,4 +113,39 @@ func TestServeTokensFile(t *testing.T) {
 	if strings.Contains(log.String(), secretA) || strings.Contains(log.String(), secretB) {
 		t.Errorf("the log holds a token:\n%s", log.String())
 	}
+}
+
+// FuzzTokensFile: whatever the file holds, parseTokensFile returns tenants
+// that keep the file's rules or an error, and the error never quotes a
+// token (the fuzzer's tokens hold a '~', which no message of its own has).
+func FuzzTokensFile(f *testing.F) {
+	f.Add([]byte(`{"tokens": [{"name": "a", "token": "~secret-0123456789", "hibernated_memory": "1MiB"}]}`))
+	f.Add([]byte(`{"tokens": [{"name": "a", "token": "~secret-0123456789", "sessions": "x"}]}`))
+	f.Add([]byte(`{"tokens": [{"name": "a", "token": "~secret-0123456789"}, {"name": "b", "token": "~short"}]}`))
+	f.Add([]byte(`{"tokens": [{"name": "b", "token": "~two words 0123456789", "session_dir_bytes": " 7 KiB "}]}`))
+	f.Add([]byte(`{"tokens": [{"name": "c", "token": "~secret-0123456789", "store_bytes": 99999999999999999999}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tenants, err := parseTokensFile(data)
+		if err != nil {
+			var file struct{ Tokens []json.RawMessage }
+			json.Unmarshal(data, &file)
+			for _, raw := range file.Tokens {
+				var e struct{ Token string }
+				json.Unmarshal(raw, &e)
+				if strings.Contains(e.Token, "~") && bytes.Count(data, []byte(e.Token)) == 1 && strings.Contains(err.Error(), e.Token) {
+					t.Fatalf("the error quotes the token %q: %v", e.Token, err)
+				}
+			}
+			return
+		}
+		names, tokens := map[string]bool{}, map[string]bool{}
+		for _, tn := range tenants {
+			if !tenantName.MatchString(tn.Name) || names[tn.Name] || tokens[tn.Token] ||
+				len(tn.Token) < minTokenLength || strings.ContainsFunc(tn.Token, func(r rune) bool { return r <= ' ' || r == 0x7f }) ||
+				tn.Limits.Sessions < 0 || tn.Limits.Live < 0 {
+				t.Fatalf("accepted %+v", tn)
+			}
+			names[tn.Name], tokens[tn.Token] = true, true
+		}
+	})
 }
