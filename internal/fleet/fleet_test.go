@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 const (
@@ -396,6 +398,19 @@ func TestFleet(t *testing.T) {
 	}
 	hashed := startFleet(t, 3, 1, bySession)
 	sticky := workload(t, "http://"+hashed.lb, 12, 20, nil)
+	var spread, loads []string
+	for _, addr := range hashed.addrs {
+		samples := spinetest.Metrics(t, "http://"+addr, "")
+		var runs float64
+		for name, v := range samples {
+			if strings.HasPrefix(name, "spine_runs_total{") {
+				runs += v
+			}
+		}
+		spread = append(spread, fmt.Sprint(runs))
+		loads = append(loads, fmt.Sprint(samples[`spine_session_store_operations_total{operation="load"}`]))
+	}
+	fmt.Printf("FLEET by_session runs_per_replica=%s loads_per_replica=%s\n", strings.Join(spread, ","), strings.Join(loads, ","))
 	for _, p := range hashed.replicas {
 		p.stop(syscall.SIGTERM)
 	}
