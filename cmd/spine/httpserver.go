@@ -141,7 +141,7 @@ func (f httpFlags) token(listenFlag, addr string) (string, error) {
 	} else {
 		token = strings.TrimSpace(os.Getenv("SPINE_TOKEN"))
 	}
-	if strings.ContainsFunc(token, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+	if !oneWord(token) {
 		return "", errors.New("the token holds white space or control characters: it must be one word")
 	}
 	if token == "" && !isLoopback(addr) {

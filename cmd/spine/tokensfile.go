@@ -115,7 +115,7 @@ func parseTokensFile(data []byte) ([]service.Tenant, error) {
 			return nil, fmt.Errorf("%s: the name is used twice", where)
 		case len(e.Token) < minTokenLength:
 			return nil, fmt.Errorf("%s: the token is missing or shorter than %d characters", where, minTokenLength)
-		case strings.ContainsFunc(e.Token, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		case !oneWord(e.Token):
 			return nil, fmt.Errorf("%s: the token holds white space or control characters: it must be one word", where)
 		case tokens[e.Token] != "":
 			return nil, fmt.Errorf("%s: the same token as %s", where, tokens[e.Token])
@@ -132,6 +132,12 @@ func parseTokensFile(data []byte) ([]service.Tenant, error) {
 		}, StoreBytes: uint64(e.StoreBytes)})
 	}
 	return out, nil
+}
+
+// oneWord reports whether a token holds no white space or control
+// character, as a bearer token in a header must not.
+func oneWord(token string) bool {
+	return !strings.ContainsFunc(token, func(r rune) bool { return r <= ' ' || r == 0x7f })
 }
 
 // decodeEntry decodes one entry of the file; its error is to follow the
