@@ -62,6 +62,8 @@ flags:
   --read-timeout DURATION  time to send a request's headers (at most 10s) and body (default 30s)
   --idle-timeout DURATION  how long an idle keep-alive connection stays open (default 60s)
   --grace DURATION         how long shutdown waits for runs in flight (default 30s)
+  --metrics-listen ADDR    also serve GET /metrics alone on ADDR, without the token, for a
+                           scraper that carries none (docs/deploy.md); off by default
   --log-format FORMAT      text or json: the access log (a line per request) and the rest (default text)
   --verbose                also debug lines and the MCP servers' standard error
 ` + cacheUsage + `
@@ -98,6 +100,7 @@ type serveOptions struct {
 	streamIdle  time.Duration
 	maxTimeout  time.Duration
 	grace       time.Duration
+	metrics     string
 	log         logFlags
 	cache       cacheFlags
 	http        httpFlags
@@ -131,6 +134,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.streamIdle, "stream-idle", service.DefaultStreamIdle, "")
 	fs.DurationVar(&o.maxTimeout, "max-timeout", service.DefaultMaxTimeout, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
+	fs.StringVar(&o.metrics, "metrics-listen", "", "")
 	o.log.flags(fs)
 	o.cache.flags(fs)
 	o.http = addHTTPFlags(fs)
@@ -249,6 +253,14 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		SessionStore: store,
 		SessionWrite: policy,
 	})
+	if o.metrics != "" {
+		stopMetrics, code := serveMetrics(o.metrics, svc.Registry(), stderr)
+		if stopMetrics == nil {
+			ln.Close()
+			return code
+		}
+		defer stopMetrics()
+	}
 	limits.tokens = tokenList(token, tenants)
 	return serveDrained(ctx, stop, ln, svc, service.AccessLog(logger, tracer, svc), limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
 }

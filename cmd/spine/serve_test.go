@@ -38,6 +38,7 @@ type process struct {
 	cmd    *exec.Cmd
 	lines  chan string // its standard error, line by line
 	exited chan error
+	before []string // the lines before "listening on"
 }
 
 // start runs bin with args and waits for its "listening on http://ADDR" line;
@@ -78,6 +79,7 @@ func startEnv(t *testing.T, env []string, bin string, args ...string) (*process,
 		if _, rest, ok := strings.Cut(line, "listening on http://"); ok {
 			return p, strings.Fields(rest)[0]
 		}
+		p.before = append(p.before, line)
 	}
 	t.Fatalf("%s exited before listening: %v", bin, <-p.exited)
 	return nil, ""
