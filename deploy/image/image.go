@@ -194,6 +194,9 @@ func Write(img v1.Image, dir, tarPath, ref string) error {
 	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref})); err != nil {
 		return err
 	}
+	if err := readableByAll(dir); err != nil {
+		return err
+	}
 	if tarPath == "" {
 		return nil
 	}
@@ -202,6 +205,27 @@ func Write(img v1.Image, dir, tarPath, ref string) error {
 		return err
 	}
 	return tarball.WriteToFile(tarPath, tag, img)
+}
+
+// readableByAll makes every file of the layout in dir readable by every
+// user, as its folders are: go-containerregistry writes a blob whose digest
+// it learns while writing (a layer's) to a temporary file, which is 0600,
+// so a registry client or image tool run as another user could read the
+// index and the manifests but not the layers.
+func readableByAll(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if mode := info.Mode().Perm(); mode&0o444 != 0o444 {
+			return os.Chmod(p, mode|0o444)
+		}
+		return nil
+	})
 }
 
 // Read reads the image an OCI image layout in dir holds (Write's).

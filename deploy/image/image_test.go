@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
 // TestImage builds the image from this checkout, checks its configuration,
@@ -123,4 +127,47 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// TestWriteReadable: every file of the layout Write makes, the layers'
+// blobs included, is readable by every user, so that a tool run as another
+// user than the builder can push or load it.
+func TestWriteReadable(t *testing.T) {
+	l := newLayer()
+	l.file("hello", 0o444, []byte("hello"))
+	layer, err := l.v1()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "oci")
+	if err := Write(img, dir, "", "spine:test"); err != nil {
+		t.Fatal(err)
+	}
+	blobs := 0
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if strings.Contains(p, "blobs") {
+			blobs++
+		}
+		if info.Mode().Perm()&0o444 != 0o444 {
+			t.Errorf("%s is %v", p, info.Mode().Perm())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if blobs < 3 { // the layer, the config, the manifest
+		t.Errorf("%d blobs", blobs)
+	}
 }
