@@ -5,13 +5,17 @@ package kubernetes
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -20,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 )
 
@@ -59,13 +64,21 @@ func load(t *testing.T) manifests {
 		t.Fatalf("kustomization.yaml: kind %q, %d resources", k.Kind, len(k.Resources))
 	}
 	yamls, _ := filepath.Glob("*.yaml")
+	var examples []string // applied by hand, once: never by kubectl apply -k
 	for _, y := range yamls {
-		if y != "kustomization.yaml" && !slices.Contains(k.Resources, y) {
+		switch {
+		case strings.HasSuffix(y, ".example.yaml"):
+			if slices.Contains(k.Resources, y) {
+				t.Errorf("%s is among kustomization.yaml's resources: kubectl apply -k would overwrite what was filled in", y)
+			}
+			examples = append(examples, y)
+		case y != "kustomization.yaml" && !slices.Contains(k.Resources, y):
 			t.Errorf("%s is not among kustomization.yaml's resources", y)
 		}
 	}
 	var m manifests
-	for _, file := range k.Resources {
+	for _, file := range append(k.Resources, examples...) {
+		example := slices.Contains(examples, file)
 		for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(mustRead(t, file)), -1) {
 			if strings.TrimSpace(stripComments(doc)) == "" {
 				continue
@@ -90,6 +103,9 @@ func load(t *testing.T) manifests {
 			case "networking.k8s.io/v1 NetworkPolicy":
 				m.policies = append(m.policies, decodeAs[networkingv1.NetworkPolicy](t, where, doc))
 			case "v1 Secret":
+				if !example {
+					t.Errorf("%s: a Secret among kustomization.yaml's resources, which kubectl apply -k would overwrite", where)
+				}
 				m.secrets = append(m.secrets, decodeAs[corev1.Secret](t, where, doc))
 			case "v1 ConfigMap":
 				m.configMaps = append(m.configMaps, decodeAs[corev1.ConfigMap](t, where, doc))
@@ -241,6 +257,164 @@ func TestManifests(t *testing.T) {
 	if tp := m.services[0].Spec.Ports[0].TargetPort; tp.StrVal != "http" || containerPort(c, "http") == 0 {
 		t.Errorf("the Service targets port %v, which the container does not name", tp)
 	}
+
+	// The scraper's port is --metrics-listen's, named metrics, and the
+	// policy lets something in to it.
+	_, metricsPort, _ := net.SplitHostPort(args["--metrics-listen"])
+	if a := pod.Annotations["prometheus.io/port"]; a == "" || a != metricsPort || a != strconv.Itoa(int(containerPort(c, "metrics"))) {
+		t.Errorf("prometheus.io/port %q, --metrics-listen %q, containerPort metrics %d", a, args["--metrics-listen"], containerPort(c, "metrics"))
+	}
+	if !ingressTo(m.policies[0], "metrics") || !ingressTo(m.policies[0], "http") {
+		t.Error("the NetworkPolicy admits nothing to the metrics or the http port")
+	}
+
+	// Replicas spread over nodes and zones.
+	spread := map[string]bool{}
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		if c.LabelSelector != nil {
+			matches("a topology spread constraint", c.LabelSelector.MatchLabels)
+		}
+		spread[c.TopologyKey] = true
+	}
+	if !spread["kubernetes.io/hostname"] || !spread["topology.kubernetes.io/zone"] {
+		t.Errorf("topology spread over %v, not nodes and zones", spread)
+	}
+
+	// GOMEMLIMIT is below the memory limit, with room for what is not Go
+	// heap, and not so low that the collector runs all the time.
+	limit := c.Resources.Limits.Memory().Value()
+	if v, ok := envValue(c, "GOMEMLIMIT"); !ok {
+		t.Error("no GOMEMLIMIT")
+	} else if q, err := resource.ParseQuantity(strings.TrimSuffix(v, "B")); err != nil {
+		t.Errorf("GOMEMLIMIT %q: %v", v, err)
+	} else if n := q.Value(); n >= limit*95/100 || n < limit/2 {
+		t.Errorf("GOMEMLIMIT %s against a limit of %d bytes", v, limit)
+	}
+
+	// Every server the configuration names is one the policy lets the pods
+	// reach: the MCP servers, the trace collector, the session store.
+	var config struct {
+		MCPServers map[string]struct {
+			URL string `json:"url"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(configOf(m.configMaps, volumes[mounts[filepath.Dir(args["--config"])]].ConfigMap.Name).Data[filepath.Base(args["--config"])]), &config); err != nil {
+		t.Fatalf("--config: %v", err)
+	}
+	urls := []string{"https://s3.amazonaws.com"} // --session-store s3:// without an endpoint
+	for _, s := range config.MCPServers {
+		urls = append(urls, s.URL)
+	}
+	if v, _ := envValue(c, "OTEL_EXPORTER_OTLP_ENDPOINT"); v != "" {
+		urls = append(urls, v)
+	}
+	// The collector the Deployment's comment names, for when it is set.
+	urls = append(urls, "http://otel-collector.observability:4318")
+	for _, u := range urls {
+		if err := admits(m.policies[0], u); err != nil {
+			t.Errorf("the NetworkPolicy does not admit %s: %v", u, err)
+		}
+	}
+}
+
+// TestAdmits: admits tells, of the shipped policy, the URLs it lets out
+// from those it does not, so that TestManifests can fail.
+func TestAdmits(t *testing.T) {
+	p := load(t).policies[0]
+	for u, want := range map[string]bool{
+		"http://crm-mcp.tools.svc.cluster.local/mcp":  true,
+		"http://crm-mcp.tools.svc.cluster.local:8080": false,
+		"http://crm-mcp.other.svc.cluster.local/mcp":  false,
+		"http://otel-collector.observability:4318":    true,
+		"https://mcp.example.com/mcp":                 true,
+		"http://mcp.example.com/mcp":                  false,
+		"http://169.254.169.254/latest":               false,
+	} {
+		if err := admits(p, u); (err == nil) != want {
+			t.Errorf("admits %s: %v, want admitted %v", u, err, want)
+		}
+	}
+}
+
+// admits reports why the policy's egress does not let the pods reach rawURL,
+// or nil. A host NAME.NAMESPACE, NAME.NAMESPACE.svc or
+// NAME.NAMESPACE.svc.cluster.local is a Service in the cluster, reached
+// through a rule whose peer selects its namespace; any other host is
+// outside, reached through an ipBlock that holds its address (a name
+// outside is taken to be a public address). The port is the URL's, or its
+// scheme's; a Service's port is taken to be its pods'.
+func admits(p networkingv1.NetworkPolicy, rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return err
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	host := u.Hostname()
+	labels := strings.Split(strings.TrimSuffix(strings.TrimSuffix(host, ".cluster.local"), ".svc"), ".")
+	inCluster := net.ParseIP(host) == nil && len(labels) == 2
+	for _, rule := range p.Spec.Egress {
+		portOK := len(rule.Ports) == 0
+		for _, rp := range rule.Ports {
+			if rp.Port != nil && rp.Port.String() == port && (rp.Protocol == nil || *rp.Protocol == corev1.ProtocolTCP) {
+				portOK = true
+			}
+		}
+		if !portOK {
+			continue
+		}
+		if len(rule.To) == 0 {
+			return nil
+		}
+		for _, peer := range rule.To {
+			switch {
+			case inCluster && peer.NamespaceSelector != nil && peer.IPBlock == nil:
+				sel := peer.NamespaceSelector.MatchLabels
+				if len(sel) == 0 && len(peer.NamespaceSelector.MatchExpressions) == 0 || sel["kubernetes.io/metadata.name"] == labels[1] {
+					return nil
+				}
+			case !inCluster && peer.IPBlock != nil:
+				ip := net.ParseIP(host)
+				if ip == nil {
+					ip = net.ParseIP("93.184.215.14") // a public address stands for a public name
+				}
+				if cidrHolds(peer.IPBlock.CIDR, ip) && !slices.ContainsFunc(peer.IPBlock.Except, func(c string) bool { return cidrHolds(c, ip) }) {
+					return nil
+				}
+			}
+		}
+	}
+	return fmt.Errorf("no egress rule for port %s to %s", port, host)
+}
+
+func cidrHolds(cidr string, ip net.IP) bool {
+	_, n, err := net.ParseCIDR(cidr)
+	return err == nil && n.Contains(ip)
+}
+
+// ingressTo reports whether an ingress rule of p admits something to the
+// container port named port.
+func ingressTo(p networkingv1.NetworkPolicy, port string) bool {
+	for _, rule := range p.Spec.Ingress {
+		for _, rp := range rule.Ports {
+			if rp.Port != nil && rp.Port.StrVal == port {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// envValue returns the value the container's environment gives name.
+func envValue(c corev1.Container, name string) (string, bool) {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value, e.ValueFrom == nil
+		}
+	}
+	return "", false
 }
 
 // TestProbesMatchServer builds spine, checks that every flag the Deployment
