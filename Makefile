@@ -83,9 +83,9 @@ data-guest: ## build the data Guest (numpy, pandas, sympy, mpmath) into guest/da
 data-guest-check: ## rebuild the data Guest in a scratch folder and compare with its committed artifact
 	guest/data/build.sh --check
 
-data-native: ## Debian's numpy, pandas, sympy and pytest for /usr/bin/python3, the data Guest's native reference (installs them as root when missing)
-	@/usr/bin/python3 -c 'import numpy, pandas, sympy, pytest' 2>/dev/null || \
-	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-numpy python3-pandas python3-sympy python3-pytest >/dev/null; }
+data-native: ## Debian's numpy, pandas, sympy, PyYAML and pytest for /usr/bin/python3, the data Guest's native reference (installs them as root when missing)
+	@/usr/bin/python3 -c 'import numpy, pandas, sympy, yaml, pytest' 2>/dev/null || \
+	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-numpy python3-pandas python3-sympy python3-yaml python3-pytest >/dev/null; }
 
 data-test: data-native ## the data Guest's module: vet and its tests (numpy, pandas and sympy against native, the manifest)
 	cd guest/data && $(GO) vet ./... && $(GO) test -timeout 20m ./...

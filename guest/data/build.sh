@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # Builds the data Guest: the default Guest's CPython 3.11.2 with numpy 1.24.2's and pandas
 # 1.5.3's C modules linked in as built-in modules (spine.wasm), and numpy's, pandas',
-# python-dateutil's, pytz's, six's, sympy's and mpmath's Python as precompiled .pyc in a
+# python-dateutil's, pytz's, six's, sympy's, mpmath's and PyYAML's Python as precompiled .pyc in a
 # deflated zip (packages.zip). The standard library is the
 # default Guest's python311.zip, which this Guest shares.
 #
 #   guest/data/build.sh          build (idempotent) and write guest/data/artifact/
 #   guest/data/build.sh --check  rebuild in a scratch folder and compare with guest/data/artifact/
+#   guest/data/build.sh --python-only
+#                                after a change to the pure-Python packages alone (a Debian
+#                                package added or moved on, pytz.patch, python/): pack them
+#                                anew into the committed packages.zip, numpy's and pandas'
+#                                entries and pytz's zones taken from it as they are, and
+#                                update the manifest; needs neither the toolchain nor numpy's
+#                                and pandas' sources, only Debian's packages and python3.11
 #
 # It reuses the default Guest's build folder (SPINE_GUEST_WORK, default build/guest):
 # run guest/build.sh first. Inputs, each pinned by sha256:
@@ -21,9 +28,10 @@
 #     its files under github.com/pandas-dev/pandas@v1.5.3/), from SPINE_PANDAS_SOURCE or
 #     $SPINE_GUEST_WORK/src/pandas-v1.5.3.zip, fetched with `go mod download` when
 #     missing, patched with guest/data/pandas.patch;
-#   - Debian's binary packages python3-sympy, python3-mpmath, python3-dateutil, python3-six
-#     and python3-tz (their .py files; pytz patched with guest/data/pytz.patch to read the
-#     Guest's tzdata package);
+#   - Debian's binary packages python3-sympy, python3-mpmath, python3-dateutil, python3-six,
+#     python3-tz and python3-yaml (their .py files: PyYAML's pure-Python form, without its
+#     _yaml C module, which it does without; pytz patched with guest/data/pytz.patch to
+#     read the Guest's tzdata package);
 #   - Debian's cython3 (0.29.32, the version pandas 1.5.3 asks for), python3-setuptools,
 #     python3-numpy (pandas' setup.py imports it), libc++-19-dev-wasm32 and
 #     libc++abi-19-dev-wasm32 on the build machine.
@@ -34,14 +42,18 @@ root=$(cd "$here/../.." && pwd)
 work=${SPINE_GUEST_WORK:-$root/build/guest}
 out=$here/artifact
 check=0
+python_only=0
 case "${1:-}" in
 --check) check=1 ;;
+--python-only) python_only=1 ;;
 "") ;;
-*) printf '[data] unknown argument %s (want --check)\n' "$1" >&2; exit 2 ;;
+*) printf '[data] unknown argument %s (want --check or --python-only)\n' "$1" >&2; exit 2 ;;
 esac
-[ -d "$work" ] || { printf '[data] %s is missing: run guest/build.sh first\n' "$work" >&2; exit 1; }
-work=$(cd "$work" && pwd)
-[ $check = 0 ] || out=$work/data-check-artifact
+if [ $python_only = 0 ]; then
+	[ -d "$work" ] || { printf '[data] %s is missing: run guest/build.sh first\n' "$work" >&2; exit 1; }
+	work=$(cd "$work" && pwd)
+	[ $check = 0 ] || out=$work/data-check-artifact
+fi
 
 numpy_version=1.24.2
 numpy_commit=85f38ab180ece5290f64e8ddbd9cf06ad8fa4a5e
@@ -60,12 +72,91 @@ debs=(
 	python3-dateutil=2.8.2-2=python3-dateutil_2.8.2-2_all.deb=59d696282ffeaf54395452e012715410dc414c6baaa54d4cdae56ac7c217eb31
 	python3-six=1.16.0-4=python3-six_1.16.0-4_all.deb=fd189e9cecbcf17a1fc20aec30055c8afa9c1eec00cd6e7ab385087a2ab3b0d3
 	python3-tz=2022.7.1-4=python3-tz_2022.7.1-4_all.deb=b165d30ef171f9426c496900449b85d290d4c6d2de50e1c3f4adc2b55b6fd534
+	python3-yaml:amd64=6.0-3+b2=python3-yaml_6.0-3+b2_amd64.deb=8d0db0b3099298fe039b94e4c52a6987798a90d23b80de3ac13c3cb75cf622a2
 )
 llvm=/usr/lib/llvm-19/bin
 python_build=/usr/bin/python3.11 # Debian's, where cython3 and setuptools are
 export SOURCE_DATE_EPOCH=1675814400
 export LC_ALL=C
 log() { printf '[data] %s\n' "$*" >&2; }
+
+# fetch_debs: Debian's packages of the pure-Python packages into $work/src, each checked.
+fetch_debs() {
+	for entry in "${debs[@]}"; do
+		IFS='=' read -r pkg version file sum <<<"$entry"
+		if [ ! -f "$work/src/$file" ]; then
+			log "fetching $pkg $version"
+			(cd "$work/src" && apt-get download "$pkg=$version" >/dev/null 2>&1 || true)
+		fi
+		echo "$sum  $work/src/$file" | sha256sum -c --quiet - 2>/dev/null ||
+			{ log "$work/src/$file is missing or does not have the expected sha256 $sum"; exit 1; }
+	done
+}
+
+# pure_python DIR: the pure-Python packages from Debian's, in DIR/pure (pytz patched).
+pure_python() {
+	local d=$1 entry pkg version file sum dist=usr/lib/python3/dist-packages
+	rm -rf "$d/debs" && mkdir -p "$d/debs"
+	for entry in "${debs[@]}"; do
+		IFS='=' read -r pkg version file sum <<<"$entry"
+		dpkg-deb -x "$work/src/$file" "$d/debs/${pkg%%:*}"
+	done
+	mkdir -p "$d/pure"
+	rm -rf "$d/pure"/* && cp -a "$d/debs/python3-sympy/$dist/sympy" "$d/debs/python3-mpmath/$dist/mpmath" \
+		"$d/debs/python3-dateutil/$dist/dateutil" "$d/debs/python3-tz/$dist/pytz" "$d/debs/python3-six/$dist/six.py" \
+		"$d/debs/python3-yaml/$dist/yaml" "$d/pure/"
+	# PyYAML's C module (_yaml, libyaml's binding) is the build machine's: left out, PyYAML
+	# uses its pure-Python parser and emitter.
+	rm -f "$d/pure/yaml"/*.so
+	patch -s -p1 -d "$d/pure" <"$here/pytz.patch"
+}
+
+# licences OUT: the pure-Python packages' licences, as Debian's packages state them.
+pure_licences() {
+	cp "$d/debs/python3-sympy/usr/share/doc/python3-sympy/copyright" "$1/LICENSE.sympy"
+	cp "$d/debs/python3-mpmath/usr/share/doc/python3-mpmath/copyright" "$1/LICENSE.mpmath"
+	cp "$d/debs/python3-dateutil/usr/share/doc/python3-dateutil/copyright" "$1/LICENSE.dateutil"
+	cp "$d/debs/python3-tz/usr/share/doc/python3-tz/copyright" "$1/LICENSE.pytz"
+	cp "$d/debs/python3-six/usr/share/doc/python3-six/copyright" "$1/LICENSE.six"
+	cp "$d/debs/python3-yaml/usr/share/doc/python3-yaml/copyright" "$1/LICENSE.yaml"
+}
+
+if [ $python_only = 1 ]; then
+	python_build=/usr/bin/python3.11
+	"$python_build" -c 'import sys; assert sys.version_info[:3] == (3, 11, 2), sys.version' ||
+		{ log "$python_build must be exactly 3.11.2 (it compiles the modules)"; exit 1; }
+	# What numpy's and pandas' entries and spine.wasm are made of must be what the
+	# manifest records: those are taken as they are.
+	"$python_build" -I - "$root" "$out/manifest.json" <<-'EOF' || exit 1
+		import hashlib, json, pathlib, sys
+		root, manifest = pathlib.Path(sys.argv[1]), json.loads(pathlib.Path(sys.argv[2]).read_text())
+		pure = {"guest/data/build.sh", "guest/data/pytz.patch", "guest/data/python/_spine_builtins.py",
+		        "guest/data/tools/mkpackages.py", "guest/data/tools/mkmanifest.py"}
+		changed = [rel for rel, sha in manifest["sources"].items() if rel not in pure and
+		           (not (root / rel).exists() or hashlib.sha256((root / rel).read_bytes()).hexdigest() != sha)]
+		if changed:
+		    sys.exit("[data] --python-only: these changed too, run guest/data/build.sh: " + ", ".join(changed))
+	EOF
+	work=${SPINE_DATA_PURE_WORK:-$root/build/data-pure}
+	d=$work
+	mkdir -p "$work/src"
+	fetch_debs
+	pure_python "$d"
+	"$python_build" -I "$here/tools/mkpackages.py" --repack "$out/packages.zip" \
+		--keep numpy/ --keep pandas/ --keep pytz/zoneinfo/ --out "$d/packages.zip" "$d/pure" "$here/python"
+	cp "$d/packages.zip" "$out/packages.zip"
+	pure_licences "$out"
+	inputs=()
+	for entry in "${debs[@]}"; do
+		IFS='=' read -r pkg version file sum <<<"$entry"
+		inputs+=(--input "${pkg%%:*}=$version=$work/src/$file")
+	done
+	"$python_build" -I "$here/tools/mkmanifest.py" --root "$root" --out "$out" --update "$out/manifest.json" \
+		"${inputs[@]}" >"$d/manifest.json"
+	mv "$d/manifest.json" "$out/manifest.json"
+	log "repacked packages.zip: $(du -h "$out/packages.zip" | cut -f1)"
+	exit 0
+fi
 
 cpython=$work/Python-3.11.2
 bld=$cpython/builddir/wasi
@@ -104,15 +195,7 @@ fi
 [ -f "$pdsrc" ] || { log "no pandas source at $pdsrc: set SPINE_PANDAS_SOURCE to the module zip of $pandas_module (see the head of this script)"; exit 1; }
 echo "$pandas_sha256  $pdsrc" | sha256sum -c --quiet - 2>/dev/null ||
 	{ log "$pdsrc does not have the expected sha256 $pandas_sha256"; exit 1; }
-for entry in "${debs[@]}"; do
-	IFS='=' read -r pkg version file sum <<<"$entry"
-	if [ ! -f "$work/src/$file" ]; then
-		log "fetching $pkg $version"
-		(cd "$work/src" && apt-get download "$pkg=$version" >/dev/null 2>&1 || true)
-	fi
-	echo "$sum  $work/src/$file" | sha256sum -c --quiet - 2>/dev/null ||
-		{ log "$work/src/$file is missing or does not have the expected sha256 $sum"; exit 1; }
-done
+fetch_debs
 
 # 2. numpy's C modules, cross-built by its own setup.py for wasm32-wasi (its
 # configuration probes run with the wasm compiler), each archived by fakeld instead of
@@ -222,16 +305,7 @@ mkdir -p "$out"
 # 5. The packages' Python: numpy and pandas as built, the others from Debian's packages, and
 # the finder of the dotted built-in modules (python/_spine_builtins.py).
 log "packing packages.zip"
-rm -rf "$d/debs" && mkdir -p "$d/debs"
-for entry in "${debs[@]}"; do
-	IFS='=' read -r pkg version file sum <<<"$entry"
-	dpkg-deb -x "$work/src/$file" "$d/debs/$pkg"
-done
-dist=usr/lib/python3/dist-packages
-mkdir -p "$d/pure"
-rm -rf "$d/pure"/* && cp -a "$d/debs/python3-sympy/$dist/sympy" "$d/debs/python3-mpmath/$dist/mpmath" \
-	"$d/debs/python3-dateutil/$dist/dateutil" "$d/debs/python3-tz/$dist/pytz" "$d/debs/python3-six/$dist/six.py" "$d/pure/"
-patch -s -p1 -d "$d/pure" <"$here/pytz.patch"
+pure_python "$d"
 # pytz reads the zone files' first (32-bit) part and no TZ footer: the default Guest's
 # "slim" files have neither, so pytz gets its own zone folder, compiled "fat" by zic
 # from the default Guest's tzdata, with the tables it reads.
@@ -245,20 +319,16 @@ cp "$tzsrc/tzdata.zi" "$tzsrc/zone1970.tab" "$tzsrc/zone.tab" "$tzsrc/iso3166.ta
 # 6. Licences and the manifest.
 cp "$np/LICENSE.txt" "$out/LICENSE.numpy"
 cp "$np/LICENSES_bundled.txt" "$out/LICENSES_bundled.numpy"
-cp "$d/debs/python3-sympy/usr/share/doc/python3-sympy/copyright" "$out/LICENSE.sympy"
-cp "$d/debs/python3-mpmath/usr/share/doc/python3-mpmath/copyright" "$out/LICENSE.mpmath"
+pure_licences "$out"
 cp "$pd/LICENSE" "$out/LICENSE.pandas"
 "$python_build" -I -c 'import pathlib, sys
 d = pathlib.Path(sys.argv[1])
 sys.stdout.write("".join(f"== {p.name} ==\n\n{p.read_text()}\n" for p in sorted(d.iterdir())))' "$pd/LICENSES" >"$out/LICENSES_bundled.pandas"
-cp "$d/debs/python3-dateutil/usr/share/doc/python3-dateutil/copyright" "$out/LICENSE.dateutil"
-cp "$d/debs/python3-tz/usr/share/doc/python3-tz/copyright" "$out/LICENSE.pytz"
-cp "$d/debs/python3-six/usr/share/doc/python3-six/copyright" "$out/LICENSE.six"
 cp "$d/modules.txt" "$out/modules.txt"
 inputs=(--input "numpy=$numpy_version=$src" --input "pandas=$pandas_version=$pdsrc")
 for entry in "${debs[@]}"; do
 	IFS='=' read -r pkg version file sum <<<"$entry"
-	inputs+=(--input "$pkg=$version=$work/src/$file")
+	inputs+=(--input "${pkg%%:*}=$version=$work/src/$file")
 done
 rm -f "$out/manifest.json"
 "$python_build" -I "$here/tools/mkmanifest.py" --root "$root" --out "$out" "${inputs[@]}" >"$d/manifest.json"

@@ -1,7 +1,8 @@
 // Package data is Spine's data Guest: the default Guest's CPython 3.11.2 with numpy
 // 1.24.2 linked in (every runtime C module: numpy.core, numpy.random, numpy.linalg on
 // lapack_lite, numpy.fft), pandas 1.5.3 (every runtime C and Cython module) with
-// python-dateutil and pytz, sympy 1.11.1 and mpmath 1.2.1, for programs that compute.
+// python-dateutil and pytz, sympy 1.11.1 and mpmath 1.2.1, and PyYAML 6.0, for programs
+// that compute.
 // It lives in a Go module of its own so that the core module's download does not
 // carry it; a Runner opts in with
 //
@@ -24,8 +25,8 @@ import (
 //go:embed artifact/spine.wasm
 var Wasm []byte
 
-// PackagesZip holds numpy's, pandas', dateutil's, pytz's, six's, sympy's and
-// mpmath's Python as precompiled .pyc.
+// PackagesZip holds numpy's, pandas', dateutil's, pytz's, six's, sympy's, mpmath's
+// and PyYAML's Python as precompiled .pyc.
 //
 //go:embed artifact/packages.zip
 var PackagesZip []byte

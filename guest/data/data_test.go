@@ -178,3 +178,25 @@ func TestSourcesMatchManifest(t *testing.T) {
 		}
 	}
 }
+
+// TestYAMLLikeNative runs testdata/yaml_config.py, PyYAML's loader and
+// dumper, and compares what it prints with what Debian's python3-yaml 6.0
+// printed natively (testdata/yaml_config.txt), and with a run of it when that
+// Python is here; the Guest's PyYAML is the pure-Python one.
+func TestYAMLLikeNative(t *testing.T) {
+	program, err := os.ReadFile("testdata/yaml_config.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("testdata/yaml_config.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, string(program)).Stdout; got != string(want) {
+		t.Fatalf("the data Guest printed\n%s\nnative printed\n%s", got, want)
+	}
+	if got := run(t, "import yaml\nyaml.__with_libyaml__").Value; string(got) != "false" {
+		t.Errorf("yaml.__with_libyaml__ is %s in the Guest", got)
+	}
+	checkNative(t, "yaml_config", t.TempDir(), want, "yaml 6.0")
+}

@@ -35,8 +35,11 @@ def main():
     parser.add_argument("--root", required=True, type=pathlib.Path)
     parser.add_argument("--input", action="append", default=[], metavar="NAME=VERSION=PATH")
     parser.add_argument("--out", required=True, type=pathlib.Path)
+    parser.add_argument("--update", type=pathlib.Path,
+                        help="a manifest whose inputs this keeps where --input gives none anew "
+                             "(numpy's and pandas' sources, for guest/data/build.sh --python-only)")
     args = parser.parse_args()
-    inputs = {}
+    inputs = json.loads(args.update.read_text())["inputs"] if args.update else {}
     for spec in args.input:
         name, version, path = spec.split("=", 2)
         inputs[name] = {"version": version, "file": pathlib.Path(path).name, "sha256": sha256(path)}

@@ -3,6 +3,11 @@ FOLDER (numpy and pandas as built, the others from Debian's packages) into the d
 Guest's package archive, and every file under each --data FOLDER as it is (pytz's zone
 files), for importlib.resources.
 
+With --repack OLD --keep PREFIX..., the entries of the archive OLD under each PREFIX
+(numpy/ and pandas/ as built, pytz's zone files) are taken as they are instead, and only
+the FOLDERs are compiled: the archive a whole build makes from the same sources, without
+building numpy and pandas (guest/data/build.sh --python-only).
+
 Every module is compiled to an unchecked hash-based .pyc (the Guest never needs the
 source) named as the Guest sees it, under /usr/local/lib/data.zip. Test folders (and conftest.py files) and
 what cannot run in the Guest (numpy.distutils, numpy.f2py: they build native code) are
@@ -44,8 +49,18 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True, type=pathlib.Path)
     parser.add_argument("--data", action="append", default=[], type=pathlib.Path)
+    parser.add_argument("--repack", type=pathlib.Path, help="an archive this made, to take entries of")
+    parser.add_argument("--keep", action="append", default=[], help="with --repack: a prefix of the entries taken")
     parser.add_argument("folders", nargs="+", type=pathlib.Path)
     args = parser.parse_args()
+    if bool(args.repack) != bool(args.keep):
+        parser.error("--repack and --keep go together")
+    kept = {}
+    if args.repack:
+        with zipfile.ZipFile(args.repack) as zf:
+            for info in zf.infolist():
+                if any(info.filename.startswith(prefix) for prefix in args.keep):
+                    kept[info.filename] = zf.read(info)
     files = {}
     for folder in args.folders:
         for path in folder.rglob("*.py"):
@@ -59,12 +74,18 @@ def main():
         for path in folder.rglob("*"):
             if path.is_file():
                 entries[path.relative_to(folder).as_posix()] = (path, False)
+    clash = set(kept) & set(entries)
+    if clash:
+        sys.exit(f"mkpackages: the folders hold what --keep keeps: {sorted(clash)[:5]}")
     with zipfile.ZipFile(args.out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
-        for name in sorted(entries):
-            path, source = entries[name]
+        for name in sorted([*entries, *kept]):
             info = zipfile.ZipInfo(name, DATE)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
+            if name in kept:
+                zf.writestr(info, kept[name])
+                continue
+            path, source = entries[name]
             zf.writestr(info, pyc(path.read_bytes(), name[:-4] + ".py") if source else path.read_bytes())
 
 
