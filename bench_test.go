@@ -3,6 +3,7 @@ package spine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
@@ -184,4 +185,47 @@ func BenchmarkInstance(b *testing.B) {
 			reportMedian(b, samples, "ms")
 		})
 	}
+}
+
+// BenchmarkRunTools is the cost of a run's own tools (Request.Tools): the
+// seed demo run with none and with 20, each with an input schema, one run
+// of each in turn on the shared Runner, and the medians of both
+// (p50-none-ns, p50-20-ns) and of their difference in each pair
+// (p50-extra-ns).
+func BenchmarkRunTools(b *testing.B) {
+	r := benchShared(b)
+	ctx := context.Background()
+	tools := spine.Manifest{}
+	for i := range 20 {
+		tools[fmt.Sprintf("crm.tool_%d", i)] = spine.ToolSpec{
+			Call:        func(context.Context, json.RawMessage) (any, error) { return 1, nil },
+			Description: "A tool of the caller's.",
+			InputSchema: json.RawMessage(`{"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["query"]}`),
+		}
+	}
+	base := spine.Request{Source: "price = lookup(key=\"book\")\nresult = price * inputs[\"quantity\"]\n", Inputs: map[string]any{"quantity": 3}}
+	with := base
+	with.Tools = tools
+	var none, twenty, extra []time.Duration
+	run := func(req spine.Request) time.Duration {
+		start := time.Now()
+		out, err := r.Run(ctx, req)
+		if err != nil || string(out.Value) != "63" {
+			b.Fatal(out, err)
+		}
+		return time.Since(start)
+	}
+	run(base)
+	run(with)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		n, t := run(base), run(with)
+		none, twenty, extra = append(none, n), append(twenty, t), append(extra, t-n)
+	}
+	for _, s := range [][]time.Duration{none, twenty, extra} {
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	}
+	b.ReportMetric(float64(none[len(none)/2]), "p50-none-ns")
+	b.ReportMetric(float64(twenty[len(twenty)/2]), "p50-20-ns")
+	b.ReportMetric(float64(extra[len(extra)/2]), "p50-extra-ns")
 }

@@ -108,7 +108,7 @@ func (r *Runner) invoke(ctx context.Context, request callRequest) []byte {
 	start := time.Now()
 	ctx, span := st.startTool(ctx, request.Tool, false)
 	var response []byte
-	spec, ok := r.manifest[request.Tool]
+	spec, ok := st.tool(request.Tool)
 	var err error
 	if !ok {
 		err = fmt.Errorf("unknown tool: %s", request.Tool)

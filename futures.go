@@ -42,7 +42,7 @@ func (st *runState) prepare(request callRequest) uint32 {
 	if !st.early || st.ctx.Err() != nil {
 		return 0
 	}
-	spec, ok := st.runner.manifest[request.Tool]
+	spec, ok := st.tool(request.Tool)
 	if !ok || !spec.AllowEarlyRead {
 		return 0
 	}

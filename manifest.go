@@ -1,10 +1,14 @@
 package spine
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // pythonKeywords are Python 3.11's hard keywords: no tool name segment may be one.
@@ -95,6 +99,122 @@ func checkManifest(m Manifest) (Manifest, error) {
 	return copied, nil
 }
 
+// runTools checks a run's own tools (Request.Tools) as New checks a
+// Manifest, and against the Runner's: none may have a name of the Runner's,
+// nor be the namespace of one of its tools or have one of them as its
+// namespace. It returns a copy, and its encoding for the Guest; nil for none.
+func (r *Runner) runTools(tools Manifest) (Manifest, json.RawMessage, error) {
+	if len(tools) == 0 {
+		return nil, nil, nil
+	}
+	if len(tools) > MaxRunTools {
+		return nil, nil, fmt.Errorf("%w: %d tools for a run, over the limit of %d", ErrBadRequest, len(tools), MaxRunTools)
+	}
+	copied, err := checkManifest(tools)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrBadRequest, strings.TrimPrefix(err.Error(), "spine: "))
+	}
+	for name := range copied {
+		if _, clash := r.manifest[name]; clash {
+			return nil, nil, fmt.Errorf("%w: tool %q is one of the Runner's tools", ErrBadRequest, name)
+		}
+		if owner := r.namespaceOf(name); owner != "" {
+			return nil, nil, fmt.Errorf("%w: tool %q clashes with the Runner's tool %q (a name cannot be both a tool and a namespace)", ErrBadRequest, name, owner)
+		}
+	}
+	return copied, r.runToolCache.encode(copied), nil
+}
+
+// guestToolCache keeps the Guest's form of the tools runs brought
+// (Request.Tools), by what it is made of: a caller sends the same tools with
+// every run of an agent's loop, and writing a tool's stub costs more than a
+// small run. At most maxCachedGuestTools are kept; past that it starts
+// again.
+type guestToolCache struct {
+	mu    sync.Mutex
+	tools map[[sha256.Size]byte]json.RawMessage
+}
+
+const maxCachedGuestTools = 4096
+
+// encode is encodeGuestTools of m, each tool taken from the cache when it
+// holds it.
+func (c *guestToolCache) encode(m Manifest) json.RawMessage {
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, name := range names {
+		spec := m[name]
+		key := guestToolKey(name, spec)
+		c.mu.Lock()
+		encoded, ok := c.tools[key]
+		c.mu.Unlock()
+		if !ok {
+			encoded = encodeGuestTool(name, spec)
+			c.mu.Lock()
+			if c.tools == nil || len(c.tools) >= maxCachedGuestTools {
+				c.tools = make(map[[sha256.Size]byte]json.RawMessage)
+			}
+			c.tools[key] = encoded
+			c.mu.Unlock()
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(encoded)
+	}
+	b.WriteByte(']')
+	return b.Bytes()
+}
+
+// guestToolKey is a digest of everything of a tool that its Guest form is
+// made of, each part length-prefixed.
+func guestToolKey(name string, spec ToolSpec) [sha256.Size]byte {
+	h := sha256.New()
+	var n [8]byte
+	for _, part := range [][]byte{[]byte(name), []byte(spec.Description), spec.InputSchema, spec.OutputSchema,
+		{boolByte(spec.AllowEarlyRead), boolByte(spec.KeywordOnly)}} {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write(part)
+	}
+	var key [sha256.Size]byte
+	h.Sum(key[:0])
+	return key
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// MaxRunTools bounds the tools one run may bring (Request.Tools).
+const MaxRunTools = 1024
+
+// namespaceOf returns a tool of the Runner's that clashes with name as a
+// namespace: one named as a prefix of name ("crm" for "crm.search"), or one
+// under name ("crm.search" for "crm"); "" for none.
+func (r *Runner) namespaceOf(name string) string {
+	for prefix := name; strings.Contains(prefix, "."); {
+		prefix = prefix[:strings.LastIndex(prefix, ".")]
+		if _, clash := r.manifest[prefix]; clash {
+			return prefix
+		}
+	}
+	for tool := range r.manifest {
+		if strings.HasPrefix(tool, name+".") {
+			return tool
+		}
+	}
+	return ""
+}
+
 // guestTool is one manifest entry as the Guest's execute request carries it.
 type guestTool struct {
 	Name  string `json:"name"`
@@ -114,10 +234,20 @@ type guestTool struct {
 func encodeGuestTools(m Manifest) json.RawMessage {
 	tools := make([]guestTool, 0, len(m))
 	for name, spec := range m {
-		sig, doc := newStubWriter([]string{name}).def(name, spec)
-		tools = append(tools, guestTool{Name: name, Early: spec.AllowEarlyRead, Sig: sig, Doc: doc, Params: checkOf(spec)})
+		tools = append(tools, newGuestTool(name, spec))
 	}
 	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
 	encoded, _ := json.Marshal(tools)
+	return encoded
+}
+
+func newGuestTool(name string, spec ToolSpec) guestTool {
+	sig, doc := newStubWriter([]string{name}).def(name, spec)
+	return guestTool{Name: name, Early: spec.AllowEarlyRead, Sig: sig, Doc: doc, Params: checkOf(spec)}
+}
+
+// encodeGuestTool is one tool of encodeGuestTools.
+func encodeGuestTool(name string, spec ToolSpec) json.RawMessage {
+	encoded, _ := json.Marshal(newGuestTool(name, spec))
 	return encoded
 }

@@ -14,7 +14,8 @@ type executeRequest struct {
 	Source      string          `json:"source"`
 	Filename    string          `json:"filename,omitempty"`
 	Inputs      json.RawMessage `json:"inputs"`
-	Tools       json.RawMessage `json:"tools,omitempty"` // omitted: the Guest's image has them installed
+	Tools       json.RawMessage `json:"tools,omitempty"`       // omitted: the Guest's image has them installed
+	ExtraTools  json.RawMessage `json:"extra_tools,omitempty"` // the run's own tools (Request.Tools), installed for it alone
 	EarlyReads  bool            `json:"early_reads"`
 	Transformed bool            `json:"transformed,omitempty"`
 	Prefix      bool            `json:"prefix,omitempty"`
@@ -27,6 +28,7 @@ type executeRequest struct {
 type prefixBeginRequest struct {
 	Inputs     json.RawMessage `json:"inputs"`
 	Tools      json.RawMessage `json:"tools,omitempty"`
+	ExtraTools json.RawMessage `json:"extra_tools,omitempty"`
 	EarlyReads bool            `json:"early_reads"`
 	Session    bool            `json:"session,omitempty"` // tools rebound in the session's namespace are not early
 }

@@ -63,6 +63,17 @@ type Request struct {
 	// Timeout, when positive, bounds this run on top of ctx.
 	Timeout time.Duration
 
+	// Tools are tools of this run only, beside the Runner's Manifest: a
+	// program calls them as it calls the Runner's, with the same stubs,
+	// argument checks and early reads (AllowEarlyRead). Where the answer
+	// comes from is the ToolSpec's business: a tool of another process, say,
+	// whose Call sends the request away and waits for the answer
+	// (docs/go.md, "Tools the caller answers"). A name the Runner's Manifest
+	// has, or one that is a namespace of one of its tools or the reverse, is
+	// refused (ErrBadRequest, naming it). The prepared image is the Runner's
+	// whatever a run's tools: they are installed as the run starts.
+	Tools Manifest
+
 	// Files are placed in the program's working directory before it runs
 	// (CheckFiles says which are allowed). They are the run's own: gone when
 	// it ends, like everything the program writes there.
@@ -121,12 +132,14 @@ type Runner struct {
 	manifest Manifest
 	opts     Options
 	tools    json.RawMessage // the manifest as the Guest sees it, encoded once
-	world    world           // the package archives and the warm-up
-	engine   *engine.Engine  // the Guests: compiled, imaged, pooled
-	identity snapshotIdentity
-	sessions *sessions
-	tracer   trace.Tracer // nil: no spans
-	log      *slog.Logger // nil: no log
+
+	runToolCache guestToolCache // the Guest's form of the tools runs bring (Request.Tools)
+	world        world          // the package archives and the warm-up
+	engine       *engine.Engine // the Guests: compiled, imaged, pooled
+	identity     snapshotIdentity
+	sessions     *sessions
+	tracer       trace.Tracer // nil: no spans
+	log          *slog.Logger // nil: no log
 
 	runsStarted atomic.Int64
 	closing     context.Context // done once Close begins: runs in flight stop
@@ -273,10 +286,15 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	if err := r.CheckFiles(req.Files); err != nil {
 		return nil, err
 	}
+	tools, extra, err := r.runTools(req.Tools)
+	if err != nil {
+		return nil, err
+	}
+	req.Tools = tools
 	session := s != nil
 	var request []byte
 	if req.Stream == nil { // a streamed program is encoded once it has arrived
-		if request, err = r.encodeExecute(req, req.Source, inputs, false, session); err != nil {
+		if request, err = r.encodeExecute(req, req.Source, inputs, extra, false, session); err != nil {
 			return nil, err
 		}
 	}
@@ -303,6 +321,7 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	}
 
 	st := newRunState(r, ctx, req.EarlyReads || req.Stream != nil)
+	st.tools = req.Tools
 	defer st.close()
 	var inst *engine.Instance
 	if session {
@@ -336,8 +355,8 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	tooLarge := false // a stream over MaxSource: Run answers as for that source sent whole
 	if err == nil && req.Stream != nil {
 		var source string
-		if source, err = r.readStream(guestCtx, inst, req.Stream, inputs, session); err == nil {
-			request, err = r.encodeExecute(req, source, inputs, true, session)
+		if source, err = r.readStream(guestCtx, inst, req.Stream, inputs, extra, session); err == nil {
+			request, err = r.encodeExecute(req, source, inputs, extra, true, session)
 		} else {
 			tooLarge = errors.Is(err, ErrTooLarge)
 		}
@@ -458,15 +477,17 @@ func (r *Runner) CheckInputs(inputs any) (json.RawMessage, error) {
 	return encoded, nil
 }
 
-// encodeExecute encodes the Guest's execute request; prefix says the program
-// was streamed in and its prepared reads are waiting, session that it runs in
+// encodeExecute encodes the Guest's execute request; extra is the run's own
+// tools as the Guest takes them (Request.Tools), prefix says the program was
+// streamed in and its prepared reads are waiting, session that it runs in
 // its session's namespace.
-func (r *Runner) encodeExecute(req Request, source string, inputs json.RawMessage, prefix, session bool) ([]byte, error) {
+func (r *Runner) encodeExecute(req Request, source string, inputs, extra json.RawMessage, prefix, session bool) ([]byte, error) {
 	return json.Marshal(executeRequest{
 		Source:      source,
 		Filename:    req.Filename,
 		Inputs:      inputs,
 		Tools:       r.requestTools(),
+		ExtraTools:  extra,
 		EarlyReads:  req.EarlyReads || prefix,
 		Transformed: req.Transformed,
 		Prefix:      prefix,

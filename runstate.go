@@ -32,6 +32,7 @@ type runState struct {
 	id     uint64          // RunOf's answer
 	ctx    context.Context // the run's context, carrying this state; futures derive from it
 	early  bool            // early reads allowed for this run
+	tools  Manifest        // the run's own tools (Request.Tools), beside the Runner's
 
 	calls   int // tool calls the program made (claimed early reads included)
 	started int // early reads started, claimed or not
@@ -60,6 +61,16 @@ func newRunState(r *Runner, ctx context.Context, early bool) *runState {
 	st := &runState{runner: r, early: early, begun: time.Now(), id: runIDs.Add(1)}
 	st.ctx = context.WithValue(ctx, runKey{}, st)
 	return st
+}
+
+// tool returns the tool a call of the run names: the Runner's, else the
+// run's own.
+func (st *runState) tool(name string) (ToolSpec, bool) {
+	if spec, ok := st.runner.manifest[name]; ok {
+		return spec, true
+	}
+	spec, ok := st.tools[name]
+	return spec, ok
 }
 
 func (st *runState) spend() error {

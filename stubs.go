@@ -127,21 +127,21 @@ func indentOf(depth int) string { return strings.Repeat("    ", depth) }
 type stubWriter struct {
 	classes []string          // the text of each class, each before the classes that use it
 	byBody  map[string]string // a class's fields and doc -> its name
-	taken   map[string]bool   // names a class may not take
+	taken   map[string]bool   // names a class may not take, besides reservedClassNames
 	tool    string            // the tool whose def is being written
+}
+
+// stubTypingNames are the names the stubs import from typing.
+var stubTypingNames = setOf("annotations Any Literal NotRequired Required TypedDict")
+
+// classNameTaken reports whether a class of the stubs may not be named name:
+// a Python builtin or keyword, a name imported from typing, or one w took.
+func (w *stubWriter) classNameTaken(name string) bool {
+	return pythonBuiltins[name] || pythonKeywords[name] || stubTypingNames[name] || w.taken[name]
 }
 
 func newStubWriter(tools []string) *stubWriter {
 	w := &stubWriter{byBody: make(map[string]string), taken: make(map[string]bool)}
-	for name := range pythonBuiltins {
-		w.taken[name] = true
-	}
-	for name := range pythonKeywords {
-		w.taken[name] = true
-	}
-	for _, name := range strings.Fields("annotations Any Literal NotRequired Required TypedDict") {
-		w.taken[name] = true
-	}
 	for _, tool := range tools {
 		w.taken[strings.Split(tool, ".")[0]] = true
 	}

@@ -212,13 +212,13 @@ func (w *stubWriter) className(s *schema, h hint) string {
 		}
 	}
 	for _, c := range candidates {
-		if !w.taken[c] {
+		if !w.classNameTaken(c) {
 			return c
 		}
 	}
 	last := candidates[len(candidates)-1]
 	for n := 2; ; n++ {
-		if c := fmt.Sprintf("%s%d", last, n); !w.taken[c] {
+		if c := fmt.Sprintf("%s%d", last, n); !w.classNameTaken(c) {
 			return c
 		}
 	}

@@ -8,6 +8,12 @@
 #   guest/build.sh --source-only
 #                             fetch, verify and extract CPython's source only, and print
 #                             its folder (make cpython-tests runs its Lib/test)
+#   guest/build.sh --python-only
+#                             after a change to the Guest's own Python (guest/python) alone:
+#                             compile those modules anew into the committed python311.zip
+#                             and update the manifest's hashes, in seconds; the zip is the
+#                             one a whole build makes (mkstdlib.py --repack; guest-check
+#                             rebuilds everything and compares)
 #
 #   SPINE_GUEST_LTO=full guest/build.sh
 #                             a variant for measurement (spine bench --variant), not the
@@ -36,8 +42,36 @@ case "${1:-}" in
 	out=$work/check-artifact
 	;;
 --source-only) source_only=1 ;;
+--python-only)
+	# Only the Guest's Python changed: the C, the patches and the build's other inputs
+	# must be those the manifest records, or the artifact would not be theirs. The three
+	# scripts that make the artifact may have changed with it (this one included): make
+	# guest-check rebuilds everything and compares.
+	py=/usr/bin/python3.11
+	"$py" -c 'import sys; assert sys.version_info[:3] == (3, 11, 2), sys.version' ||
+		{ printf '[guest] %s must be exactly 3.11.2 (it compiles the modules)\n' "$py" >&2; exit 1; }
+	"$py" -I - "$root" "$out/manifest.json" <<-'EOF' || exit 1
+		import hashlib, json, pathlib, sys
+		root, manifest = pathlib.Path(sys.argv[1]), json.loads(pathlib.Path(sys.argv[2]).read_text())
+		scripts = {"guest/build.sh", "guest/mkstdlib.py", "guest/mkmanifest.py"}
+		changed = [rel for rel, sha in manifest["sources"].items() if not rel.startswith("guest/python/") and rel not in scripts
+		           and (not (root / rel).exists() or hashlib.sha256((root / rel).read_bytes()).hexdigest() != sha)]
+		if changed:
+		    sys.exit("[guest] --python-only: these changed too, run guest/build.sh: " + ", ".join(changed))
+	EOF
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	"$py" -I "$here/mkstdlib.py" --repack "$out/python311.zip" --old-manifest "$out/manifest.json" \
+		--guest "$here/python" --out "$tmp/python311.zip"
+	cp "$tmp/python311.zip" "$out/python311.zip"
+	licences=$(cd "$out" && ls LICENSE.*)
+	"$py" -I "$here/mkmanifest.py" --root "$root" --update "$out/manifest.json" --out "$out" $licences >"$tmp/manifest.json"
+	cp "$tmp/manifest.json" "$out/manifest.json"
+	printf '[guest] repacked the Guest'"'"'s Python into %s\n' "$out/python311.zip" >&2
+	exit 0
+	;;
 "") ;;
-*) printf '[guest] unknown argument %s (want --check or --source-only)\n' "$1" >&2; exit 2 ;;
+*) printf '[guest] unknown argument %s (want --check, --source-only or --python-only)\n' "$1" >&2; exit 2 ;;
 esac
 
 py_version=3.11.2

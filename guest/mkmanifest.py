@@ -48,12 +48,17 @@ def abi_version(root):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", required=True, type=pathlib.Path)
-    parser.add_argument("--tarball", required=True, type=pathlib.Path)
+    parser.add_argument("--tarball", type=pathlib.Path)
+    parser.add_argument("--update", type=pathlib.Path,
+                        help="a manifest to keep the CPython, package and toolchain entries of: only the "
+                             "sources' and the artifact's hashes are taken anew (guest/build.sh --python-only)")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=VERSION=PATH",
                         help="a file of a Debian package the build used (repeated)")
     parser.add_argument("--out", required=True, type=pathlib.Path)
     parser.add_argument("licences", nargs="*", help="the licence files beside the artifact")
     args = parser.parse_args()
+    if not args.update and not args.tarball:
+        parser.error("--tarball or --update is required")
     packages = {}
     for spec in args.input:
         name, version, path = spec.split("=", 2)
@@ -65,17 +70,22 @@ def main():
     sources = sorted(SOURCES + [p.relative_to(args.root).as_posix()
                                 for p in [*(args.root / "guest/python").rglob("*.py"),
                                           *(args.root / "guest/cpython").glob("*.patch")]])
-    manifest = {
-        "abi_version": abi_version(args.root),
-        "cpython": {"version": "3.11.2", "tarball": args.tarball.name, "sha256": sha256(args.tarball)},
-        "packages": packages,
-        "toolchain": {name: package(name) for name in
-                      ["clang-19", "lld-19", "wasi-libc", "libclang-rt-19-dev-wasm32", "python3.11",
-                       "tcl8.6", "libc-bin", "dpkg-dev"]},
-        "sources": {rel: sha256(args.root / rel) for rel in sources},
-        "artifact": {name: sha256(args.out / name)
-                     for name in ["spine.wasm", "python311.zip", *args.licences]},
-    }
+    artifact = {name: sha256(args.out / name) for name in ["spine.wasm", "python311.zip", *args.licences]}
+    if args.update:
+        manifest = json.loads(args.update.read_text())
+        manifest["abi_version"] = abi_version(args.root)
+        manifest["artifact"].update(artifact)
+    else:
+        manifest = {
+            "abi_version": abi_version(args.root),
+            "cpython": {"version": "3.11.2", "tarball": args.tarball.name, "sha256": sha256(args.tarball)},
+            "packages": packages,
+            "toolchain": {name: package(name) for name in
+                          ["clang-19", "lld-19", "wasi-libc", "libclang-rt-19-dev-wasm32", "python3.11",
+                           "tcl8.6", "libc-bin", "dpkg-dev"]},
+            "artifact": artifact,
+        }
+    manifest["sources"] = {rel: sha256(args.root / rel) for rel in sources}
     print(json.dumps(manifest, indent=2, sort_keys=True))
 
 

@@ -18,6 +18,7 @@ __init__), and tzdata/zones lists every key, for zoneinfo.available_timezones().
 import argparse
 import importlib.util
 import io
+import json
 import marshal
 import os
 import pathlib
@@ -99,16 +100,66 @@ def tzdata(folder, version):
     return sources, data
 
 
+def guest_sources(guest):
+    """The Guest's own modules (guest/python) by their place in the zip's tree."""
+    return {path.relative_to(guest).as_posix(): path.read_bytes() for path in guest.rglob("*.py")}
+
+
+def write_zip(out, files):
+    """Write files (name -> bytes) as the stored, sorted, dated zip the Guest mounts."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
+        for name in sorted(files):
+            info = zipfile.ZipInfo(name, DATE)
+            info.compress_type = zipfile.ZIP_STORED
+            info.external_attr = 0o444 << 16
+            zf.writestr(info, files[name])
+    out.write_bytes(buf.getvalue())
+    return len(buf.getvalue())
+
+
+def repack(args):
+    """The zip args.repack holds with the Guest's own modules compiled anew from
+    args.guest: those the manifest args.old_manifest lists (guest/python/...) are taken
+    out, the ones there now put in. The rest (the standard library, the build's sysconfig
+    data, the time-zone database) is the build's and stays byte for byte, so the zip is
+    the one a whole build from the same sources makes (guest/build.sh --python-only)."""
+    old = json.loads(args.old_manifest.read_text())["sources"]
+    prefix = "guest/python/"
+    dropped = {rel[len(prefix):-3] + ".pyc" for rel in old if rel.startswith(prefix) and rel.endswith(".py")}
+    files = {}
+    with zipfile.ZipFile(args.repack) as zf:
+        for info in zf.infolist():
+            if info.filename not in dropped:
+                files[info.filename] = zf.read(info)
+    sources = guest_sources(args.guest)
+    for rel, source in sources.items():
+        files[rel[:-3] + ".pyc"] = pyc(source, rel)
+    size = write_zip(args.out, files)
+    print(f"{len(sources)} Guest modules repacked, {size} bytes", file=sys.stderr)
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--lib", required=True, type=pathlib.Path)
-    parser.add_argument("--build", required=True, type=pathlib.Path)
+    parser.add_argument("--lib", type=pathlib.Path)
+    parser.add_argument("--build", type=pathlib.Path)
     parser.add_argument("--guest", required=True, type=pathlib.Path)
-    parser.add_argument("--work", required=True, type=pathlib.Path, help="the build folder (absolute)")
-    parser.add_argument("--tzdata", required=True, type=pathlib.Path, help="zic's output folder")
-    parser.add_argument("--tzversion", required=True, help="the time-zone database's version")
+    parser.add_argument("--work", type=pathlib.Path, help="the build folder (absolute)")
+    parser.add_argument("--tzdata", type=pathlib.Path, help="zic's output folder")
+    parser.add_argument("--tzversion", help="the time-zone database's version")
+    parser.add_argument("--repack", type=pathlib.Path,
+                        help="a zip this made: compile only the Guest's own modules anew (with --old-manifest)")
+    parser.add_argument("--old-manifest", type=pathlib.Path, help="the manifest of the zip --repack names")
     parser.add_argument("--out", required=True, type=pathlib.Path)
     args = parser.parse_args()
+    if args.repack:
+        if not args.old_manifest:
+            parser.error("--repack needs --old-manifest")
+        repack(args)
+        return
+    for flag in ("lib", "build", "work", "tzdata", "tzversion"):
+        if getattr(args, flag) is None:
+            parser.error(f"--{flag} is required")
 
     entries = {}
     for path in args.lib.rglob("*.py"):
@@ -120,34 +171,21 @@ def main():
     for path in builddirs[0].glob("_sysconfigdata_*.py"):
         entries[path.name] = path
         sysconfig_files.add(path.name)
-    for path in args.guest.rglob("*.py"):
-        entries[path.relative_to(args.guest).as_posix()] = path
     sources = {rel: entries[rel].read_bytes() for rel in entries}
+    sources.update(guest_sources(args.guest))
     tz_sources, data_files = tzdata(args.tzdata, args.tzversion)
     clash = set(tz_sources) & set(sources)
     if clash:
         sys.exit(f"mkstdlib: the time-zone database would replace {sorted(clash)}")
     sources.update(tz_sources)
 
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
-        files = {rel[:-3] + ".pyc": rel for rel in sources}
-        files.update({rel: None for rel in data_files})
-        for name in sorted(files):
-            rel = files[name]
-            if rel is None:
-                data = data_files[name]
-            else:
-                source = sources[rel]
-                if rel in sysconfig_files:
-                    source = sysconfig_data(source, args.work)
-                data = pyc(source, rel)
-            info = zipfile.ZipInfo(name, DATE)
-            info.compress_type = zipfile.ZIP_STORED
-            info.external_attr = 0o444 << 16
-            zf.writestr(info, data)
-    args.out.write_bytes(buf.getvalue())
-    print(f"{len(sources)} modules, {len(data_files)} data files, {len(buf.getvalue())} bytes",
+    files = dict(data_files)
+    for rel, source in sources.items():
+        if rel in sysconfig_files:
+            source = sysconfig_data(source, args.work)
+        files[rel[:-3] + ".pyc"] = pyc(source, rel)
+    size = write_zip(args.out, files)
+    print(f"{len(sources)} modules, {len(data_files)} data files, {size} bytes",
           file=sys.stderr)
 
 

@@ -43,6 +43,7 @@ read a program while it streams in (prefix mode, in ``plm``).
 
 import ast
 import builtins
+import inspect
 import io
 import json
 import linecache
@@ -107,7 +108,10 @@ def invoke_tool(name, args):
     return decode(plm.send(encode_request(name, args)))
 
 
-def make_tool(*, name, doc=None, params=None, sig=None):
+_UNCHECKED = object()
+
+
+def make_tool(*, name, doc=None, params=None, sig=None, check=_UNCHECKED):
     """Return the Python callable for the Host tool ``name``.
 
     params, when given, is what the tool's input schema says of its parameters (see
@@ -115,9 +119,10 @@ def make_tool(*, name, doc=None, params=None, sig=None):
     the tool's parameters, and one the parameters do not take raises TypeError in
     CPython's words before any request. None: keyword arguments only, any keywords go.
     sig is the def line of the tool's stub, the signature help(tool) shows; doc its
-    docstring."""
+    docstring. check, when given, is wire.check_of(params), made already."""
     short = name.rpartition(".")[2]
-    check = wire.check_of(params)
+    if check is _UNCHECKED:
+        check = wire.check_of(params)
     bind = wire.bind
 
     def tool(*args, **kwargs):
@@ -144,33 +149,63 @@ class _Annotation:
 
 
 def _stub_signature(sig):
-    """The signature of a tool's stub's def line, or None."""
+    """The signature of a tool's stub's def line (read when first asked for), or None."""
     if not sig or not sig.startswith("def "):
         return None
+    return _StubSignature(sig)
+
+
+def _parse_stub_signature(sig):
+    """The parameters and the return annotation of the def line sig, as inspect has them."""
+    empty = inspect.Parameter.empty
     try:
-        import inspect
-
         fn = ast.parse(sig + " ...").body[0]
-        empty = inspect.Parameter.empty
+    except Exception:  # not a def line: no parameters known
+        return {}, empty
 
-        def shown(node):  # an annotation or a default, as the stub writes it
-            return empty if node is None else _Annotation(ast.unparse(node))
+    def shown(node):  # an annotation or a default, as the stub writes it
+        return empty if node is None else _Annotation(ast.unparse(node))
 
-        params = []
-        positional = fn.args.args
-        defaults = [None] * (len(positional) - len(fn.args.defaults)) + fn.args.defaults
-        for arg, value in zip(positional, defaults):
-            params.append(inspect.Parameter(arg.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                            default=shown(value), annotation=shown(arg.annotation)))
-        for arg, value in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
-            params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY,
-                                            default=shown(value), annotation=shown(arg.annotation)))
-        if fn.args.kwarg is not None:
-            params.append(inspect.Parameter(fn.args.kwarg.arg, inspect.Parameter.VAR_KEYWORD,
-                                            annotation=shown(fn.args.kwarg.annotation)))
-        return inspect.Signature(params, return_annotation=shown(fn.returns))
-    except Exception:  # not a def line: no signature
-        return None
+    params = []
+    positional = fn.args.args
+    defaults = [None] * (len(positional) - len(fn.args.defaults)) + fn.args.defaults
+    for arg, value in zip(positional, defaults):
+        params.append(inspect.Parameter(arg.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                        default=shown(value), annotation=shown(arg.annotation)))
+    for arg, value in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
+        params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY,
+                                        default=shown(value), annotation=shown(arg.annotation)))
+    if fn.args.kwarg is not None:
+        params.append(inspect.Parameter(fn.args.kwarg.arg, inspect.Parameter.VAR_KEYWORD,
+                                        annotation=shown(fn.args.kwarg.annotation)))
+    real = inspect.Signature(params, return_annotation=shown(fn.returns))
+    return real.parameters, real.return_annotation
+
+
+class _StubSignature(inspect.Signature):
+    """A tool's signature, what help(tool) and inspect show, read from its stub's def line
+    only when first asked for: parsing it costs about half a millisecond in the Guest,
+    which a run that brings its own tools would pay for each of them as it starts."""
+
+    __slots__ = ("_sig",)
+
+    def __init__(self, sig):
+        self._sig = sig
+
+    def _read(self):
+        try:
+            return self._parameters, self._return_annotation
+        except AttributeError:
+            self._parameters, self._return_annotation = _parse_stub_signature(self._sig)
+            return self._parameters, self._return_annotation
+
+    @property
+    def parameters(self):
+        return self._read()[0]
+
+    @property
+    def return_annotation(self):
+        return self._read()[1]
 
 
 class Namespace:
@@ -221,9 +256,10 @@ def _install_tools(namespace, tools):
                     setattr(target, part, current)
             target = current
         params = spec.get("params")
-        proxy = make_tool(name=name, doc=spec.get("doc"), params=params, sig=spec.get("sig"))
-        if params is not None:
-            wire.keywords[name] = wire.check_of(params)
+        check = wire.check_of(params)
+        proxy = make_tool(name=name, doc=spec.get("doc"), sig=spec.get("sig"), check=check)
+        if check is not None:
+            wire.keywords[name] = check
         _proxies_by_name[name] = proxy
         if isinstance(target, dict):
             target[parts[-1]] = proxy
@@ -248,6 +284,49 @@ def _tools(spec_list):
         _tools_installed = (proxies, spec_list, early)
         world.know_tools(_proxies_by_name, early, decode, Namespace)
     return _tools_installed
+
+
+def _copy_namespace(space):
+    """A new Namespace holding what space holds, its namespaces copied the same way."""
+    copied = Namespace(object.__getattribute__(space, "_Namespace__name"))
+    held = object.__getattribute__(copied, "__dict__")
+    for key, value in object.__getattribute__(space, "__dict__").items():
+        held[key] = _copy_namespace(value) if type(value) is Namespace else value
+    return copied
+
+
+def _run_tools(proxies, early_names, specs):
+    """The proxies and the early-read names of a run that brings tools of its own (the
+    Host's Request.Tools): the installed ones and these, for this run alone. A namespace
+    these share with installed tools is copied first, so that the installed one is left
+    as it was (_drop_run_tools takes the run's tools away again where a Guest goes on)."""
+    run = dict(proxies)
+    for spec in specs:
+        top = spec["name"].partition(".")[0]
+        if type(run.get(top)) is Namespace and run[top] is proxies.get(top):
+            run[top] = _copy_namespace(run[top])
+    _install_tools(run, specs)
+    early = frozenset(early_names).union(spec["name"] for spec in specs if spec.get("early"))
+    world.know_tools(_proxies_by_name, early, decode, Namespace)
+    return run, early
+
+
+def _drop_run_tools(proxies, specs, namespace, shadowed):
+    """Take a run's own tools away where its Guest goes on (a session): from the tools
+    known, and from namespace the names the run bound to them, when they still are,
+    with what those names held before the run (shadowed) put back."""
+    for spec in specs:
+        _proxies_by_name.pop(spec["name"], None)
+        wire.keywords.pop(spec["name"], None)
+    installed, _, early = _tools_installed
+    for name, value in proxies.items():
+        if installed.get(name) is value or dict.get(namespace, name) is not value:
+            continue
+        if name in shadowed:
+            namespace[name] = shadowed[name]
+        else:
+            del namespace[name]
+    world.know_tools(_proxies_by_name, early, decode, Namespace)
 
 
 def _encode_value(value):
@@ -456,6 +535,9 @@ def execute(raw):
         filename = request.get("filename") or _DEFAULT_FILENAME
         inputs = request.get("inputs")
         proxies, _, early_names = _tools(request.get("tools"))
+        run_tools = request.get("extra_tools")
+        if run_tools:
+            proxies, early_names = _run_tools(proxies, early_names, run_tools)
         result_limit = request.get("result_limit") or (1 << 20)
         early = request.get("early_reads") is True
         rendered = {} if request.get("transformed") is True else None
@@ -469,10 +551,18 @@ def execute(raw):
         plm.reset()  # prefix mode's prepared reads stay, for this run to claim
     else:
         plm.prefix.reset()  # its values are of no more use, and the program may need the memory
+    shadowed = {}
     if session:
         main = _session_main(proxies)
         namespace = main.__dict__
         namespace.pop("result", None)  # result is each run's own, as inputs are
+        if run_tools:
+            installed = _tools_installed[0]
+            for name, value in proxies.items():
+                if installed.get(name) is not value:
+                    if name in namespace:
+                        shadowed[name] = namespace[name]
+                    namespace[name] = value
         early_names = [name for name in early_names if _still_tool(namespace, name)]
     else:
         main = _main_module(proxies)
@@ -517,6 +607,8 @@ def execute(raw):
         linecache.cache.pop(filename, None)
         if session:
             _flush_files(namespace)
+            if run_tools:
+                _drop_run_tools(proxies, run_tools, namespace, shadowed)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -539,7 +631,8 @@ def prefix_begin(raw):
         if request.get("session") is True:
             namespace = _session_namespace(_tools(None)[0])
             tools = [t for t in tools if not t.get("early") or _still_tool(namespace, t["name"])]
-        plm.prefix_begin(request.get("inputs"), tools)
+        # The run's own tools are installed when it executes, as they are named here.
+        plm.prefix_begin(request.get("inputs"), tools + (request.get("extra_tools") or []))
         return 0
     except BaseException:
         return -1
