@@ -96,8 +96,8 @@ numpy-tests: data-native ## numpy 1.24.2's own tests (a subset of files) in the 
 pandas-tests: data-native ## pandas 1.5.3's own tests (a subset of files) in the data Guest and natively, compared (slow; docs/packages.md)
 	cd guest/data && $(GO) run ./cmd/numpytests -suite pandas -work ../../build/pandas-tests $(PANDASTESTS_FLAGS)
 
-image: ## the container image, without a daemon: build/image/oci (OCI layout) and build/image/spine.tar (docker load -i); docs/deploy.md
-	cd deploy && $(GO) run ./cmd/spine-image -src .. -out ../build/image
+image: ## the container image, without a daemon: build/image/oci (OCI layout) and build/image/spine.tar (docker load -i); IMAGE_FLAGS=-guest=data bakes the data Guest's code too; docs/deploy.md
+	cd deploy && $(GO) run ./cmd/spine-image -src .. -out ../build/image $(IMAGE_FLAGS)
 
 image-bench: image ## seconds from a new replica's start to its first /v1/run answered, from the image's baked cache (median of 5; needs root)
 	cd deploy && $(GO) run ./cmd/image-bench -image ../build/image/oci -n 5

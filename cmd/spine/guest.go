@@ -14,6 +14,14 @@ import (
 	"github.com/spine-run/spine/guest/data"
 )
 
+// guestUsage is the help of guestOptions' flags, for spine serve, mcp and
+// warm (spine run words them its own way).
+const guestUsage = `  --guest data|DIR         the Guest runs are on: the data Guest (numpy, pandas, sympy:
+                           docs/packages.md), or a folder holding a Guest build's spine.wasm
+  --packages DIR           the programs' own pure-Python packages, as site-packages holds them
+  --preload a,b            modules the image runs start from imports, once
+`
+
 // guestOptions are the flags that choose the Guest and what it imports:
 // --guest, --packages and --preload.
 type guestOptions struct {

@@ -87,7 +87,7 @@ flags:
                            and at shutdown) (docs/scaling.md)
   --log-format FORMAT      text or json: the log on standard error, with --http an access log line per request (default text)
   --verbose                also log the MCP traffic's events, and the MCP servers' standard error
-` + cacheUsage + `
+` + cacheUsage + guestUsage + `
 exit codes: 0 stopped (standard input closed; with --http, SIGINT or SIGTERM
 once the calls in flight finished), 2 usage error (a bad config file
 included), 4 other failure (an MCP server, the address, calls still going
@@ -111,6 +111,7 @@ type mcpOptions struct {
 	log        logFlags
 	cache      cacheFlags
 	http       httpFlags
+	guest      guestOptions
 }
 
 func (o *mcpOptions) flags(fs *flag.FlagSet) {
@@ -128,6 +129,7 @@ func (o *mcpOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.write, "session-write", "", "")
 	o.log.flags(fs)
 	o.cache.flags(fs)
+	o.guest.flags(fs)
 	o.http = addHTTPFlags(fs)
 }
 
@@ -183,6 +185,9 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer stopTracing(context.Background())
 	opts := o.cache.apply(&spine.Options{TracerProvider: tracer}, logger, stderr)
+	if err := o.guest.apply(opts); err != nil {
+		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
+	}
 	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine mcp", o.config, o.demo, opts, o.log.verbose, stderr)
 	if runner == nil {
 		return code

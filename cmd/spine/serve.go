@@ -66,7 +66,7 @@ flags:
                            scraper that carries none (docs/deploy.md); off by default
   --log-format FORMAT      text or json: the access log (a line per request) and the rest (default text)
   --verbose                also debug lines and the MCP servers' standard error
-` + cacheUsage + `
+` + cacheUsage + guestUsage + `
 session flags:
   --sessions N             sessions held at once, live and hibernated; more get 503 (default 10000)
   --live-sessions N        of those, how many keep a live Guest (default 64)
@@ -104,6 +104,7 @@ type serveOptions struct {
 	log         logFlags
 	cache       cacheFlags
 	http        httpFlags
+	guest       guestOptions
 
 	sessions      int
 	liveSessions  int
@@ -137,6 +138,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.metrics, "metrics-listen", "", "")
 	o.log.flags(fs)
 	o.cache.flags(fs)
+	o.guest.flags(fs)
 	o.http = addHTTPFlags(fs)
 	fs.IntVar(&o.sessions, "sessions", 10000, "")
 	fs.IntVar(&o.liveSessions, "live-sessions", 64, "")
@@ -220,6 +222,9 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	var svc *service.Server // made below, before any session: they are made through it
 	sessions.OnHibernate = func(s *spine.Session, snapshot io.Reader) { svc.Hibernated(s, snapshot) }
 	opts := o.cache.apply(&spine.Options{Sessions: sessions, TracerProvider: tracer}, logger, stderr)
+	if err := o.guest.apply(opts); err != nil {
+		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
+	}
 	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, opts, o.log.verbose, stderr)
 	if runner == nil {
 		return code

@@ -17,14 +17,16 @@ const warmUsage = `usage: spine warm [flags]
 Fills the compilation cache ahead of time: compiles the Guest for this
 machine's CPU, prepares the image runs start from (for the tools of
 --config and --demo-tools, as spine serve with the same flags would), runs
-one program, and exits. A container image built with the cache it fills
+one program, and exits; with --guest, --packages and --preload, for the
+Guest and image spine serve and spine mcp with the same flags use. A
+container image built with the cache it fills
 (--cache-dir, or --cache-seed at run time) starts its first run without
 compiling (docs/deploy.md).
 
 flags:
   --config FILE            MCP servers whose tools the image is prepared for (default $SPINE_CONFIG)
   --demo-tools             also the built-in demo tools lookup and prices.list
-` + cacheUsage + `
+` + cacheUsage + guestUsage + `
 exit codes: 0 ok, 2 usage error, 4 other failure
 `
 
@@ -33,12 +35,14 @@ type warmOptions struct {
 	cache  cacheFlags
 	config string
 	demo   bool
+	guest  guestOptions
 }
 
 func (o *warmOptions) flags(fs *flag.FlagSet) {
 	o.cache.flags(fs)
 	fs.StringVar(&o.config, "config", os.Getenv("SPINE_CONFIG"), "")
 	fs.BoolVar(&o.demo, "demo-tools", false, "")
+	o.guest.flags(fs)
 }
 
 // warmCommand is spine warm.
@@ -54,6 +58,9 @@ func warmCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	start := time.Now()
 	opts := cache.apply(&spine.Options{PoolSize: 1}, nil, stderr)
+	if err := o.guest.apply(opts); err != nil {
+		return usageError(stderr, fs.Name(), warmUsage, "%v", err)
+	}
 	runner, _, _, closeRunner, code := openRunner(ctx, "spine warm", config, demo, opts, false, stderr)
 	if runner == nil {
 		return code

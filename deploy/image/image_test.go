@@ -32,7 +32,7 @@ func TestImage(t *testing.T) {
 	if _, err := os.Stat(CACerts); err != nil {
 		t.Skip("no CA certificates here (apt-get install ca-certificates)")
 	}
-	img, err := Build(context.Background(), Options{Source: "../..", Version: "test", Log: testWriter{t}})
+	img, err := Build(context.Background(), Options{Source: "../..", Version: "test", Guests: []string{"data"}, Log: testWriter{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +115,29 @@ func TestImage(t *testing.T) {
 	all := strings.Join(append(r.Lines, rest...), "\n")
 	if strings.Contains(all, "compiling the Guest") || strings.Contains(all, "cannot be used") {
 		t.Errorf("the replica did not start from the baked cache:\n%s", all)
+	}
+
+	// The data Guest's code is baked too: a replica of it runs pandas
+	// without compiling.
+	r, err = Start(root, cfg, []string{"serve", "--listen", "127.0.0.1:0", "--cache-dir", "/run/cache", "--guest", "data"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err = http.Post("http://"+r.Addr+"/v1/run", "application/json", strings.NewReader(`{"source": "import pandas as pd\nint(pd.Series([1, 2, 3]).sum())"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"value":6`) {
+		t.Errorf("POST /v1/run to --guest data: %d %s", resp.StatusCode, body)
+	}
+	rest, err = r.Stop()
+	if err != nil {
+		t.Errorf("after SIGTERM: %v", err)
+	}
+	if all := strings.Join(append(r.Lines, rest...), "\n"); strings.Contains(all, "compiling the Guest") {
+		t.Errorf("the data Guest's replica did not start from the baked cache:\n%s", all)
 	}
 	// Nothing was written outside the emptyDir.
 	if entries, _ := os.ReadDir(filepath.Join(root, "tmp")); len(entries) != 0 {

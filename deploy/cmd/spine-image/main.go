@@ -2,7 +2,7 @@
 // daemon (package image) and writes it as an OCI image layout and as a
 // tarball for docker load or podman load. make image runs it.
 //
-//	go run ./cmd/spine-image [-src ..] [-out ../build/image] [-tag spine:dev] [-arch amd64] [-no-cache]
+//	go run ./cmd/spine-image [-src ..] [-out ../build/image] [-tag spine:dev] [-arch amd64] [-no-cache] [-guest data]
 package main
 
 import (
@@ -23,10 +23,17 @@ func main() {
 	tag := flag.String("tag", "spine:dev", "the tarball's tag")
 	arch := flag.String("arch", "", "the image's CPU architecture, as GOARCH (default this machine's)")
 	noCache := flag.Bool("no-cache", false, "leave the compilation cache out (needed for another architecture)")
+	guests := flag.String("guest", "", "Guests whose compiled code the cache holds besides the default one's, comma-separated (data: for spine serve --guest data)")
 	flag.Parse()
+	var extra []string
+	for _, g := range strings.Split(*guests, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			extra = append(extra, g)
+		}
+	}
 	version := strings.TrimPrefix(*tag, strings.Split(*tag, ":")[0]+":")
 	img, err := image.Build(context.Background(), image.Options{
-		Source: *src, Arch: *arch, NoCache: *noCache, Version: version, Revision: revision(*src), Log: os.Stderr,
+		Source: *src, Arch: *arch, NoCache: *noCache, Guests: extra, Version: version, Revision: revision(*src), Log: os.Stderr,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "spine-image:", err)
