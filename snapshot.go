@@ -54,6 +54,19 @@ const (
 	snapshotTrailerSize = 8 + sha256.Size
 )
 
+// The header's fields, by their offsets above.
+const (
+	headVersion  = 16  // uint32
+	headZero1    = 20  // uint32, zero
+	headArtifact = 24  // 32 bytes, to headTools
+	headTools    = 56  // 32 bytes, to headImage
+	headImage    = 88  // 32 bytes, to headMemory
+	headMemory   = 120 // uint64
+	headPages    = 128 // uint32
+	headZero2    = 132 // uint32, zero
+	headZero3    = 136 // uint64, zero
+)
+
 var (
 	// ErrSnapshot is a snapshot that is not one: truncated, damaged, of
 	// another format version, or describing a state no Guest can have.
@@ -150,12 +163,12 @@ func writeSnapshot(w io.Writer, id snapshotIdentity, st *engine.State, page func
 	sw := &snapshotWriter{w: w, h: sha256.New(), limit: limit}
 	var head [snapshotHeaderSize]byte
 	copy(head[:], snapshotMagic)
-	binary.LittleEndian.PutUint32(head[16:], snapshotVersion)
-	copy(head[24:], id.artifact[:])
-	copy(head[56:], id.tools[:])
-	copy(head[88:], id.image[:])
-	binary.LittleEndian.PutUint64(head[120:], st.Memory)
-	binary.LittleEndian.PutUint32(head[128:], uint32(len(st.Pages)))
+	binary.LittleEndian.PutUint32(head[headVersion:], snapshotVersion)
+	copy(head[headArtifact:], id.artifact[:])
+	copy(head[headTools:], id.tools[:])
+	copy(head[headImage:], id.image[:])
+	binary.LittleEndian.PutUint64(head[headMemory:], st.Memory)
+	binary.LittleEndian.PutUint32(head[headPages:], uint32(len(st.Pages)))
 	sw.Write(head[:])
 	start := sw.n
 	enc, _ := snapshotEncoders.Get().(*zstd.Encoder)
@@ -269,10 +282,10 @@ func openSnapshot(rd io.Reader, id snapshotIdentity, maxMemory uint64) (*snapsho
 	if string(head[:len(snapshotMagic)]) != snapshotMagic {
 		return nil, snapshotBad("not a Spine snapshot")
 	}
-	if v := binary.LittleEndian.Uint32(head[16:]); v != snapshotVersion {
+	if v := binary.LittleEndian.Uint32(head[headVersion:]); v != snapshotVersion {
 		return nil, snapshotBad("format version %d; this Spine reads version %d", v, snapshotVersion)
 	}
-	if binary.LittleEndian.Uint32(head[20:]) != 0 || binary.LittleEndian.Uint32(head[132:]) != 0 || binary.LittleEndian.Uint64(head[136:]) != 0 {
+	if binary.LittleEndian.Uint32(head[headZero1:]) != 0 || binary.LittleEndian.Uint32(head[headZero2:]) != 0 || binary.LittleEndian.Uint64(head[headZero3:]) != 0 {
 		return nil, snapshotBad("reserved header fields are not zero")
 	}
 	h := sha256.New()
@@ -286,8 +299,8 @@ func openSnapshot(rd io.Reader, id snapshotIdentity, maxMemory uint64) (*snapsho
 		}
 		return nil, err
 	}
-	st := &engine.State{Memory: binary.LittleEndian.Uint64(head[120:])}
-	pages := uint64(binary.LittleEndian.Uint32(head[128:]))
+	st := &engine.State{Memory: binary.LittleEndian.Uint64(head[headMemory:])}
+	pages := uint64(binary.LittleEndian.Uint32(head[headPages:]))
 	switch {
 	case st.Memory > maxMemory:
 		return nil, snapshotBad("its session has %d bytes of memory, over this Runner's session limit of %d", st.Memory, maxMemory)
@@ -411,11 +424,11 @@ func (p *payloadReader) checkTrailer() error {
 // when it is.
 func mismatch(head []byte, id snapshotIdentity) error {
 	switch {
-	case !bytes.Equal(head[24:56], id.artifact[:]):
-		return fmt.Errorf("%w: it was made with another Guest artifact", ErrSnapshotMismatch)
-	case !bytes.Equal(head[56:88], id.tools[:]):
+	case !bytes.Equal(head[headArtifact:headTools], id.artifact[:]):
+		return fmt.Errorf("%w: it was made with another Guest artifact (the default Guest, the data Guest or another build)", ErrSnapshotMismatch)
+	case !bytes.Equal(head[headTools:headImage], id.tools[:]):
 		return fmt.Errorf("%w: it was made with another tool list", ErrSnapshotMismatch)
-	case !bytes.Equal(head[88:120], id.image[:]):
+	case !bytes.Equal(head[headImage:headMemory], id.image[:]):
 		return fmt.Errorf("%w: it was made from another prepared image (another version of Spine)", ErrSnapshotMismatch)
 	}
 	return nil
