@@ -164,3 +164,46 @@ func TestInstall(t *testing.T) {
 		t.Fatalf("the README's program printed\n%s\nthe README says\n%s", out, want)
 	}
 }
+
+// TestLeanCore: the library's module requires no cloud SDK. Its module
+// graph (go list -m all: what a consumer's go command reads) names no
+// gocloud.dev, AWS or Azure module, and of Google Cloud's only
+// cloud.google.com/go/compute/metadata, which golang.org/x/oauth2's go.mod
+// requires (the MCP SDK imports x/oauth2): no package of it is built, so a
+// consumer reads its go.mod and downloads none of its code. The store in
+// the cloud is the module github.com/spine-run/spine/cloudstore.
+func TestLeanCore(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	cloud := []string{"gocloud.dev", "cloud.google.com/", "github.com/aws/", "github.com/Azure/", "github.com/AzureAD/"}
+	isCloud := func(path string) bool {
+		for _, p := range cloud {
+			if path == strings.TrimSuffix(p, "/") || strings.HasPrefix(path, p) {
+				return true
+			}
+		}
+		return false
+	}
+	modules := strings.Fields(string(goCommand(t, ".", "readonly", false, "list", "-m", "-f", "{{.Path}}", "all")))
+	var cloudModules []string
+	for _, m := range modules {
+		if isCloud(m) && m != "cloud.google.com/go/compute/metadata" {
+			t.Errorf("the core's module graph has %s", m)
+		}
+		if isCloud(m) {
+			cloudModules = append(cloudModules, m)
+		}
+	}
+	if len(cloudModules) > 0 {
+		// The one allowed is there only as a go.mod: no package of the
+		// core, nor of its tests, comes from it.
+		pkgs := goCommand(t, ".", "readonly", false, "list", "-deps", "-test", "-f", "{{with .Module}}{{.Path}}{{end}}", "./...")
+		for _, m := range strings.Fields(string(pkgs)) {
+			if isCloud(m) {
+				t.Errorf("the core builds a package of %s", m)
+			}
+		}
+	}
+	t.Logf("%d modules in the core's graph; of the cloud's: %v", len(modules), cloudModules)
+}
