@@ -24,7 +24,7 @@ SLOW_TESTS = ^(TestDifferentialPrefixMode|TestDifferentialEarlyReads|TestPLMMemo
 test: vet ## the quick suite: vet, then every test with -short but SLOW_TESTS (the real Guest included; soak, corpora and processes skipped)
 	$(PROGRESS) $(GO) test -json -short -skip '$(SLOW_TESTS)' -timeout 20m $(PKGS)
 
-ci: gofmt vet test-all race fuzz-short examples cpython-tests data-test deploy-test fleet-test ## everything CI runs (docs/testing.md has the parts and their durations)
+ci: gofmt vet test-all race fuzz-short examples cpython-tests data-test deploy-test fleet-test install-check ## everything CI runs (docs/testing.md has the parts and their durations)
 
 gofmt: ## fails when gofmt would change a file
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -42,8 +42,9 @@ race: ## every test with the race detector; -short skips the heaviest (soak, ben
 examples: ## the examples module (its own go.mod: the model SDKs): vet, build and its tests against recorded exchanges
 	cd examples && $(GO) vet ./... && $(GO) test -timeout 10m ./...
 
-install-check: ## go.mod's go line is the lowest the dependencies allow; the README's first program builds in a new module with it (from the module cache)
-	$(GO) test -count=1 -run '^(TestGoDirective|TestInstall)$$' -v .
+install-check: ## the core's go line is the lowest its dependencies allow and its module graph has no cloud SDK; then a release simulated (deploy/release): every module published at the release version into a module proxy in a folder, spine installed from it with go install and its demo run, the README's first program built after go get (docs/release.md)
+	$(GO) test -count=1 -run '^(TestGoDirective|TestLeanCore)$$' -v .
+	cd deploy && $(GO) test -count=1 -timeout 30m -run '^TestRelease$$' -v ./release
 
 tidy: ## go mod tidy in every module of go.work, each with its siblings' folders for the release version they require (.ci/tidy)
 	GO=$(GO) .ci/tidy
@@ -111,5 +112,5 @@ image: ## the container image, without a daemon: build/image/oci (OCI layout) an
 image-bench: image ## seconds from a new replica's start to its first /v1/run answered, from the image's baked cache (median of 5; needs root)
 	cd deploy && $(GO) run ./cmd/image-bench -image ../build/image/oci -n 5
 
-deploy-test: ## the deploy module's tests: the manifests decoded strictly, the probes against spine serve, the image built and run (needs root)
-	cd deploy && $(GO) vet ./... && $(GO) test -timeout 40m ./...
+deploy-test: ## the deploy module's tests: the manifests decoded strictly, the probes against spine serve, the image built and run (needs root); its release test is install-check's
+	cd deploy && $(GO) vet ./... && $(GO) test -timeout 40m -skip '^TestRelease$$' ./...
