@@ -20,7 +20,8 @@ const core = "github.com/spine-run/spine"
 // proxy), with no workspace, installs the spine command with go install
 // (which the go command refuses for a module with a replace) and runs its
 // demo, and builds the README's first program in a new module after go get
-// of the library, as a consumer would; its output must be what the README
+// of the library, as a consumer would (the build with -mod=readonly, a
+// user's default: go get recorded all it needs); its output must be what the README
 // shows, and the consumer's go line stays Spine's. make install-check runs
 // it (slow: a build of the command from a module cache of its own).
 func TestRelease(t *testing.T) {
@@ -131,16 +132,16 @@ func TestRelease(t *testing.T) {
 	if err := os.MkdirAll(first, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, text := range map[string]string{
-		"go.mod":  "module example.com/first\n\ngo " + goLine + "\n",
-		"main.go": program,
-	} {
-		if err := os.WriteFile(filepath.Join(first, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	// In the README's order: go get, then the program, then a build as a
+	// user's go command makes it, which changes no go.mod (-mod=readonly).
+	if err := os.WriteFile(filepath.Join(first, "go.mod"), []byte("module example.com/first\n\ngo "+goLine+"\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	run(first, "go", "get", core+"@"+version)
-	run(first, "go", "build", "-o", "first", ".")
+	if err := os.WriteFile(filepath.Join(first, "main.go"), []byte(program), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(first, "go", "build", "-mod=readonly", "-o", "first", ".")
 	mod, err := os.ReadFile(filepath.Join(first, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
