@@ -6,38 +6,48 @@ GO ?= go
 # output of every failure (internal/testprogress).
 PROGRESS = $(GO) run ./internal/testprogress
 
-.PHONY: demo test ci gofmt vet test-all race fuzz fuzz-short examples bench guest guest-check cpython-tests install-check data-guest data-guest-check data-native data-test numpy-tests pandas-tests image image-bench deploy-test fleet-test
+.PHONY: demo test ci gofmt vet tidy test-all race fuzz fuzz-short examples bench guest guest-check cpython-tests install-check data-guest data-guest-check data-native data-test numpy-tests pandas-tests image image-bench deploy-test fleet-test
 
 demo: ## run the seed's demo
 	$(GO) run ./cmd/spine demo
+
+# The packages make test, test-all, race and vet cover: the core module's (./... in the
+# root stops at the nested modules), the command's and the cloud store's. The data Guest's,
+# deploy's and the examples' modules have targets of their own (data-test, deploy-test,
+# examples). go.work makes them one workspace (docs/release.md).
+PKGS = ./... ./cmd/spine/... ./cloudstore/...
 
 # The slowest tests that -short keeps, which make test leaves to make ci: the differential
 # corpora, memory at its limit, the caches damaged and made again (docs/testing.md).
 SLOW_TESTS = ^(TestDifferentialPrefixMode|TestDifferentialEarlyReads|TestPLMMemoryAtTheLimit|TestSessionRestoreOnOwnImage|TestModuleCache|TestImageCache|TestImageCacheDamaged|TestCacheDamagedRunner)$$
 
 test: vet ## the quick suite: vet, then every test with -short but SLOW_TESTS (the real Guest included; soak, corpora and processes skipped)
-	$(PROGRESS) $(GO) test -json -short -skip '$(SLOW_TESTS)' -timeout 20m ./...
+	$(PROGRESS) $(GO) test -json -short -skip '$(SLOW_TESTS)' -timeout 20m $(PKGS)
 
-ci: gofmt vet test-all race fuzz-short examples cpython-tests data-test deploy-test fleet-test ## everything CI runs (docs/testing.md has the parts and their durations)
+ci: gofmt vet test-all race fuzz-short examples cpython-tests data-test deploy-test fleet-test install-check ## everything CI runs (docs/testing.md has the parts and their durations)
 
 gofmt: ## fails when gofmt would change a file
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(PKGS)
 
 test-all: ## every test, without -short
-	$(PROGRESS) $(GO) test -json -timeout 45m ./...
+	$(PROGRESS) $(GO) test -json -timeout 45m $(PKGS)
 
 race: ## every test with the race detector; -short skips the heaviest (soak, bench, corpora, processes)
-	$(PROGRESS) $(GO) test -json -race -short -timeout 30m ./...
+	$(PROGRESS) $(GO) test -json -race -short -timeout 30m $(PKGS)
 
 examples: ## the examples module (its own go.mod: the model SDKs): vet, build and its tests against recorded exchanges
 	cd examples && $(GO) vet ./... && $(GO) test -timeout 10m ./...
 
-install-check: ## go.mod's go line is the lowest the dependencies allow; the README's first program builds in a new module with it (from the module cache)
-	$(GO) test -count=1 -run '^(TestGoDirective|TestInstall)$$' -v .
+install-check: ## the core's go line is the lowest its dependencies allow and its module graph has no cloud SDK; then a release simulated (deploy/release): every module published at the release version into a module proxy in a folder, spine installed from it with go install and its demo run, the README's first program built after go get (docs/release.md)
+	$(GO) test -count=1 -run '^(TestGoDirective|TestLeanCore)$$' -v .
+	cd deploy && $(GO) test -count=1 -timeout 30m -run '^TestRelease$$' -v ./release
+
+tidy: ## go mod tidy in every module of go.work, each with its siblings' folders for the release version they require (.ci/tidy)
+	GO=$(GO) .ci/tidy
 
 bench: ## the Go benchmarks, medians reported as p50-*
 	$(GO) test -run '^$$' -bench . -benchtime 20x .
@@ -49,7 +59,7 @@ FUZZTIME ?= 30s
 # (go.dev/issue/75804, fixed in 1.27). The module and its other targets stay on go.mod's Go;
 # where 1.27.3 cannot be had, fuzzing runs on the local Go and says so.
 FUZZ_TOOLCHAIN ?= go1.27.3
-fuzz: ## every fuzz target of the module for FUZZTIME (30 s; found in its *_test.go files)
+fuzz: ## every fuzz target of the modules for FUZZTIME (30 s; found in its *_test.go files)
 	toolchain=$(FUZZ_TOOLCHAIN); \
 	GOTOOLCHAIN=$$toolchain $(GO) version >/dev/null || { \
 		echo "warning: no $$toolchain: fuzzing on $$($(GO) env GOVERSION), whose coordinator may fail a target as its time ends (go.dev/issue/75804)"; \
@@ -102,5 +112,5 @@ image: ## the container image, without a daemon: build/image/oci (OCI layout) an
 image-bench: image ## seconds from a new replica's start to its first /v1/run answered, from the image's baked cache (median of 5; needs root)
 	cd deploy && $(GO) run ./cmd/image-bench -image ../build/image/oci -n 5
 
-deploy-test: ## the deploy module's tests: the manifests decoded strictly, the probes against spine serve, the image built and run (needs root)
-	cd deploy && $(GO) vet ./... && $(GO) test -timeout 40m ./...
+deploy-test: ## the deploy module's tests: the manifests decoded strictly, the probes against spine serve, the image built and run (needs root); its release test is install-check's
+	cd deploy && $(GO) vet ./... && $(GO) test -timeout 40m -skip '^TestRelease$$' ./...

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/google/go-containerregistry v0.22.1
+	golang.org/x/mod v0.43.0
 	k8s.io/api v0.37.2
 	sigs.k8s.io/yaml v1.6.0
 )

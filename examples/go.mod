@@ -2,12 +2,10 @@ module github.com/spine-run/spine/examples
 
 go 1.26.0
 
-replace github.com/spine-run/spine => ../
-
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
 	github.com/openai/openai-go/v3 v3.98.0
-	github.com/spine-run/spine v0.0.0-00010101000000-000000000000
+	github.com/spine-run/spine v0.1.0
 )
 
 require (

@@ -3,7 +3,6 @@ package mcpserver_test
 import (
 	"context"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -35,62 +34,6 @@ func newReplica(t *testing.T, storeURL string, write sessionstore.WritePolicy) *
 	return &replica{server: server, url: spinetest.ServeHTTP(t, server.HTTPHandler(nil)).URL}
 }
 
-// TestStoreTwoReplicas: one MCP client's session is served by two servers,
-// each with its own Runner, on one file:// store: the state one call sets
-// through one replica is read through the other, under the same MCP session
-// id; a DELETE ends it on both.
-func TestStoreTwoReplicas(t *testing.T) {
-	if testing.Short() {
-		t.Skip("two Runners")
-	}
-	twoReplicas(t, "file://"+t.TempDir())
-}
-
-// twoReplicas is TestStoreTwoReplicas on the store at store.
-func twoReplicas(t *testing.T, store string) {
-	a, b := newReplica(t, store, sessionstore.WriteRun), newReplica(t, store, sessionstore.WriteRun)
-	v := spinetest.NewRouter(t, a.url, "", "")
-	cs := v.Connect(t)
-	id := cs.ID()
-	if sessionstore.CheckID(id) != nil {
-		t.Fatalf("MCP session id %q", id)
-	}
-	value(t, cs, source("x = ['a']"))
-	v.To(t, b.url)
-	if got := value(t, cs, source("x.append('b')\nx")); got != `["a","b"]` {
-		t.Fatalf("through b: %s", got)
-	}
-	v.To(t, a.url) // a holds x = ['a'] live: it loads b's newer generation
-	if got := value(t, cs, source("x.append('a')\nx")); got != `["a","b","a"]` {
-		t.Fatalf("through a again: %s", got)
-	}
-	v.To(t, b.url)
-	if got := value(t, cs, source("x")); got != `["a","b","a"]` {
-		t.Fatalf("through b again: %s", got)
-	}
-	if cs.ID() != id {
-		t.Errorf("the MCP session id changed: %q, then %q", id, cs.ID())
-	}
-
-	// fresh=true through a starts afresh on both.
-	v.To(t, a.url)
-	if got := value(t, cs, map[string]any{"source": "'x' in globals()", "fresh": true}); got != "false" {
-		t.Errorf("fresh: %s", got)
-	}
-	v.To(t, b.url)
-	if got := value(t, cs, source("'x' in globals()")); got != "false" {
-		t.Errorf("after fresh, through b: %s", got)
-	}
-
-	// The client ends its MCP session through a: b no longer has it.
-	if err := cs.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if status := deleteSession(t, a, id, ""); status != http.StatusNotFound {
-		t.Errorf("a second DELETE: %d", status)
-	}
-}
-
 // deleteSession sends DELETE for MCP session id with token to r and
 // returns the status.
 func deleteSession(t *testing.T, r *replica, id, token string) int {
@@ -106,50 +49,6 @@ func deleteSession(t *testing.T, r *replica, id, token string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// TestStoreRace: two calls of one MCP session overlap on two replicas; the
-// one stored second conflicts, its effect is undone, and the session goes
-// on from the other's.
-func TestStoreRace(t *testing.T) {
-	if testing.Short() {
-		t.Skip("two Runners")
-	}
-	race(t, "file://"+t.TempDir())
-}
-
-// race is TestStoreRace on the store at store.
-func race(t *testing.T, store string) {
-	a, b := newReplica(t, store, sessionstore.WriteRun), newReplica(t, store, sessionstore.WriteRun)
-	v := spinetest.NewRouter(t, a.url, "", "")
-	cs := v.Connect(t)
-	value(t, cs, source("x = []"))
-	// A second client of the same MCP session (the same id), through b.
-	other := spinetest.NewRouter(t, b.url, "", cs.ID()).Connect(t)
-	if got := value(t, other, source("x")); got != "[]" {
-		t.Fatalf("through b: %s", got)
-	}
-
-	held := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: source("x.append('a')\ngate()")})
-		if err != nil {
-			t.Error(err)
-		}
-		held <- res
-	}()
-	<-gate.Entered // a runs, from the generation b holds too
-	if got := value(t, other, source("x.append('b')\nx")); got != `["b"]` {
-		t.Fatalf("through b while a ran: %s", got)
-	}
-	gate.Let()
-	res := <-held
-	if res == nil || !res.IsError || !strings.Contains(spinetest.Text(res), "another replica ran this MCP session at the same time") {
-		t.Fatalf("the call stored second: %+v", res)
-	}
-	if got := value(t, cs, source("x")); got != `["b"]` {
-		t.Errorf("through a after its conflict: %s", got)
-	}
 }
 
 // TestStoreDrain: under the write policy hibernate nothing is written per

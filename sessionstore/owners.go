@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strconv"
 	"strings"
-
-	"gocloud.dev/blob"
-	"gocloud.dev/gcerrors"
 )
 
 // The owner index (docs/rationale.md "A token's bytes in the store"): an
@@ -73,31 +71,18 @@ func parseEntry(owner, key string) (e entry, ok bool) {
 
 // index lists the entries under prefix, which is owner's or one of its
 // sessions'.
-func (s *blobStore) index(ctx context.Context, owner, prefix string) ([]entry, error) {
-	var err error
-	for range 8 {
-		var out []entry
-		it := s.b.List(&blob.ListOptions{Prefix: prefix})
-		for {
-			var obj *blob.ListObject
-			obj, err = it.Next(ctx)
-			if err != nil {
-				break
-			}
-			if e, ok := parseEntry(owner, obj.Key); ok {
-				out = append(out, e)
-			}
-		}
-		if err == io.EOF {
-			return out, nil
-		}
-		// A directory's listing meets a file being renamed into place:
-		// list again (as generations does).
-		if gcerrors.Code(err) != gcerrors.NotFound {
-			break
+func (s *store) index(ctx context.Context, owner, prefix string) ([]entry, error) {
+	keys, err := s.b.List(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("sessionstore: listing the sessions of an owner: %w", err)
+	}
+	var out []entry
+	for _, k := range keys {
+		if e, ok := parseEntry(owner, k); ok {
+			out = append(out, e)
 		}
 	}
-	return nil, fmt.Errorf("sessionstore: listing the sessions of an owner: %w", err)
+	return out, nil
 }
 
 // newestByID keeps, of each session's entries, the one of the highest
@@ -112,7 +97,7 @@ func newestByID(entries []entry) map[string]entry {
 	return out
 }
 
-func (s *blobStore) OwnerBytes(ctx context.Context, owner string) (int, int64, error) {
+func (s *store) OwnerBytes(ctx context.Context, owner string) (int, int64, error) {
 	if err := CheckID(owner); err != nil {
 		return 0, 0, err
 	}
@@ -128,7 +113,7 @@ func (s *blobStore) OwnerBytes(ctx context.Context, owner string) (int, int64, e
 	return len(newest), total, nil
 }
 
-func (s *blobStore) PutOwned(ctx context.Context, id string, meta Meta, max, ownerMax int64, write func(io.Writer) error) error {
+func (s *store) PutOwned(ctx context.Context, id string, meta Meta, max, ownerMax int64, write func(io.Writer) error) error {
 	if ownerMax <= 0 || meta.Deleted {
 		return s.Put(ctx, id, meta, max, write)
 	}
@@ -152,7 +137,10 @@ func (s *blobStore) PutOwned(ctx context.Context, id string, meta Meta, max, own
 	var indexed string
 	err = s.put(ctx, id, meta, room, write, func(size int64) error {
 		k := entryKey(meta.Owner, id, meta.Generation, size)
-		if err := s.b.WriteAll(ctx, k, nil, nil); err != nil {
+		// An entry of this generation from a write that was cut is this
+		// one's: the generation's create-only write was this writer's.
+		err := s.b.Create(ctx, k, nil, func(io.Writer) error { return nil })
+		if err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("sessionstore: writing the owner index of %s: %w", id, err)
 		}
 		indexed = k
@@ -176,7 +164,7 @@ func (s *blobStore) PutOwned(ctx context.Context, id string, meta Meta, max, own
 
 // unindex removes every entry of session id from owner's index; a session
 // without an owner has none.
-func (s *blobStore) unindex(ctx context.Context, owner, id string) error {
+func (s *store) unindex(ctx context.Context, owner, id string) error {
 	if CheckID(owner) != nil {
 		return nil
 	}
@@ -185,7 +173,7 @@ func (s *blobStore) unindex(ctx context.Context, owner, id string) error {
 		return err
 	}
 	for _, e := range entries {
-		if err := s.b.Delete(ctx, e.key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		if err := s.b.Delete(ctx, e.key); err != nil {
 			return fmt.Errorf("sessionstore: removing %s from the owner index: %w", id, err)
 		}
 	}

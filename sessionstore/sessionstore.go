@@ -20,8 +20,11 @@
 //
 // Every write is a whole snapshot with its metadata: the generation, the
 // owner (a hash of the token that made the session, never the token) and
-// the snapshot's image key. Store is the interface; Open returns its one
-// implementation, through gocloud.dev/blob.
+// the snapshot's image key. Store is the interface; New is its one
+// implementation, written over a small object store (Bucket). Open opens
+// a file:// or mem:// store; the module github.com/spine-run/spine/cloudstore
+// opens s3://, gs:// and azblob:// through gocloud.dev/blob, so that this
+// module requires no cloud SDK.
 package sessionstore
 
 import (

@@ -26,6 +26,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/cloudstore"
 	"github.com/spine-run/spine/mcpserver"
 	"github.com/spine-run/spine/service"
 	"github.com/spine-run/spine/sessionstore"
@@ -205,7 +206,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		mo.StoreBytesOf = tenantStoreBytes(tenants)
 	}
 	if o.store != "" {
-		if mo.Store, err = sessionstore.Open(ctx, o.store); err != nil {
+		if mo.Store, err = cloudstore.Open(ctx, o.store); err != nil {
 			fmt.Fprintln(stderr, "spine mcp: --session-store:", err)
 			return exitFailure
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/cloudstore"
 	"github.com/spine-run/spine/codemode"
 	"github.com/spine-run/spine/service"
 	"github.com/spine-run/spine/sessionstore"
@@ -233,7 +234,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	checkShares(tenants, runner.Options().Sessions, storeURL != "", stderr)
 	var store sessionstore.Store
 	if storeURL != "" {
-		if store, err = sessionstore.Open(ctx, storeURL); err != nil {
+		if store, err = cloudstore.Open(ctx, storeURL); err != nil {
 			fmt.Fprintln(stderr, "spine serve: --session-store:", err)
 			return exitFailure
 		}

@@ -44,7 +44,7 @@ const (
 
 // Options say what to build the image from.
 type Options struct {
-	// Source is the spine module's folder (the one with go.mod).
+	// Source is the repository's folder (the one with go.work).
 	Source string
 	// Arch is the image's CPU architecture, as GOARCH; default this one's.
 	// The cache can be filled only for this machine's architecture: for
@@ -96,8 +96,10 @@ func Build(ctx context.Context, o Options) (v1.Image, error) {
 	}
 	bin := filepath.Join(work, "spine")
 	logf("building %s (linux/%s, static)", bin, o.Arch)
-	build := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", bin, "./cmd/spine")
-	build.Dir = o.Source
+	// The command is a module of its own (cmd/spine), built with its
+	// siblings from the source's go.work.
+	build := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", bin, ".")
+	build.Dir = filepath.Join(o.Source, "cmd", "spine")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.Arch)
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build: %v\n%s", err, out)

@@ -438,8 +438,8 @@ func TestProbesMatchServer(t *testing.T) {
 	}
 
 	bin := filepath.Join(t.TempDir(), "spine")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/spine")
-	build.Dir = "../.."
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = "../../cmd/spine" // a module of its own, in go.work's workspace
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -23,11 +23,12 @@
 #       git archive --format=tar --prefix=numpy-1.24.2/ v1.24.2 >numpy-1.24.2.tar
 #     (Debian's archive does not serve numpy's original tarball here), patched with
 #     guest/data/numpy.patch;
-#   - pandas' source at tag v1.5.3 (commit 2e218d10984e9919f0296931d92ea851c6a6faf5) as
-#     the Go module proxy serves it (a module zip, h1:cfPXu6sH93Ht6gHLK2leejurK4Qp47x3ni+bguwxD8M=,
-#     its files under github.com/pandas-dev/pandas@v1.5.3/), from SPINE_PANDAS_SOURCE or
-#     $SPINE_GUEST_WORK/src/pandas-v1.5.3.zip, fetched with `go mod download` when
-#     missing, patched with guest/data/pandas.patch;
+#   - pandas' source at tag v1.5.3 (commit 2e218d10984e9919f0296931d92ea851c6a6faf5) of
+#     pandas' public repository, as a zip of the tag's files under the folder
+#     github.com/pandas-dev/pandas@v1.5.3/ (the zip the committed artifact was built from),
+#     from SPINE_PANDAS_SOURCE or $SPINE_GUEST_WORK/src/pandas-v1.5.3.zip, which the builder
+#     provides: the build fetches nothing of it (docs/packages.md says where it comes from);
+#     patched with guest/data/pandas.patch;
 #   - Debian's binary packages python3-sympy, python3-mpmath, python3-dateutil, python3-six,
 #     python3-tz and python3-yaml (their .py files: PyYAML's pure-Python form, without its
 #     _yaml C module, which it does without; pytz patched with guest/data/pytz.patch to
@@ -62,8 +63,7 @@ numpy_sha256=bb83c2ed7fadd7f12f94044d21c756436d341a39c10cbf08f53f70e0e5bea7b3
 pandas_version=1.5.3
 pandas_commit=2e218d10984e9919f0296931d92ea851c6a6faf5
 pandas_date=2023-01-19T10:26:43+0700
-pandas_module=github.com/pandas-dev/pandas@v$pandas_version
-pandas_h1=h1:cfPXu6sH93Ht6gHLK2leejurK4Qp47x3ni+bguwxD8M=
+pandas_prefix=github.com/pandas-dev/pandas@v$pandas_version
 pandas_zip=pandas-v$pandas_version.zip
 pandas_sha256=348c5609c0d8afdd6b686ad0040a8fc5484bf18de7064c3c7734458858f4f37a
 debs=(
@@ -183,16 +183,7 @@ src=${SPINE_NUMPY_SOURCE:-$work/src/$numpy_tar}
 echo "$numpy_sha256  $src" | sha256sum -c --quiet - 2>/dev/null ||
 	{ log "$src does not have the expected sha256 $numpy_sha256"; exit 1; }
 pdsrc=${SPINE_PANDAS_SOURCE:-$work/src/$pandas_zip}
-if [ ! -f "$pdsrc" ] && [ -z "${SPINE_PANDAS_SOURCE:-}" ]; then
-	log "fetching pandas $pandas_version from the Go module proxy"
-	command -v go >/dev/null || { log "go is needed to fetch pandas' source (or set SPINE_PANDAS_SOURCE)"; exit 1; }
-	zip=$(cd "$work/src" && GOFLAGS=-modcacherw GOPATH=$work/gomod GO111MODULE=on \
-		go mod download -json "$pandas_module" | "$python_build" -c \
-		'import json, sys; m = json.load(sys.stdin); sys.exit(m.get("Error")) if m.get("Error") or m["Sum"] != sys.argv[1] else print(m["Zip"])' "$pandas_h1") ||
-		{ log "go mod download $pandas_module failed"; exit 1; }
-	cp "$zip" "$pdsrc"
-fi
-[ -f "$pdsrc" ] || { log "no pandas source at $pdsrc: set SPINE_PANDAS_SOURCE to the module zip of $pandas_module (see the head of this script)"; exit 1; }
+[ -f "$pdsrc" ] || { log "no pandas source at $pdsrc: set SPINE_PANDAS_SOURCE to the zip of pandas' tag v$pandas_version (commit $pandas_commit; see the head of this script and docs/packages.md)"; exit 1; }
 echo "$pandas_sha256  $pdsrc" | sha256sum -c --quiet - 2>/dev/null ||
 	{ log "$pdsrc does not have the expected sha256 $pandas_sha256"; exit 1; }
 fetch_debs
@@ -249,7 +240,7 @@ with zipfile.ZipFile(sys.argv[1]) as z:
         if not info.filename.startswith(prefix):
             sys.exit(f"unexpected entry {info.filename}")
         info.filename = dest + info.filename[len(prefix):]
-        z.extract(info, sys.argv[4])' "$pdsrc" "$pandas_module" "$(basename "$pd")" "$d"
+        z.extract(info, sys.argv[4])' "$pdsrc" "$pandas_prefix" "$(basename "$pd")" "$d"
 	patch -s -p1 -d "$pd" <"$here/pandas.patch"
 	log "cross-building pandas' C modules (ten minutes or more)"
 	(

@@ -2,7 +2,7 @@ module github.com/spine-run/spine/guest/data
 
 go 1.26.0
 
-require github.com/spine-run/spine v0.0.0
+require github.com/spine-run/spine v0.1.0
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -13,6 +13,3 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
-
-// The core module, from this repository.
-replace github.com/spine-run/spine => ../..

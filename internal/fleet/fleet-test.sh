@@ -5,8 +5,8 @@
 # replicas sharing versitygw as their session store, behind HAProxy with
 # round-robin (no stickiness) and by session id, all on loopback (docs/performance.md,
 # "A fleet"). The FLEET lines it prints are the figures. Then the session
-# store's own tests run over versitygw too (sessionstore, service's and
-# mcpserver's TestStore*).
+# store's tests run over versitygw too: the cloudstore module's (the Store's
+# suite, and service's and the MCP server's tests that open an S3 store).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 GO=${GO:-go}
@@ -21,12 +21,11 @@ if ! command -v haproxy >/dev/null; then
 	echo "== installing haproxy"
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null
 fi
-echo "== building spine"
+echo "== building spine (the module cmd/spine, in go.work's workspace)"
 $GO build -o build/bin/spine ./cmd/spine
 echo "== TestFleet"
 SPINE_FLEET_SPINE="$PWD/build/bin/spine" SPINE_FLEET_VERSITYGW="$PWD/build/bin/versitygw" \
 	SPINE_FLEET_HAPROXY="$(command -v haproxy)" \
 	$GO test -count=1 -v -timeout 10m -run '^TestFleet$' ./internal/fleet
 echo "== the session store's tests over versitygw"
-SPINE_FLEET_VERSITYGW="$PWD/build/bin/versitygw" $GO test -count=1 ./sessionstore
-SPINE_FLEET_VERSITYGW="$PWD/build/bin/versitygw" $GO test -count=1 -run '^TestStore' ./service ./mcpserver
+SPINE_FLEET_VERSITYGW="$PWD/build/bin/versitygw" $GO test -count=1 ./cloudstore

@@ -18,7 +18,7 @@ import (
 )
 
 func main() {
-	src := flag.String("src", "..", "the spine module's folder")
+	src := flag.String("src", "..", "the repository's folder (with go.work)")
 	out := flag.String("out", "../build/image", "where to write the OCI layout (OUT/oci) and the tarball (OUT/spine.tar)")
 	tag := flag.String("tag", "spine:dev", "the tarball's tag")
 	arch := flag.String("arch", "", "the image's CPU architecture, as GOARCH (default this machine's)")

@@ -1,4 +1,4 @@
-package service_test
+package cloudstore_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/cloudstore"
 	"github.com/spine-run/spine/internal/heapwatch"
 	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/service"
@@ -39,7 +40,7 @@ func TestStoreStreamMemory(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			st, err := sessionstore.Open(context.Background(), url)
+			st, err := cloudstore.Open(context.Background(), url)
 			if err != nil {
 				t.Fatal(err)
 			}

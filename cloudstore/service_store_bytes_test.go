@@ -1,4 +1,4 @@
-package service_test
+package cloudstore_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spine-run/spine/cloudstore"
 	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/service"
 	"github.com/spine-run/spine/sessionstore"
@@ -27,7 +28,7 @@ func TestStoreBytesPerToken(t *testing.T) {
 	urls := spinetest.StoreURLs(t)
 	for name, url := range urls {
 		t.Run(name, func(t *testing.T) {
-			st, err := sessionstore.Open(context.Background(), url)
+			st, err := cloudstore.Open(context.Background(), url)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package sessionstore_test
+package storetest
 
 import (
 	"bytes"
@@ -25,16 +25,15 @@ func putOwned(ctx context.Context, st sessionstore.Store, id, owner string, gen 
 	})
 }
 
-// TestStoreOwnerLimit has one owner fill its limit: its next snapshot is
+// OwnerLimit has one owner fill its limit: its next snapshot is
 // refused (OwnerFullError, ErrTooLarge) and not kept, while another owner's
 // sessions still store and load; rewriting a session counts it once, and a
 // deleted session's bytes are free again.
-func TestStoreOwnerLimit(t *testing.T) {
+func OwnerLimit(t *testing.T, set Set) {
 	ctx := context.Background()
 	alice, bob := sessionstore.Owner("alice-token-0123456789"), sessionstore.Owner("bob-token-0123456789")
 	const limit = 100
-	set := openStores(t)
-	for name, st := range set.stores {
+	for name, st := range set.Stores {
 		t.Run(name, func(t *testing.T) {
 			check := func(owner string, sessions int, total int64) {
 				t.Helper()
@@ -59,7 +58,7 @@ func TestStoreOwnerLimit(t *testing.T) {
 			if err := putOwned(ctx, st, "b1", bob, 1, 90, limit); err != nil {
 				t.Fatalf("the other owner's write: %v", err)
 			}
-			if data, meta, err := getBytes(ctx, st, "b1", 1<<20); err != nil || len(data) != 90 || !meta.OwnedBy(bob) {
+			if data, meta, err := GetBytes(ctx, st, "b1", 1<<20); err != nil || len(data) != 90 || !meta.OwnedBy(bob) {
 				t.Fatalf("the other owner's session: %d bytes, %+v, %v", len(data), meta, err)
 			}
 			if err := putOwned(ctx, st, "a2", alice, 1, 40, limit); err != nil {
@@ -76,7 +75,7 @@ func TestStoreOwnerLimit(t *testing.T) {
 			check(alice, 2, 95)
 			if name == "file" {
 				// One entry per session: the older generation's went.
-				if n := countFiles(t, filepath.Join(set.fileDir, "owners", alice)); n != 2 {
+				if n := countFiles(t, filepath.Join(set.FileDir, "owners", alice)); n != 2 {
 					t.Fatalf("alice's index holds %d entries, want 2", n)
 				}
 			}
@@ -91,12 +90,12 @@ func TestStoreOwnerLimit(t *testing.T) {
 			check(alice, 2, 100)
 			check(bob, 1, 90)
 			if name == "file" {
-				if n := countFiles(t, filepath.Join(set.fileDir, "owners", alice)); n != 2 {
+				if n := countFiles(t, filepath.Join(set.FileDir, "owners", alice)); n != 2 {
 					t.Fatalf("after a delete alice's index holds %d entries, want 2", n)
 				}
 			}
 			// A write without a limit is Put: no index.
-			if err := putBytes(ctx, st, "c1", []byte("free"), sessionstore.Meta{Generation: 1, Owner: bob}); err != nil {
+			if err := PutBytes(ctx, st, "c1", []byte("free"), sessionstore.Meta{Generation: 1, Owner: bob}); err != nil {
 				t.Fatal(err)
 			}
 			check(bob, 1, 90)
@@ -104,15 +103,15 @@ func TestStoreOwnerLimit(t *testing.T) {
 	}
 }
 
-// TestStoreOwnerLimitRace has several writes of one owner, on other
+// OwnerLimitRace has several writes of one owner, on other
 // sessions, run at once: each can take what the others have not recorded
 // yet, so the owner's total stays within its limit plus one snapshot per
 // write beside the first (docs/scaling.md).
-func TestStoreOwnerLimitRace(t *testing.T) {
+func OwnerLimitRace(t *testing.T, stores map[string]sessionstore.Store) {
 	ctx := context.Background()
 	owner := sessionstore.Owner("racing-token-0123456789")
 	const limit, size, writers = 100, 60, 4
-	for name, st := range stores(t) {
+	for name, st := range stores {
 		t.Run(name, func(t *testing.T) {
 			start := make(chan struct{})
 			var wg sync.WaitGroup

@@ -1,0 +1,243 @@
+package sessionstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A file:// store is a directory: each object is the file at its key, and
+// its metadata is in the file beside it named with ".attrs" added (the
+// layout gocloud.dev's fileblob driver writes, so that a directory written
+// through either is read by the other). A Create writes a temporary file
+// beside the object's place ("KEY.<nanoseconds in hex>.tmp"), and then,
+// only if the key is still absent, writes the metadata and renames the file
+// into place: the object appears whole, with its metadata.
+//
+// The directory may be written by replicas on one machine (or on one shared
+// file system) at once. The check that the key is absent and the rename are
+// one step only under a lock: a Create takes an exclusive flock(2) on one
+// lock file in the directory around them (commitLock), so that its writes
+// are create-only across processes. The lock is held for the check and the
+// rename only, never while a snapshot streams to its temporary file.
+//
+// flock is advisory: a process writing the directory without this package
+// is not held back. On a network file system it is as good as that file
+// system's locks (NFS v4 has them; check yours). Where flock does not
+// exist (filelock_other.go) there is no lock, and docs/scaling.md says so.
+
+// lockName is the lock file, at the directory's root, out of every key the
+// store lists.
+const lockName = ".sessionstore.lock"
+
+// The names beside an object's that are not keys: its metadata and its
+// temporary files. No key of a Store ends so.
+const (
+	attrsExt = ".attrs"
+	tempExt  = ".tmp"
+)
+
+// fileBucket is the Bucket over the directory dir.
+type fileBucket struct {
+	dir string
+}
+
+// openDir is the Bucket over the directory dir, which must exist.
+func openDir(dir string) (*fileBucket, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", dir)
+	}
+	return &fileBucket{dir: dir}, nil
+}
+
+// path is the file of key, which must be a relative '/'-separated name
+// that stays in the directory.
+func (b *fileBucket) path(key string) (string, error) {
+	if key == "" || !fs.ValidPath(key) || strings.HasSuffix(key, attrsExt) || strings.HasSuffix(key, tempExt) {
+		return "", fmt.Errorf("%q cannot be a key", key)
+	}
+	return filepath.Join(b.dir, filepath.FromSlash(key)), nil
+}
+
+func (b *fileBucket) List(ctx context.Context, prefix string) ([]string, error) {
+	// Walk the deepest directory the prefix names, and keep the keys under
+	// it that begin with the prefix.
+	root := prefix[:strings.LastIndex(prefix, "/")+1]
+	if root != "" && !fs.ValidPath(strings.TrimSuffix(root, "/")) {
+		return nil, fmt.Errorf("%q cannot be a prefix", prefix)
+	}
+	var keys []string
+	err := filepath.WalkDir(filepath.Join(b.dir, filepath.FromSlash(root)), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil // gone since its directory was read
+			}
+			return err
+		}
+		if d.IsDir() {
+			return ctx.Err()
+		}
+		name := d.Name()
+		if strings.HasSuffix(name, attrsExt) || strings.HasSuffix(name, tempExt) || name == lockName {
+			return nil
+		}
+		rel, err := filepath.Rel(b.dir, path)
+		if err != nil {
+			return err
+		}
+		if k := filepath.ToSlash(rel); strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// attrs is what the ".attrs" file holds, as fileblob writes it.
+type attrs struct {
+	ContentType string            `json:"user.content_type"`
+	Metadata    map[string]string `json:"user.metadata"`
+}
+
+func (b *fileBucket) Attributes(ctx context.Context, key string) (map[string]string, error) {
+	path, err := b.path(key)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(path + attrsExt)
+	if os.IsNotExist(err) {
+		// An object without metadata (fileblob writes none when it has
+		// none), or one removed since it was found.
+		if _, err := os.Stat(path); err != nil {
+			return nil, err
+		}
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var a attrs
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, fmt.Errorf("the metadata of %s: %w", key, err)
+	}
+	return a.Metadata, nil
+}
+
+func (b *fileBucket) NewReader(ctx context.Context, key string) (io.ReadCloser, int64, error) {
+	path, err := b.path(key)
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
+}
+
+func (b *fileBucket) Create(ctx context.Context, key string, md map[string]string, write func(io.Writer) error) error {
+	path, err := b.path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
+		return err
+	}
+	f, err := createTemp(path)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // renamed on success: then a no-op
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return err
+	}
+	unlock, err := b.commitLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := os.Lstat(path); err == nil {
+		return fmt.Errorf("%s: %w", key, fs.ErrExist)
+	}
+	raw, err := json.Marshal(attrs{ContentType: "application/octet-stream", Metadata: md})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path+attrsExt, append(raw, '\n'), 0o666); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(path + attrsExt)
+		return err
+	}
+	return nil
+}
+
+// createTemp makes a new temporary file beside path.
+func createTemp(path string) (*os.File, error) {
+	for try := 0; ; try++ {
+		name := path + "." + strconv.FormatInt(time.Now().UnixNano(), 16) + tempExt
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if os.IsExist(err) && try < 10000 {
+			continue
+		}
+		return f, err
+	}
+}
+
+func (b *fileBucket) Delete(ctx context.Context, key string) error {
+	path, err := b.path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if err := os.Remove(path + attrsExt); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
+}
+
+func (b *fileBucket) Close() error { return nil }
+
+// commitLock takes the directory's lock for the end of a create-only
+// write; unlock releases it.
+func (b *fileBucket) commitLock() (unlock func(), err error) {
+	unlock, err = lockFile(filepath.Join(b.dir, lockName))
+	if err != nil {
+		return nil, fmt.Errorf("the store's lock: %w", err)
+	}
+	return unlock, nil
+}
