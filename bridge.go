@@ -101,6 +101,9 @@ func encodeResponse(value any, err error) []byte {
 // records the call (span, Output.Calls, log).
 func (r *Runner) invoke(ctx context.Context, request callRequest) []byte {
 	st := runOf(ctx)
+	if isDiscovery(request.Tool) {
+		return st.discover(request) // the Guest's builtin tools, not a tool of the manifest
+	}
 	if err := st.spend(); err != nil {
 		st.limitOnce(&st.loggedBudget, "MaxToolCalls")
 		return encodeResponse(nil, err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // update rewrites the golden files instead of comparing with them:
@@ -216,43 +217,14 @@ func TestGoldenTransformed(t *testing.T) {
 	}
 }
 
-// serverManifest is the manifest of the MCP server whose tools/list answer
-// is testdata/mcp-servers/NAME.json, as mcpclient makes it with the
-// namespace NAME (a "-" made "_" in both).
+// serverManifest is spinetest.ServerManifest of testdata/mcp-servers.
 func serverManifest(t *testing.T, name string) spine.Manifest {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "mcp-servers", name+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var list struct {
-		Tools []struct {
-			Name         string          `json:"name"`
-			Title        string          `json:"title"`
-			Description  string          `json:"description"`
-			InputSchema  json.RawMessage `json:"inputSchema"`
-			OutputSchema json.RawMessage `json:"outputSchema"`
-		} `json:"tools"`
-	}
-	if err := json.Unmarshal(data, &list); err != nil {
-		t.Fatal(err)
-	}
-	namespace := strings.ReplaceAll(name, "-", "_")
-	m := make(spine.Manifest)
-	for _, tool := range list.Tools {
-		description := tool.Description
-		if description == "" {
-			description = tool.Title
-		}
-		m[namespace+"."+strings.ReplaceAll(tool.Name, "-", "_")] = spine.ToolSpec{Call: goldenCall, Description: description,
-			InputSchema: tool.InputSchema, OutputSchema: tool.OutputSchema}
-	}
-	return m
+	return spinetest.ServerManifest(t, filepath.Join("testdata", "mcp-servers"), name, goldenCall)
 }
 
-// mcpServers are the servers whose tool lists testdata/mcp-servers holds
-// (testdata/mcp-servers/README.md says where each came from).
-var mcpServers = []string{"everything", "filesystem", "memory", "sequential-thinking"}
+// mcpServers are the servers whose tool lists testdata/mcp-servers holds.
+var mcpServers = spinetest.MCPServers
 
 // TestGoldenServerStubs keeps the stubs of real MCP servers' tools in
 // testdata/stubs/server-NAME.pyi.

@@ -34,8 +34,11 @@ type runState struct {
 	early  bool            // early reads allowed for this run
 	tools  Manifest        // the run's own tools (Request.Tools), beside the Runner's
 
-	calls   int // tool calls the program made (claimed early reads included)
-	started int // early reads started, claimed or not
+	calls int // tool calls the program made (claimed early reads included)
+	// discoveries are the program's calls of tools.search and
+	// tools.describe (discover.go), not tool calls.
+	discoveries int
+	started     int // early reads started, claimed or not
 	// handed is how many early reads peek handed to the Guest that the
 	// program has not claimed (yet); they count against MaxToolCalls when
 	// peek considers handing over another, and whatever of them the

@@ -60,7 +60,19 @@ type Options struct {
 	// sessions decodes the call with Tool.Request, runs it in its session
 	// and maps the outcome with Tool.Answer, as package mcpserver does.
 	Sessions bool
+
+	// StubLimit is the most bytes the tools' stubs may take in the
+	// description: past it, the description lists an index instead (each
+	// tool's name and its description's first line) and tells the model
+	// that a program reads a tool's stub with tools.describe(name) and finds
+	// tools with tools.search(words) (docs/python.md). 0 means
+	// DefaultStubLimit; a negative limit, the stubs whatever their size.
+	StubLimit int
 }
+
+// DefaultStubLimit is the default of Options.StubLimit: 16 KiB of stubs,
+// about 4,000 of a model's tokens.
+const DefaultStubLimit = 16 << 10
 
 // Tool is run_python for one Runner. It is safe for concurrent use.
 type Tool struct {
@@ -85,7 +97,7 @@ func New(runner *spine.Runner, manifest spine.Manifest, opts *Options) *Tool {
 	if o.Sessions {
 		t.input = sessionInputSchema
 	}
-	t.description = describe(manifest, o.Sessions, t.timeout, &limits)
+	t.description = describe(manifest, o, t.timeout, &limits)
 	checked, err := spine.ValidateArguments(spine.ToolSpec{InputSchema: sessionInputSchema,
 		Call: func(context.Context, json.RawMessage) (any, error) { return nil, nil }})
 	if err != nil {

@@ -252,3 +252,32 @@ func FuzzRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestDescriptionIndex: past StubLimit the description lists the tools as an
+// index, names and first lines, and tells how a program reads the rest; the
+// sizes of the repository's captured MCP servers', all at once, are logged
+// (docs/mcp.md).
+func TestDescriptionIndex(t *testing.T) {
+	all := spine.Manifest{}
+	for _, name := range spinetest.MCPServers {
+		m := spinetest.ServerManifest(t, "../testdata/mcp-servers", name, func(context.Context, json.RawMessage) (any, error) { return nil, nil })
+		t.Logf("%s, %d tools: %d bytes with every stub, %d as an index", name, len(m),
+			len(codemode.Description(m, &codemode.Options{StubLimit: -1})), len(codemode.Description(m, &codemode.Options{StubLimit: 1})))
+		for tool, spec := range m {
+			all[tool] = spec
+		}
+	}
+	full := codemode.Description(all, &codemode.Options{StubLimit: -1})
+	index := codemode.Description(all, &codemode.Options{StubLimit: 1})
+	t.Logf("%d tools: %d bytes with every stub, %d as an index", len(all), len(full), len(index))
+	if !strings.Contains(full, "def read_text_file(") || strings.Contains(full, "tools.describe") {
+		t.Error("the full description lacks a stub, or speaks of the index")
+	}
+	if !strings.Contains(index, "print(tools.describe(\"name\"))") || strings.Contains(index, "def read_text_file(") ||
+		!strings.Contains(index, "- filesystem.read_text_file: ") || len(index) >= len(full) {
+		t.Errorf("the index description:\n%s", index)
+	}
+	if got := codemode.Description(all, nil); (len(spine.Stubs(all)) > codemode.DefaultStubLimit) != (got == index) {
+		t.Errorf("by default: %d bytes of stubs, an index %v", len(spine.Stubs(all)), got == index)
+	}
+}

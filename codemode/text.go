@@ -2,8 +2,10 @@ package codemode
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -17,14 +19,15 @@ import (
 func Description(manifest spine.Manifest, opts *Options) string {
 	o := withDefaults(opts)
 	limits := spine.DefaultOptions()
-	return describe(manifest, o.Sessions, o.Timeout, &limits)
+	return describe(manifest, o, o.Timeout, &limits)
 }
 
 // describe writes the description: what a program can do, then what it
 // cannot, then the limits, then the stubs. The rules are those of
 // docs/python.md and the README's "What a program sees" and "Limits", as a
 // model needs them to write a program that runs the first time.
-func describe(manifest spine.Manifest, sessions bool, timeout time.Duration, limits *spine.Options) string {
+func describe(manifest spine.Manifest, o Options, timeout time.Duration, limits *spine.Options) string {
+	sessions := o.Sessions
 	var b strings.Builder
 	b.WriteString(`Run a Python 3.11 program in a sandbox and return its result.
 
@@ -42,10 +45,38 @@ The standard library is available (json, re, datetime, math, statistics, collect
 		b.WriteString("No tools are available to the program.\n")
 		return b.String()
 	}
+	stubs := spine.Stubs(manifest)
+	if limit := o.StubLimit; limit >= 0 && len(stubs) > cmp.Or(limit, DefaultStubLimit) {
+		writeIndex(&b, manifest)
+		return b.String()
+	}
 	b.WriteString("Tools available to the program:\n\n```python\n")
-	b.WriteString(strings.TrimRight(spine.Stubs(manifest), "\n"))
+	b.WriteString(strings.TrimRight(stubs, "\n"))
 	b.WriteString("\n```\n")
 	return b.String()
+}
+
+// writeIndex writes the tools as an index, for a manifest whose stubs are
+// too long to list: each tool's name and its description's first line, and
+// how a program reads the rest.
+func writeIndex(b *strings.Builder, manifest spine.Manifest) {
+	names := make([]string, 0, len(manifest))
+	for name := range manifest {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(b, "Tools available to the program: %d, too many to show their signatures here. Before calling a tool, read its signature and documentation in a program: print(tools.describe(\"name\")) prints its Python stub; tools.search(\"words\") returns the tools whose name or description has the words, best first, as a list of {\"name\", \"description\"}. A dotted name is a namespace: call namespace.tool(...). The tools:\n\n", len(names))
+	for _, name := range names {
+		line, _, _ := strings.Cut(strings.TrimSpace(manifest[name].Description), "\n")
+		if line = strings.TrimSpace(line); line == "" {
+			fmt.Fprintf(b, "- %s\n", name)
+			continue
+		}
+		if len(line) > 160 {
+			line = strings.ToValidUTF8(line[:157], "") + "..."
+		}
+		fmt.Fprintf(b, "- %s: %s\n", name, line)
+	}
 }
 
 // size writes n bytes as MiB or KiB when it is a whole number of them.

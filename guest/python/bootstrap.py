@@ -397,6 +397,37 @@ class _Quitter:
 builtins.help = _help
 builtins.exit = _Quitter("exit")
 builtins.quit = _Quitter("quit")
+
+
+class _ToolIndex:
+    """The program's tools, to find the one it needs: tools.search("words") lists those
+    whose name or description has the words, best first, each as {"name", "description"}
+    (the description's first line); tools.search() lists them all. tools.describe(name)
+    returns a tool's stub, its signature and documentation as Python (print it). Both are
+    answered by the Host. A tool or a global of the program named tools hides this one."""
+
+    __slots__ = ()
+
+    def search(self, query="", limit=10):
+        if type(query) is not str:
+            raise TypeError(f"tools.search() query must be a str, not {type(query).__name__}")
+        if type(limit) is not int:
+            raise TypeError(f"tools.search() limit must be an int, not {type(limit).__name__}")
+        return invoke_tool("__tools__.search", {"query": query, "limit": limit})
+
+    def describe(self, name):
+        if type(name) is not str:
+            # A tool's proxy names itself.
+            name = getattr(name, "__qualname__", None) if getattr(name, "__module__", None) == "tools" else None
+            if type(name) is not str:
+                raise TypeError("tools.describe() takes a tool's name (a str) or the tool")
+        return invoke_tool("__tools__.describe", {"name": name})
+
+    def __repr__(self):
+        return "<tools: tools.search(query), tools.describe(name)>"
+
+
+builtins.tools = _ToolIndex()
 # The helper the PLM pass's prepare statements call. It is there in every run, early
 # reads on or off, so a program sees the same builtins either way.
 setattr(builtins, plm.HELPER, plm.run_plans)
