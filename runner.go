@@ -271,26 +271,32 @@ func (r *Runner) run(ctx context.Context, req Request, s *Session) (out *Output,
 	return r.execute(ctx, req, s)
 }
 
-// execute is run's work.
-func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output, error) {
+// checkRequest refuses a request execute cannot run, before it takes a
+// Guest: it returns the inputs encoded, and the run's own tools as the Guest
+// takes them, req.Tools made the checked copy.
+func (r *Runner) checkRequest(req *Request) (inputs, extra json.RawMessage, err error) {
 	if req.Stream != nil && req.Source != "" {
-		return nil, fmt.Errorf("%w: a Request has a Source or a Stream, not both", ErrBadRequest)
+		return nil, nil, fmt.Errorf("%w: a Request has a Source or a Stream, not both", ErrBadRequest)
 	}
 	if len(req.Source) > r.opts.MaxSource {
-		return nil, sourceTooLarge(len(req.Source), r.opts.MaxSource)
+		return nil, nil, sourceTooLarge(len(req.Source), r.opts.MaxSource)
 	}
-	inputs, err := r.CheckInputs(req.Inputs)
-	if err != nil {
-		return nil, err
+	if inputs, err = r.CheckInputs(req.Inputs); err != nil {
+		return nil, nil, err
 	}
 	if err := r.CheckFiles(req.Files); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	tools, extra, err := r.runTools(req.Tools)
+	req.Tools, extra, err = r.runTools(req.Tools)
+	return inputs, extra, err
+}
+
+// execute is run's work.
+func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output, error) {
+	inputs, extra, err := r.checkRequest(&req)
 	if err != nil {
 		return nil, err
 	}
-	req.Tools = tools
 	session := s != nil
 	var request []byte
 	if req.Stream == nil { // a streamed program is encoded once it has arrived
