@@ -43,8 +43,9 @@ func (e *RefusedError) Unwrap() error { return e.Cause }
 // answer: a call has waited longer than a quarter of Options.CallTimeout,
 // and nothing came from the server since it was made.
 type StuckError struct {
-	Server  string
-	Waiting time.Duration // how long the oldest call has waited
+	Server    string
+	Waiting   time.Duration // how long the oldest call has waited
+	Abandoned int           // of the calls waiting, those whose runs ended first
 }
 
 func (e *StuckError) Error() string {
@@ -52,7 +53,11 @@ func (e *StuckError) Error() string {
 	if name != "" {
 		name = " " + name
 	}
-	return fmt.Sprintf("mcp server%s is not answering: a call has waited %v", name, e.Waiting.Round(time.Millisecond))
+	text := fmt.Sprintf("mcp server%s is not answering: a call has waited %v", name, e.Waiting.Round(time.Millisecond))
+	if e.Abandoned > 0 {
+		text += fmt.Sprintf(" (calls abandoned by their runs: %d)", e.Abandoned)
+	}
+	return text
 }
 
 // refusal is the programs a Server refuses, the oldest first. s.mu is held.
@@ -109,37 +114,163 @@ func (s *Server) attempted(failed bool) {
 	}
 }
 
-// calling records a call's start on session, and returns what ends it.
-func (s *Server) calling(session *mcp.ClientSession) (done func(answered bool)) {
+// maxAbandoned is how many calls, of as many runs, may be abandoned by their
+// runs (see abandon) with nothing heard from the server since the oldest
+// began, before the session is replaced.
+const maxAbandoned = 8
+
+// pending is a call waiting for its answer, or one its run abandoned.
+type pending struct {
+	start     time.Time
+	session   *mcp.ClientSession
+	run       uint64 // spine.RunOf; 0 outside a run
+	abandoned bool   // the caller gave up: its run ended first
+}
+
+// calling records the start of a call of run on session, and returns what
+// ends it: answered says the session answered it (a result or a JSON-RPC
+// error), abandoned that its caller's ctx ended first.
+func (s *Server) calling(session *mcp.ClientSession, run uint64) (done func(answered, abandoned bool)) {
 	s.mu.Lock()
 	s.calls++
 	id := s.calls
-	s.waiting[id] = time.Now()
+	s.waiting[id] = &pending{start: time.Now(), session: session, run: run}
 	s.mu.Unlock()
-	return func(answered bool) {
+	return func(answered, abandoned bool) {
+		if abandoned && !answered {
+			s.abandon(id)
+			return
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		delete(s.waiting, id)
-		if answered && s.session == session {
-			s.heard = time.Now()
+		if answered {
+			s.heardFrom(session)
 		}
 	}
+}
+
+// heardFrom records an answer of session: the server is alive, and the
+// calls abandoned on it before are forgotten. s.mu is held.
+func (s *Server) heardFrom(session *mcp.ClientSession) {
+	if s.session != session {
+		return
+	}
+	s.heard = time.Now()
+	for id, p := range s.waiting {
+		if p.abandoned && (p.session != session || p.start.Before(s.heard)) {
+			delete(s.waiting, id)
+		}
+	}
+}
+
+// abandon keeps the call id, whose caller gave up before its answer (its
+// run's time was up), as waiting: a call's time limit cannot be reached
+// inside a shorter run limit, and a server that answers nothing would
+// otherwise never be replaced. The session is replaced once calls of
+// maxAbandoned runs are abandoned with nothing heard from the server since
+// the oldest began, or once one of them has waited Options.CallTimeout. A
+// ping, sent at once, tells a server that answers (and cancelled the call
+// as asked) from one that is stuck.
+func (s *Server) abandon(id uint64) {
+	s.mu.Lock()
+	p := s.waiting[id]
+	session := p.session
+	if s.session != session || s.heard.After(p.start) {
+		// Replaced, or the server answered since the call began.
+		delete(s.waiting, id)
+		s.mu.Unlock()
+		return
+	}
+	p.abandoned = true
+	var cause error
+	runs := make(map[uint64]bool)
+	callers := 0 // the runs, and each call made outside a run
+	for _, q := range s.waiting {
+		if !q.abandoned || q.session != session {
+			continue
+		}
+		if q.run == 0 || !runs[q.run] {
+			callers++
+		}
+		runs[q.run] = true
+	}
+	if callers >= maxAbandoned && s.session == session {
+		cause = fmt.Errorf("calls of %d runs were abandoned, unanswered, and nothing came from the server since the first", callers)
+	}
+	var pingCtx context.Context
+	if cause == nil && s.ping == nil && s.session == session {
+		pingCtx, s.ping = context.WithTimeout(s.ctx, s.callTimeout)
+	}
+	ping := s.ping
+	wait := s.callTimeout - time.Since(p.start)
+	s.mu.Unlock()
+	if cause != nil {
+		s.replace(session, cause)
+		return
+	}
+	time.AfterFunc(max(wait, 0), func() { s.expire(id, session) })
+	if pingCtx != nil {
+		go func() {
+			err := session.Ping(pingCtx, nil)
+			ping()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.ping = nil
+			if err == nil {
+				s.heardFrom(session)
+			}
+		}()
+	}
+}
+
+// expire replaces session if the abandoned call id is still unanswered (and
+// nothing was heard from the server since it began) at its time limit.
+func (s *Server) expire(id uint64, session *mcp.ClientSession) {
+	s.mu.Lock()
+	_, waiting := s.waiting[id]
+	current := s.session == session
+	s.mu.Unlock()
+	if waiting && current {
+		s.replace(session, fmt.Errorf("a call abandoned by its run got no answer in %v, nor anything else since", s.callTimeout))
+	}
+}
+
+// replace ends session, which does not answer, because of cause: a new one
+// (a new process) takes its place.
+// It returns the error of the call that found it out.
+func (s *Server) replace(session *mcp.ClientSession, cause error) error {
+	err := s.broke(session, cause, 0)
+	s.mu.Lock()
+	if s.ping != nil {
+		s.ping() // the session's Close waits for its calls
+	}
+	s.mu.Unlock()
+	go session.Close() // keep reconnects once it has ended
+	return err
 }
 
 // stuck is the StuckError of a server with a session that does not answer,
 // or nil. s.mu is held.
 func (s *Server) stuck() error {
 	var oldest time.Time
-	for _, start := range s.waiting {
-		if oldest.IsZero() || start.Before(oldest) {
-			oldest = start
+	abandoned := 0
+	for _, p := range s.waiting {
+		if p.session != s.session {
+			continue
+		}
+		if p.abandoned {
+			abandoned++
+		}
+		if oldest.IsZero() || p.start.Before(oldest) {
+			oldest = p.start
 		}
 	}
 	if oldest.IsZero() || s.heard.After(oldest) {
 		return nil
 	}
 	if waited := time.Since(oldest); waited > s.callTimeout/4 {
-		return &StuckError{Server: s.namespace, Waiting: waited}
+		return &StuckError{Server: s.namespace, Waiting: waited, Abandoned: abandoned}
 	}
 	return nil
 }

@@ -1,8 +1,11 @@
 package mcpclient_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -106,5 +109,80 @@ func TestServerStuck(t *testing.T) {
 	checkEcho(t, s)
 	if err := s.Err(); err != nil {
 		t.Fatalf("Err after the restart: %v", err)
+	}
+}
+
+// hangServer makes the server of s stop answering anything, with a call of
+// hang that its caller then abandons, as a run whose time is up does.
+func hangServer(t *testing.T, s *mcpclient.Server) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hung")
+	ctx, cancel := context.WithCancel(t.Context())
+	abandoned := make(chan error, 1)
+	go func() {
+		_, err := s.Tools()["srv.hang"].Call(ctx, json.RawMessage(`{"path": "`+path+`"}`))
+		abandoned <- err
+	}()
+	spinetest.WaitFor(t, "the server to get the call of hang", func() bool {
+		_, err := os.Stat(path)
+		return err == nil
+	})
+	cancel()
+	if err := <-abandoned; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the abandoned call: %v", err)
+	}
+}
+
+// TestServerAbandonedCalls: a server that stops answering while the calls
+// made of it are abandoned by their runs (each run's time limit shorter than
+// the call time limit) is replaced once calls of eight runs are abandoned
+// with nothing from the server since; the eighth's caller sees it at once,
+// and Err, which /healthz shows, said so before.
+func TestServerAbandonedCalls(t *testing.T) {
+	d := newDialer("misbehave")
+	s := d.dial(t)
+	hangServer(t, s)
+	for i := 2; i <= 8; i++ {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel() // its run is over before the server could answer
+		if _, err := s.Tools()["srv.echo"].Call(ctx, json.RawMessage(`{"text": "x"}`)); !errors.Is(err, context.Canceled) {
+			t.Fatalf("abandoned call %d: %v", i, err)
+		}
+		if i == 7 {
+			if err := s.Err(); err != nil && !errors.As(err, new(*mcpclient.StuckError)) {
+				t.Fatalf("Err after 7 abandoned calls: %v", err)
+			}
+		}
+	}
+	checkDown(t, "Err after 8 abandoned calls", s.Err(), "calls of 8 runs were abandoned, unanswered, and nothing came from the server since the first")
+	callWhileDown(t, d, s, "a call while the server is replaced")
+	checkEcho(t, s)
+}
+
+// TestServerAbandonedCallTimesOut: one call abandoned by its run, of a
+// server that answers nothing since, replaces the session at the call time
+// limit, whatever the run's limit was; Err reports the server stuck while
+// it waits, counting the abandoned call.
+func TestServerAbandonedCallTimesOut(t *testing.T) {
+	d := newDialer("misbehave")
+	d.opts.CallTimeout = 2 * time.Second // the time an abandoned call waits; the calls that answer take milliseconds
+	s := d.dial(t)
+
+	hangServer(t, s)
+	var stuck *mcpclient.StuckError
+	spinetest.WaitFor(t, "Err to report the server stuck", func() bool {
+		err := s.Err()
+		return errors.As(err, &stuck) || err != nil && !errors.As(err, new(*mcpclient.DownError))
+	})
+	if stuck == nil || !strings.HasSuffix(stuck.Error(), " (calls abandoned by their runs: 1)") {
+		t.Fatalf("Err: %v", s.Err())
+	}
+	d.waitDown(t)
+	checkDown(t, "Err at the call time limit", s.Err(), "a call abandoned by its run got no answer in 2s, nor anything else since")
+	d.gate <- struct{}{}
+	d.waitUp(t)
+	checkEcho(t, s)
+	if n := d.connections(); n != 2 {
+		t.Fatalf("%d connections, want 2", n)
 	}
 }

@@ -67,8 +67,11 @@ func (e *DownError) Unwrap() error { return e.Cause }
 // fails while its session stays up (an error result, a JSON-RPC error, a
 // cancelled context) fails alone. A call that gets no answer within
 // Options.CallTimeout fails, and the session is replaced (a stuck command is
-// ended and started again); while a call waits long for an answer that does
-// not come, Err reports a *StuckError, which /healthz shows.
+// ended and started again); so does one whose caller gave up first (its run
+// ended) once it has waited as long, or once calls of 8 runs are given up
+// with nothing heard from the server since the first (a ping sent at each
+// tells a server that answers). While a call waits long for an answer that
+// does not come, Err reports a *StuckError, which /healthz shows.
 //
 // Reconnecting repeats the MCP handshake only: the tools are those listed by
 // Dial, called by their MCP names on whatever session is current.
@@ -96,8 +99,9 @@ type Server struct {
 	reconnecting bool          // a session ended and no reconnection has failed since
 	attempt      chan struct{} // closed when the current reconnection attempt ends
 	calls        uint64
-	waiting      map[uint64]time.Time // the calls waiting for an answer: when each began
-	heard        time.Time            // the last answer of the current session
+	waiting      map[uint64]*pending // the calls waiting for an answer, and those abandoned
+	heard        time.Time           // the last answer of the current session
+	ping         context.CancelFunc  // ends the ping asking whether the session answers; nil: none
 }
 
 // Dial connects to the MCP server reached through the transports that
@@ -128,7 +132,7 @@ func Dial(ctx context.Context, newTransport func() mcp.Transport, namespace stri
 
 		callTimeout: opts.CallTimeout,
 		attempt:     make(chan struct{}),
-		waiting:     make(map[uint64]time.Time),
+		waiting:     make(map[uint64]*pending),
 		heard:       time.Now(),
 	}
 	if s.callTimeout <= 0 {
@@ -322,6 +326,11 @@ func (s *Server) up(session *mcp.ClientSession) bool {
 	}
 	s.session, s.down = session, nil
 	s.heard = time.Now()
+	for id, p := range s.waiting {
+		if p.abandoned { // on an ended session
+			delete(s.waiting, id)
+		}
+	}
 	s.attempted(false)
 	return true
 }
@@ -347,10 +356,10 @@ func (s *Server) caller(name string) spine.Tool {
 		}
 		callCtx, cancel := context.WithTimeout(ctx, s.callTimeout)
 		defer cancel()
-		done := s.calling(session)
+		done := s.calling(session, run)
 		result, err := session.CallTool(callCtx, &mcp.CallToolParams{Name: name, Arguments: args})
 		var rpcErr *jsonrpc.Error
-		done(err == nil || errors.As(err, &rpcErr))
+		done(err == nil || errors.As(err, &rpcErr), ctx.Err() != nil)
 		if err == nil {
 			return Value(result)
 		}
@@ -358,9 +367,7 @@ func (s *Server) caller(name string) spine.Tool {
 			// No answer in time: the server is stuck. Its session is
 			// ended, and a new one (a new process) takes its place.
 			cause := fmt.Errorf("a call of %s got no answer in %v", name, s.callTimeout)
-			err := s.broke(session, cause, 0)
-			go session.Close() // keep reconnects once it has ended
-			return nil, err
+			return nil, s.replace(session, cause)
 		}
 		if ctx.Err() == nil && broken(ctx, session, err) {
 			return nil, s.broke(session, callFailed(err), run)
