@@ -3,6 +3,7 @@ package mcpclient
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -27,12 +28,27 @@ const defaultCallTimeout = time.Minute
 type RefusedError struct {
 	Server string // the namespace the server's tools are under
 	Cause  error  // how the program's call broke the session
+	// Tool, when not "", is the MCP tool whose calls are refused, by
+	// anyone, or by Caller (Options.CallerOf) when not "": they broke the
+	// server's sessions again and again. Until is when they are let
+	// through again.
+	Tool   string
+	Caller string
+	Until  time.Time
 }
 
 func (e *RefusedError) Error() string {
 	name := e.Server
 	if name != "" {
 		name = " " + name
+	}
+	if e.Tool != "" {
+		by := ""
+		if e.Caller != "" {
+			by = " by " + e.Caller
+		}
+		return fmt.Sprintf("mcp server%s: calls of %s%s are refused until %s UTC: they broke the server %d times (last: %v)",
+			name, e.Tool, by, e.Until.UTC().Format(time.TimeOnly), classStrikes, e.Cause)
 	}
 	return fmt.Sprintf("mcp server%s: this program's calls are refused: an earlier call broke the server (%v)", name, e.Cause)
 }
@@ -114,6 +130,127 @@ func (s *Server) attempted(failed bool) {
 	}
 }
 
+// snapshot records, once per session, which calls were in flight when
+// session ended: a call alone in flight broke it; with others, any of them
+// may have. s.mu is held.
+func (s *Server) snapshot(session *mcp.ClientSession) {
+	if s.endedSession == session {
+		return
+	}
+	s.endedSession = session
+	var live []*pending
+	for _, p := range s.waiting {
+		if !p.abandoned && p.session == session {
+			live = append(live, p)
+		}
+	}
+	for _, p := range live {
+		p.ended = true
+		p.alone = len(live) == 1
+	}
+}
+
+// ended reports, for the call id that found its session ended, whether it
+// was alone in flight when the session ended.
+func (s *Server) ended(session *mcp.ClientSession, id uint64) (alone bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snapshot(session)
+	p := s.waiting[id]
+	return p != nil && p.ended && p.alone // else made once the session had ended: not its breaker
+}
+
+// exclusive is the weight of a call on probation in Server.gate: all of it,
+// so that the call is alone in flight.
+const exclusive = 1 << 30
+
+// suspect reports whether the calls of class (a caller's of a tool) are on
+// probation: they were in flight with others when a session broke, so that
+// any of them may have broken it. Such a call is made alone (exclusive):
+// if it breaks the session, it is to blame; if it is answered, the
+// probation ends.
+func (s *Server) suspect(class string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.probation[class]
+}
+
+// probe puts class on probation (on) or ends its probation.
+func (s *Server) probe(class string, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case !on:
+		delete(s.probation, class)
+	case len(s.probation) < maxRefused:
+		s.probation[class] = true
+	}
+}
+
+// classStrikes is how many sessions the calls of one tool by one caller
+// (Options.CallerOf; without it, by anyone) may break, each alone in
+// flight, before those calls are refused for classRefusal.
+const (
+	classStrikes = 3
+	classRefusal = 10 * time.Minute
+)
+
+// strikes is what a Server holds against one caller's calls of one tool.
+type strikes struct {
+	n       int
+	until   time.Time // refused until then
+	cause   error     // of the last break
+	updated time.Time
+}
+
+// strike counts a break against class (a caller's calls of a tool), with
+// cause; at classStrikes, those calls are refused. s.mu is held.
+func (s *Server) strike(class string, cause error) {
+	if s.classes == nil {
+		s.classes = make(map[string]*strikes)
+	}
+	now := time.Now()
+	c := s.classes[class]
+	if c == nil {
+		if len(s.classes) >= maxRefused { // forget the least recently struck
+			var oldest string
+			for name, o := range s.classes {
+				if oldest == "" || o.updated.Before(s.classes[oldest].updated) {
+					oldest = name
+				}
+			}
+			delete(s.classes, oldest)
+		}
+		c = &strikes{}
+		s.classes[class] = c
+	}
+	if !c.until.IsZero() && now.After(c.until) { // served its refusal: starts over
+		*c = strikes{}
+	}
+	c.n++
+	c.cause, c.updated = cause, now
+	if c.n == classStrikes {
+		c.until = now.Add(classRefusal)
+		caller, tool, _ := strings.Cut(class, "\x00")
+		s.logger.Warn("mcp server: calls of a tool refused: they broke the server", "server", s.namespace, "tool", tool, "caller", caller, "breaks", c.n, "for", classRefusal, "cause", cause)
+	}
+}
+
+// refusal is the error of a call of run, by the caller class, that is
+// refused, or nil.
+func (s *Server) refusal(run uint64, class string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cause, refused := s.refused.causes[run]; refused {
+		return &RefusedError{Server: s.namespace, Cause: cause}
+	}
+	if c := s.classes[class]; c != nil && time.Now().Before(c.until) {
+		caller, tool, _ := strings.Cut(class, "\x00")
+		return &RefusedError{Server: s.namespace, Tool: tool, Caller: caller, Until: c.until, Cause: c.cause}
+	}
+	return nil
+}
+
 // maxAbandoned is how many calls, of as many runs, may be abandoned by their
 // runs (see abandon) with nothing heard from the server since the oldest
 // began, before the session is replaced.
@@ -124,19 +261,24 @@ type pending struct {
 	start     time.Time
 	session   *mcp.ClientSession
 	run       uint64 // spine.RunOf; 0 outside a run
+	class     string // the caller (Options.CallerOf) and the tool: caller "\x00" tool
 	abandoned bool   // the caller gave up: its run ended first
+
+	// When its session ended with the call in flight (snapshot): whether it
+	// was the only call in flight.
+	ended, alone bool
 }
 
 // calling records the start of a call of run on session, and returns what
 // ends it: answered says the session answered it (a result or a JSON-RPC
 // error), abandoned that its caller's ctx ended first.
-func (s *Server) calling(session *mcp.ClientSession, run uint64) (done func(answered, abandoned bool)) {
+func (s *Server) calling(session *mcp.ClientSession, run uint64, class string) (id uint64, done func(answered, abandoned bool)) {
 	s.mu.Lock()
 	s.calls++
-	id := s.calls
-	s.waiting[id] = &pending{start: time.Now(), session: session, run: run}
+	id = s.calls
+	s.waiting[id] = &pending{start: time.Now(), session: session, run: run, class: class}
 	s.mu.Unlock()
-	return func(answered, abandoned bool) {
+	return id, func(answered, abandoned bool) {
 		if abandoned && !answered {
 			s.abandon(id)
 			return
@@ -240,7 +382,7 @@ func (s *Server) expire(id uint64, session *mcp.ClientSession) {
 // (a new process) takes its place.
 // It returns the error of the call that found it out.
 func (s *Server) replace(session *mcp.ClientSession, cause error) error {
-	err := s.broke(session, cause, 0)
+	err := s.broke(session, cause, breaker{})
 	s.mu.Lock()
 	if s.ping != nil {
 		s.ping() // the session's Close waits for its calls

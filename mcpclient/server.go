@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
+	"golang.org/x/sync/semaphore"
 )
 
 // Reconnection: the first attempt waits minBackoff after a session is lost,
@@ -82,6 +83,7 @@ type Server struct {
 	timeout   time.Duration
 	logger    *slog.Logger
 	tools     spine.Manifest
+	callerOf  func(context.Context) string
 
 	ctx    context.Context // ends with Close: reconnections and their waits
 	cancel context.CancelFunc
@@ -94,10 +96,14 @@ type Server struct {
 	closeMu sync.Mutex // held by Close, so that a second Close waits for the first
 
 	callTimeout  time.Duration
-	refused      refusal       // the programs that broke a session
-	blamed       bool          // the session ended in a call of a program, now refused
-	reconnecting bool          // a session ended and no reconnection has failed since
-	attempt      chan struct{} // closed when the current reconnection attempt ends
+	refused      refusal             // the programs that broke a session
+	classes      map[string]*strikes // the callers' calls of tools that broke sessions
+	probation    map[string]bool     // the callers' calls of tools made alone (suspect)
+	gate         *semaphore.Weighted // a call holds 1, one on probation all
+	endedSession *mcp.ClientSession  // the last session whose end calls were counted at (snapshot)
+	blamed       bool                // the session ended in a call of a program, now refused
+	reconnecting bool                // a session ended and no reconnection has failed since
+	attempt      chan struct{}       // closed when the current reconnection attempt ends
 	calls        uint64
 	waiting      map[uint64]*pending // the calls waiting for an answer, and those abandoned
 	heard        time.Time           // the last answer of the current session
@@ -128,6 +134,9 @@ func Dial(ctx context.Context, newTransport func() mcp.Transport, namespace stri
 		client:    newClient(),
 		timeout:   opts.ConnectTimeout,
 		logger:    opts.Logger,
+		callerOf:  opts.CallerOf,
+		probation: make(map[string]bool),
+		gate:      semaphore.NewWeighted(exclusive),
 		loop:      make(chan struct{}),
 
 		callTimeout: opts.CallTimeout,
@@ -231,7 +240,7 @@ func (s *Server) keep(session *mcp.ClientSession) {
 			return
 		}
 		cause := sessionEnded(err)
-		blamed := s.lost(cause)
+		blamed := s.lost(session, cause)
 		s.logger.Warn("mcp server down", "server", s.namespace, "cause", cause)
 		if blamed || time.Since(up) >= healthyAfter {
 			// A session a program's call broke says nothing of the server.
@@ -271,9 +280,10 @@ func (s *Server) keep(session *mcp.ClientSession) {
 // lost records that the last session ended, because of cause, and reports
 // whether a program's call was to blame (broke). Calls wait for the first
 // reconnection attempt.
-func (s *Server) lost(cause error) (blamed bool) {
+func (s *Server) lost(session *mcp.ClientSession, cause error) (blamed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.snapshot(session)
 	if s.session != nil || s.down == nil { // else a call saw the end first (broke), and said why
 		s.down = &DownError{Server: s.namespace, Cause: cause}
 	}
@@ -293,23 +303,36 @@ func (s *Server) failed(cause error) {
 	s.attempted(true)
 }
 
+// breaker is who a call that found its session broken may blame: run is
+// the program whose call it was (0: none), refused from then on when
+// refuse is set (its call was alone in flight), and class, when not "",
+// the caller and tool whose call that was, which takes a strike.
+type breaker struct {
+	run    uint64
+	refuse bool
+	class  string
+}
+
 // broke records that session ended, as a call on it found out, and returns
 // the error of that call. Its cause stays the server's (Err's), unless the
 // reconnecting goroutine saw the end first and recorded its own.
 //
-// run, when not 0, is the program whose call it was: its later calls are
-// refused, and the reconnection does not back off for it.
-func (s *Server) broke(session *mcp.ClientSession, cause error, run uint64) error {
+// The program whose call it was, when there is one, does not make the
+// reconnection back off; whom the call blames is refused as breaker says.
+func (s *Server) broke(session *mcp.ClientSession, cause error, blame breaker) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if run != 0 {
-		s.refused.add(run, cause) // also when the reconnecting goroutine saw the end first
+	if blame.run != 0 && blame.refuse {
+		s.refused.add(blame.run, cause) // also when the reconnecting goroutine saw the end first
+	}
+	if blame.class != "" {
+		s.strike(blame.class, cause)
 	}
 	if s.session == session {
 		s.session = nil
 		s.down = &DownError{Server: s.namespace, Cause: cause}
 		s.reconnecting = true
-		s.blamed = run != 0
+		s.blamed = blame.run != 0
 	}
 	if _, err := s.current(); err != nil {
 		return err
@@ -335,45 +358,94 @@ func (s *Server) up(session *mcp.ClientSession) bool {
 	return true
 }
 
-// caller returns the spine.Tool that calls the MCP tool name on the current
+// caller returns the spine.Tool that calls the MCP tool on the current
 // session (await), within the call time limit. The program of a call that
-// breaks the session is refused from then on (RefusedError).
-func (s *Server) caller(name string) spine.Tool {
+// breaks the session alone is refused from then on (RefusedError); so are
+// the calls of the tool by a caller (Options.CallerOf; without it, by
+// anyone) once they broke sessions classStrikes times, each alone in
+// flight. A call in flight with others when its session broke may not be to
+// blame: it is retried once on the next session, when retry says the tool
+// allows it, and the calls of its tool by its caller are made alone until
+// one is answered (suspect), so that the next break is blamed on the right
+// one.
+func (s *Server) caller(name string, retry bool) spine.Tool {
 	return func(ctx context.Context, args json.RawMessage) (any, error) {
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
 		run := spine.RunOf(ctx)
-		s.mu.Lock()
-		cause, refused := s.refused.causes[run]
-		s.mu.Unlock()
-		if refused {
-			return nil, &RefusedError{Server: s.namespace, Cause: cause}
+		var caller string
+		if s.callerOf != nil {
+			caller = s.callerOf(ctx)
 		}
-		session, err := s.await(ctx)
-		if err != nil {
+		class := caller + "\x00" + name // whose calls of what
+		if err := s.refusal(run, class); err != nil {
 			return nil, err
 		}
-		callCtx, cancel := context.WithTimeout(ctx, s.callTimeout)
-		defer cancel()
-		done := s.calling(session, run)
-		result, err := session.CallTool(callCtx, &mcp.CallToolParams{Name: name, Arguments: args})
-		var rpcErr *jsonrpc.Error
-		done(err == nil || errors.As(err, &rpcErr), ctx.Err() != nil)
-		if err == nil {
-			return Value(result)
+		for retried := false; ; retried = true {
+			weight := int64(1)
+			if s.suspect(class) {
+				weight = exclusive
+			}
+			if err := s.gate.Acquire(ctx, weight); err != nil {
+				return nil, err
+			}
+			result, err, again := s.callOnce(ctx, name, args, run, class)
+			s.gate.Release(weight)
+			if weight == exclusive && (err == nil || !again) {
+				s.probe(class, false) // answered alone, or failed alone
+			}
+			if again {
+				s.probe(class, true)
+			}
+			if !again || !retry || retried {
+				if err != nil {
+					return nil, err
+				}
+				return Value(result)
+			}
 		}
-		if ctx.Err() == nil && callCtx.Err() != nil {
-			// No answer in time: the server is stuck. Its session is
-			// ended, and a new one (a new process) takes its place.
-			cause := fmt.Errorf("a call of %s got no answer in %v", name, s.callTimeout)
-			return nil, s.replace(session, cause)
-		}
-		if ctx.Err() == nil && broken(ctx, session, err) {
-			return nil, s.broke(session, callFailed(err), run)
-		}
-		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+}
+
+// callOnce calls the MCP tool name once, on the current session. again
+// says the call failed because its session broke while other calls were in
+// flight: the call may not be to blame, and may be made again.
+func (s *Server) callOnce(ctx context.Context, name string, args json.RawMessage, run uint64, class string) (result *mcp.CallToolResult, err error, again bool) {
+	session, err := s.await(ctx)
+	if err != nil {
+		return nil, err, false
+	}
+	callCtx, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
+	id, done := s.calling(session, run, class)
+	result, err = session.CallTool(callCtx, &mcp.CallToolParams{Name: name, Arguments: args})
+	var rpcErr *jsonrpc.Error
+	if err == nil || errors.As(err, &rpcErr) || ctx.Err() != nil {
+		done(err == nil || errors.As(err, &rpcErr), ctx.Err() != nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err), false
+		}
+		return result, nil, false
+	}
+	if callCtx.Err() != nil {
+		done(false, false)
+		// No answer in time: the server is stuck. Its session is ended,
+		// and a new one (a new process) takes its place.
+		cause := fmt.Errorf("a call of %s got no answer in %v", name, s.callTimeout)
+		return nil, s.replace(session, cause), false
+	}
+	if !broken(ctx, session, err) {
+		done(false, false)
+		return nil, fmt.Errorf("%s: %w", name, err), false
+	}
+	alone := s.ended(session, id)
+	done(false, false)
+	blame := breaker{run: run}
+	if alone {
+		blame.refuse, blame.class = true, class
+	}
+	return nil, s.broke(session, callFailed(err), blame), !alone
 }
 
 // broken reports whether the call's error err came from its session ending

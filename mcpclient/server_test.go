@@ -275,18 +275,6 @@ func TestServerKilled(t *testing.T) {
 func TestServerBadResponse(t *testing.T) {
 	d := newDialer("misbehave")
 	s := d.dial(t)
-	for _, c := range []struct{ mode, want string }{
-		{"garbage", "the server sent a message that is not valid JSON: invalid character 'h' in literal true"},
-		{"nan", "the server sent a message that is not valid JSON: invalid character 'N'"},
-		{"deep", "the server sent a message that is not valid JSON: invalid character '[' exceeded max depth"},
-	} {
-		_, err := callTool(t, s, "srv.respond", `{"mode": "`+c.mode+`"}`)
-		checkDown(t, c.mode, err, c.want)
-		checkDown(t, c.mode+": Err", s.Err(), c.want)
-		callWhileDown(t, d, s, c.mode+": a call while reconnecting")
-		checkEcho(t, s)
-	}
-
 	before := d.connections()
 	_, err := callTool(t, s, "srv.respond", `{"mode": "badshape"}`)
 	var down *mcpclient.DownError
@@ -299,6 +287,20 @@ func TestServerBadResponse(t *testing.T) {
 	checkEcho(t, s)
 	if d.connections() != before {
 		t.Fatal("reconnected after a bad result")
+	}
+
+	// (A fourth break by respond would be refused: see
+	// TestServerRefusesACallerThatBreaksIt.)
+	for _, c := range []struct{ mode, want string }{
+		{"garbage", "the server sent a message that is not valid JSON: invalid character 'h' in literal true"},
+		{"nan", "the server sent a message that is not valid JSON: invalid character 'N'"},
+		{"deep", "the server sent a message that is not valid JSON: invalid character '[' exceeded max depth"},
+	} {
+		_, err := callTool(t, s, "srv.respond", `{"mode": "`+c.mode+`"}`)
+		checkDown(t, c.mode, err, c.want)
+		checkDown(t, c.mode+": Err", s.Err(), c.want)
+		callWhileDown(t, d, s, c.mode+": a call while reconnecting")
+		checkEcho(t, s)
 	}
 }
 

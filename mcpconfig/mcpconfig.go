@@ -122,6 +122,11 @@ type Options struct {
 	// servers' commands, each line after "[namespace] ".
 	Stderr io.Writer
 
+	// CallerOf, if not nil, names the caller a tool call is made for (a
+	// token's name), as mcpclient.Options.CallerOf: a caller whose calls of
+	// a tool break a server again and again is refused those calls.
+	CallerOf func(ctx context.Context) string
+
 	// LogDir, if not "", is a folder (created if need be) where the
 	// standard error of each server's command goes to NAMESPACE.log, begun
 	// anew by each Load and kept across the command's restarts.
@@ -341,6 +346,7 @@ func connect(ctx context.Context, name string, s *server, stderr io.Writer, opts
 		ExcludeTools:   s.ExcludeTools,
 		ConnectTimeout: timeout,
 		Logger:         opts.Logger,
+		CallerOf:       opts.CallerOf,
 	})
 }
 

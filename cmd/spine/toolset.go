@@ -72,7 +72,7 @@ func loadManifest(ctx context.Context, path string, demo bool, logs serverLogs) 
 	if logs.stderr == nil {
 		logs.stderr = os.Stderr
 	}
-	opts := &mcpconfig.Options{Reserved: reserved, LogDir: serverLogDir()}
+	opts := &mcpconfig.Options{Reserved: reserved, LogDir: serverLogDir(), CallerOf: tokenCaller}
 	// Servers lost (and, verbose, regained, and what was left out); a
 	// server's error text is clipped.
 	level := slog.LevelWarn
@@ -91,6 +91,18 @@ func loadManifest(ctx context.Context, path string, demo bool, logs serverLogs) 
 	}
 	maps.Copy(t.manifest, t.servers.Manifest())
 	return t, nil
+}
+
+// tokenCaller is the caller of a tool call for the MCP servers: the name of
+// the tokens file's token its request came with (spine serve, spine mcp
+// --http), or "" — everyone alike — without a tokens file.
+func tokenCaller(ctx context.Context) string {
+	switch name := service.TokenName(ctx); name {
+	case "-", "default":
+		return ""
+	default:
+		return name
+	}
 }
 
 // loadExitCode is the exit code of a failure to load the tools: a usage error
