@@ -76,6 +76,17 @@ type Options struct {
 	// quarter of it with nothing from the server since.
 	CallTimeout time.Duration
 
+	// StartDown makes Dial return a Server that is down, rather than an
+	// error, when the server cannot be reached or listed at first: the
+	// Server connects in the background as after a lost session (calls of
+	// its tools fail at once with a *DownError meanwhile), and lists its
+	// tools once connected. Its Tools are then stand-ins for the tools
+	// named in Tools (keyword arguments, no schema: the server's is not
+	// known) that call the server's tools once listed; without Tools, it
+	// has none. An error of the lists (a name the server does not have) is
+	// then the error of its tools' calls and of Err.
+	StartDown bool
+
 	// CallerOf, if not nil, names the caller a call is made for (a tenant,
 	// a token's name; "" for none), which a Server blames as one when its
 	// programs break the server's sessions again and again: after 3 breaks

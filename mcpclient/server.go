@@ -83,6 +83,7 @@ type Server struct {
 	timeout   time.Duration
 	logger    *slog.Logger
 	tools     spine.Manifest
+	late      *lateList // of a Server that started down; nil otherwise
 	callerOf  func(context.Context) string
 
 	ctx    context.Context // ends with Close: reconnections and their waits
@@ -115,7 +116,9 @@ type Server struct {
 // connected as Server describes. newTransport is called once per connection
 // and must return a fresh transport each time (an *mcp.CommandTransport needs
 // a new *exec.Cmd: a command runs once). ctx bounds the first connection and
-// the listing; reconnections have Options.ConnectTimeout each.
+// the listing; reconnections have Options.ConnectTimeout each. With
+// Options.StartDown, a server that cannot be reached or listed at first is
+// no error: the Server starts down (see StartDown).
 //
 // Close the Server when its tools are no longer used: that ends the
 // reconnecting and, for a command, the process.
@@ -158,10 +161,20 @@ func Dial(ctx context.Context, newTransport func() mcp.Transport, namespace stri
 	s.transport = func() mcp.Transport { return watch.watch(newTransport()) }
 	session, err := s.client.Connect(ctx, s.transport(), nil)
 	if err != nil {
+		if opts.StartDown {
+			if errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
+				err = errClosedByServer
+			}
+			return s.startDown(fmt.Errorf("connecting: %w", err), opts, watch)
+		}
 		s.cancel()
 		return nil, fmt.Errorf("mcpclient: %s: connecting: %w", label(namespace), err)
 	}
 	tools, err := list(ctx, session, namespace)
+	if err != nil && opts.StartDown {
+		session.Close()
+		return s.startDown(err, opts, watch)
+	}
 	if err == nil {
 		s.tools, err = manifest(s.caller, namespace, tools, opts, watch)
 	}
@@ -173,6 +186,125 @@ func Dial(ctx context.Context, newTransport func() mcp.Transport, namespace stri
 	s.session = session
 	go s.keep(session)
 	return s, nil
+}
+
+// startDown returns s, whose server could not be reached or listed at first
+// (cause), down and connecting in the background (Options.StartDown). Its
+// tools are stand-ins for the tools of Options.Tools, which call the
+// server's tools once it is connected and listed.
+func (s *Server) startDown(cause error, opts *Options, watch *taskWatch) (*Server, error) {
+	s.late = &lateList{opts: opts, watch: watch, calls: make(map[string]spine.Tool)}
+	early := make(map[string]bool)
+	for _, name := range opts.EarlyReads {
+		early[name] = true
+	}
+	s.tools = spine.Manifest{}
+	origin := make(map[string]string)
+	for _, name := range opts.Tools {
+		py := PythonName(name)
+		if py == "" {
+			s.cancel()
+			return nil, fmt.Errorf("mcpclient: %s: tool %q has no usable Python name", label(s.namespace), name)
+		}
+		if s.namespace != "" {
+			py = s.namespace + "." + py
+		}
+		if other, clash := origin[py]; clash {
+			s.cancel()
+			return nil, fmt.Errorf("mcpclient: %s: tools %q and %q would both be %s in Python", label(s.namespace), other, name, py)
+		}
+		origin[py] = name
+		s.tools[py] = spine.ToolSpec{
+			Call:           s.standIn(name, py),
+			AllowEarlyRead: early[name],
+			Description:    fmt.Sprintf("A tool of the MCP server %s, which was down when spine started: its description and parameters come from the server; pass keyword arguments.", s.namespace),
+			InputSchema:    json.RawMessage(`{"type":"object","additionalProperties":true}`),
+			KeywordOnly:    true,
+		}
+	}
+	s.down = &DownError{Server: s.namespace, Cause: cause}
+	s.logger.Warn("mcp server down at start; connecting in the background", "server", s.namespace, "cause", cause)
+	go s.keep(nil)
+	return s, nil
+}
+
+// lateList is what a Server that started down needs to list its tools once
+// it connects: the Options and the task watch of Dial, and then the calls
+// of its tools, by Python name.
+type lateList struct {
+	opts  *Options
+	watch *taskWatch
+	done  bool                  // listed
+	err   error                 // of the manifest: the tool lists name tools the server lacks
+	calls map[string]spine.Tool // the server's tools, once listed
+}
+
+// standIn is the Call of the stand-in for the MCP tool name (py in Python)
+// of a Server that started down: the tool's call once the server is listed,
+// else the error that says why not.
+func (s *Server) standIn(name, py string) spine.Tool {
+	return func(ctx context.Context, args json.RawMessage) (any, error) {
+		s.mu.Lock()
+		call, listed, err := s.late.calls[py], s.late.done, s.late.err
+		s.mu.Unlock()
+		switch {
+		case call != nil:
+			return call(ctx, args)
+		case err != nil:
+			return nil, err
+		case listed:
+			return nil, fmt.Errorf("mcp server %s has no tool %s that Spine can call", s.namespace, name)
+		}
+		if _, err := s.await(ctx); err != nil {
+			return nil, err
+		}
+		return s.standIn(name, py)(ctx, args) // connected meanwhile
+	}
+}
+
+// listLate lists the tools of a Server that started down, on its first
+// session. A listing that fails fails the connection; a tool list that
+// names tools the server does not have is an error of every stand-in's call
+// (and of Err).
+func (s *Server) listLate(session *mcp.ClientSession) error {
+	s.mu.Lock()
+	late := s.late
+	s.mu.Unlock()
+	if late == nil || late.done {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
+	defer cancel()
+	tools, err := list(ctx, session, s.namespace)
+	if err != nil {
+		return err
+	}
+	m, err := manifest(s.caller, s.namespace, tools, late.opts, late.watch)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	late.done, late.err = true, err
+	for py, spec := range m {
+		late.calls[py] = spec.Call
+	}
+	if err != nil {
+		s.logger.Error("mcp server connected, but its tools cannot be used", "server", s.namespace, "error", err)
+	} else {
+		s.logger.Info("mcp server connected after start; its tools listed", "server", s.namespace, "tools", len(m))
+	}
+	return nil
+}
+
+// StartedDown reports whether the server could not be reached when Dial
+// returned (Options.StartDown), so that Tools are stand-ins for
+// Options.Tools, and Listed whether it has connected since and listed its
+// tools.
+func (s *Server) StartedDown() (startedDown, listed bool) {
+	if s.late == nil {
+		return false, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return true, s.late.done
 }
 
 // Tools returns the server's tools as manifest entries under its namespace
@@ -188,6 +320,9 @@ func (s *Server) Err() error {
 	defer s.mu.Unlock()
 	if _, err := s.current(); err != nil {
 		return err
+	}
+	if s.late != nil && s.late.err != nil {
+		return s.late.err
 	}
 	return s.stuck()
 }
@@ -233,20 +368,22 @@ func (s *Server) keep(session *mcp.ClientSession) {
 	defer close(s.loop)
 	var wait backoff
 	for {
-		up := time.Now()
-		err := session.Wait()
-		session.Close() // a no-op for an ended session; waits for a command to exit
-		if s.ctx.Err() != nil {
-			return
+		if session != nil { // nil: down at start
+			up := time.Now()
+			err := session.Wait()
+			session.Close() // a no-op for an ended session; waits for a command to exit
+			if s.ctx.Err() != nil {
+				return
+			}
+			cause := sessionEnded(err)
+			blamed := s.lost(session, cause)
+			s.logger.Warn("mcp server down", "server", s.namespace, "cause", cause)
+			if blamed || time.Since(up) >= healthyAfter {
+				// A session a program's call broke says nothing of the server.
+				wait.reset()
+			}
+			session = nil
 		}
-		cause := sessionEnded(err)
-		blamed := s.lost(session, cause)
-		s.logger.Warn("mcp server down", "server", s.namespace, "cause", cause)
-		if blamed || time.Since(up) >= healthyAfter {
-			// A session a program's call broke says nothing of the server.
-			wait.reset()
-		}
-		session = nil
 		for attempt := 1; session == nil; attempt++ {
 			timer := time.NewTimer(wait.next())
 			select {
@@ -258,6 +395,11 @@ func (s *Server) keep(session *mcp.ClientSession) {
 			ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
 			next, err := s.client.Connect(ctx, s.transport(), nil)
 			cancel()
+			if err == nil {
+				if err = s.listLate(next); err != nil {
+					next.Close()
+				}
+			}
 			if err != nil {
 				if s.ctx.Err() != nil {
 					return

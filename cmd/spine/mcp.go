@@ -90,8 +90,8 @@ flags:
 ` + cacheUsage + `
 exit codes: 0 stopped (standard input closed; with --http, SIGINT or SIGTERM
 once the calls in flight finished), 2 usage error (a bad config file
-included), 4 other failure (an MCP server, the address, calls still going
-after --grace)
+included), 4 other failure (the address, calls still going after --grace;
+an MCP server that cannot be reached is connected in the background)
 `
 
 // mcpOptions are the flags of spine mcp.
