@@ -76,6 +76,25 @@ type Options struct {
 	// quarter of it with nothing from the server since.
 	CallTimeout time.Duration
 
+	// StartDown makes Dial return a Server that is down, rather than an
+	// error, when the server cannot be reached or listed at first: the
+	// Server connects in the background as after a lost session (calls of
+	// its tools fail at once with a *DownError meanwhile), and lists its
+	// tools once connected. Its Tools are then stand-ins for the tools
+	// named in Tools (keyword arguments, no schema: the server's is not
+	// known) that call the server's tools once listed; without Tools, it
+	// has none. An error of the lists (a name the server does not have) is
+	// then the error of its tools' calls and of Err.
+	StartDown bool
+
+	// CallerOf, if not nil, names the caller a call is made for (a tenant,
+	// a token's name; "" for none), which a Server blames as one when its
+	// programs break the server's sessions again and again: after 3 breaks
+	// with no other caller's call in flight, its calls are refused for 10
+	// minutes, while other callers' go on. A program (spine.RunOf) whose
+	// call breaks a session alone in flight is refused anyway.
+	CallerOf func(ctx context.Context) string
+
 	// Tools, when not nil, are the only tools (by MCP name) that become
 	// entries; ExcludeTools are tools left out. Naming a tool the server
 	// does not have, in either, is an error: a typo would otherwise offer a
@@ -108,7 +127,7 @@ func Tools(ctx context.Context, session *mcp.ClientSession, namespace string, op
 	if err != nil {
 		return nil, err
 	}
-	return manifest(func(name string) spine.Tool { return caller(session, name) }, namespace, tools, opts, nil)
+	return manifest(func(name string, _ bool) spine.Tool { return caller(session, name) }, namespace, tools, opts, nil)
 }
 
 // list lists every tool of the server behind session, following pagination.
@@ -141,7 +160,7 @@ func Connect(ctx context.Context, transport mcp.Transport, namespace string, opt
 	tools, err := list(ctx, session, namespace)
 	var m spine.Manifest
 	if err == nil {
-		m, err = manifest(func(name string) spine.Tool { return caller(session, name) }, namespace, tools, opts, watch)
+		m, err = manifest(func(name string, _ bool) spine.Tool { return caller(session, name) }, namespace, tools, opts, watch)
 	}
 	if err != nil {
 		session.Close()
@@ -162,9 +181,9 @@ func label(namespace string) string {
 }
 
 // manifest makes tools into manifest entries; call returns the spine.Tool
-// that calls the MCP tool of a name. watch, when not nil, says which tools
-// need tasks.
-func manifest(call func(name string) spine.Tool, namespace string, tools []*mcp.Tool, opts *Options, watch *taskWatch) (spine.Manifest, error) {
+// that calls the MCP tool of a name, which may be called again when retry
+// says so (retryable). watch, when not nil, says which tools need tasks.
+func manifest(call func(name string, retry bool) spine.Tool, namespace string, tools []*mcp.Tool, opts *Options, watch *taskWatch) (spine.Manifest, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
@@ -241,7 +260,7 @@ func manifest(call func(name string) spine.Tool, namespace string, tools []*mcp.
 			description = tool.Title
 		}
 		spec := spine.ToolSpec{
-			Call:           inOrder(call(tool.Name), watch),
+			Call:           inOrder(call(tool.Name, early[tool.Name] || retryable(tool)), watch),
 			AllowEarlyRead: early[tool.Name],
 			Description:    description,
 			InputSchema:    schema,
@@ -267,6 +286,16 @@ func manifest(call func(name string) spine.Tool, namespace string, tools []*mcp.
 		return nil, fmt.Errorf("mcpclient: %s: early reads allowed for tools it does not have or that are left out: %s", label(namespace), strings.Join(missing, ", "))
 	}
 	return m, nil
+}
+
+// retryable reports whether the server says that calling tool twice does
+// no more than calling it once (readOnlyHint or idempotentHint): a call
+// lost with its session, which another program's call may have broken, is
+// made again once on the next session. (The tools of Options.EarlyReads are
+// retried too: the Host vouches that they only read.)
+func retryable(tool *mcp.Tool) bool {
+	a := tool.Annotations
+	return a != nil && (a.ReadOnlyHint || a.IdempotentHint)
 }
 
 // schemaJSON is a tool's schema as JSON: as the server wrote it when

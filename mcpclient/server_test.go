@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -275,18 +277,6 @@ func TestServerKilled(t *testing.T) {
 func TestServerBadResponse(t *testing.T) {
 	d := newDialer("misbehave")
 	s := d.dial(t)
-	for _, c := range []struct{ mode, want string }{
-		{"garbage", "the server sent a message that is not valid JSON: invalid character 'h' in literal true"},
-		{"nan", "the server sent a message that is not valid JSON: invalid character 'N'"},
-		{"deep", "the server sent a message that is not valid JSON: invalid character '[' exceeded max depth"},
-	} {
-		_, err := callTool(t, s, "srv.respond", `{"mode": "`+c.mode+`"}`)
-		checkDown(t, c.mode, err, c.want)
-		checkDown(t, c.mode+": Err", s.Err(), c.want)
-		callWhileDown(t, d, s, c.mode+": a call while reconnecting")
-		checkEcho(t, s)
-	}
-
 	before := d.connections()
 	_, err := callTool(t, s, "srv.respond", `{"mode": "badshape"}`)
 	var down *mcpclient.DownError
@@ -299,6 +289,20 @@ func TestServerBadResponse(t *testing.T) {
 	checkEcho(t, s)
 	if d.connections() != before {
 		t.Fatal("reconnected after a bad result")
+	}
+
+	// (A fourth break by respond would be refused: see
+	// TestServerRefusesACallerThatBreaksIt.)
+	for _, c := range []struct{ mode, want string }{
+		{"garbage", "the server sent a message that is not valid JSON: invalid character 'h' in literal true"},
+		{"nan", "the server sent a message that is not valid JSON: invalid character 'N'"},
+		{"deep", "the server sent a message that is not valid JSON: invalid character '[' exceeded max depth"},
+	} {
+		_, err := callTool(t, s, "srv.respond", `{"mode": "`+c.mode+`"}`)
+		checkDown(t, c.mode, err, c.want)
+		checkDown(t, c.mode+": Err", s.Err(), c.want)
+		callWhileDown(t, d, s, c.mode+": a call while reconnecting")
+		checkEcho(t, s)
 	}
 }
 
@@ -370,4 +374,61 @@ except RuntimeError as err:
 	if json.Unmarshal(out.Value, &text) != nil || !strings.HasPrefix(text, "mcp server srv is down: ") {
 		t.Fatalf("value %s", out.Value)
 	}
+}
+
+// TestServerStartsDown: with StartDown, a server that cannot be started at
+// first is no error of Dial: the Server is down, its calls fail at once
+// naming it, and it connects in the background once it can; its tools are
+// stand-ins for Options.Tools that then call the server's. A tool list
+// naming a tool the server lacks is then Err's error.
+func TestServerStartsDown(t *testing.T) {
+	for _, tools := range [][]string{{"echo", "add"}, {"echo", "nope"}} {
+		gate := filepath.Join(t.TempDir(), "gate")
+		if err := os.WriteFile(gate, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		events := make(chan string, 1024)
+		s, err := mcpclient.Dial(t.Context(), func() mcp.Transport {
+			return &mcp.CommandTransport{Command: spinetest.MCPCommand("1", spinetest.MCPGateEnv+"="+gate)}
+		}, "srv", &mcpclient.Options{StartDown: true, Tools: tools, Logger: slog.New(eventHandler{events})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkDown(t, "Err at start", s.Err(), "connecting: ")
+		if got := slices.Sorted(maps.Keys(s.Tools())); !slices.Equal(got, slices.Sorted(slices.Values([]string{"srv." + tools[1], "srv.echo"}))) {
+			t.Fatalf("tools %v", got)
+		}
+		_, err = callTool(t, s, "srv.echo", `{"text": "x"}`)
+		checkDown(t, "a call while down", err, "connecting: ")
+
+		os.Remove(gate)
+		for e := range events {
+			if e == "mcp server reconnected" {
+				break
+			}
+		}
+		if tools[1] == "nope" {
+			if err := s.Err(); err == nil || !strings.Contains(err.Error(), "the tool lists name tools it does not have: nope") {
+				t.Fatalf("Err with a tool list naming a tool the server lacks: %v", err)
+			}
+			if _, err := callTool(t, s, "srv.echo", `{"text": "x"}`); err == nil || !strings.Contains(err.Error(), "nope") {
+				t.Fatalf("a call with a bad tool list: %v", err)
+			}
+		} else {
+			checkEcho(t, s)
+			if v, err := callTool(t, s, "srv.add", `{"a": 1, "b": 2}`); err != nil || !jsonIs(v, `{"sum":3}`) {
+				t.Fatalf("add: %v, %v", v, err)
+			}
+			if err := s.Err(); err != nil {
+				t.Fatalf("Err once up: %v", err)
+			}
+		}
+		s.Close()
+	}
+}
+
+// jsonIs reports whether v encodes to want.
+func jsonIs(v any, want string) bool {
+	b, err := json.Marshal(v)
+	return err == nil && string(b) == want
 }

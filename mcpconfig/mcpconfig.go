@@ -122,6 +122,20 @@ type Options struct {
 	// servers' commands, each line after "[namespace] ".
 	Stderr io.Writer
 
+	// StartDown keeps Load from failing when a server cannot be reached or
+	// listed: that server starts down and connects in the background, with
+	// backoff (mcpclient.Options.StartDown). Its tools in the Manifest are
+	// the file's "tools", as stand-ins that call the server's once it is
+	// connected; without "tools" it has none, until the next Load, and
+	// Health says so once it is connected. (A long-running command takes
+	// this: one shared server that is down must not stop every replica.)
+	StartDown bool
+
+	// CallerOf, if not nil, names the caller a tool call is made for (a
+	// token's name), as mcpclient.Options.CallerOf: a caller whose calls of
+	// a tool break a server again and again is refused those calls.
+	CallerOf func(ctx context.Context) string
+
 	// LogDir, if not "", is a folder (created if need be) where the
 	// standard error of each server's command goes to NAMESPACE.log, begun
 	// anew by each Load and kept across the command's restarts.
@@ -195,7 +209,9 @@ func (t *Toolset) Manifest() spine.Manifest {
 
 // Health maps each server's name to "" while it is connected, else to the
 // text of the error its tools fail with (a *mcpclient.DownError while it is
-// reconnecting).
+// reconnecting), or, for a server down at Load (Options.StartDown) and
+// connected since without stand-ins, to a text saying its tools come with
+// the next Load.
 func (t *Toolset) Health() map[string]string {
 	if t == nil {
 		return map[string]string{}
@@ -205,6 +221,8 @@ func (t *Toolset) Health() map[string]string {
 		h[t.names[i]] = ""
 		if err := s.Err(); err != nil {
 			h[t.names[i]] = err.Error()
+		} else if down, _ := s.StartedDown(); down && len(s.Tools()) == 0 {
+			h[t.names[i]] = fmt.Sprintf("mcp server %s connected after spine started: its tools come with the next start (name them in \"tools\" to have them at once)", t.names[i])
 		}
 	}
 	return h
@@ -341,6 +359,8 @@ func connect(ctx context.Context, name string, s *server, stderr io.Writer, opts
 		ExcludeTools:   s.ExcludeTools,
 		ConnectTimeout: timeout,
 		Logger:         opts.Logger,
+		CallerOf:       opts.CallerOf,
+		StartDown:      opts.StartDown,
 	})
 }
 

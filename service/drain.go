@@ -156,5 +156,5 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, Probe{Status: "draining"})
 		return
 	}
-	writeJSON(w, http.StatusOK, Probe{Status: "ready"})
+	writeJSON(w, http.StatusOK, Probe{Status: "ready", Down: DownComponents(s.opts.Health)})
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -323,6 +324,18 @@ func TestHealthComponents(t *testing.T) {
 	h := get(ts.URL, "")
 	if h.Status != "degraded" || h.Components["github"] != "ok" || !strings.HasPrefix(h.Components["docs"], "dial tcp 10.0.0.7:9000: connection refused") || len(h.Components["docs"]) > service.MaxLogText+20 {
 		t.Errorf("degraded: %+v", h)
+	}
+
+	// /readyz stays ready, and names the component that is down.
+	resp, err := http.Get(ts.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready service.Probe
+	json.NewDecoder(resp.Body).Decode(&ready)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || ready.Status != "ready" || !slices.Equal(ready.Down, []string{"docs"}) {
+		t.Errorf("/readyz with docs down: %d %+v", resp.StatusCode, ready)
 	}
 
 	tokened := newServer(t, &service.Options{Health: health, Token: "tok"})

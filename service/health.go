@@ -1,7 +1,9 @@
 package service
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 )
 
 // HealthReport is the body of GET /healthz.
@@ -48,4 +50,23 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, h)
+}
+
+// DownComponents returns the names of the components of health (Options.Health)
+// that are not healthy, in order; nil for none. /readyz lists them as its
+// detail, and stays ready: a component is a dependency every replica shares
+// (an MCP server), and taking every replica out of the load balancer over it
+// would stop the programs that do not need it too.
+func DownComponents(health func() map[string]string) []string {
+	if health == nil {
+		return nil
+	}
+	states := health()
+	var down []string
+	for _, name := range slices.Sorted(maps.Keys(states)) {
+		if states[name] != "" {
+			down = append(down, name)
+		}
+	}
+	return down
 }

@@ -12,6 +12,10 @@ import (
 // Probe is the body of GET /livez and GET /readyz.
 type Probe struct {
 	Status string `json:"status"` // "ok" (/livez), "ready" or "draining" (/readyz)
+	// Down, on /readyz, names the components of Options.Health that are
+	// down (their text is /healthz's): detail only, they do not make the
+	// server unready (DownComponents).
+	Down []string `json:"down,omitempty"`
 }
 
 // ServeLive answers a liveness probe: 200 "ok" while the process serves at

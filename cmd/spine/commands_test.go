@@ -116,8 +116,6 @@ func TestExitCodes(t *testing.T) {
 		want string
 	}{
 		{[]string{"tools", "--config", broken}, exitFailure, "/no/such/server"},
-		{[]string{"serve", "--config", broken}, exitFailure, "/no/such/server"},
-		{[]string{"mcp", "--config", broken}, exitFailure, "/no/such/server"},
 		{[]string{"serve", "--listen", taken.Addr().String()}, exitFailure, "address already in use"},
 		{[]string{"mcp", "--http", taken.Addr().String()}, exitFailure, "address already in use"},
 		{[]string{"serve", "--listen", "0.0.0.0:0"}, exitUsage, "not a loopback address"},

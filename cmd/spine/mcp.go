@@ -91,8 +91,8 @@ flags:
 ` + cacheUsage + guestUsage + `
 exit codes: 0 stopped (standard input closed; with --http, SIGINT or SIGTERM
 once the calls in flight finished), 2 usage error (a bad config file
-included), 4 other failure (an MCP server, the address, calls still going
-after --grace)
+included), 4 other failure (the address, calls still going after --grace;
+an MCP server that cannot be reached is connected in the background)
 `
 
 // mcpOptions are the flags of spine mcp.
@@ -297,7 +297,15 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.
 	mux.Handle("/mcp", handler)
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /livez", service.ServeLive)
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { service.ServeReady(&draining, w) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if draining.Load() {
+			service.ServeReady(&draining, w)
+			return
+		}
+		// Ready, with the MCP servers that are down as detail.
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(service.Probe{Status: "ready", Down: service.DownComponents(m.health)})
+	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { serveMCPHealth(w, m.health, len(m.tenants) == 0) })
 	return serveHTTP(ctx, stop, ln, service.AccessLog(m.log, m.tracer, http.NewCrossOriginProtection().Handler(mux)), limits, grace, "spine mcp", what, stderr,
 		func() {

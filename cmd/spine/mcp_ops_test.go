@@ -42,7 +42,9 @@ func TestMCPHTTPOperable(t *testing.T) {
 	defer stop()
 	log := make(lines, 100)
 	m := mcpHTTP{runner: runner, tenants: []service.Tenant{{Name: "default", Token: "mcp-ops-token"}}, log: slog.New(slog.NewJSONHandler(log, nil)),
-		health: func() map[string]string { return map[string]string{"crm": ""} }}
+		health: func() map[string]string {
+			return map[string]string{"crm": "", "docs": "mcp server docs is down: connecting: refused; reconnecting"}
+		}}
 	var stderr strings.Builder
 	served := make(chan int, 1)
 	go func() { served <- serveMCP(ctx, stop, ln, server, m, httpLimits{}, time.Minute, "", &stderr) }()
@@ -80,6 +82,17 @@ func TestMCPHTTPOperable(t *testing.T) {
 		if code, line := send("GET", path, "", nil); code != 200 || line["path"] != path || line["token"] != "-" {
 			t.Errorf("GET %s without the token: %d %v", path, code, line)
 		}
+	}
+	// /readyz stays ready with an MCP server down, and names it.
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready service.Probe
+	json.NewDecoder(resp.Body).Decode(&ready)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || ready.Status != "ready" || len(ready.Down) != 1 || ready.Down[0] != "docs" {
+		t.Errorf("/readyz with docs down: %d %+v", resp.StatusCode, ready)
 	}
 	if code, _ := send("GET", "/metrics", "", nil); code != http.StatusUnauthorized {
 		t.Errorf("GET /metrics without the token: %d", code)

@@ -282,7 +282,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	rep := newRunReport(inv.o, stdout, stderr)
 
-	tools, err := loadManifest(ctx, inv.o.config, inv.o.demoTools, serverLogs{inv.o.verbose, stderr})
+	tools, err := loadManifest(ctx, inv.o.config, inv.o.demoTools, serverLogs{inv.o.verbose, stderr}, false)
 	if err != nil {
 		return rep.finish(loadExitCode(err), &service.Error{Kind: kindFailure, Message: err.Error()})
 	}

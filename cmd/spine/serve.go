@@ -88,7 +88,8 @@ session flags:
 
 exit codes: 0 stopped by SIGINT or SIGTERM once the runs in flight were
 answered and the sessions stored, 2 usage error (a bad config file
-included), 4 other failure (an MCP server, the address, the session store)
+included), 4 other failure (the address, the session store; an MCP server
+that cannot be reached is connected in the background, /healthz shows it down)
 `
 
 // serveOptions are the flags of spine serve.

@@ -59,7 +59,10 @@ func serverLogDir() string {
 // loadManifest returns the tools of the MCP servers named in the config file
 // at path ("" for none), plus the built-in demo tools when demo is set. An
 // error that is the file's fault matches mcpconfig.ErrConfig.
-func loadManifest(ctx context.Context, path string, demo bool, logs serverLogs) (*toolset, error) {
+//
+// With startDown (serve, mcp), a server that cannot be reached is no error:
+// it starts down and connects in the background (mcpconfig.Options.StartDown).
+func loadManifest(ctx context.Context, path string, demo bool, logs serverLogs, startDown bool) (*toolset, error) {
 	t := &toolset{manifest: spine.Manifest{}}
 	var reserved []string
 	if demo {
@@ -72,7 +75,7 @@ func loadManifest(ctx context.Context, path string, demo bool, logs serverLogs) 
 	if logs.stderr == nil {
 		logs.stderr = os.Stderr
 	}
-	opts := &mcpconfig.Options{Reserved: reserved, LogDir: serverLogDir()}
+	opts := &mcpconfig.Options{Reserved: reserved, LogDir: serverLogDir(), CallerOf: tokenCaller, StartDown: startDown}
 	// Servers lost (and, verbose, regained, and what was left out); a
 	// server's error text is clipped.
 	level := slog.LevelWarn
@@ -91,6 +94,18 @@ func loadManifest(ctx context.Context, path string, demo bool, logs serverLogs) 
 	}
 	maps.Copy(t.manifest, t.servers.Manifest())
 	return t, nil
+}
+
+// tokenCaller is the caller of a tool call for the MCP servers: the name of
+// the tokens file's token its request came with (spine serve, spine mcp
+// --http), or "" — everyone alike — without a tokens file.
+func tokenCaller(ctx context.Context) string {
+	switch name := service.TokenName(ctx); name {
+	case "-", "default":
+		return ""
+	default:
+		return name
+	}
 }
 
 // loadExitCode is the exit code of a failure to load the tools: a usage error
@@ -158,11 +173,12 @@ func listPrices(ctx context.Context, args json.RawMessage) (any, error) {
 
 // openRunner loads the tools of the config file at path (and the demo tools
 // when demo is set) and starts a Runner on them, for a long-running command
-// (serve, mcp). On failure it reports on stderr as cmd and returns the exit
-// code; otherwise health reports the MCP servers (toolset.health) and close
+// (serve, mcp). A server that cannot be reached does not stop it: it starts
+// down and connects in the background. On failure it reports on stderr as
+// cmd and returns the exit code; otherwise health reports the MCP servers (toolset.health) and close
 // releases the Runner, then the MCP servers.
 func openRunner(ctx context.Context, cmd, path string, demo bool, opts *spine.Options, verbose bool, stderr io.Writer) (runner *spine.Runner, manifest spine.Manifest, health func() map[string]string, close func(), code int) {
-	tools, err := loadManifest(ctx, path, demo, serverLogs{verbose, stderr})
+	tools, err := loadManifest(ctx, path, demo, serverLogs{verbose, stderr}, true)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return nil, nil, nil, nil, loadExitCode(err)

@@ -72,7 +72,7 @@ func testConfigEnv(t *testing.T, env map[string]string) string {
 }
 
 func TestLoadManifestDemo(t *testing.T) {
-	tools, err := loadManifest(context.Background(), "", true, serverLogs{})
+	tools, err := loadManifest(context.Background(), "", true, serverLogs{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestLoadManifestDemo(t *testing.T) {
 		t.Fatalf("demo tools %v", got)
 	}
 	// Without the demo tools and a config: nothing.
-	tools, err = loadManifest(context.Background(), "", false, serverLogs{})
+	tools, err = loadManifest(context.Background(), "", false, serverLogs{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func toolNames(m spine.Manifest) []string {
 
 func TestLoadManifestMCP(t *testing.T) {
 	ctx := context.Background()
-	tools, err := loadManifest(ctx, testConfig(t), true, serverLogs{})
+	tools, err := loadManifest(ctx, testConfig(t), true, serverLogs{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,17 +177,17 @@ func TestConfigErrors(t *testing.T) {
 		{"built-in namespace", `{"servers": {"prices": {"command": ["x"]}}}`, "taken by the built-in tool prices.list"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := loadManifest(context.Background(), writeFile(t, "c.json", c.config), true, serverLogs{})
+			_, err := loadManifest(context.Background(), writeFile(t, "c.json", c.config), true, serverLogs{}, false)
 			if !errors.Is(err, mcpconfig.ErrConfig) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want a config error with %q", err, c.want)
 			}
 		})
 	}
-	if _, err := loadManifest(context.Background(), "/no/such/file.json", false, serverLogs{}); !errors.Is(err, mcpconfig.ErrConfig) {
+	if _, err := loadManifest(context.Background(), "/no/such/file.json", false, serverLogs{}, false); !errors.Is(err, mcpconfig.ErrConfig) {
 		t.Fatalf("missing file: %v", err)
 	}
 	// Without the demo tools, their names are free.
-	_, err := loadManifest(context.Background(), writeFile(t, "c.json", `{"servers": {"lookup": {"command": ["/no/such/server"]}}}`), false, serverLogs{})
+	_, err := loadManifest(context.Background(), writeFile(t, "c.json", `{"servers": {"lookup": {"command": ["/no/such/server"]}}}`), false, serverLogs{}, false)
 	if err == nil || errors.Is(err, mcpconfig.ErrConfig) || !strings.Contains(err.Error(), "/no/such/server") {
 		t.Fatalf("a server named lookup without the demo tools: %v", err)
 	}

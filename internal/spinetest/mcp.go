@@ -153,7 +153,8 @@ func raw(s *mcp.Server, tool *mcp.Tool, h func(map[string]any) *mcp.CallToolResu
 //	             the middle of the call
 //	"misbehave"  the same, plus respond(mode), whose answer is rewritten
 //	             after the SDK encoded it into something the client cannot
-//	             decode (see Misbehaviours)
+//	             decode (see Misbehaviours), and hang and hold (see
+//	             addHoldTools)
 //	"tasks"      the same, plus the tools of AddTaskTools, listed as
 //	             TaskTools says
 const MCPServerEnv = "SPINE_TEST_MCP_SERVER"
@@ -245,6 +246,7 @@ func ServeMCPIfAsked() {
 				json.Unmarshal(req.Params.Arguments, &args)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "@@" + args.Mode + "@@"}}}, nil
 			})
+		addHoldTools(server)
 		transport = &mcp.IOTransport{Reader: os.Stdin, Writer: misbehave{os.Stdout}}
 	case "tasks":
 		AddTaskTools(server)
@@ -260,12 +262,64 @@ func ServeMCPIfAsked() {
 	os.Exit(0)
 }
 
+// hung, once closed, stops the misbehaving server's answers for good: its
+// standard output blocks (hang).
+var hung = make(chan struct{})
+
+// addHoldTools adds the misbehaving server's tools that hold calls:
+//
+//	hang(path)  creates the file path, then the server sends nothing more,
+//	            ever (its output blocks, as a server whose loop is stuck)
+//	hold(path)  answers "open" when the file path exists; else creates it
+//	            and holds the call until it is cancelled, so that a test
+//	            knows the call is in flight and a second process answers it
+//
+// hold claims to be read-only; hang claims nothing.
+func addHoldTools(s *mcp.Server) {
+	path := json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)
+	pathOf := func(req *mcp.CallToolRequest) string {
+		var args struct{ Path string }
+		json.Unmarshal(req.Params.Arguments, &args)
+		return args.Path
+	}
+	s.AddTool(&mcp.Tool{Name: "hang", Description: "Stop answering anything.", InputSchema: path},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			select {
+			case <-hung:
+			default:
+				close(hung)
+			}
+			if err := os.WriteFile(pathOf(req), nil, 0o600); err != nil {
+				return nil, err
+			}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+	s.AddTool(&mcp.Tool{Name: "hold", Description: "Hold the call the first time.", InputSchema: path,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if _, err := os.Stat(pathOf(req)); err == nil {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "open"}}}, nil
+			}
+			if err := os.WriteFile(pathOf(req), nil, 0o600); err != nil {
+				return nil, err
+			}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+}
+
 // misbehave is the misbehaving server's standard output: it rewrites the
 // answer of respond(mode=...) as Misbehaviours says (the SDK writes one
 // message per Write).
 type misbehave struct{ w io.WriteCloser }
 
 func (m misbehave) Write(p []byte) (int, error) {
+	select {
+	case <-hung:
+		select {} // hang: never answer again
+	default:
+	}
 	out := p
 	if bytes.Contains(p, []byte(`"@@garbage@@"`)) {
 		out = []byte("this is not JSON\n")
