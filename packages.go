@@ -274,9 +274,10 @@ func checkPreload(names []string) ([]string, error) {
 // mounted beside the standard library and the warm-up that puts them on
 // sys.path and imports the modules to preload.
 type world struct {
-	files  []guest.File // beside python311.zip
-	warm   string       // the whole warm-up
-	digest []byte       // identifies files and warm, for the image key
+	files    []guest.File   // beside python311.zip
+	warm     string         // the whole warm-up
+	digest   []byte         // identifies files and warm, for the image key
+	preloads map[int]string // the module each preload's import line of warm imports
 }
 
 // newWorld puts together the world of artifact a and options opts; site is
@@ -298,11 +299,15 @@ func newWorld(a Artifact, site []byte, preload []string) world {
 		for _, p := range paths {
 			fmt.Fprintf(&b, "sys.path.append(%q)\n", path.Join(guest.StdlibMount, p))
 		}
-		for _, m := range preload {
-			fmt.Fprintf(&b, "import %s\n", m)
-		}
 		// The preloaded modules go in before the collector freezes the image.
 		i := strings.Index(warmSource, "import gc\n")
+		line := strings.Count(warmSource[:i], "\n") + 1 + len(paths) + 1
+		w.preloads = make(map[int]string, len(preload))
+		for _, m := range preload {
+			fmt.Fprintf(&b, "import %s\n", m)
+			w.preloads[line] = m
+			line++
+		}
 		w.warm = warmSource[:i] + b.String() + warmSource[i:]
 	}
 	h := sha256.New()
@@ -314,3 +319,15 @@ func newWorld(a Artifact, site []byte, preload []string) world {
 	w.digest = h.Sum(nil)
 	return w
 }
+
+// preloadError is a module to preload that failed to import in the warm-up:
+// it names the module and the exception, and is an ErrPackages.
+type preloadError struct {
+	module, typ, message string
+}
+
+func (e *preloadError) Error() string {
+	return fmt.Sprintf("%v: preload %s: %s: %s", ErrPackages, e.module, e.typ, e.message)
+}
+
+func (e *preloadError) Is(target error) bool { return target == ErrPackages }

@@ -66,7 +66,8 @@ that will not stop) leaves FILE as it was. FILE must have been saved by spine
 run with the same tools (--config, --demo-tools) and the same version of Spine.
 
 exit codes: 0 ok, 1 Python error, 2 usage error (a --session FILE that is not
-a session of these tools included), 3 time-out, 4 other failure
+a session of these tools, --packages a folder the Guest cannot take, and a
+--preload that fails to import included), 3 time-out, 4 other failure
 `
 
 // runOptions are the flags of spine run.
@@ -298,7 +299,11 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	runner, err := spine.New(ctx, tools.manifest, opts)
 	if err != nil {
-		return rep.finish(exitFailure, &service.Error{Kind: kindFailure, Message: err.Error()})
+		code := exitFailure
+		if errors.Is(err, spine.ErrPackages) { // --packages or --preload
+			code = exitUsage
+		}
+		return rep.finish(code, &service.Error{Kind: kindFailure, Message: err.Error()})
 	}
 	defer runner.Close(context.Background())
 	run := runner.Run
