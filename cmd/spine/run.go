@@ -365,6 +365,10 @@ func parseRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (inv run
 	if err != nil {
 		return inv, usageError(stderr, fs.Name(), runUsage, "--inputs: %v", err), true
 	}
+	if file == "-" && isTerminal(stdin) {
+		// Else a user who forgot the file sees spine wait, saying nothing.
+		fmt.Fprintln(stderr, "spine run: reading the program from standard input; end it with Ctrl-D")
+	}
 	inv.source, inv.filename, err = readSource(file, stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "spine run: %v\n", err)
