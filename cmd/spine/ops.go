@@ -26,8 +26,9 @@ import (
 const cacheUsage = `  --cache-dir DIR          the compilation cache (default $SPINE_CACHE_DIR, else
                            $XDG_CACHE_HOME/spine, else ~/.cache/spine); one that
                            cannot be written means an in-memory cache, not a failure
-  --cache-seed DIR         a cache filled by spine warm, copied into --cache-dir
-                           where it lacks files (default $SPINE_CACHE_SEED)
+  --cache-seed DIR         a cache filled by spine warm: each file --cache-dir lacks is
+                           linked to it (a symbolic link; a copy where none can be
+                           made), so it must stay in place (default $SPINE_CACHE_SEED)
 `
 
 // cacheFlags are --cache-dir and --cache-seed.
