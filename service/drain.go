@@ -106,6 +106,10 @@ func (s *Server) Cut() {
 // cutDone reports whether Cut was called.
 func (s *Server) cutDone() bool { return s.drain.cut.Err() != nil }
 
+// drainingMessage is the message of the answer to a request refused by a
+// drain.
+const drainingMessage = "the server is draining (shutting down); send the request to another replica"
+
 // probe reports whether path is one the drain leaves open, and the token
 // check too: a probe carries no credential.
 func probe(path string) bool {
@@ -127,7 +131,7 @@ func (s *Server) enterRequest(w http.ResponseWriter, r *http.Request) (*http.Req
 		dropBody(w, r)
 		closeConn(w)
 		w.Header().Set("Retry-After", "1")
-		s.refuse(w, time.Now(), http.StatusServiceUnavailable, kindClosed, "the server is draining (shutting down); send the request to another replica")
+		s.refuse(w, time.Now(), http.StatusServiceUnavailable, kindClosed, drainingMessage)
 		return nil, nil
 	}
 	ctx, cancel := context.WithCancel(r.Context())

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spine-run/spine/service"
@@ -15,52 +19,166 @@ import (
 // stopped: a stopped run returns at once, so this is only a backstop.
 const cutWait = 10 * time.Second
 
-// serveDrained serves handler (svc, wrapped) on ln until ctx ends (a signal), then drains it
-// (service.Server.Drain): /readyz answers 503 and new requests 503 while
-// the listener stays open and /healthz and /livez answer; the requests in
-// flight have grace to end, and those still going are stopped and answered
-// 503; every session is written to the store; then the listener closes.
-// It returns exitOK once everything in flight was answered and stored.
-func serveDrained(ctx context.Context, stop func(), ln net.Listener, svc *service.Server, handler http.Handler, limits httpLimits, grace time.Duration, name, what string, stderr io.Writer) int {
-	srv, served := startHTTP(ln, handler, limits, name, what, stderr)
+// defaultDrainDelay is --drain-delay's default: how long, at least, a
+// server's listener stays open after SIGTERM, answering /readyz 503 and
+// refusing new requests 503, so that a load balancer that polls /readyz
+// (a Kubernetes Service's endpoints) stops sending it requests before the
+// port closes.
+const defaultDrainDelay = 5 * time.Second
+
+// signalCause is the cause of a context that shutdownContext ended: the
+// signal that came.
+type signalCause struct{ os.Signal }
+
+func (c signalCause) Error() string { return c.Signal.String() }
+
+// shutdownContext returns a context that ends at the first SIGINT or
+// SIGTERM, with a signalCause, and the function that restores the signals'
+// default behaviour, so that a second one ends the process at once.
+func shutdownContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-signals:
+			cancel(signalCause{s})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(signals)
+		cancel(context.Canceled)
+	}
+}
+
+// serving is how spine serve and spine mcp --http run their listener: the
+// limits on clients, the drain's times, and where they say what they do.
+type serving struct {
+	limits httpLimits
+	grace  time.Duration // the requests in flight have this long, from the drain's start
+
+	// delay is --drain-delay: after the drain starts the listener stays
+	// open at least this long, but after a SIGINT (a Ctrl-C: nobody's load
+	// balancer is waiting). delayed, when set, ends the delay in place of
+	// its timer (tests).
+	delay   time.Duration
+	delayed <-chan struct{}
+
+	log  serverLog
+	what string // said after the address it listens on
+}
+
+// drainDelay returns a channel closed when the listener of a drain that
+// began when ctx ended may close.
+func (s serving) drainDelay(ctx context.Context) <-chan struct{} {
+	if s.delayed != nil {
+		return s.delayed
+	}
+	done := make(chan struct{})
+	var cause signalCause
+	if s.delay <= 0 || errors.As(context.Cause(ctx), &cause) && cause.Signal == os.Interrupt {
+		close(done)
+		return done
+	}
+	time.AfterFunc(s.delay, func() { close(done) })
+	return done
+}
+
+// serverLog is where a server says what it does: listening, shutting
+// down, stopped.
+type serverLog struct {
+	name string // "spine serve"
+	w    io.Writer
+}
+
+func (l serverLog) info(format string, args ...any) {
+	fmt.Fprintf(l.w, "%s: %s\n", l.name, fmt.Sprintf(format, args...))
+}
+
+// serveDrained serves handler (svc, wrapped) on ln until ctx ends (a
+// signal), then drains it (service.Server.Drain): /readyz answers 503 and
+// new requests 503 while the listener stays open and /healthz and /livez
+// answer; the requests in flight have grace to end, and those still going
+// are stopped and answered 503; every session is written to the store;
+// then, once the drain delay is over too, the listener closes. It returns
+// exitOK once everything in flight was answered and stored.
+func serveDrained(ctx context.Context, stop func(), ln net.Listener, svc *service.Server, handler http.Handler, s serving) int {
+	srv, served := startHTTP(ln, handler, s)
 	select {
 	case err := <-served:
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		s.log.info("%v", err)
 		svc.Close(context.Background())
 		return exitFailure
 	case <-ctx.Done():
 	}
 	stop()
 	svc.Drain()
-	fmt.Fprintf(stderr, "%s: shutting down; waiting up to %v for requests in flight\n", name, grace)
-	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
+	delayed := s.drainDelay(ctx)
+	s.log.info("shutting down; waiting up to %v for requests in flight", s.grace)
+	graceCtx, cancel := context.WithTimeout(context.Background(), s.grace)
 	defer cancel()
 	code := exitOK
 	if svc.Wait(graceCtx) != nil {
-		fmt.Fprintf(stderr, "%s: requests still in flight after %v; stopping them (answered 503)\n", name, grace)
+		s.log.info("requests still in flight after %v; stopping them (answered 503)", s.grace)
 		svc.Cut()
 		cutCtx, cancel := context.WithTimeout(context.Background(), cutWait)
 		defer cancel()
 		if svc.Wait(cutCtx) != nil {
-			fmt.Fprintf(stderr, "%s: requests still in flight after they were stopped\n", name)
+			s.log.info("requests still in flight after they were stopped")
 			code = exitFailure
 		}
 	}
 	// Every request has its answer: write the sessions while the probes
-	// still answer, then close the listener and the idle connections.
-	storeCtx, cancel := context.WithTimeout(context.Background(), max(grace, cutWait))
+	// still answer, then, after the drain delay, close the listener and the
+	// idle connections.
+	storeCtx, cancel := context.WithTimeout(context.Background(), max(s.grace, cutWait))
 	defer cancel()
 	if err := svc.Close(storeCtx); err != nil {
-		fmt.Fprintf(stderr, "%s: storing the sessions: %v\n", name, err)
+		s.log.info("storing the sessions: %v", err)
 		code = exitFailure
 	}
+	<-delayed
 	closeCtx, cancel := context.WithTimeout(context.Background(), cutWait)
 	defer cancel()
 	if srv.Shutdown(closeCtx) != nil {
 		srv.Close()
 	}
 	if code == exitOK {
-		fmt.Fprintf(stderr, "%s: stopped\n", name)
+		s.log.info("stopped")
 	}
 	return code
+}
+
+// serveHTTP serves handler on ln until ctx ends (a signal), then shuts down:
+// drain (when set) starts the drain (/readyz 503, new requests refused);
+// the listener stays open for the drain delay; then it stops accepting,
+// waits for the requests in flight until grace after the drain began, and
+// closes what is left. stop restores the signals' default behaviour, so
+// that a second Ctrl-C ends the process at once. onShutdown functions run
+// (each in its own goroutine) when the listener closes.
+func serveHTTP(ctx context.Context, stop func(), ln net.Listener, handler http.Handler, s serving, drain func(), onShutdown ...func()) int {
+	srv, served := startHTTP(ln, handler, s, onShutdown...)
+	select {
+	case err := <-served:
+		s.log.info("%v", err)
+		return exitFailure
+	case <-ctx.Done():
+	}
+	stop()
+	if drain != nil {
+		drain()
+	}
+	delayed := s.drainDelay(ctx)
+	s.log.info("shutting down; waiting up to %v for requests in flight", s.grace)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.grace)
+	defer cancel()
+	<-delayed
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		s.log.info("requests still in flight after %v; stopping them", s.grace)
+		srv.Close()
+		return exitFailure
+	}
+	s.log.info("stopped")
+	return exitOK
 }
