@@ -131,6 +131,7 @@ func (s *Server) enterRequest(w http.ResponseWriter, r *http.Request) (*http.Req
 		dropBody(w, r)
 		closeConn(w)
 		w.Header().Set("Retry-After", "1")
+		noteDrained(w)
 		s.refuse(w, time.Now(), http.StatusServiceUnavailable, kindClosed, drainingMessage)
 		return nil, nil
 	}
@@ -157,6 +158,7 @@ func (s *Server) handleLivez(w http.ResponseWriter, r *http.Request) { ServeLive
 
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	if s.drain.isDraining() {
+		noteDrained(w)
 		writeJSON(w, http.StatusServiceUnavailable, Probe{Status: "draining"})
 		return
 	}

@@ -28,6 +28,7 @@ func ServeLive(w http.ResponseWriter, r *http.Request) {
 // /readyz with it; the Server's own drain is Drain (drain.go).
 func ServeReady(draining *atomic.Bool, w http.ResponseWriter) {
 	if draining.Load() {
+		noteDrained(w)
 		writeJSON(w, http.StatusServiceUnavailable, Probe{Status: "draining"})
 		return
 	}
@@ -47,6 +48,7 @@ func RefuseWhileDraining(draining *atomic.Bool, next http.Handler) http.Handler 
 		}
 		closeConn(w)
 		w.Header().Set("Retry-After", "1")
+		noteDrained(w)
 		writeJSON(w, http.StatusServiceUnavailable, Response{Value: json.RawMessage("null"),
 			Error: &Error{Kind: kindClosed, Message: drainingMessage}})
 	})

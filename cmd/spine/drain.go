@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -85,16 +86,27 @@ func (s serving) drainDelay(ctx context.Context) <-chan struct{} {
 	return done
 }
 
-// serverLog is where a server says what it does: listening, shutting
-// down, stopped.
+// serverLog is where a server says what it does (listening, shutting
+// down, stopped, what failed): plain lines "spine serve: msg" on w, or,
+// with --log-format json, records of json (msg and args), so that every
+// line of its standard error is one.
 type serverLog struct {
 	name string // "spine serve"
 	w    io.Writer
+	json *slog.Logger
 }
 
-func (l serverLog) info(format string, args ...any) {
-	fmt.Fprintf(l.w, "%s: %s\n", l.name, fmt.Sprintf(format, args...))
+func (l serverLog) log(level slog.Level, msg string, args ...any) {
+	if l.json != nil {
+		l.json.Log(context.Background(), level, msg, args...)
+		return
+	}
+	fmt.Fprintf(l.w, "%s: %s\n", l.name, msg)
 }
+
+func (l serverLog) info(msg string, args ...any)  { l.log(slog.LevelInfo, msg, args...) }
+func (l serverLog) warn(msg string, args ...any)  { l.log(slog.LevelWarn, msg, args...) }
+func (l serverLog) error(msg string, args ...any) { l.log(slog.LevelError, msg, args...) }
 
 // serveDrained serves handler (svc, wrapped) on ln until ctx ends (a
 // signal), then drains it (service.Server.Drain): /readyz answers 503 and
@@ -107,7 +119,7 @@ func serveDrained(ctx context.Context, stop func(), ln net.Listener, svc *servic
 	srv, served := startHTTP(ln, handler, s)
 	select {
 	case err := <-served:
-		s.log.info("%v", err)
+		s.log.error(err.Error())
 		svc.Close(context.Background())
 		return exitFailure
 	case <-ctx.Done():
@@ -115,17 +127,17 @@ func serveDrained(ctx context.Context, stop func(), ln net.Listener, svc *servic
 	stop()
 	svc.Drain()
 	delayed := s.drainDelay(ctx)
-	s.log.info("shutting down; waiting up to %v for requests in flight", s.grace)
+	s.log.info(fmt.Sprintf("shutting down; waiting up to %v for requests in flight", s.grace), "grace", s.grace.String())
 	graceCtx, cancel := context.WithTimeout(context.Background(), s.grace)
 	defer cancel()
 	code := exitOK
 	if svc.Wait(graceCtx) != nil {
-		s.log.info("requests still in flight after %v; stopping them (answered 503)", s.grace)
+		s.log.warn(fmt.Sprintf("requests still in flight after %v; stopping them (answered 503)", s.grace))
 		svc.Cut()
 		cutCtx, cancel := context.WithTimeout(context.Background(), cutWait)
 		defer cancel()
 		if svc.Wait(cutCtx) != nil {
-			s.log.info("requests still in flight after they were stopped")
+			s.log.error("requests still in flight after they were stopped")
 			code = exitFailure
 		}
 	}
@@ -135,7 +147,7 @@ func serveDrained(ctx context.Context, stop func(), ln net.Listener, svc *servic
 	storeCtx, cancel := context.WithTimeout(context.Background(), max(s.grace, cutWait))
 	defer cancel()
 	if err := svc.Close(storeCtx); err != nil {
-		s.log.info("storing the sessions: %v", err)
+		s.log.error("storing the sessions: "+err.Error(), "error", err.Error())
 		code = exitFailure
 	}
 	<-delayed
@@ -161,7 +173,7 @@ func serveHTTP(ctx context.Context, stop func(), ln net.Listener, handler http.H
 	srv, served := startHTTP(ln, handler, s, onShutdown...)
 	select {
 	case err := <-served:
-		s.log.info("%v", err)
+		s.log.error(err.Error())
 		return exitFailure
 	case <-ctx.Done():
 	}
@@ -170,12 +182,12 @@ func serveHTTP(ctx context.Context, stop func(), ln net.Listener, handler http.H
 		drain()
 	}
 	delayed := s.drainDelay(ctx)
-	s.log.info("shutting down; waiting up to %v for requests in flight", s.grace)
+	s.log.info(fmt.Sprintf("shutting down; waiting up to %v for requests in flight", s.grace), "grace", s.grace.String())
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.grace)
 	defer cancel()
 	<-delayed
 	if err := srv.Shutdown(shutdownCtx); err != nil {
-		s.log.info("requests still in flight after %v; stopping them", s.grace)
+		s.log.error(fmt.Sprintf("requests still in flight after %v; stopping them", s.grace))
 		srv.Close()
 		return exitFailure
 	}

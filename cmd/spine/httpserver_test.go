@@ -291,7 +291,7 @@ func TestListenBound(t *testing.T) {
 		{"127.0.0.1:-1", "", exitFailure},
 	} {
 		var stderr bytes.Buffer
-		ln, code := listen("spine serve", "--listen", tc.addr, tokenList(tc.token, nil), &stderr)
+		ln, code := listen(serverLog{name: "spine serve", w: &stderr}, "--listen", tc.addr, tokenList(tc.token, nil))
 		if ln != nil {
 			if tcp := ln.Addr().(*net.TCPAddr); tc.token == "" && !tcp.IP.IsLoopback() {
 				t.Errorf("%s: bound %v without a token", tc.addr, tcp)

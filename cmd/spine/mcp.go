@@ -172,6 +172,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
 	}
+	out := o.log.serverLog("spine mcp", stderr, logger)
 	var traffic *slog.Logger // the MCP traffic's events, with --verbose
 	if o.log.verbose {
 		traffic = logger
@@ -179,14 +180,14 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	ctx, stop := shutdownContext()
 	defer stop()
-	tracer, stopTracing, err := tracing(ctx)
+	tracer, stopTracing, err := tracing(ctx, logger)
 	if err != nil {
-		fmt.Fprintln(stderr, "spine mcp:", err)
+		out.error(err.Error())
 		return exitUsage
 	}
 	defer stopTracing(context.Background())
 	opts := o.cache.apply(&spine.Options{TracerProvider: tracer}, logger, stderr)
-	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine mcp", o.config, o.demo, opts, o.log.verbose, stderr)
+	runner, manifest, health, closeRunner, code := openRunner(ctx, o.config, o.demo, opts, o.log.servers(stderr), out)
 	if runner == nil {
 		return code
 	}
@@ -204,7 +205,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if o.store != "" {
 		if mo.Store, err = sessionstore.Open(ctx, o.store); err != nil {
-			fmt.Fprintln(stderr, "spine mcp: --session-store:", err)
+			out.error("--session-store: " + err.Error())
 			return exitFailure
 		}
 		defer mo.Store.Close()
@@ -221,30 +222,30 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		err := server.Run(ctx, &mcp.IOTransport{Reader: in, Writer: nopWriteCloser{stdout}})
 		if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
-			fmt.Fprintln(stderr, "spine mcp:", err)
+			out.error(err.Error())
 			return exitFailure
 		}
 		return exitOK
 	}
 
-	ln, code := listen("spine mcp", "--http", o.addr, tokenList("", tenants), stderr)
+	ln, code := listen(out, "--http", o.addr, tokenList("", tenants))
 	if ln == nil {
 		return code
 	}
 	m := mcpHTTP{runner: runner, health: health, tenants: tenants, log: logger, traffic: traffic, tracer: tracer}
 	code = serveMCP(ctx, stop, ln, srv, m, serving{
 		limits: limits, grace: o.grace, delay: o.drainDelay,
-		log: serverLog{name: "spine mcp", w: stderr}, what: fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)),
+		log: out, what: fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)),
 	})
 	if mo.Store != nil {
 		// Every call has its answer: write the sessions the store lacks.
 		storeCtx, cancel := context.WithTimeout(context.Background(), max(o.grace, cutWait))
 		defer cancel()
 		if err := srv.Close(storeCtx); err != nil {
-			fmt.Fprintln(stderr, "spine mcp: storing the sessions:", err)
+			out.error("storing the sessions: "+err.Error(), "error", err.Error())
 			return exitFailure
 		}
-		fmt.Fprintln(stderr, "spine mcp: sessions stored")
+		out.info("sessions stored")
 	}
 	return code
 }

@@ -6,11 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -87,9 +90,31 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	return slog.New(service.ClipLogs(h)), nil
 }
 
+// serverLog is where the server named name says what it does: records of
+// logger with --log-format json, else plain lines on stderr.
+func (l *logFlags) serverLog(name string, stderr io.Writer, logger *slog.Logger) serverLog {
+	out := serverLog{name: name, w: stderr}
+	if l.format == "json" {
+		out.json = logger
+	}
+	return out
+}
+
+// servers is where the MCP servers' lines go: stderr, in the log's format,
+// their own standard error too with --verbose.
+func (l *logFlags) servers(stderr io.Writer) serverLogs {
+	return serverLogs{verbose: l.verbose, stderr: stderr, json: l.format == "json"}
+}
+
+// flushBound bounds the flush of the spans when a command ends: a collector
+// that accepts and never answers costs a spine run, or a server's stop, this
+// much at most. Spans not exported by then are dropped, with a warning.
+const flushBound = time.Second
+
 // tracing returns the TracerProvider the standard OpenTelemetry environment
 // variables ask for, and the function that flushes and stops it (bounded by
-// ctx); a nil provider when they ask for none.
+// ctx and flushBound); a nil provider when they ask for none. The SDK's and
+// the exporter's errors go to logger, not to Go's standard logger.
 //
 // Spans are exported with OTLP over HTTP (protobuf) when OTEL_TRACES_EXPORTER
 // is "otlp", or is unset while OTEL_EXPORTER_OTLP_ENDPOINT or
@@ -98,8 +123,10 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 // settings (endpoint, headers, timeout, compression, certificates) from
 // OTEL_EXPORTER_OTLP_*, the SDK its sampler (OTEL_TRACES_SAMPLER) and batch
 // settings (OTEL_BSP_*); the resource is service.name "spine" unless
-// OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise.
-func tracing(ctx context.Context) (trace.TracerProvider, func(context.Context), error) {
+// OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise. With no
+// endpoint set, spans go to http://localhost:4318, the specification's
+// default for OTLP/HTTP (the exporter's own would be https).
+func tracing(ctx context.Context, logger *slog.Logger) (trace.TracerProvider, func(context.Context), error) {
 	none := func(context.Context) {}
 	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
 		return nil, none, nil
@@ -122,22 +149,39 @@ func tracing(ctx context.Context) (trace.TracerProvider, func(context.Context), 
 	if protocol != "" && protocol != "http/protobuf" {
 		return nil, none, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%s: spine exports OTLP over http/protobuf", protocol)
 	}
-	exp, err := otlptracehttp.New(ctx)
+	// The exporter reads its variables in New, and says what it cannot
+	// read through OpenTelemetry's logger: both go to logger from here on.
+	otel.SetLogger(logr.FromSlogHandler(logger.Handler()))
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		logger.Warn("OpenTelemetry: "+err.Error(), "error", err.Error())
+	}))
+	restore := func() {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Print(err) }))
+		otel.SetLogger(logr.FromSlogHandler(slog.Default().Handler()))
+	}
+	var opts []otlptracehttp.Option
+	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		opts = append(opts, otlptracehttp.WithInsecure()) // http://localhost:4318
+	}
+	exp, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
+		restore()
 		return nil, none, fmt.Errorf("the OTLP trace exporter: %w", err)
 	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", "spine"), attribute.String("service.version", moduleVersion())),
 		resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil && res == nil {
+		restore()
 		return nil, none, fmt.Errorf("the OpenTelemetry resource: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return tp, func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer restore()
+		ctx, cancel := context.WithTimeout(ctx, flushBound)
 		defer cancel()
 		if err := tp.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			slog.Default().Warn("flushing the spans", "error", err.Error())
+			logger.Warn(fmt.Sprintf("the spans not exported within %v are dropped", flushBound), "error", err.Error())
 		}
 	}, nil
 }

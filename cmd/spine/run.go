@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -283,12 +284,12 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	rep := newRunReport(inv.o, stdout, stderr)
 
-	tools, err := loadManifest(ctx, inv.o.config, inv.o.demoTools, serverLogs{inv.o.verbose, stderr})
+	tools, err := loadManifest(ctx, inv.o.config, inv.o.demoTools, serverLogs{verbose: inv.o.verbose, stderr: stderr})
 	if err != nil {
 		return rep.finish(loadExitCode(err), &service.Error{Kind: kindFailure, Message: err.Error()})
 	}
 	defer tools.close()
-	tracer, stopTracing, err := tracing(ctx)
+	tracer, stopTracing, err := tracing(ctx, slog.New(slog.NewTextHandler(stderr, nil)))
 	if err != nil {
 		return rep.finish(exitUsage, &service.Error{Kind: kindFailure, Message: err.Error()})
 	}

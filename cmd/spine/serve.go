@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -208,19 +209,20 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if err != nil {
 		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
+	out := o.log.serverLog("spine serve", stderr, logger)
 
 	ctx, stop := shutdownContext()
 	defer stop()
-	tracer, stopTracing, err := tracing(ctx)
+	tracer, stopTracing, err := tracing(ctx, logger)
 	if err != nil {
-		fmt.Fprintln(stderr, "spine serve:", err)
+		out.error(err.Error())
 		return exitUsage
 	}
 	defer stopTracing(context.Background())
 	var svc *service.Server // made below, before any session: they are made through it
 	sessions.OnHibernate = func(s *spine.Session, snapshot io.Reader) { svc.Hibernated(s, snapshot) }
 	opts := o.cache.apply(&spine.Options{Sessions: sessions, TracerProvider: tracer}, logger, stderr)
-	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, opts, o.log.verbose, stderr)
+	runner, manifest, health, closeRunner, code := openRunner(ctx, o.config, o.demo, opts, o.log.servers(stderr), out)
 	if runner == nil {
 		return code
 	}
@@ -229,12 +231,12 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	var store sessionstore.Store
 	if storeURL != "" {
 		if store, err = sessionstore.Open(ctx, storeURL); err != nil {
-			fmt.Fprintln(stderr, "spine serve: --session-store:", err)
+			out.error("--session-store: " + err.Error())
 			return exitFailure
 		}
 		defer store.Close()
 	}
-	ln, code := listen("spine serve", "--listen", o.listen, tokenList(token, tenants), stderr)
+	ln, code := listen(out, "--listen", o.listen, tokenList(token, tenants))
 	if ln == nil {
 		return code
 	}
@@ -256,7 +258,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	limits.tokens = tokenList(token, tenants)
 	return serveDrained(ctx, stop, ln, svc, service.AccessLog(logger, tracer, svc), serving{
 		limits: limits, grace: o.grace, delay: o.drainDelay,
-		log: serverLog{name: "spine serve", w: stderr}, what: fmt.Sprintf("(%d tools)", len(manifest)),
+		log: out, what: fmt.Sprintf("(%d tools)", len(manifest)),
 	})
 }
 
@@ -302,12 +304,15 @@ func startHTTP(ln net.Listener, handler http.Handler, s serving, onShutdown ...f
 		IdleTimeout:       limits.idleTimeout,
 		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 	}
+	if s.log.json != nil { // net/http's own lines (a failed accept, a handler's panic)
+		srv.ErrorLog = slog.NewLogLogger(s.log.json.Handler(), slog.LevelWarn)
+	}
 	for _, f := range onShutdown {
 		srv.RegisterOnShutdown(f)
 	}
 	ln = newLimitListener(ln, limits)
 	errs := make(chan error, 1)
 	go func() { errs <- srv.Serve(ln) }()
-	s.log.info("listening on http://%s %s", ln.Addr(), s.what)
+	s.log.info(fmt.Sprintf("listening on http://%s %s", ln.Addr(), s.what), "addr", ln.Addr().String())
 	return srv, errs
 }

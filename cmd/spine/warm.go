@@ -54,7 +54,7 @@ func warmCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	start := time.Now()
 	opts := cache.apply(&spine.Options{PoolSize: 1}, nil, stderr)
-	runner, _, _, closeRunner, code := openRunner(ctx, "spine warm", config, demo, opts, false, stderr)
+	runner, _, _, closeRunner, code := openRunner(ctx, config, demo, opts, serverLogs{stderr: stderr}, serverLog{name: "spine warm", w: stderr})
 	if runner == nil {
 		return code
 	}
