@@ -274,7 +274,7 @@ func (o *mcpOptions) storeWrite() (sessionstore.WritePolicy, error) {
 
 // serveMCP serves server with streamable HTTP at /mcp on ln until ctx ends,
 // then shuts down gracefully (serveHTTP): /readyz answers 503 and new
-// requests to /mcp are refused 503 (service.RefuseDraining) while the
+// requests to /mcp are refused 503 (service.RefuseWhileDraining) while the
 // listener stays open for the drain delay, and the calls in flight get
 // their answers. Beside /mcp: GET /healthz (the tools' servers), /livez,
 // /readyz (503 once shutting down) and /metrics (the Runner's, Go's and
