@@ -33,8 +33,8 @@ servers in the config file (and the built-in demo tools with --demo-tools).
 On SIGINT or SIGTERM it drains: /readyz answers 503 at once, new requests
 get 503 with Retry-After, the runs in flight finish or, when --grace ends,
 are stopped and answered 503; every session is written to the session
-store (or --session-dir); then, after SIGTERM not before --drain-delay has
-passed, the listener closes and it exits 0.
+store (or --session-dir); then the listener closes (after SIGTERM, not
+before --drain-delay has passed since the signal) and it exits 0.
 
 With a token (--token-file, else $SPINE_TOKEN), every request but /healthz,
 /livez and /readyz, /metrics included, must carry "Authorization: Bearer <token>".
