@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -102,6 +103,33 @@ func (l serverLog) log(level slog.Level, msg string, args ...any) {
 		return
 	}
 	fmt.Fprintf(l.w, "%s: %s\n", l.name, msg)
+}
+
+// lines returns a writer of whole lines ("spine serve: warning: ..."), one
+// a Write, for code that prints them: w as it is, or, with json, each line a
+// record at level, its "spine ...: " and "warning: " taken off.
+func (l serverLog) lines(level slog.Level) io.Writer {
+	if l.json == nil {
+		return l.w
+	}
+	return lineRecords{l.json, level}
+}
+
+type lineRecords struct {
+	log   *slog.Logger
+	level slog.Level
+}
+
+func (r lineRecords) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if rest, ok := strings.CutPrefix(line, "spine "); ok {
+			if _, after, ok := strings.Cut(rest, ": "); ok {
+				line = after
+			}
+		}
+		r.log.Log(context.Background(), r.level, strings.TrimPrefix(line, "warning: "))
+	}
+	return len(p), nil
 }
 
 func (l serverLog) info(msg string, args ...any)  { l.log(slog.LevelInfo, msg, args...) }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/mcpserver"
 	"github.com/spine-run/spine/service"
@@ -215,5 +216,28 @@ func TestDrainDelayProcess(t *testing.T) {
 	p.cmd.Process.Signal(os.Interrupt)
 	if code := p.wait(t); code != 0 {
 		t.Fatalf("exit code %d after SIGINT", code)
+	}
+}
+
+// TestServerLogLines: with --log-format json, the warnings printed as lines
+// (the tokens file's shares, checkShares) are records at Warn, their
+// prefixes taken off; with text they stay the lines they are.
+func TestServerLogLines(t *testing.T) {
+	tenants := []service.Tenant{{Name: "a", StoreBytes: 1}}
+	var b strings.Builder
+	logger, err := (&logFlags{format: "json"}).logger(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkShares(tenants, spine.SessionOptions{MaxLive: 1}, false, (&logFlags{format: "json"}).serverLog("spine serve", &b, logger).lines(slog.LevelWarn))
+	var record struct{ Level, Msg string }
+	if err := json.Unmarshal([]byte(b.String()), &record); err != nil || record.Level != "WARN" ||
+		record.Msg != `token "a" has a store_bytes, which only a --session-store uses` {
+		t.Fatalf("json: %q (%v), want one Warn record without the prefixes", b.String(), err)
+	}
+	b.Reset()
+	checkShares(tenants, spine.SessionOptions{MaxLive: 1}, false, (&logFlags{format: "text"}).serverLog("spine serve", &b, logger).lines(slog.LevelWarn))
+	if want := "spine serve: warning: token \"a\" has a store_bytes, which only a --session-store uses\n"; b.String() != want {
+		t.Fatalf("text: %q, want %q", b.String(), want)
 	}
 }

@@ -149,6 +149,11 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
 	}
+	logger, err := o.log.logger(stderr) // stdout is the protocol's: logs go to stderr only
+	if err != nil {
+		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
+	}
+	out := o.log.serverLog("spine mcp", stderr, logger)
 	var (
 		limits  httpLimits
 		token   string
@@ -158,8 +163,8 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if limits, err = o.http.limits(); err != nil {
 			return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
 		}
-		if token, tenants, err = o.http.tenants("--http", o.addr, stderr); err != nil {
-			fmt.Fprintln(stderr, "spine mcp:", err)
+		if token, tenants, err = o.http.tenants("--http", o.addr, out.lines(slog.LevelWarn)); err != nil {
+			out.error(err.Error())
 			return exitUsage
 		}
 		if token != "" {
@@ -168,11 +173,6 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	} else if *o.http.tokensFile != "" || *o.http.tokenFile != "" {
 		return usageError(stderr, fs.Name(), mcpUsage, "--token-file and --tokens-file need --http")
 	}
-	logger, err := o.log.logger(stderr) // stdout is the protocol's: logs go to stderr only
-	if err != nil {
-		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
-	}
-	out := o.log.serverLog("spine mcp", stderr, logger)
 	var traffic *slog.Logger // the MCP traffic's events, with --verbose
 	if o.log.verbose {
 		traffic = logger

@@ -200,16 +200,16 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if err != nil {
 		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
-	token, tenants, err := o.http.tenants("--listen", o.listen, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "spine serve:", err)
-		return exitUsage
-	}
 	logger, err := o.log.logger(stderr)
 	if err != nil {
 		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
 	out := o.log.serverLog("spine serve", stderr, logger)
+	token, tenants, err := o.http.tenants("--listen", o.listen, out.lines(slog.LevelWarn))
+	if err != nil {
+		out.error(err.Error())
+		return exitUsage
+	}
 
 	ctx, stop := shutdownContext()
 	defer stop()
@@ -227,7 +227,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return code
 	}
 	defer closeRunner()
-	checkShares(tenants, runner.Options().Sessions, storeURL != "", stderr)
+	checkShares(tenants, runner.Options().Sessions, storeURL != "", out.lines(slog.LevelWarn))
 	var store sessionstore.Store
 	if storeURL != "" {
 		if store, err = sessionstore.Open(ctx, storeURL); err != nil {
