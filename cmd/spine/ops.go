@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"os"
 	"strings"
@@ -150,34 +149,29 @@ func tracing(ctx context.Context, logger *slog.Logger) (trace.TracerProvider, fu
 		return nil, none, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%s: spine exports OTLP over http/protobuf", protocol)
 	}
 	// The exporter reads its variables in New, and says what it cannot
-	// read through OpenTelemetry's logger: both go to logger from here on.
+	// read through OpenTelemetry's logger: both go to logger from here on,
+	// for the rest of the process (an export the flush gave up on may still
+	// fail after it).
 	otel.SetLogger(logr.FromSlogHandler(logger.Handler()))
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		logger.Warn("OpenTelemetry: "+err.Error(), "error", err.Error())
 	}))
-	restore := func() {
-		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Print(err) }))
-		otel.SetLogger(logr.FromSlogHandler(slog.Default().Handler()))
-	}
 	var opts []otlptracehttp.Option
 	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
 		opts = append(opts, otlptracehttp.WithInsecure()) // http://localhost:4318
 	}
 	exp, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
-		restore()
 		return nil, none, fmt.Errorf("the OTLP trace exporter: %w", err)
 	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", "spine"), attribute.String("service.version", moduleVersion())),
 		resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil && res == nil {
-		restore()
 		return nil, none, fmt.Errorf("the OpenTelemetry resource: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return tp, func(ctx context.Context) {
-		defer restore()
 		ctx, cancel := context.WithTimeout(ctx, flushBound)
 		defer cancel()
 		if err := tp.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
