@@ -10,8 +10,9 @@ import (
 // refuses it, and the program's call raises PermissionError with the error's
 // message. args are the call's arguments as JSON (read-only), in the
 // canonical form the tool then gets: escapes resolved, each object's keys in
-// the program's order, no key repeated (a call that repeats one is refused
-// before the hook is asked). early says the call is an early read the Host
+// the program's order, no key repeated and no two keys that differ only in
+// case (a call with either is refused before the hook is asked: Go's
+// encoding/json would give a struct's field "key" the value of "KEY"). early says the call is an early read the Host
 // is about to start before the program reaches it (docs/observability.md: a
 // refused early read is not started, and the program's call, if it comes,
 // asks again). It runs on the Guest's goroutine: while it runs the program waits, and ctx ends with the run.

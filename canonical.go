@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -16,7 +17,10 @@ import (
 // escapes JSON requires (text that is not valid UTF-8, a lone surrogate
 // escape, become U+FFFD, as Go's decoder reads them), numbers as written,
 // each object's keys in their order, no spaces. An object that repeats a key,
-// which tools read in different ways, is refused. Empty args stay empty.
+// which tools read in different ways, is refused; so is one with two keys
+// that differ only in case ("key" and "KEY"): Go's encoding/json matches a
+// struct's fields case-insensitively, so a tool decoding into a struct would
+// take the value of one where a hook read the other. Empty args stay empty.
 func canonicalArgs(args json.RawMessage) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(args)) == 0 {
 		return args, nil
@@ -25,8 +29,8 @@ func canonicalArgs(args json.RawMessage) (json.RawMessage, error) {
 	dec.UseNumber()
 	type container struct {
 		object bool
-		keys   map[string]struct{}
-		n      int // members or elements written
+		keys   map[string]string // folded (foldKey) to as written
+		n      int               // members or elements written
 		key    bool
 	}
 	var stack []container
@@ -48,10 +52,14 @@ func canonicalArgs(args json.RawMessage) (json.RawMessage, error) {
 			top := &stack[len(stack)-1]
 			if top.object && !top.key { // tok is a key
 				key := tok.(string)
-				if _, seen := top.keys[key]; seen {
-					return nil, fmt.Errorf("the arguments repeat the key %s", strconv.Quote(key))
+				folded := foldKey(key)
+				if first, seen := top.keys[folded]; seen {
+					if first == key {
+						return nil, fmt.Errorf("the arguments repeat the key %s", strconv.Quote(key))
+					}
+					return nil, fmt.Errorf("the arguments hold the keys %s and %s, which differ only in case", strconv.Quote(first), strconv.Quote(key))
 				}
-				top.keys[key] = struct{}{}
+				top.keys[folded] = key
 				if top.n > 0 {
 					out = append(out, ',')
 				}
@@ -75,7 +83,7 @@ func canonicalArgs(args json.RawMessage) (json.RawMessage, error) {
 		case json.Delim:
 			stack = append(stack, container{object: v == '{'})
 			if v == '{' {
-				stack[len(stack)-1].keys = map[string]struct{}{}
+				stack[len(stack)-1].keys = map[string]string{}
 			}
 			out = append(out, byte(v))
 		case string:
@@ -124,4 +132,31 @@ func appendString(out []byte, s string) []byte {
 		i++
 	}
 	return append(out, '"')
+}
+
+// foldKey folds a key as Go's encoding/json does to match it to a struct's
+// field: two keys have the same fold exactly when bytes.EqualFold holds
+// (ASCII letters to upper case, every other rune to the smallest of its
+// Unicode simple fold set, so "K", "k" and the Kelvin sign are one).
+func foldKey(key string) string {
+	out := make([]byte, 0, len(key))
+	for _, r := range key {
+		if r < utf8.RuneSelf {
+			if 'a' <= r && r <= 'z' {
+				r -= 'a' - 'A'
+			}
+			out = append(out, byte(r))
+			continue
+		}
+		for {
+			next := unicode.SimpleFold(r)
+			if next <= r {
+				r = next
+				break
+			}
+			r = next
+		}
+		out = utf8.AppendRune(out, r)
+	}
+	return string(out)
 }

@@ -39,3 +39,16 @@ func FuzzCanonicalArgs(f *testing.F) {
 		}
 	})
 }
+
+// TestFoldKey: two keys fold alike exactly when Go's encoding/json would
+// take one for the other (bytes.EqualFold).
+func TestFoldKey(t *testing.T) {
+	keys := []string{"key", "KEY", "Key", "\u212aey", "kEy", "keys", "k", "K", "\u212a", "s", "S", "\u017f", "é", "É", "straße", "STRASSE", "ß", "ẞ", "", "σ", "Σ", "ς"}
+	for _, a := range keys {
+		for _, b := range keys {
+			if same, fold := bytes.EqualFold([]byte(a), []byte(b)), foldKey(a) == foldKey(b); same != fold {
+				t.Errorf("%q and %q: EqualFold %v, foldKey alike %v", a, b, same, fold)
+			}
+		}
+	}
+}

@@ -100,7 +100,9 @@ type Options struct {
 	// (at most 256 MiB in 100,000 files) into an archive on the Guest's
 	// sys.path after the standard library. A tree holding a compiled
 	// extension module (.so, .pyd, .dylib or .wasm files) is refused with an
-	// error naming them: the Guest cannot load one. docs/packages.md.
+	// error naming them: the Guest cannot load one. A symbolic link is
+	// followed only to a file inside the tree; one that leaves it, and
+	// devices, named pipes and sockets, are refused. docs/packages.md.
 	Packages fs.FS
 
 	// Preload names modules the prepared image imports (dotted names, from

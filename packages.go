@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -77,20 +78,16 @@ func packPackages(fsys fs.FS) ([]byte, error) {
 				return nil
 			}
 		}
+		from := name
 		if !d.Type().IsRegular() {
-			// A link is followed to a regular file; anything else is refused.
-			info, err := fs.Stat(fsys, name)
-			if err != nil {
+			if from, err = linkedFile(fsys, name, d.Type()); err != nil {
 				return err
-			}
-			if !info.Mode().IsRegular() {
-				return fmt.Errorf("%s: not a regular file or folder (%v)", name, info.Mode().Type())
 			}
 		}
 		if len(files) >= maxPackagesFiles {
 			return fmt.Errorf("more than %d files", maxPackagesFiles)
 		}
-		data, err := readBounded(fsys, name, maxPackagesBytes-total)
+		data, err := readBounded(fsys, from, maxPackagesBytes-total)
 		if err != nil {
 			return err
 		}
@@ -123,14 +120,120 @@ func packPackages(fsys fs.FS) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// maxLinkHops bounds the symbolic links followed for one name (Linux's own
+// bound).
+const maxLinkHops = 40
+
+// linkedFile returns the name in fsys of the regular file that the entry
+// name, of type typ and not a regular file itself, stands for. A symbolic
+// link is followed only while it stays inside the tree: os.DirFS would follow
+// an absolute link, or one that climbs out, anywhere on the Host (a link to
+// /proc/self/environ would hand a program the Host's environment). A link to
+// a folder, a device, a named pipe, a socket, or a link the tree cannot read
+// is refused, each with an error naming the entry.
+func linkedFile(fsys fs.FS, name string, typ fs.FileMode) (string, error) {
+	if typ&fs.ModeSymlink == 0 {
+		return "", fmt.Errorf("%s: %s: only files, folders and links to files inside the tree are packed", name, fileKind(typ))
+	}
+	rl, ok := fsys.(fs.ReadLinkFS)
+	if !ok {
+		return "", fmt.Errorf("%s: a symbolic link in a tree that cannot say where its links lead (no fs.ReadLinkFS)", name)
+	}
+	target, err := resolveInside(rl, name)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	info, err := rl.Lstat(target)
+	if err != nil {
+		return "", err
+	}
+	if !info.Mode().IsRegular() {
+		return "", fmt.Errorf("%s: a symbolic link to %s, %s: only links to files are followed", name, target, fileKind(info.Mode().Type()))
+	}
+	return target, nil
+}
+
+// resolveInside follows the symbolic links on the way to name in fsys, a
+// component at a time as the kernel does, and returns the path they lead to,
+// which holds no link. A link that is absolute or climbs above the tree's root
+// is refused.
+func resolveInside(fsys fs.ReadLinkFS, name string) (string, error) {
+	var done []string // resolved components, none a link
+	rest := strings.Split(name, "/")
+	last := "" // the target of the last link followed
+	for hops := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(done) == 0 {
+				return "", fmt.Errorf("a symbolic link to %s, which leads out of the package folder", last)
+			}
+			done = done[:len(done)-1]
+			continue
+		}
+		p := path.Join(append(done, c)...)
+		info, err := fsys.Lstat(p)
+		if err != nil {
+			return "", err
+		}
+		if info.Mode()&fs.ModeSymlink == 0 {
+			done = append(done, c)
+			continue
+		}
+		if hops++; hops > maxLinkHops {
+			return "", fmt.Errorf("more than %d symbolic links on the way", maxLinkHops)
+		}
+		target, err := fsys.ReadLink(p)
+		if err != nil {
+			return "", err
+		}
+		if path.IsAbs(target) || filepath.IsAbs(target) || filepath.VolumeName(target) != "" {
+			return "", fmt.Errorf("a symbolic link to %s, outside the package folder", target)
+		}
+		last = target
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	if len(done) == 0 {
+		return ".", nil
+	}
+	return path.Join(done...), nil
+}
+
+// fileKind names the type of a file that is not a regular file.
+func fileKind(typ fs.FileMode) string {
+	switch {
+	case typ&fs.ModeDir != 0:
+		return "a folder"
+	case typ&fs.ModeCharDevice != 0:
+		return "a character device"
+	case typ&fs.ModeDevice != 0:
+		return "a device"
+	case typ&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case typ&fs.ModeSocket != 0:
+		return "a socket"
+	case typ&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return fmt.Sprintf("a special file (%v)", typ)
+}
+
 // readBounded reads the file name of fsys, failing when it holds more than
-// limit bytes.
+// limit bytes or is not a regular file once open.
 func readBounded(fsys fs.FS, name string, limit int64) ([]byte, error) {
 	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if info, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %s, not a file", name, fileKind(info.Mode().Type()))
+	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -171,9 +274,10 @@ func checkPreload(names []string) ([]string, error) {
 // mounted beside the standard library and the warm-up that puts them on
 // sys.path and imports the modules to preload.
 type world struct {
-	files  []guest.File // beside python311.zip
-	warm   string       // the whole warm-up
-	digest []byte       // identifies files and warm, for the image key
+	files    []guest.File   // beside python311.zip
+	warm     string         // the whole warm-up
+	digest   []byte         // identifies files and warm, for the image key
+	preloads map[int]string // the module each preload's import line of warm imports
 }
 
 // newWorld puts together the world of artifact a and options opts; site is
@@ -195,11 +299,15 @@ func newWorld(a Artifact, site []byte, preload []string) world {
 		for _, p := range paths {
 			fmt.Fprintf(&b, "sys.path.append(%q)\n", path.Join(guest.StdlibMount, p))
 		}
-		for _, m := range preload {
-			fmt.Fprintf(&b, "import %s\n", m)
-		}
 		// The preloaded modules go in before the collector freezes the image.
 		i := strings.Index(warmSource, "import gc\n")
+		line := strings.Count(warmSource[:i], "\n") + 1 + len(paths) + 1
+		w.preloads = make(map[int]string, len(preload))
+		for _, m := range preload {
+			fmt.Fprintf(&b, "import %s\n", m)
+			w.preloads[line] = m
+			line++
+		}
 		w.warm = warmSource[:i] + b.String() + warmSource[i:]
 	}
 	h := sha256.New()
@@ -211,3 +319,15 @@ func newWorld(a Artifact, site []byte, preload []string) world {
 	w.digest = h.Sum(nil)
 	return w
 }
+
+// preloadError is a module to preload that failed to import in the warm-up:
+// it names the module and the exception, and is an ErrPackages.
+type preloadError struct {
+	module, typ, message string
+}
+
+func (e *preloadError) Error() string {
+	return fmt.Sprintf("%v: preload %s: %s: %s", ErrPackages, e.module, e.typ, e.message)
+}
+
+func (e *preloadError) Is(target error) bool { return target == ErrPackages }

@@ -53,8 +53,19 @@ func TestPreloadFailureFailsNew(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Guest")
 	}
-	_, err := spine.New(context.Background(), nil, &spine.Options{Preload: []string{"no_such_module_here"}, PoolSize: 1, NoDiskCache: true})
-	if err == nil || !strings.Contains(err.Error(), "no_such_module_here") {
-		t.Fatalf("err %v, want one naming the module", err)
+	// The failing import is the second preload: the error names it, and
+	// the exception, not the Guest's response.
+	_, err := spine.New(context.Background(), nil, &spine.Options{Preload: []string{"json", "no_such_module_here", "csv"}, PoolSize: 1, NoDiskCache: true})
+	want := `spine: packages: preload no_such_module_here: ModuleNotFoundError: No module named 'no_such_module_here'`
+	if !errors.Is(err, spine.ErrPackages) || err.Error() != want {
+		t.Fatalf("err %v, want ErrPackages %q", err, want)
+	}
+	// A preloaded package of Options.Packages that raises at its import.
+	tree := spine.UserPackages("1")
+	tree["broken/__init__.py"] = &fstest.MapFile{Data: []byte("import greet\nraise ValueError('no config')\n")}
+	_, err = spine.New(context.Background(), nil, &spine.Options{Packages: tree, Preload: []string{"greet", "broken"}, PoolSize: 1, NoDiskCache: true})
+	want = `spine: packages: preload broken: ValueError: no config`
+	if !errors.Is(err, spine.ErrPackages) || err.Error() != want {
+		t.Fatalf("err %v, want ErrPackages %q", err, want)
 	}
 }

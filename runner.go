@@ -220,6 +220,9 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 	})
 	if err != nil {
 		r.stop()
+		if pe := (*preloadError)(nil); errors.As(err, &pe) {
+			return nil, pe // a fault of Preload, not of preparing the image
+		}
 		return nil, err
 	}
 	r.sessions.startSweeper(r.closing)

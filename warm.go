@@ -73,6 +73,17 @@ func (r *Runner) warm(ctx context.Context, g *engine.Instance) error {
 		return err
 	}
 	if string(response) != `{"value":null}` {
+		var failed struct {
+			Error *struct {
+				Type, Message string
+				Line          int
+			}
+		}
+		if json.Unmarshal(response, &failed) == nil && failed.Error != nil {
+			if m, ok := r.world.preloads[failed.Error.Line]; ok {
+				return &preloadError{module: m, typ: failed.Error.Type, message: failed.Error.Message}
+			}
+		}
 		return fmt.Errorf("%w: %s", ErrGuest, response)
 	}
 	return nil

@@ -29,6 +29,7 @@ type requestInfo struct {
 	session   string
 	errorKind string // the answer's error kind, when it has one
 	status    int    // the run's status, for an answer sent as events (200)
+	drained   bool   // a 503 a drain gives by design (noteDrained)
 }
 
 type requestInfoKey struct{}
@@ -91,8 +92,26 @@ func noteAnswer(w http.ResponseWriter, status int, kind string) {
 	}
 }
 
+// noteDrained records that the answer is one a drain gives by design: GET
+// /readyz's 503, a request refused because the server is draining. The
+// access log puts it at Info, not Error.
+func noteDrained(w http.ResponseWriter) {
+	for {
+		switch x := w.(type) {
+		case *accessWriter:
+			x.info.drained = true
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
+	}
+}
+
 // AccessLog serves next and logs one line per request to logger at Info
-// ("request"; Error for a status of 500 and up): method, path, status,
+// ("request"; Error for a status of 500 and up, but the 503s a drain gives
+// by design: /readyz's, and requests refused while draining): method, path, status,
 // bytes (of the body), duration_ms, request_id (RequestIDHeader), session
 // (when the request is about one), token (TokenName: a name, never the
 // token), error (the answer's error kind, when it has one; for an answer
@@ -152,7 +171,7 @@ func AccessLog(logger *slog.Logger, tp trace.TracerProvider, next http.Handler) 
 				span.End()
 			}
 			level := slog.LevelInfo
-			if aw.status >= 500 {
+			if aw.status >= 500 && !info.drained {
 				level = slog.LevelError
 			}
 			logger.LogAttrs(context.Background(), level, "request", attrs...)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/spine-run/spine/internal/spinetest"
@@ -158,5 +159,46 @@ func TestProbes(t *testing.T) {
 	// TokenName outside AccessLog is "".
 	if service.TokenName(context.Background()) != "" {
 		t.Error("TokenName outside a request")
+	}
+}
+
+// TestAccessLogDrainLevels: the 503s a drain gives by design — GET /readyz,
+// a request refused while draining — are logged at Info, on the Server and
+// on spine mcp's handlers (ServeReady, RefuseWhileDraining); another answer
+// of 500 and up stays at Error.
+func TestAccessLogDrainLevels(t *testing.T) {
+	lines := make(lineSink, 100)
+	logger := slog.New(slog.NewJSONHandler(lines, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	svc := service.New(runner, nil)
+	var draining atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /mcp/readyz", func(w http.ResponseWriter, r *http.Request) { service.ServeReady(&draining, w) })
+	mux.Handle("/mcp", service.RefuseWhileDraining(&draining, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	mux.HandleFunc("/broken", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
+	mux.Handle("/", svc)
+	ts := spinetest.ServeHTTP(t, service.AccessLog(logger, nil, mux))
+	send := func(method, path string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest(method, ts.URL+path, strings.NewReader(`{"source": "1"}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return accessLine(t, lines, resp.Header.Get(service.RequestIDHeader))
+	}
+	svc.Drain()
+	draining.Store(true)
+	for _, c := range []struct{ method, path, level string }{
+		{"GET", "/readyz", "INFO"},
+		{"POST", "/v1/run", "INFO"},
+		{"GET", "/mcp/readyz", "INFO"},
+		{"POST", "/mcp", "INFO"},
+		{"GET", "/broken", "ERROR"},
+	} {
+		if line := send(c.method, c.path); line["status"] != 503.0 || line["level"] != c.level {
+			t.Errorf("%s %s while draining: %v, want 503 at %s", c.method, c.path, line, c.level)
+		}
 	}
 }

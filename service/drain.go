@@ -106,6 +106,10 @@ func (s *Server) Cut() {
 // cutDone reports whether Cut was called.
 func (s *Server) cutDone() bool { return s.drain.cut.Err() != nil }
 
+// drainingMessage is the message of the answer to a request refused by a
+// drain.
+const drainingMessage = "the server is draining (shutting down); send the request to another replica"
+
 // probe reports whether path is one the drain leaves open, and the token
 // check too: a probe carries no credential.
 func probe(path string) bool {
@@ -127,7 +131,8 @@ func (s *Server) enterRequest(w http.ResponseWriter, r *http.Request) (*http.Req
 		dropBody(w, r)
 		closeConn(w)
 		w.Header().Set("Retry-After", "1")
-		s.refuse(w, time.Now(), http.StatusServiceUnavailable, kindClosed, "the server is draining (shutting down); send the request to another replica")
+		noteDrained(w)
+		s.refuse(w, time.Now(), http.StatusServiceUnavailable, kindClosed, drainingMessage)
 		return nil, nil
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -153,6 +158,7 @@ func (s *Server) handleLivez(w http.ResponseWriter, r *http.Request) { ServeLive
 
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	if s.drain.isDraining() {
+		noteDrained(w)
 		writeJSON(w, http.StatusServiceUnavailable, Probe{Status: "draining"})
 		return
 	}

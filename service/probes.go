@@ -1,6 +1,7 @@
 package service
 
 import (
+	"encoding/json"
 	"net/http"
 	"sync/atomic"
 
@@ -31,10 +32,30 @@ func ServeLive(w http.ResponseWriter, r *http.Request) {
 // /readyz with it; the Server's own drain is Drain (drain.go).
 func ServeReady(draining *atomic.Bool, w http.ResponseWriter) {
 	if draining.Load() {
+		noteDrained(w)
 		writeJSON(w, http.StatusServiceUnavailable, Probe{Status: "draining"})
 		return
 	}
 	writeJSON(w, http.StatusOK, Probe{Status: "ready"})
+}
+
+// RefuseWhileDraining serves next until draining is set, then answers every
+// request as the Server's drain answers those that come after it (Drain):
+// 503, kind closed, with Retry-After, the connection closed, so that a load
+// balancer or client sends it to another replica. spine mcp --http wraps
+// its /mcp endpoint in it, beside ServeReady.
+func RefuseWhileDraining(draining *atomic.Bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !draining.Load() {
+			next.ServeHTTP(w, r)
+			return
+		}
+		closeConn(w)
+		w.Header().Set("Retry-After", "1")
+		noteDrained(w)
+		writeJSON(w, http.StatusServiceUnavailable, Response{Value: json.RawMessage("null"),
+			Error: &Error{Kind: kindClosed, Message: drainingMessage}})
+	})
 }
 
 // RunnerCollector returns a Prometheus collector of runner's Stats (the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"net"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -137,5 +138,46 @@ func TestExitCodes(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := demo(ctx, nil, &stdout, &stderr); code != exitFailure {
 		t.Errorf("demo, context cancelled: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// TestDocsFlagTables: the flag table of spine run in docs/cli.md, of spine
+// serve in docs/http.md and of spine mcp in docs/mcp.md name every flag its
+// -h lists, and no other, so that the pages cannot drift from the commands.
+func TestDocsFlagTables(t *testing.T) {
+	nameRE := regexp.MustCompile("`--([a-z0-9-]+)")
+	for _, c := range []struct{ command, page string }{
+		{"run", "../../docs/cli.md"},
+		{"serve", "../../docs/http.md"},
+		{"mcp", "../../docs/mcp.md"},
+	} {
+		t.Run(c.command, func(t *testing.T) {
+			page, err := os.ReadFile(c.page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			documented := map[string]bool{}
+			for _, line := range strings.Split(string(page), "\n") {
+				if !strings.HasPrefix(line, "| `--") {
+					continue
+				}
+				first, _, _ := strings.Cut(strings.TrimPrefix(line, "|"), "|")
+				for _, m := range nameRE.FindAllStringSubmatch(first, -1) {
+					documented[m[1]] = true
+				}
+			}
+			for _, line := range strings.Split(usages[c.command].usage, "\n") {
+				if rest, ok := strings.CutPrefix(line, "  --"); ok {
+					name := strings.Fields(rest)[0]
+					if !documented[name] {
+						t.Errorf("--%s is in spine %s -h but not in %s's flag table", name, c.command, c.page)
+					}
+					delete(documented, name)
+				}
+			}
+			for name := range documented {
+				t.Errorf("%s's flag table has --%s, which spine %s -h does not list", c.page, name, c.command)
+			}
+		})
 	}
 }

@@ -169,19 +169,19 @@ func isLoopback(addr string) bool {
 // listen listens on addr (the value of the flag named listenFlag). Without
 // tokens it then checks the address it bound, not only addr's name: a name
 // such as localhost may resolve to an address that is not loopback. On
-// failure it writes why to stderr and returns nil and the exit code: 2 for
-// a bound address that is not loopback, 4 when listening failed.
-func listen(name, listenFlag, addr string, tokens []string, stderr io.Writer) (net.Listener, int) {
+// failure it says why to out and returns nil and the exit code: 2 for a
+// bound address that is not loopback, 4 when listening failed.
+func listen(out serverLog, listenFlag, addr string, tokens []string) (net.Listener, int) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		out.error(err.Error())
 		return nil, exitFailure
 	}
 	if len(tokens) == 0 {
 		if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
 			ln.Close()
-			fmt.Fprintf(stderr, "%s: %s %s listens on %s, which is not a loopback address: set a token with --token-file FILE or SPINE_TOKEN, "+
-				`which every request must then carry as "Authorization: Bearer <token>"`+"\n", name, listenFlag, addr, ln.Addr())
+			out.error(fmt.Sprintf("%s %s listens on %s, which is not a loopback address: set a token with --token-file FILE or SPINE_TOKEN, "+
+				`which every request must then carry as "Authorization: Bearer <token>"`, listenFlag, addr, ln.Addr()))
 			return nil, exitUsage
 		}
 	}

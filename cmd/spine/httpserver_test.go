@@ -39,7 +39,9 @@ func serveInProcess(t *testing.T, handler http.Handler, limits httpLimits, ln ne
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan int, 1)
 	var stderr bytes.Buffer
-	go func() { served <- serveHTTP(ctx, stop, ln, handler, limits, time.Minute, "test", "", &stderr) }()
+	go func() {
+		served <- serveHTTP(ctx, stop, ln, handler, serving{limits: limits, grace: time.Minute, log: serverLog{name: "test", w: &stderr}}, nil)
+	}()
 	t.Cleanup(func() {
 		stop()
 		if code := <-served; code != exitOK {
@@ -289,7 +291,7 @@ func TestListenBound(t *testing.T) {
 		{"127.0.0.1:-1", "", exitFailure},
 	} {
 		var stderr bytes.Buffer
-		ln, code := listen("spine serve", "--listen", tc.addr, tokenList(tc.token, nil), &stderr)
+		ln, code := listen(serverLog{name: "spine serve", w: &stderr}, "--listen", tc.addr, tokenList(tc.token, nil))
 		if ln != nil {
 			if tcp := ln.Addr().(*net.TCPAddr); tc.token == "" && !tcp.IP.IsLoopback() {
 				t.Errorf("%s: bound %v without a token", tc.addr, tcp)
@@ -342,7 +344,7 @@ func TestMCPHTTPTokenAndSlots(t *testing.T) {
 	var stderr bytes.Buffer
 	served := make(chan int, 1)
 	go func() {
-		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, tenants: []service.Tenant{{Name: "default", Token: "s3cret"}}, log: slog.New(slog.DiscardHandler)}, httpLimits{}, time.Minute, "", &stderr)
+		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, tenants: []service.Tenant{{Name: "default", Token: "s3cret"}}, log: slog.New(slog.DiscardHandler)}, serving{grace: time.Minute, log: serverLog{name: "spine mcp", w: &stderr}})
 	}()
 	endpoint := "http://" + ln.Addr().String() + "/mcp"
 

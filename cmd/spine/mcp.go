@@ -13,10 +13,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -80,6 +78,9 @@ flags:
   --read-timeout DURATION  with --http, time to send a request's headers (at most 10s) and body (default 30s)
   --idle-timeout DURATION  with --http, how long an idle keep-alive connection stays open (default 60s)
   --grace DURATION         with --http, how long shutdown waits for calls in flight (default 30s)
+  --drain-delay DURATION   with --http, the least time the listener stays open after SIGTERM (default 5s),
+                           /readyz answering 503 and new requests refused 503, so that load
+                           balancers see it before the port closes; not after SIGINT
   --session-store URL      with --http, keep the Python sessions in an object store shared by every
                            replica: s3://BUCKET?endpoint=..&region=..&use_path_style=true,
                            gs://BUCKET, azblob://CONTAINER, file:///DIR, mem://
@@ -107,6 +108,7 @@ type mcpOptions struct {
 	sessions   int // --max-sessions
 	perClient  int // --sessions-per-client
 	grace      time.Duration
+	drainDelay time.Duration
 	store      string // --session-store
 	write      string // --session-write
 	log        logFlags
@@ -126,6 +128,7 @@ func (o *mcpOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.sessions, "max-sessions", mcpserver.DefaultMaxSessions, "")
 	fs.IntVar(&o.perClient, "sessions-per-client", 0, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
+	fs.DurationVar(&o.drainDelay, "drain-delay", defaultDrainDelay, "")
 	fs.StringVar(&o.store, "session-store", "", "")
 	fs.StringVar(&o.write, "session-write", "", "")
 	o.log.flags(fs)
@@ -142,13 +145,18 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if _, code, done := parseFlags(fs, args, mcpUsage, 0, stdout, stderr); done {
 		return code
 	}
-	if o.timeout <= 0 || o.grace < 0 || o.slots < 0 || o.sessions <= 0 || o.perClient < 0 {
-		return usageError(stderr, fs.Name(), mcpUsage, "--timeout must be positive, --max-sessions too, and --grace and --slots not negative (nor --sessions-per-client)")
+	if o.timeout <= 0 || o.grace < 0 || o.drainDelay < 0 || o.slots < 0 || o.sessions <= 0 || o.perClient < 0 {
+		return usageError(stderr, fs.Name(), mcpUsage, "--timeout must be positive, --max-sessions too, and --grace, --drain-delay and --slots not negative (nor --sessions-per-client)")
 	}
 	write, err := o.storeWrite()
 	if err != nil {
 		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
 	}
+	logger, err := o.log.logger(stderr) // stdout is the protocol's: logs go to stderr only
+	if err != nil {
+		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
+	}
+	out := o.log.serverLog("spine mcp", stderr, logger)
 	var (
 		limits  httpLimits
 		token   string
@@ -158,8 +166,8 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if limits, err = o.http.limits(); err != nil {
 			return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
 		}
-		if token, tenants, err = o.http.tenants("--http", o.addr, stderr); err != nil {
-			fmt.Fprintln(stderr, "spine mcp:", err)
+		if token, tenants, err = o.http.tenants("--http", o.addr, out.lines(slog.LevelWarn)); err != nil {
+			out.error(err.Error())
 			return exitUsage
 		}
 		if token != "" {
@@ -168,20 +176,16 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	} else if *o.http.tokensFile != "" || *o.http.tokenFile != "" {
 		return usageError(stderr, fs.Name(), mcpUsage, "--token-file and --tokens-file need --http")
 	}
-	logger, err := o.log.logger(stderr) // stdout is the protocol's: logs go to stderr only
-	if err != nil {
-		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
-	}
 	var traffic *slog.Logger // the MCP traffic's events, with --verbose
 	if o.log.verbose {
 		traffic = logger
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := shutdownContext()
 	defer stop()
-	tracer, stopTracing, err := tracing(ctx)
+	tracer, stopTracing, err := tracing(ctx, logger)
 	if err != nil {
-		fmt.Fprintln(stderr, "spine mcp:", err)
+		out.error(err.Error())
 		return exitUsage
 	}
 	defer stopTracing(context.Background())
@@ -189,7 +193,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := o.guest.apply(opts); err != nil {
 		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
 	}
-	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine mcp", o.config, o.demo, opts, o.log.verbose, stderr)
+	runner, manifest, health, closeRunner, code := openRunner(ctx, o.config, o.demo, opts, o.log.servers(stderr), out, true)
 	if runner == nil {
 		return code
 	}
@@ -207,7 +211,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if o.store != "" {
 		if mo.Store, err = cloudstore.Open(ctx, o.store); err != nil {
-			fmt.Fprintln(stderr, "spine mcp: --session-store:", err)
+			out.error("--session-store: " + err.Error())
 			return exitFailure
 		}
 		defer mo.Store.Close()
@@ -224,27 +228,30 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		err := server.Run(ctx, &mcp.IOTransport{Reader: in, Writer: nopWriteCloser{stdout}})
 		if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
-			fmt.Fprintln(stderr, "spine mcp:", err)
+			out.error(err.Error())
 			return exitFailure
 		}
 		return exitOK
 	}
 
-	ln, code := listen("spine mcp", "--http", o.addr, tokenList("", tenants), stderr)
+	ln, code := listen(out, "--http", o.addr, tokenList("", tenants))
 	if ln == nil {
 		return code
 	}
 	m := mcpHTTP{runner: runner, health: health, tenants: tenants, log: logger, traffic: traffic, tracer: tracer}
-	code = serveMCP(ctx, stop, ln, srv, m, limits, o.grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
+	code = serveMCP(ctx, stop, ln, srv, m, serving{
+		limits: limits, grace: o.grace, delay: o.drainDelay,
+		log: out, what: fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)),
+	})
 	if mo.Store != nil {
 		// Every call has its answer: write the sessions the store lacks.
 		storeCtx, cancel := context.WithTimeout(context.Background(), max(o.grace, cutWait))
 		defer cancel()
 		if err := srv.Close(storeCtx); err != nil {
-			fmt.Fprintln(stderr, "spine mcp: storing the sessions:", err)
+			out.error("storing the sessions: "+err.Error(), "error", err.Error())
 			return exitFailure
 		}
-		fmt.Fprintln(stderr, "spine mcp: sessions stored")
+		out.info("sessions stored")
 	}
 	return code
 }
@@ -272,19 +279,21 @@ func (o *mcpOptions) storeWrite() (sessionstore.WritePolicy, error) {
 }
 
 // serveMCP serves server with streamable HTTP at /mcp on ln until ctx ends,
-// then shuts down gracefully (serveHTTP): the calls in flight get their
-// answers. Beside /mcp: GET /healthz (the tools' servers), /livez, /readyz
-// (503 once shutting down) and /metrics (the Runner's, Go's and the
-// process's). With tokens, every request but the probes must carry one
+// then shuts down gracefully (serveHTTP): /readyz answers 503 and new
+// requests to /mcp are refused 503 (service.RefuseWhileDraining) while the
+// listener stays open for the drain delay, and the calls in flight get
+// their answers. Beside /mcp: GET /healthz (the tools' servers), /livez,
+// /readyz (503 once shutting down) and /metrics (the Runner's, Go's and
+// the process's). With tokens, every request but the probes must carry one
 // (service.RequireTenants). Every request is refused when a browser sends it
 // from another origin (403), and gets a line in the access log.
-func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.Server, m mcpHTTP, limits httpLimits, grace time.Duration, what string, stderr io.Writer) int {
+func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.Server, m mcpHTTP, s serving) int {
 	server := srv.MCP()
 	handler := srv.HTTPHandler(&mcp.StreamableHTTPOptions{Logger: m.traffic})
 	posts := newInFlight()
 	handler = posts.count(handler)
 	handler = withClientAddress(handler)
-	limits.tokens = tokenList("", m.tenants)
+	s.limits.tokens = tokenList("", m.tenants)
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(service.RunnerCollector(m.runner), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
@@ -294,7 +303,7 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.
 	}
 	var draining atomic.Bool
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", handler)
+	mux.Handle("/mcp", service.RefuseWhileDraining(&draining, handler))
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /livez", service.ServeLive)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -307,9 +316,9 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.
 		json.NewEncoder(w).Encode(service.Probe{Status: "ready", Down: service.DownComponents(m.health)})
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { serveMCPHealth(w, m.health, len(m.tenants) == 0) })
-	return serveHTTP(ctx, stop, ln, service.AccessLog(m.log, m.tracer, http.NewCrossOriginProtection().Handler(mux)), limits, grace, "spine mcp", what, stderr,
+	return serveHTTP(ctx, stop, ln, service.AccessLog(m.log, m.tracer, http.NewCrossOriginProtection().Handler(mux)), s,
+		func() { draining.Store(true) },
 		func() {
-			draining.Store(true)
 			// A session's open event stream (GET) would keep Shutdown
 			// waiting: once the calls in flight (POSTs) have answered, close
 			// every session, which ends its stream.

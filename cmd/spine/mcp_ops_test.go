@@ -47,7 +47,9 @@ func TestMCPHTTPOperable(t *testing.T) {
 		}}
 	var stderr strings.Builder
 	served := make(chan int, 1)
-	go func() { served <- serveMCP(ctx, stop, ln, server, m, httpLimits{}, time.Minute, "", &stderr) }()
+	go func() {
+		served <- serveMCP(ctx, stop, ln, server, m, serving{grace: time.Minute, log: serverLog{name: "spine mcp", w: &stderr}})
+	}()
 	base := "http://" + ln.Addr().String()
 
 	send := func(method, path, token string, header map[string]string) (int, map[string]any) {

@@ -164,7 +164,7 @@ func TestMCPGracefulShutdown(t *testing.T) {
 	var stderr strings.Builder
 	served := make(chan int, 1)
 	go func() {
-		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, log: slog.New(slog.DiscardHandler)}, httpLimits{}, time.Hour, "", &stderr)
+		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, log: slog.New(slog.DiscardHandler)}, serving{grace: time.Hour, log: serverLog{name: "spine mcp", w: &stderr}})
 	}()
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "spine-test", Version: "v0"}, nil)

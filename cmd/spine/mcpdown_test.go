@@ -38,7 +38,7 @@ func TestServeWithAServerDown(t *testing.T) {
 	}}`)
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	var stderr strings.Builder
-	runner, manifest, health, closeRunner, code := openRunner(t.Context(), "spine serve", config, false, &spine.Options{PoolSize: -1}, false, &stderr)
+	runner, manifest, health, closeRunner, code := openRunner(t.Context(), config, false, &spine.Options{PoolSize: -1}, serverLogs{stderr: &stderr}, serverLog{name: "spine serve", w: &stderr}, true)
 	if runner == nil {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}

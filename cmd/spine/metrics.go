@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 
@@ -17,10 +16,10 @@ import (
 // the main listener's are (headers and body within 10s, the answer within 30s, four
 // scrapes at once). It returns the function that closes it, or nil
 // and the exit code when addr cannot be listened on.
-func serveMetrics(addr string, registry *prometheus.Registry, stderr io.Writer) (stop func(), code int) {
+func serveMetrics(addr string, registry *prometheus.Registry, out serverLog) (stop func(), code int) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		fmt.Fprintf(stderr, "spine serve: --metrics-listen: %v\n", err)
+		out.error("--metrics-listen: " + err.Error())
 		return nil, exitFailure
 	}
 	mux := http.NewServeMux()
@@ -34,6 +33,6 @@ func serveMetrics(addr string, registry *prometheus.Registry, stderr io.Writer) 
 		MaxHeaderBytes:    8 << 10,
 	}
 	go srv.Serve(ln)
-	fmt.Fprintf(stderr, "spine serve: metrics on http://%s/metrics\n", ln.Addr())
+	out.info(fmt.Sprintf("metrics on http://%s/metrics", ln.Addr()), "addr", ln.Addr().String())
 	return func() { srv.Close() }, exitOK
 }

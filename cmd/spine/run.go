@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -66,7 +67,8 @@ that will not stop) leaves FILE as it was. FILE must have been saved by spine
 run with the same tools (--config, --demo-tools) and the same version of Spine.
 
 exit codes: 0 ok, 1 Python error, 2 usage error (a --session FILE that is not
-a session of these tools included), 3 time-out, 4 other failure
+a session of these tools, --packages a folder the Guest cannot take, and a
+--preload that fails to import included), 3 time-out, 4 other failure
 `
 
 // runOptions are the flags of spine run.
@@ -282,12 +284,12 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	rep := newRunReport(inv.o, stdout, stderr)
 
-	tools, err := loadManifest(ctx, inv.o.config, inv.o.demoTools, serverLogs{inv.o.verbose, stderr}, false)
+	tools, err := loadManifest(ctx, inv.o.config, inv.o.demoTools, serverLogs{verbose: inv.o.verbose, stderr: stderr}, false)
 	if err != nil {
 		return rep.finish(loadExitCode(err), &service.Error{Kind: kindFailure, Message: err.Error()})
 	}
 	defer tools.close()
-	tracer, stopTracing, err := tracing(ctx)
+	tracer, stopTracing, err := tracing(ctx, slog.New(slog.NewTextHandler(stderr, nil)))
 	if err != nil {
 		return rep.finish(exitUsage, &service.Error{Kind: kindFailure, Message: err.Error()})
 	}
@@ -298,7 +300,11 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	runner, err := spine.New(ctx, tools.manifest, opts)
 	if err != nil {
-		return rep.finish(exitFailure, &service.Error{Kind: kindFailure, Message: err.Error()})
+		code := exitFailure
+		if errors.Is(err, spine.ErrPackages) { // --packages or --preload
+			code = exitUsage
+		}
+		return rep.finish(code, &service.Error{Kind: kindFailure, Message: err.Error()})
 	}
 	defer runner.Close(context.Background())
 	run := runner.Run
@@ -359,6 +365,10 @@ func parseRun(args []string, stdin io.Reader, stdout, stderr io.Writer) (inv run
 	inv.inputs, err = readInputs(o.inputs)
 	if err != nil {
 		return inv, usageError(stderr, fs.Name(), runUsage, "--inputs: %v", err), true
+	}
+	if file == "-" && isTerminal(stdin) {
+		// Else a user who forgot the file sees spine wait, saying nothing.
+		fmt.Fprintln(stderr, "spine run: reading the program from standard input; end it with Ctrl-D")
 	}
 	inv.source, inv.filename, err = readSource(file, stdin)
 	if err != nil {

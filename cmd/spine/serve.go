@@ -6,13 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spine-run/spine"
@@ -35,7 +34,8 @@ servers in the config file (and the built-in demo tools with --demo-tools).
 On SIGINT or SIGTERM it drains: /readyz answers 503 at once, new requests
 get 503 with Retry-After, the runs in flight finish or, when --grace ends,
 are stopped and answered 503; every session is written to the session
-store (or --session-dir); then it exits 0.
+store (or --session-dir); then the listener closes (after SIGTERM, not
+before --drain-delay has passed since the signal) and it exits 0.
 
 With a token (--token-file, else $SPINE_TOKEN), every request but /healthz,
 /livez and /readyz, /metrics included, must carry "Authorization: Bearer <token>".
@@ -65,6 +65,9 @@ flags:
   --grace DURATION         how long shutdown waits for runs in flight (default 30s)
   --metrics-listen ADDR    also serve GET /metrics alone on ADDR, without the token, for a
                            scraper that carries none (docs/deploy.md); off by default
+  --drain-delay DURATION   the least time the listener stays open after SIGTERM (default 5s),
+                           /readyz answering 503 and new requests refused 503, so that load
+                           balancers see it before the port closes; not after SIGINT
   --log-format FORMAT      text or json: the access log (a line per request) and the rest (default text)
   --verbose                also debug lines and the MCP servers' standard error
 ` + cacheUsage + guestUsage + `
@@ -103,6 +106,7 @@ type serveOptions struct {
 	maxTimeout  time.Duration
 	grace       time.Duration
 	metrics     string
+	drainDelay  time.Duration
 	log         logFlags
 	cache       cacheFlags
 	http        httpFlags
@@ -138,6 +142,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.maxTimeout, "max-timeout", service.DefaultMaxTimeout, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
 	fs.StringVar(&o.metrics, "metrics-listen", "", "")
+	fs.DurationVar(&o.drainDelay, "drain-delay", defaultDrainDelay, "")
 	o.log.flags(fs)
 	o.cache.flags(fs)
 	o.guest.flags(fs)
@@ -185,8 +190,8 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if _, code, done := parseFlags(fs, args, serveUsage, 0, stdout, stderr); done {
 		return code
 	}
-	if o.slots < 0 || o.maxTimeout <= 0 || o.grace < 0 {
-		return usageError(stderr, fs.Name(), serveUsage, "--slots, --max-timeout and --grace must not be negative (nor --max-timeout 0)")
+	if o.slots < 0 || o.maxTimeout <= 0 || o.grace < 0 || o.drainDelay < 0 {
+		return usageError(stderr, fs.Name(), serveUsage, "--slots, --max-timeout, --grace and --drain-delay must not be negative (nor --max-timeout 0)")
 	}
 	if o.streamSlots < 0 || o.streamIdle <= 0 {
 		return usageError(stderr, fs.Name(), serveUsage, "--stream-slots must not be negative and --stream-idle must be positive")
@@ -203,21 +208,22 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if err != nil {
 		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
-	token, tenants, err := o.http.tenants("--listen", o.listen, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "spine serve:", err)
-		return exitUsage
-	}
 	logger, err := o.log.logger(stderr)
 	if err != nil {
 		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	tracer, stopTracing, err := tracing(ctx)
+	out := o.log.serverLog("spine serve", stderr, logger)
+	token, tenants, err := o.http.tenants("--listen", o.listen, out.lines(slog.LevelWarn))
 	if err != nil {
-		fmt.Fprintln(stderr, "spine serve:", err)
+		out.error(err.Error())
+		return exitUsage
+	}
+
+	ctx, stop := shutdownContext()
+	defer stop()
+	tracer, stopTracing, err := tracing(ctx, logger)
+	if err != nil {
+		out.error(err.Error())
 		return exitUsage
 	}
 	defer stopTracing(context.Background())
@@ -227,21 +233,21 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if err := o.guest.apply(opts); err != nil {
 		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
-	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine serve", o.config, o.demo, opts, o.log.verbose, stderr)
+	runner, manifest, health, closeRunner, code := openRunner(ctx, o.config, o.demo, opts, o.log.servers(stderr), out, true)
 	if runner == nil {
 		return code
 	}
 	defer closeRunner()
-	checkShares(tenants, runner.Options().Sessions, storeURL != "", stderr)
+	checkShares(tenants, runner.Options().Sessions, storeURL != "", out.lines(slog.LevelWarn))
 	var store sessionstore.Store
 	if storeURL != "" {
 		if store, err = cloudstore.Open(ctx, storeURL); err != nil {
-			fmt.Fprintln(stderr, "spine serve: --session-store:", err)
+			out.error("--session-store: " + err.Error())
 			return exitFailure
 		}
 		defer store.Close()
 	}
-	ln, code := listen("spine serve", "--listen", o.listen, tokenList(token, tenants), stderr)
+	ln, code := listen(out, "--listen", o.listen, tokenList(token, tenants))
 	if ln == nil {
 		return code
 	}
@@ -261,7 +267,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		SessionWrite: policy,
 	})
 	if o.metrics != "" {
-		stopMetrics, code := serveMetrics(o.metrics, svc.Registry(), stderr)
+		stopMetrics, code := serveMetrics(o.metrics, svc.Registry(), out)
 		if stopMetrics == nil {
 			ln.Close()
 			return code
@@ -269,7 +275,10 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		defer stopMetrics()
 	}
 	limits.tokens = tokenList(token, tenants)
-	return serveDrained(ctx, stop, ln, svc, service.AccessLog(logger, tracer, svc), limits, o.grace, "spine serve", fmt.Sprintf("(%d tools)", len(manifest)), stderr)
+	return serveDrained(ctx, stop, ln, svc, service.AccessLog(logger, tracer, svc), serving{
+		limits: limits, grace: o.grace, delay: o.drainDelay,
+		log: out, what: fmt.Sprintf("(%d tools)", len(manifest)),
+	})
 }
 
 // store returns the session store's URL and write policy the flags set:
@@ -306,13 +315,16 @@ func (o *serveOptions) store() (string, service.WritePolicy, error) {
 
 // startHTTP serves handler on ln, bounded by limits (a zero field means its
 // default), and says so on stderr; served receives Serve's error.
-func startHTTP(ln net.Listener, handler http.Handler, limits httpLimits, name, what string, stderr io.Writer, onShutdown ...func()) (srv *http.Server, served <-chan error) {
-	limits = limits.orDefaults()
+func startHTTP(ln net.Listener, handler http.Handler, s serving, onShutdown ...func()) (srv *http.Server, served <-chan error) {
+	limits := s.limits.orDefaults()
 	srv = &http.Server{
 		Handler:           markAuthenticated(limits.tokens, bodyDeadline(limits.readTimeout, handler)),
 		ReadHeaderTimeout: min(limits.readTimeout, maxHeaderTimeout),
 		IdleTimeout:       limits.idleTimeout,
 		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+	}
+	if s.log.json != nil { // net/http's own lines (a failed accept, a handler's panic)
+		srv.ErrorLog = slog.NewLogLogger(s.log.json.Handler(), slog.LevelWarn)
 	}
 	for _, f := range onShutdown {
 		srv.RegisterOnShutdown(f)
@@ -320,33 +332,6 @@ func startHTTP(ln net.Listener, handler http.Handler, limits httpLimits, name, w
 	ln = newLimitListener(ln, limits)
 	errs := make(chan error, 1)
 	go func() { errs <- srv.Serve(ln) }()
-	fmt.Fprintf(stderr, "%s: listening on http://%s %s\n", name, ln.Addr(), what)
+	s.log.info(fmt.Sprintf("listening on http://%s %s", ln.Addr(), s.what), "addr", ln.Addr().String())
 	return srv, errs
-}
-
-// serveHTTP serves handler on ln until ctx ends (a signal), then shuts down:
-// it stops accepting, waits up to grace for the requests in flight, and
-// closes what is left. limits bound the connections and the time clients
-// take (a zero field means its default). stop restores the signals' default
-// behaviour, so that a second Ctrl-C ends the process at once. onShutdown
-// functions run (each in its own goroutine) when the shutdown begins.
-func serveHTTP(ctx context.Context, stop func(), ln net.Listener, handler http.Handler, limits httpLimits, grace time.Duration, name, what string, stderr io.Writer, onShutdown ...func()) int {
-	srv, served := startHTTP(ln, handler, limits, name, what, stderr, onShutdown...)
-	select {
-	case err := <-served:
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return exitFailure
-	case <-ctx.Done():
-	}
-	stop()
-	fmt.Fprintf(stderr, "%s: shutting down; waiting up to %v for requests in flight\n", name, grace)
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		fmt.Fprintf(stderr, "%s: requests still in flight after %v; stopping them\n", name, grace)
-		srv.Close()
-		return exitFailure
-	}
-	fmt.Fprintf(stderr, "%s: stopped\n", name)
-	return exitOK
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,9 +49,14 @@ func start(t *testing.T, bin string, args ...string) (*process, string) {
 	return startEnv(t, nil, bin, args...)
 }
 
-// startEnv is start with variables added to the environment.
+// startEnv is start with variables added to the environment. A server
+// drains without a drain delay unless args set one: TestDrainDelayProcess
+// tests the delay, the other tests need not wait for it.
 func startEnv(t *testing.T, env []string, bin string, args ...string) (*process, string) {
 	t.Helper()
+	if len(args) > 0 && (args[0] == "serve" || args[0] == "mcp") && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--drain-delay") }) {
+		args = append(args[:len(args):len(args)], "--drain-delay=0")
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "SPINE_CONFIG=", "SPINE_TOKEN=") // no configured servers, no token
 	cmd.Env = append(cmd.Env, env...)

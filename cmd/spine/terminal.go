@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"os"
 	"strings"
 	"unicode/utf8"
@@ -26,9 +25,10 @@ import (
 // Backslashes are left as they are, so the program's own "\x1b" text looks
 // the same: the exact bytes are there with --raw, --json or a pipe.
 
-// isTerminal reports whether w is a terminal. A writer that is not a file
-// may say so with an IsTerminal method (the tests' stand-ins do).
-func isTerminal(w io.Writer) bool {
+// isTerminal reports whether w, a writer or a reader, is a terminal. One
+// that is not a file may say so with an IsTerminal method (the tests'
+// stand-ins do).
+func isTerminal(w any) bool {
 	switch w := w.(type) {
 	case interface{ IsTerminal() bool }:
 		return w.IsTerminal()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -73,5 +74,44 @@ func TestRunRealTerminal(t *testing.T) {
 	}
 	if stderr.String() != "\x1b[31m\n" {
 		t.Errorf("stderr %q", stderr.String())
+	}
+}
+
+// TestRunStdinTerminalNotice: spine run with no file and a terminal on
+// standard input says it is reading the program there before it waits; the
+// program typed after the notice runs. Standard input from a pipe gets no
+// notice (TestRunFromStdin and the others).
+func TestRunStdinTerminalNotice(t *testing.T) {
+	master, terminal := openPTY(t)
+	cmd := exec.Command(os.Args[0], "run")
+	cmd.Env = append(os.Environ(), cliEnv+"=1", "SPINE_CONFIG=")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	cmd.Stdin, cmd.Stdout = terminal, &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	terminal.Close()
+	go io.Copy(io.Discard, master) // the terminal's echo
+	lines := bufio.NewReader(stderr)
+	notice, err := lines.ReadString('\n') // the gate: nothing is typed before it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "spine run: reading the program from standard input; end it with Ctrl-D\n"; notice != want {
+		t.Fatalf("stderr begins %q, want %q", notice, want)
+	}
+	if _, err := master.Write([]byte("result = 6 * 7\n\x04")); err != nil { // Ctrl-D at a line's start: end of input
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(lines)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v: %s", err, rest)
+	}
+	if stdout.String() != "42\n" || len(rest) != 0 {
+		t.Fatalf("stdout %q, stderr after the notice %q", stdout.String(), rest)
 	}
 }

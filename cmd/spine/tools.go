@@ -50,7 +50,7 @@ func toolsCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if _, code, done := parseFlags(fs, args, toolsUsage, 0, stdout, stderr); done {
 		return code
 	}
-	tools, err := loadManifest(context.Background(), o.config, o.demo, serverLogs{o.verbose, stderr}, false)
+	tools, err := loadManifest(context.Background(), o.config, o.demo, serverLogs{verbose: o.verbose, stderr: stderr}, false)
 	if err != nil {
 		fmt.Fprintln(stderr, "spine tools:", err)
 		return loadExitCode(err)

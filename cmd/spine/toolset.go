@@ -41,6 +41,7 @@ func (t *toolset) health() map[string]string { return t.servers.Health() }
 type serverLogs struct {
 	verbose bool
 	stderr  io.Writer
+	json    bool // the lines as JSON (--log-format json)
 }
 
 // serverLogDir is the folder of the MCP servers' logs: spine/logs in the
@@ -83,7 +84,11 @@ func loadManifest(ctx context.Context, path string, demo bool, logs serverLogs, 
 		level = slog.LevelDebug
 		opts.Stderr = logs.stderr
 	}
-	opts.Logger = slog.New(service.ClipLogs(slog.NewTextHandler(logs.stderr, &slog.HandlerOptions{Level: level})))
+	var h slog.Handler = slog.NewTextHandler(logs.stderr, &slog.HandlerOptions{Level: level})
+	if logs.json {
+		h = slog.NewJSONHandler(logs.stderr, &slog.HandlerOptions{Level: level})
+	}
+	opts.Logger = slog.New(service.ClipLogs(h))
 	var err error
 	t.servers, err = mcpconfig.Load(ctx, path, opts)
 	if err != nil {
@@ -172,21 +177,23 @@ func listPrices(ctx context.Context, args json.RawMessage) (any, error) {
 }
 
 // openRunner loads the tools of the config file at path (and the demo tools
-// when demo is set) and starts a Runner on them, for a long-running command
-// (serve, mcp). A server that cannot be reached does not stop it: it starts
-// down and connects in the background. On failure it reports on stderr as
-// cmd and returns the exit code; otherwise health reports the MCP servers (toolset.health) and close
-// releases the Runner, then the MCP servers.
-func openRunner(ctx context.Context, cmd, path string, demo bool, opts *spine.Options, verbose bool, stderr io.Writer) (runner *spine.Runner, manifest spine.Manifest, health func() map[string]string, close func(), code int) {
-	tools, err := loadManifest(ctx, path, demo, serverLogs{verbose, stderr}, true)
+// when demo is set), their servers' lines going to logs, and starts a Runner
+// on them, for a long-running command (serve, mcp, warm). With startDown, a
+// server that cannot be reached does not stop it: it starts down and
+// connects in the background (serve, mcp; spine warm prepares the image for
+// every tool, so it needs them all). On failure it reports to out and returns
+// the exit code; otherwise health reports the MCP servers (toolset.health)
+// and close releases the Runner, then the MCP servers.
+func openRunner(ctx context.Context, path string, demo bool, opts *spine.Options, logs serverLogs, out serverLog, startDown bool) (runner *spine.Runner, manifest spine.Manifest, health func() map[string]string, close func(), code int) {
+	tools, err := loadManifest(ctx, path, demo, logs, startDown)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		out.error(err.Error())
 		return nil, nil, nil, nil, loadExitCode(err)
 	}
 	runner, err = spine.New(ctx, tools.manifest, opts)
 	if err != nil {
 		tools.close()
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		out.error(err.Error())
 		return nil, nil, nil, nil, exitFailure
 	}
 	return runner, tools.manifest, tools.health, func() {

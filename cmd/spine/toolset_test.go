@@ -96,7 +96,7 @@ func TestLoadManifestDemo(t *testing.T) {
 func TestOpenRunnerDemo(t *testing.T) {
 	for _, demo := range []bool{false, true} {
 		var stderr strings.Builder
-		runner, manifest, health, closeRunner, code := openRunner(t.Context(), "spine test", "", demo, nil, false, &stderr)
+		runner, manifest, health, closeRunner, code := openRunner(t.Context(), "", demo, nil, serverLogs{stderr: &stderr}, serverLog{name: "spine test", w: &stderr}, true)
 		if runner == nil {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}

@@ -61,7 +61,7 @@ func warmCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := o.guest.apply(opts); err != nil {
 		return usageError(stderr, fs.Name(), warmUsage, "%v", err)
 	}
-	runner, _, _, closeRunner, code := openRunner(ctx, "spine warm", config, demo, opts, false, stderr)
+	runner, _, _, closeRunner, code := openRunner(ctx, config, demo, opts, serverLogs{stderr: stderr}, serverLog{name: "spine warm", w: stderr}, false)
 	if runner == nil {
 		return code
 	}

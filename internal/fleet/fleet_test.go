@@ -411,6 +411,25 @@ func TestFleet(t *testing.T) {
 		loads = append(loads, fmt.Sprint(samples[`spine_session_store_operations_total{operation="load"}`]))
 	}
 	fmt.Printf("FLEET by_session runs_per_replica=%s loads_per_replica=%s\n", strings.Join(spread, ","), strings.Join(loads, ","))
+	// An idle replica's SIGTERM: /readyz answers 503 before its listener
+	// closes (--drain-delay), so that HAProxy's check sees it go.
+	idle := hashed.replicas[0]
+	idle.cmd.Process.Signal(syscall.SIGTERM)
+	for {
+		resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Get("http://" + hashed.addrs[0] + "/readyz")
+		if err != nil {
+			t.Errorf("the idle replica's listener closed before /readyz answered 503: %v", err)
+			break
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			break
+		}
+	}
+	<-idle.done // a second SIGTERM would end it at once
+	if code := idle.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("the idle replica exited %d after SIGTERM", code)
+	}
 	for _, p := range hashed.replicas {
 		p.stop(syscall.SIGTERM)
 	}
