@@ -26,6 +26,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/fleet"
 	"github.com/spine-run/spine/mcpserver"
 	"github.com/spine-run/spine/service"
 	"github.com/spine-run/spine/sessionstore"
@@ -83,8 +84,9 @@ flags:
                            replica: s3://BUCKET?endpoint=..&region=..&use_path_style=true,
                            gs://BUCKET, azblob://CONTAINER, file:///DIR, mem://
   --session-write POLICY   when a session is written to the store: run (after each call, before
-                           answering; default) or hibernate (when --max-sessions puts it aside,
-                           and at shutdown) (docs/scaling.md)
+                           answering; default), answer (after answering), or hibernate (when it
+                           hibernates: --max-sessions puts it aside, or it goes unused; and at
+                           shutdown) (docs/scaling.md)
   --log-format FORMAT      text or json: the log on standard error, with --http an access log line per request (default text)
   --verbose                also log the MCP traffic's events, and the MCP servers' standard error
 ` + cacheUsage + `
@@ -182,7 +184,9 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer stopTracing(context.Background())
-	opts := o.cache.apply(&spine.Options{TracerProvider: tracer}, logger, stderr)
+	var srv *mcpserver.Server // made below, before any session: they are made through it
+	sessions := spine.SessionOptions{OnHibernate: func(s *spine.Session, snapshot io.Reader) { srv.Hibernated(s, snapshot) }}
+	opts := o.cache.apply(&spine.Options{TracerProvider: tracer, Sessions: sessions}, logger, stderr)
 	runner, manifest, health, closeRunner, code := openRunner(ctx, "spine mcp", o.config, o.demo, opts, o.log.verbose, stderr)
 	if runner == nil {
 		return code
@@ -190,7 +194,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer closeRunner()
 	mo := &mcpserver.Options{
 		Timeout: o.timeout, Slots: o.slots, EarlyReads: o.earlyReads, Stateless: o.stateless, MaxSessions: o.sessions, Logger: traffic,
-		StoreWrite: write,
+		StoreWrite: write, ServerLog: logger,
 	}
 	if o.addr != "" {
 		mo.ClientOf, mo.MaxSessionsPerClient = clientAddress, o.perClient
@@ -206,7 +210,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		defer mo.Store.Close()
 	}
-	srv := mcpserver.NewServer(runner, manifest, mo)
+	srv = mcpserver.NewServer(runner, manifest, mo)
 	server := srv.MCP()
 
 	if o.addr == "" {
@@ -245,7 +249,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // storeWrite checks --session-store and --session-write and returns the
 // write policy.
-func (o *mcpOptions) storeWrite() (sessionstore.WritePolicy, error) {
+func (o *mcpOptions) storeWrite() (fleet.WritePolicy, error) {
 	if o.store == "" {
 		if o.write != "" {
 			return "", errors.New("--session-write needs --session-store")
@@ -255,10 +259,7 @@ func (o *mcpOptions) storeWrite() (sessionstore.WritePolicy, error) {
 	if o.addr == "" || o.stateless {
 		return "", errors.New("--session-store needs --http, and sessions (not --stateless)")
 	}
-	write, err := sessionstore.ParseWritePolicy(cmp.Or(o.write, string(sessionstore.WriteRun)))
-	if err == nil && write == sessionstore.WriteAnswer {
-		err = errors.New("spine mcp writes a session after each call (run) or when it is put aside (hibernate)")
-	}
+	write, err := fleet.ParseWritePolicy(cmp.Or(o.write, string(fleet.WriteRun)))
 	if err != nil {
 		return "", fmt.Errorf("--session-write: %v", err)
 	}
