@@ -29,7 +29,11 @@
 //   - It hibernates when it leaves this process's live Guests: the Runner
 //     hibernated it (Fleet.Hibernated), or the front door put it aside
 //     (PutAside). WriteHibernate writes it then, and at Close.
-//   - A run is cut when the Fleet's Cut stops it (a drain past its grace).
+//   - A run is cut when the Fleet's Cut stops it (a drain past its grace):
+//     the session is left as it was before that run, under every policy:
+//     what the store holds, or, when the store lacked the session's state
+//     (WriteHibernate, or a write after answering that failed), the
+//     snapshot the Fleet kept of it when the run began, which is written.
 package fleet
 
 import (
@@ -201,9 +205,9 @@ var (
 	// ErrTaken is a session made under an id another owner holds.
 	ErrTaken = errors.New("that session id is taken")
 
-	// ErrCut is the error of a run Cut stopped. It is spine.ErrClosed too
-	// (errors.Is).
-	ErrCut = fmt.Errorf("%w: the server shut down before the run ended (its grace period ran out); the run was stopped", spine.ErrClosed)
+	// ErrCut is the error of a run Cut stopped: the session is left as it
+	// was before the run. It is spine.ErrClosed too (errors.Is).
+	ErrCut = fmt.Errorf("%w: the server shut down before the run ended (its grace period ran out); the run was stopped and its effect on the session undone", spine.ErrClosed)
 )
 
 // TooManyError is a session refused past its owner's Share.Sessions.
@@ -272,9 +276,10 @@ func (f *Fleet) Closed() bool {
 	return f.closed
 }
 
-// Cut stops every run in flight in the Fleet's sessions and refuses every
-// later one (ErrCut) (docs/scaling.md, "Rollouts and drains"). A front
-// door calls it when a drain's grace period ends, then Close.
+// Cut stops every run in flight in the Fleet's sessions, and every later
+// one: each ends with ErrCut, its session left as it was before the run
+// (docs/scaling.md, "Rollouts and drains"). A front door calls it when a
+// drain's grace period ends, then Close.
 func (f *Fleet) Cut() { f.doCut() }
 
 // IsCut reports whether Cut was called.

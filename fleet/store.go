@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -373,7 +374,8 @@ func (f *Fleet) load(ctx context.Context, e *Session) (s *spine.Session, gen uin
 
 // Run runs req in e: the store's newest state first (loaded when another
 // replica wrote it), then the run, then its write (Options.Write). The
-// caller holds e's lock.
+// caller holds e's lock. A run Cut stops returns ErrCut and leaves e as it
+// was before the run.
 func (f *Fleet) Run(ctx context.Context, e *Session, req spine.Request) (*spine.Output, error) {
 	if f.IsCut() {
 		return nil, ErrCut
@@ -381,11 +383,49 @@ func (f *Fleet) Run(ctx context.Context, e *Session, req spine.Request) (*spine.
 	if err := f.refresh(ctx, e); err != nil {
 		return nil, err
 	}
+	// A session whose state the store lacks keeps a snapshot of it while
+	// the run goes on: a run Cut stops is undone to it.
+	var before []byte
+	dirty := e.dirty
+	if f.opts.Store != nil && dirty {
+		before, _ = e.s.Snapshot(ctx) // none (files open): what the store has
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(f.cut, cancel)()
 	out, err := e.s.Run(runCtx, req)
+	if err != nil && f.IsCut() && !errors.As(err, new(*spine.PythonError)) {
+		f.undo(ctx, e, dirty, before)
+		return out, ErrCut
+	}
 	return out, f.commit(ctx, e, err)
+}
+
+// undo leaves e, whose run Cut stopped, as it was before the run: the
+// store's state, or the snapshot before, written in its place. The live
+// state, half a run, is never written.
+func (f *Fleet) undo(ctx context.Context, e *Session, dirty bool, before []byte) {
+	if f.opts.Store == nil {
+		return
+	}
+	e.stale = true
+	if !dirty {
+		return // the store holds the state before the run
+	}
+	if before == nil {
+		f.opts.Logger.Warn("a run cut by the drain is undone to the session's last stored state: its state before the run could not be snapshotted", "session", e.id)
+		return
+	}
+	ctx, cancel := f.storeCtx(ctx)
+	defer cancel()
+	err := f.put(ctx, e, func(w io.Writer) error {
+		_, err := io.Copy(w, bytes.NewReader(before))
+		return err
+	})
+	e.stale = true
+	if err != nil {
+		f.opts.Logger.Error("writing a session's state before its cut run to the store failed", "session", e.id, "error", err)
+	}
 }
 
 // commit stores what a run of e left (runErr is the run's error), per
@@ -665,8 +705,7 @@ func (f *Fleet) Hibernated(sess *spine.Session, snapshot io.Reader) {
 // refuses every operation from then on (spine.ErrClosed). With a store,
 // each session whose state the store lacks is written first (a drain loses
 // no session), and Close returns the first write that failed, or ctx's
-// error when an operation in flight held a session past it. Without one
-// the sessions are lost, and Close logs how many at WARN. Call it once the
+// error when an operation in flight held a session past it. Call it once the
 // front door has answered every request (after Cut), before closing the
 // Runner.
 func (f *Fleet) Close(ctx context.Context) error {

@@ -258,6 +258,7 @@ func NewServer(runner *spine.Runner, manifest spine.Manifest, opts *Options) *Se
 	})
 	tool := codemode.New(runner, manifest, o.codemode())
 	h := &handler{runner: runner, tool: tool, opts: o, log: o.ServerLog, slots: make(chan struct{}, o.Slots), clients: map[any]*client{}, held: map[string]int{}}
+	h.cut, h.doCut = context.WithCancel(context.Background())
 	if o.Store != nil {
 		h.fleet = fleet.New(runner, &fleet.Options{
 			Store:        o.Store,
@@ -321,6 +322,9 @@ type handler struct {
 	slots  chan struct{} // a token per call running a program
 	fleet  *fleet.Fleet  // the sessions in Options.Store; nil without one
 
+	cut   context.Context // done once Cut is called
+	doCut context.CancelFunc
+
 	mu      sync.Mutex
 	clients map[any]*client // the clients that called run_python, by *mcp.ServerSession until it ends, or with a store by MCP session id
 	closed  bool            // Close was called
@@ -360,6 +364,12 @@ func fileResource(f spine.File) *mcp.EmbeddedResource {
 }
 
 func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if h.cut.Err() != nil {
+		return nil, fleet.ErrCut
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(h.cut, cancel)() // Cut stops the call
 	request, fresh, err := h.tool.Request(req.Params.Arguments)
 	if err != nil {
 		return toolResult(codemode.Failed(err.Error()))

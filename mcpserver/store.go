@@ -290,7 +290,8 @@ func (h *handler) end(ctx context.Context, id, owner string) error {
 
 // Close ends the server's sessions: with a store, each one whose state the
 // store lacks is written first (a drain: another replica, or this one
-// restarted, serves them next). Calls after it fail. It returns the
+// restarted, serves them next). Calls after it fail. Call Cut first
+// when calls may still be running: Close waits for them. It returns the
 // writes' errors; ctx bounds them.
 func (s *Server) Close(ctx context.Context) error {
 	h := s.h
@@ -317,6 +318,18 @@ func (s *Server) Close(ctx context.Context) error {
 		return h.fleet.Close(ctx)
 	}
 	return nil
+}
+
+// Cut stops every call in flight, and every later one: each is answered
+// with a JSON-RPC error, and a call's effect on its session is undone, the
+// session left as it was before it, under every write policy
+// (fleet.Fleet.Cut). A drain calls it when its grace period ends, then
+// Close.
+func (s *Server) Cut() {
+	if s.h.fleet != nil {
+		s.h.fleet.Cut() // first: a call ended by the cut is the Fleet's cut
+	}
+	s.h.doCut()
 }
 
 // Hibernated writes a session that the Runner hibernated to the store, if
