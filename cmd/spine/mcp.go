@@ -232,19 +232,8 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if ln == nil {
 		return code
 	}
-	m := mcpHTTP{runner: runner, health: health, tenants: tenants, log: logger, traffic: traffic, tracer: tracer}
-	code = serveMCP(ctx, stop, ln, srv, m, limits, o.grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
-	if mo.Store != nil {
-		// Every call has its answer: write the sessions the store lacks.
-		storeCtx, cancel := context.WithTimeout(context.Background(), max(o.grace, cutWait))
-		defer cancel()
-		if err := srv.Close(storeCtx); err != nil {
-			fmt.Fprintln(stderr, "spine mcp: storing the sessions:", err)
-			return exitFailure
-		}
-		fmt.Fprintln(stderr, "spine mcp: sessions stored")
-	}
-	return code
+	m := mcpHTTP{runner: runner, health: health, tenants: tenants, log: logger, traffic: traffic, tracer: tracer, stored: mo.Store != nil}
+	return serveMCP(ctx, stop, ln, srv, m, limits, o.grace, fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)), stderr)
 }
 
 // storeWrite checks --session-store and --session-write and returns the
@@ -266,18 +255,26 @@ func (o *mcpOptions) storeWrite() (fleet.WritePolicy, error) {
 	return write, nil
 }
 
-// serveMCP serves server with streamable HTTP at /mcp on ln until ctx ends,
-// then shuts down gracefully (serveHTTP): the calls in flight get their
-// answers. Beside /mcp: GET /healthz (the tools' servers), /livez, /readyz
-// (503 once shutting down) and /metrics (the Runner's, Go's and the
-// process's). With tokens, every request but the probes must carry one
-// (service.RequireTenants). Every request is refused when a browser sends it
-// from another origin (403), and gets a line in the access log.
+// serveMCP serves srv with streamable HTTP at /mcp on ln until ctx ends
+// (a signal), then drains it as spine serve drains (serveDrained):
+// /readyz answers 503 and new calls 503 while the listener stays open; the
+// calls in flight have grace to end, and those still going are stopped
+// (mcpserver.Server.Cut: answered with an error, their effect on their
+// session undone); every session the store lacks is written (m.stored
+// says there is a store); then the listener closes. It returns exitOK once
+// every call was answered and every session stored. Beside /mcp: GET
+// /healthz (the tools' servers), /livez, /readyz and /metrics (the
+// Runner's, Go's and the process's). With tokens, every request but the
+// probes must carry one (service.RequireTenants). Every request is refused
+// when a browser sends it from another origin (403), and gets a line in
+// the access log.
 func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.Server, m mcpHTTP, limits httpLimits, grace time.Duration, what string, stderr io.Writer) int {
+	const name = "spine mcp"
 	server := srv.MCP()
+	var draining atomic.Bool
 	handler := srv.HTTPHandler(&mcp.StreamableHTTPOptions{Logger: m.traffic})
 	posts := newInFlight()
-	handler = posts.count(handler)
+	handler = posts.count(&draining, handler)
 	handler = withClientAddress(handler)
 	limits.tokens = tokenList("", m.tenants)
 	registry := prometheus.NewRegistry()
@@ -287,26 +284,56 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.
 		handler = service.RequireTenants(m.tenants, handler)
 		metrics = service.RequireTenants(m.tenants, metrics)
 	}
-	var draining atomic.Bool
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", handler)
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /livez", service.ServeLive)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { service.ServeReady(&draining, w) })
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { serveMCPHealth(w, m.health, len(m.tenants) == 0) })
-	return serveHTTP(ctx, stop, ln, service.AccessLog(m.log, m.tracer, http.NewCrossOriginProtection().Handler(mux)), limits, grace, "spine mcp", what, stderr,
-		func() {
-			draining.Store(true)
-			// A session's open event stream (GET) would keep Shutdown
-			// waiting: once the calls in flight (POSTs) have answered, close
-			// every session, which ends its stream.
-			posts.wait()
-			var wg sync.WaitGroup
-			for ss := range server.Sessions() {
-				wg.Go(func() { ss.Close() })
+	hs, served := startHTTP(ln, service.AccessLog(m.log, m.tracer, http.NewCrossOriginProtection().Handler(mux)), limits, name, what, stderr)
+	code := exitOK
+	select {
+	case err := <-served:
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		code = exitFailure
+	case <-ctx.Done():
+		stop()
+		draining.Store(true)
+		fmt.Fprintf(stderr, "%s: shutting down; waiting up to %v for calls in flight\n", name, grace)
+		if !posts.wait(grace) {
+			fmt.Fprintf(stderr, "%s: calls still in flight after %v; stopping them\n", name, grace)
+			srv.Cut()
+			if !posts.wait(cutWait) {
+				fmt.Fprintf(stderr, "%s: calls still in flight after they were stopped\n", name)
+				code = exitFailure
 			}
-			wg.Wait()
-		})
+		}
+	}
+	// Every call has its answer: end the MCP sessions (and so their event
+	// streams), then write the sessions the store lacks while the probes
+	// still answer; then close the listener and the idle connections.
+	var wg sync.WaitGroup
+	for ss := range server.Sessions() {
+		wg.Go(func() { ss.Close() })
+	}
+	wg.Wait()
+	storeCtx, cancel := context.WithTimeout(context.Background(), max(grace, cutWait))
+	defer cancel()
+	if err := srv.Close(storeCtx); err != nil {
+		fmt.Fprintf(stderr, "%s: storing the sessions: %v\n", name, err)
+		code = exitFailure
+	} else if m.stored {
+		fmt.Fprintf(stderr, "%s: sessions stored\n", name)
+	}
+	closeCtx, cancel := context.WithTimeout(context.Background(), cutWait)
+	defer cancel()
+	if hs.Shutdown(closeCtx) != nil {
+		hs.Close()
+	}
+	if code == exitOK {
+		fmt.Fprintf(stderr, "%s: stopped\n", name)
+	}
+	return code
 }
 
 // mcpHTTP is what spine mcp --http serves beside its MCP server.
@@ -317,6 +344,7 @@ type mcpHTTP struct {
 	log     *slog.Logger             // the access log's and the server's
 	traffic *slog.Logger             // the MCP traffic's events (--verbose), or nil
 	tracer  trace.TracerProvider     // nil for no spans
+	stored  bool                     // the sessions are kept in a session store
 }
 
 // serveMCPHealth answers GET /healthz of spine mcp --http: "ok", or
@@ -349,29 +377,38 @@ func serveMCPHealth(w http.ResponseWriter, health func() map[string]string, deta
 // inFlight counts the POST requests being served.
 type inFlight struct {
 	mu   sync.Mutex
-	idle *sync.Cond // signalled when n drops to 0
 	n    int
+	idle chan struct{} // closed when n drops to 0; nil while it is 0
 }
 
-func newInFlight() *inFlight {
-	f := &inFlight{}
-	f.idle = sync.NewCond(&f.mu)
-	return f
-}
+func newInFlight() *inFlight { return &inFlight{} }
 
-func (f *inFlight) count(h http.Handler) http.Handler {
+// count serves the POSTs to h counted, and refuses them once draining:
+// 503 with Retry-After, so that a load balancer sends them to another
+// replica.
+func (f *inFlight) count(draining *atomic.Bool, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			h.ServeHTTP(w, r)
 			return
 		}
 		f.mu.Lock()
-		f.n++
+		if draining.Load() {
+			f.mu.Unlock()
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Connection", "close")
+			http.Error(w, "the server is draining (shutting down); send the request to another replica", http.StatusServiceUnavailable)
+			return
+		}
+		if f.n++; f.n == 1 {
+			f.idle = make(chan struct{})
+		}
 		f.mu.Unlock()
 		defer func() {
 			f.mu.Lock()
 			if f.n--; f.n == 0 {
-				f.idle.Broadcast()
+				close(f.idle)
+				f.idle = nil
 			}
 			f.mu.Unlock()
 		}()
@@ -379,13 +416,23 @@ func (f *inFlight) count(h http.Handler) http.Handler {
 	})
 }
 
-// wait returns when no POST is being served.
-func (f *inFlight) wait() {
+// wait waits up to d until no POST is being served; it reports whether
+// none is.
+func (f *inFlight) wait(d time.Duration) bool {
 	f.mu.Lock()
-	for f.n > 0 {
-		f.idle.Wait()
-	}
+	idle := f.idle
 	f.mu.Unlock()
+	if idle == nil {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // nopWriteCloser is stdout for the stdio transport, which closes its writer
