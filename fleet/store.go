@@ -705,11 +705,13 @@ func (f *Fleet) Hibernated(sess *spine.Session, snapshot io.Reader) {
 // refuses every operation from then on (spine.ErrClosed). With a store,
 // each session whose state the store lacks is written first (a drain loses
 // no session), and Close returns the first write that failed, or ctx's
-// error when an operation in flight held a session past it. Call it once the
+// error when an operation in flight held a session past it. Without one
+// the sessions are lost, and Close logs how many at WARN. Call it once the
 // front door has answered every request (after Cut), before closing the
 // Runner.
 func (f *Fleet) Close(ctx context.Context) error {
 	var first error
+	lost := 0
 	for _, e := range f.closeAll() {
 		if f.opts.Store != nil {
 			err := e.Lock(ctx)
@@ -723,12 +725,17 @@ func (f *Fleet) Close(ctx context.Context) error {
 					first = fmt.Errorf("session %s: %w", e.id, err)
 				}
 			}
+		} else if e.s != nil && e.s.Err() == nil {
+			lost++
 		}
 		if e.s != nil {
 			if err := e.s.Close(ctx); err != nil && first == nil {
 				first = err
 			}
 		}
+	}
+	if lost > 0 {
+		f.opts.Logger.Warn("sessions lost at stop: there is no session store or directory to keep them", "sessions", lost)
 	}
 	return first
 }

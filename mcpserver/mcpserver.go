@@ -173,8 +173,9 @@ type Options struct {
 	// Logger is given to the SDK's server. nil means no logging.
 	Logger *slog.Logger
 
-	// ServerLog receives the server's own warnings and errors: writes to
-	// Store that failed with no call to answer. nil means no logging.
+	// ServerLog receives the server's own warnings and errors: the
+	// sessions Close drops without a store, and writes to Store that failed
+	// with no call to answer. nil means no logging.
 	ServerLog *slog.Logger
 }
 

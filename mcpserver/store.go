@@ -290,7 +290,8 @@ func (h *handler) end(ctx context.Context, id, owner string) error {
 
 // Close ends the server's sessions: with a store, each one whose state the
 // store lacks is written first (a drain: another replica, or this one
-// restarted, serves them next). Calls after it fail. Call Cut first
+// restarted, serves them next); without one they are lost, and Close says
+// how many at WARN (Options.ServerLog). Calls after it fail. Call Cut first
 // when calls may still be running: Close waits for them. It returns the
 // writes' errors; ctx bounds them.
 func (s *Server) Close(ctx context.Context) error {
@@ -302,6 +303,7 @@ func (s *Server) Close(ctx context.Context) error {
 		clients = append(clients, c)
 	}
 	h.mu.Unlock()
+	lost := 0
 	for _, c := range clients {
 		if c.stored.id != "" {
 			continue // the Fleet's
@@ -311,8 +313,14 @@ func (s *Server) Close(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		if c.session != nil && c.session.Err() == nil {
+			lost++
+		}
 		h.closeSession(c, "")
 		c.turn <- struct{}{}
+	}
+	if lost > 0 {
+		h.log.Warn("sessions lost at stop: there is no session store to keep them", "sessions", lost)
 	}
 	if h.fleet != nil {
 		return h.fleet.Close(ctx)

@@ -309,14 +309,10 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.
 			}
 		}
 	}
-	// Every call has its answer: end the MCP sessions (and so their event
-	// streams), then write the sessions the store lacks while the probes
-	// still answer; then close the listener and the idle connections.
-	var wg sync.WaitGroup
-	for ss := range server.Sessions() {
-		wg.Go(func() { ss.Close() })
-	}
-	wg.Wait()
+	// Every call has its answer: write the sessions the store lacks (or
+	// say how many are lost) while the probes still answer, end the MCP
+	// sessions (and so their event streams), then close the listener and
+	// the idle connections.
 	storeCtx, cancel := context.WithTimeout(context.Background(), max(grace, cutWait))
 	defer cancel()
 	if err := srv.Close(storeCtx); err != nil {
@@ -325,6 +321,11 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.
 	} else if m.stored {
 		fmt.Fprintf(stderr, "%s: sessions stored\n", name)
 	}
+	var wg sync.WaitGroup
+	for ss := range server.Sessions() {
+		wg.Go(func() { ss.Close() })
+	}
+	wg.Wait()
 	closeCtx, cancel := context.WithTimeout(context.Background(), cutWait)
 	defer cancel()
 	if hs.Shutdown(closeCtx) != nil {
