@@ -79,7 +79,8 @@ flags:
                            first, and read for 5s at most
   --read-timeout DURATION  with --http, time to send a request's headers (at most 10s) and body (default 30s)
   --idle-timeout DURATION  with --http, how long an idle keep-alive connection stays open (default 60s)
-  --grace DURATION         with --http, how long shutdown waits for calls in flight (default 30s)
+  --grace DURATION         with --http, how long shutdown waits for calls in flight (default 30s);
+                           those still going are then stopped, answered with an error and undone
   --session-store URL      with --http, keep the Python sessions in an object store shared by every
                            replica: s3://BUCKET?endpoint=..&region=..&use_path_style=true,
                            gs://BUCKET, azblob://CONTAINER, file:///DIR, mem://
@@ -91,9 +92,9 @@ flags:
   --verbose                also log the MCP traffic's events, and the MCP servers' standard error
 ` + cacheUsage + `
 exit codes: 0 stopped (standard input closed; with --http, SIGINT or SIGTERM
-once the calls in flight finished), 2 usage error (a bad config file
-included), 4 other failure (an MCP server, the address, calls still going
-after --grace)
+once every call was answered and every session stored), 2 usage error (a bad
+config file included), 4 other failure (an MCP server, the address, the
+session store, calls still going after they were stopped)
 `
 
 // mcpOptions are the flags of spine mcp.
