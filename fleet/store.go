@@ -384,10 +384,12 @@ func (f *Fleet) Run(ctx context.Context, e *Session, req spine.Request) (*spine.
 		return nil, err
 	}
 	// A session whose state the store lacks keeps a snapshot of it while
-	// the run goes on: a run Cut stops is undone to it.
-	var before []byte
-	dirty := e.dirty
-	if f.opts.Store != nil && dirty {
+	// the run goes on: a run Cut stops is undone to it. Under
+	// WriteHibernate it was taken after the run before, once that run was
+	// answered (checkpoint).
+	dirty, before := e.dirty, e.before
+	e.before = nil
+	if f.opts.Store != nil && dirty && before == nil {
 		before, _ = e.s.Snapshot(ctx) // none (files open): what the store has
 	}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -443,6 +445,7 @@ func (f *Fleet) commit(ctx context.Context, e *Session, runErr error) error {
 	}
 	e.dirty = true
 	if f.opts.Write == WriteHibernate {
+		f.checkpoint(e)
 		return runErr
 	}
 	ctx, cancel := f.storeCtx(ctx)
@@ -465,6 +468,24 @@ func (f *Fleet) commit(ctx context.Context, e *Session, runErr error) error {
 		return err
 	}
 	return runErr
+}
+
+// checkpoint takes the snapshot of e's live state, which the store lacks,
+// after the run that made it was answered: the state the next run goes back
+// to if Cut stops it (e.before). e's next operation waits for it (settle),
+// as for a write after answering; the caller holds e's lock.
+func (f *Fleet) checkpoint(e *Session) {
+	done := make(chan struct{})
+	e.pending = done
+	s := e.s
+	go func() {
+		defer close(done)
+		ctx, cancel := f.storeCtx(context.Background())
+		defer cancel()
+		if b, err := s.Snapshot(ctx); err == nil {
+			e.before = b // read after done is closed (settle)
+		}
+	}()
 }
 
 // Snapshot writes e's snapshot to w, the store's newest state first; the
@@ -567,7 +588,7 @@ func (f *Fleet) put(ctx context.Context, e *Session, write func(io.Writer) error
 		}
 		return &StoreError{err}
 	}
-	e.gen, e.dirty = meta.Generation, false
+	e.gen, e.dirty, e.before = meta.Generation, false, nil
 	f.opts.OnStore("write")
 	return nil
 }
