@@ -33,8 +33,8 @@
 //     the session is left as it was before that run, under every policy:
 //     what the store holds, or, when the store lacked the session's state
 //     (WriteHibernate, or a write after answering that failed), the
-//     snapshot the Fleet kept of it (under WriteHibernate taken after the
-//     run before, once that run was answered), which is written.
+//     snapshot the Fleet kept of it in a file as the run began, which is
+//     written.
 package fleet
 
 import (

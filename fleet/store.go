@@ -2,11 +2,12 @@ package fleet
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"os"
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/sessionstore"
@@ -384,13 +385,17 @@ func (f *Fleet) Run(ctx context.Context, e *Session, req spine.Request) (*spine.
 		return nil, err
 	}
 	// A session whose state the store lacks keeps a snapshot of it while
-	// the run goes on: a run Cut stops is undone to it. Under
-	// WriteHibernate it was taken after the run before, once that run was
-	// answered (checkpoint).
-	dirty, before := e.dirty, e.before
-	e.before = nil
-	if f.opts.Store != nil && dirty && before == nil {
-		before, _ = e.s.Snapshot(ctx) // none (files open): what the store has
+	// the run goes on, in a file: a run Cut stops is undone to it.
+	dirty := e.dirty
+	var before *os.File
+	if f.opts.Store != nil && dirty {
+		before = f.keep(ctx, e) // nil (files open, no room): what the store has
+		if before != nil {
+			defer func() {
+				before.Close()
+				os.Remove(before.Name())
+			}()
+		}
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -406,7 +411,7 @@ func (f *Fleet) Run(ctx context.Context, e *Session, req spine.Request) (*spine.
 // undo leaves e, whose run Cut stopped, as it was before the run: the
 // store's state, or the snapshot before, written in its place. The live
 // state, half a run, is never written.
-func (f *Fleet) undo(ctx context.Context, e *Session, dirty bool, before []byte) {
+func (f *Fleet) undo(ctx context.Context, e *Session, dirty bool, before *os.File) {
 	if f.opts.Store == nil {
 		return
 	}
@@ -421,7 +426,7 @@ func (f *Fleet) undo(ctx context.Context, e *Session, dirty bool, before []byte)
 	ctx, cancel := f.storeCtx(ctx)
 	defer cancel()
 	err := f.put(ctx, e, func(w io.Writer) error {
-		_, err := io.Copy(w, bytes.NewReader(before))
+		_, err := io.Copy(w, io.NewSectionReader(before, 0, math.MaxInt64))
 		return err
 	})
 	e.stale = true
@@ -445,7 +450,6 @@ func (f *Fleet) commit(ctx context.Context, e *Session, runErr error) error {
 	}
 	e.dirty = true
 	if f.opts.Write == WriteHibernate {
-		f.checkpoint(e)
 		return runErr
 	}
 	ctx, cancel := f.storeCtx(ctx)
@@ -470,22 +474,26 @@ func (f *Fleet) commit(ctx context.Context, e *Session, runErr error) error {
 	return runErr
 }
 
-// checkpoint takes the snapshot of e's live state, which the store lacks,
-// after the run that made it was answered: the state the next run goes back
-// to if Cut stops it (e.before). e's next operation waits for it (settle),
-// as for a write after answering; the caller holds e's lock.
-func (f *Fleet) checkpoint(e *Session) {
-	done := make(chan struct{})
-	e.pending = done
-	s := e.s
-	go func() {
-		defer close(done)
-		ctx, cancel := f.storeCtx(context.Background())
-		defer cancel()
-		if b, err := s.Snapshot(ctx); err == nil {
-			e.before = b // read after done is closed (settle)
-		}
-	}()
+// keep writes the snapshot of e's live state to a new file, which the
+// caller closes and removes: in the Runner's SessionOptions.Dir, else the
+// system's temporary folder. It streams, so it takes no more memory than a
+// write to the store, whatever the session's size. nil when it could not
+// be made; the caller holds e's lock.
+func (f *Fleet) keep(ctx context.Context, e *Session) *os.File {
+	file, err := os.CreateTemp(f.runner.Options().Sessions.Dir, "spine-before-run-*")
+	if err != nil {
+		return nil
+	}
+	bw := bufio.NewWriterSize(file, snapshotBuffer)
+	if _, err = e.s.SnapshotTo(ctx, bw); err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		file.Close()
+		os.Remove(file.Name())
+		return nil
+	}
+	return file
 }
 
 // Snapshot writes e's snapshot to w, the store's newest state first; the
@@ -588,7 +596,7 @@ func (f *Fleet) put(ctx context.Context, e *Session, write func(io.Writer) error
 		}
 		return &StoreError{err}
 	}
-	e.gen, e.dirty, e.before = meta.Generation, false, nil
+	e.gen, e.dirty = meta.Generation, false
 	f.opts.OnStore("write")
 	return nil
 }

@@ -23,8 +23,7 @@ type Session struct {
 	gen     uint64         // the generation in the store the live state descends from; 0: none yet
 	dirty   bool           // the live state has runs the store lacks
 	stale   bool           // the live state is not the store's line (a lost race, an undone run): load
-	pending chan struct{}  // closed when a write after answering, or a checkpoint, ends
-	before  []byte         // the snapshot of the live state, which the store lacks: what a cut run goes back to
+	pending chan struct{}  // closed when a write after answering ends
 
 	// Guarded by Fleet.mu.
 	busy int // operations holding it now (Get, Load, Attach until Release)
