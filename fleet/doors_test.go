@@ -50,11 +50,16 @@ type replica struct {
 
 var doors = []door{{"http", httpReplica}, {"mcp", mcpReplica}}
 
+// maxLive is the live sessions of the Runners newRunner makes (0: the
+// default); a test that sets it puts it back.
+var maxLive int
+
 // newRunner is a Runner of the test tools whose hibernations call
 // hibernated.
 func newRunner(t *testing.T, hibernated *func(*spine.Session, io.Reader)) *spine.Runner {
 	return spinetest.NewRunner(t, manifest, &spine.Options{Sessions: spine.SessionOptions{
 		MemoryLimit: 128 << 20,
+		MaxLive:     maxLive,
 		OnHibernate: func(s *spine.Session, rd io.Reader) {
 			if *hibernated != nil {
 				(*hibernated)(s, rd)
