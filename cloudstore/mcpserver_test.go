@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/spine-run/spine/cloudstore"
+	"github.com/spine-run/spine/fleet"
 	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/mcpserver"
 	"github.com/spine-run/spine/sessionstore"
@@ -29,7 +30,7 @@ type replica struct {
 
 // newReplica serves a server on the store at storeURL (opened for it
 // alone), with its own Runner.
-func newReplica(t *testing.T, storeURL string, write sessionstore.WritePolicy) *replica {
+func newReplica(t *testing.T, storeURL string, write fleet.WritePolicy) *replica {
 	t.Helper()
 	st, err := cloudstore.Open(t.Context(), storeURL)
 	if err != nil {
@@ -55,7 +56,7 @@ func TestMCPStoreTwoReplicas(t *testing.T) {
 
 // twoReplicas is TestMCPStoreTwoReplicas on the store at store.
 func twoReplicas(t *testing.T, store string) {
-	a, b := newReplica(t, store, sessionstore.WriteRun), newReplica(t, store, sessionstore.WriteRun)
+	a, b := newReplica(t, store, fleet.WriteRun), newReplica(t, store, fleet.WriteRun)
 	v := spinetest.NewRouter(t, a.url, "", "")
 	cs := v.Connect(t)
 	id := cs.ID()
@@ -127,7 +128,7 @@ func TestMCPStoreRace(t *testing.T) {
 
 // race is TestMCPStoreRace on the store at store.
 func race(t *testing.T, store string) {
-	a, b := newReplica(t, store, sessionstore.WriteRun), newReplica(t, store, sessionstore.WriteRun)
+	a, b := newReplica(t, store, fleet.WriteRun), newReplica(t, store, fleet.WriteRun)
 	v := spinetest.NewRouter(t, a.url, "", "")
 	cs := v.Connect(t)
 	value(t, cs, source("x = []"))

@@ -67,7 +67,6 @@ package mcpserver
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -85,6 +84,7 @@ import (
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/codemode"
+	"github.com/spine-run/spine/fleet"
 	"github.com/spine-run/spine/sessionstore"
 )
 
@@ -146,14 +146,17 @@ type Options struct {
 	// writes them all. Nil: sessions live and end in this process.
 	Store sessionstore.Store
 
-	// StoreWrite is when a session is written to Store:
-	// sessionstore.WriteRun (after each call, before answering it; the
-	// default) or sessionstore.WriteHibernate (only when this server puts
-	// it aside, and at Close: replicas must then be sticky).
-	StoreWrite sessionstore.WritePolicy
+	// StoreWrite is when a session is written to Store, as for spine
+	// serve (fleet.WritePolicy): fleet.WriteRun (after each call, before
+	// answering it; the default), fleet.WriteAnswer (after answering it) or
+	// fleet.WriteHibernate (only when it hibernates: this server puts it
+	// aside, or the Runner hibernates it with its OnHibernate set to
+	// Server.Hibernated; and at Close: replicas must then be sticky).
+	StoreWrite fleet.WritePolicy
 
-	// MaxSnapshot caps a snapshot loaded from Store, in bytes. Default:
-	// spine.MaxSnapshotSize of the Runner's session memory.
+	// MaxSnapshot caps a snapshot written to or loaded from Store, in
+	// bytes. Default: the Runner's SessionOptions.MaxSnapshot, the largest
+	// snapshot its sessions can make.
 	MaxSnapshot int64
 
 	// StoreBytesOf, when set, returns the bytes the sessions of an owner
@@ -169,6 +172,11 @@ type Options struct {
 
 	// Logger is given to the SDK's server. nil means no logging.
 	Logger *slog.Logger
+
+	// ServerLog receives the server's own warnings and errors: the
+	// sessions Close drops without a store, and writes to Store that failed
+	// with no call to answer. nil means no logging.
+	ServerLog *slog.Logger
 }
 
 // DefaultTimeout is the default of Options.Timeout.
@@ -202,11 +210,13 @@ func withDefaults(runner *spine.Runner, opts *Options) Options {
 		o.MaxSessions = DefaultMaxSessions
 	}
 	if o.StoreWrite == "" {
-		o.StoreWrite = sessionstore.WriteRun
+		o.StoreWrite = fleet.WriteRun
 	}
 	if o.MaxSnapshot <= 0 && runner != nil {
-		ro := runner.Options()
-		o.MaxSnapshot = int64(spine.MaxSnapshotSize(cmp.Or(ro.Sessions.MemoryLimit, ro.MemoryLimit)))
+		o.MaxSnapshot = int64(runner.Options().Sessions.MaxSnapshot)
+	}
+	if o.ServerLog == nil {
+		o.ServerLog = slog.New(slog.DiscardHandler)
 	}
 	return o
 }
@@ -234,8 +244,8 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 // NewServer is New, returning the Server.
 func NewServer(runner *spine.Runner, manifest spine.Manifest, opts *Options) *Server {
 	o := withDefaults(runner, opts)
-	if o.StoreWrite != sessionstore.WriteRun && o.StoreWrite != sessionstore.WriteHibernate {
-		panic(fmt.Sprintf("mcpserver: Options.StoreWrite %q: it is run or hibernate", o.StoreWrite))
+	if _, err := fleet.ParseWritePolicy(string(o.StoreWrite)); err != nil {
+		panic("mcpserver: Options.StoreWrite: " + err.Error())
 	}
 	instructions := "Call " + ToolName + " with a Python program that uses the tools listed in its description; " +
 		"one program can make many tool calls and combine their results."
@@ -248,7 +258,18 @@ func NewServer(runner *spine.Runner, manifest spine.Manifest, opts *Options) *Se
 		SupportedProtocolVersions: o.protocolVersions(),
 	})
 	tool := codemode.New(runner, manifest, o.codemode())
-	h := &handler{runner: runner, tool: tool, opts: o, slots: make(chan struct{}, o.Slots), clients: map[any]*client{}, held: map[string]int{}}
+	h := &handler{runner: runner, tool: tool, opts: o, log: o.ServerLog, slots: make(chan struct{}, o.Slots), clients: map[any]*client{}, held: map[string]int{}}
+	h.cut, h.doCut = context.WithCancel(context.Background())
+	if o.Store != nil {
+		h.fleet = fleet.New(runner, &fleet.Options{
+			Store:        o.Store,
+			Write:        o.StoreWrite,
+			MaxSnapshot:  o.MaxSnapshot,
+			StoreTimeout: o.Timeout,
+			ShareOf:      func(owner string) fleet.Share { return fleet.Share{StoreBytes: h.storeBytes(owner)} },
+			Logger:       o.ServerLog,
+		})
+	}
 	server.AddTool(&mcp.Tool{
 		Name:         ToolName,
 		Title:        "Run Python",
@@ -298,7 +319,12 @@ type handler struct {
 	runner *spine.Runner
 	tool   *codemode.Tool
 	opts   Options
+	log    *slog.Logger
 	slots  chan struct{} // a token per call running a program
+	fleet  *fleet.Fleet  // the sessions in Options.Store; nil without one
+
+	cut   context.Context // done once Cut is called
+	doCut context.CancelFunc
 
 	mu      sync.Mutex
 	clients map[any]*client // the clients that called run_python, by *mcp.ServerSession until it ends, or with a store by MCP session id
@@ -339,6 +365,12 @@ func fileResource(f spine.File) *mcp.EmbeddedResource {
 }
 
 func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if h.cut.Err() != nil {
+		return nil, fleet.ErrCut
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(h.cut, cancel)() // Cut stops the call
 	request, fresh, err := h.tool.Request(req.Params.Arguments)
 	if err != nil {
 		return toolResult(codemode.Failed(err.Error()))

@@ -235,7 +235,7 @@ func (h *handler) evict(o *client, own bool) bool {
 		return false
 	}
 	defer func() { o.turn <- struct{}{} }()
-	if o.session == nil {
+	if o.session == nil && o.stored.id == "" {
 		return false
 	}
 	why := fmt.Sprintf("the session was closed to make room for other clients' (this server keeps at most %d)", h.opts.MaxSessions)
@@ -243,8 +243,7 @@ func (h *handler) evict(o *client, own bool) bool {
 		why = fmt.Sprintf("the session was closed to make room for a newer one of the same client (this server keeps at most %d for it)", h.perClient(o.name))
 	}
 	if h.opts.Store != nil {
-		h.putAside(o, why)
-		return true
+		return h.putAside(o, why)
 	}
 	h.closeSession(o, why)
 	return true

@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -17,22 +16,19 @@ import (
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/codemode"
+	"github.com/spine-run/spine/fleet"
 	"github.com/spine-run/spine/sessionstore"
 )
 
 // Sessions in a store (Options.Store; docs/rationale.md "MCP sessions in
-// the store"). The SDK's streamable HTTP handler binds an Mcp-Session-Id to
-// a session in its own memory, which no other process can serve; so with a
+// the store") are served by package fleet, as spine serve's are: an MCP
+// session id names a line of generations in the store, owned by the hash
+// of the token that made it, and the server's live sessions are a cache of
+// it. The SDK's streamable HTTP handler binds an Mcp-Session-Id to a
+// session in its own memory, which no other process can serve; so with a
 // store the SDK's handler runs stateless, and HTTPHandler gives out the MCP
-// session ids itself. An id names a line of generations in the store, as a
-// session of spine serve's does, owned by the hash of the token that made
-// it. The server holds a live spine.Session per id and owner as a cache of
-// the newest generation: before each call it asks the store whether another
-// replica wrote a newer one and loads it if so; after each call it writes
-// the next generation create-only (Options.StoreWrite), so that a replica
-// holding an older generation never overwrites a newer one: it gets a
-// conflict, its call's effect is undone, and its next call loads the
-// newer.
+// session ids itself. What is left here is the translation of MCP to the
+// Fleet, and the server's places among MaxSessions.
 
 // sessionIDHeader is the header of the MCP session id over streamable HTTP.
 const sessionIDHeader = "Mcp-Session-Id"
@@ -41,9 +37,6 @@ const sessionIDHeader = "Mcp-Session-Id"
 type stored struct {
 	id    string // its MCP session id
 	owner string // the hash of its token (sessionstore.Owner)
-	gen   uint64 // the stored generation its live session is; 0 for none
-	dirty bool   // its live session ran since it was last written
-	stale bool   // its live session is not a stored generation: load before the next call
 }
 
 // storeKey is a client's key in the handler's clients with a store: the
@@ -114,10 +107,11 @@ func (h *handler) forgetIdle(c *client) {
 	}
 }
 
-// storedCall runs req in the session id names for owner: its newest
-// generation, loaded from the store if another replica wrote it, then
-// written back per Options.StoreWrite. fresh starts it afresh, as the
-// generation after the newest.
+// storedCall runs req in the session id names for owner (fleet.Attach):
+// its newest generation, loaded from the store if another replica wrote
+// it, or a new one when the store holds none; then written back per
+// Options.StoreWrite. fresh starts it afresh, as the generation after the
+// newest.
 func (h *handler) storedCall(ctx context.Context, id, owner, who string, req spine.Request, fresh bool) (*mcp.CallToolResult, error) {
 	c, err := h.storedClient(id, owner, who)
 	if err != nil {
@@ -130,149 +124,77 @@ func (h *handler) storedCall(ctx context.Context, id, owner, who string, req spi
 		return nil, ctx.Err()
 	}
 	defer func() { c.turn <- struct{}{} }()
+	e, err := h.fleet.Attach(id, owner)
+	if err != nil {
+		return nil, protocolError(err)
+	}
+	defer h.fleet.Release(e)
+	if err := e.Lock(ctx); err != nil {
+		return nil, ctx.Err()
+	}
+	defer e.Unlock()
 	notice := ""
 	if c.lost != "" && !fresh {
 		notice = lostNotice(c.lost)
 	}
 	c.lost = ""
-	if res, err := h.sync(ctx, c, fresh, notice); res != nil || err != nil {
-		return res, err
-	}
-	out, runErr := c.session.Run(ctx, req)
-	if gone(runErr) != "" {
-		// The session could not run the program at all: run it in the
-		// store's newest generation.
-		c.stale = true
-		if res, err := h.sync(ctx, c, false, notice); res != nil || err != nil {
-			return res, err
+	if !e.Live() {
+		if why := h.reserve(c); why != "" {
+			return failed(fmt.Sprintf("busy, retry: %s; call %s again in a moment", why, ToolName), notice), nil
 		}
-		out, runErr = c.session.Run(ctx, req)
 	}
-	var pyErr *spine.PythonError
-	if runErr != nil && !errors.As(runErr, &pyErr) {
-		if c.session.Err() != nil {
-			c.stale = true // the store holds its state before this call
-		}
-		return h.answer(ctx, out, runErr, notice, nil)
+	var (
+		out    *spine.Output
+		runErr error
+	)
+	if fresh {
+		runErr = h.fleet.Fresh(ctx, e)
 	}
-	c.dirty = true
-	if h.opts.StoreWrite == sessionstore.WriteRun {
-		if err := h.write(ctx, c); err != nil {
-			c.stale = true // the answer says the call failed: undo it
-			return storeFailed(err, notice), nil
+	if runErr == nil {
+		out, runErr = h.fleet.Run(ctx, e, req)
+		if gone(runErr) != "" {
+			// The session could not run the program at all: run it in the
+			// store's newest generation, which the Fleet loads.
+			out, runErr = h.fleet.Run(ctx, e, req)
 		}
+	}
+	if !e.Live() {
+		h.release(c)
+	}
+	if isStoreError(runErr) {
+		if errors.Is(runErr, fleet.ErrNoSession) || errors.Is(runErr, fleet.ErrTaken) || errors.Is(runErr, fleet.ErrCut) ||
+			spine.Classify(runErr) == spine.OutcomeClosed {
+			return nil, protocolError(runErr)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return storeFailed(runErr, notice), nil
 	}
 	return h.answer(ctx, out, runErr, notice, nil)
 }
 
-// sync makes c's live session the store's newest generation of its id
-// (the caller holds c's turn): loaded when c holds none, when another
-// replica wrote a newer one, or when its own was left stale; a new one
-// when the store holds none, or when fresh. A call that cannot have it
-// gets its result, headed by notice, or its protocol error.
-func (h *handler) sync(ctx context.Context, c *client, fresh bool, notice string) (*mcp.CallToolResult, error) {
-	st := h.opts.Store
-	if c.session != nil && !c.stale && !fresh {
-		if h.opts.StoreWrite == sessionstore.WriteHibernate {
-			return nil, nil // this replica's copy is the newest: sticky routing
-		}
-		newer, err := st.Newer(ctx, c.id, c.gen)
-		if err != nil {
-			return storeFailed(err, notice), nil
-		}
-		if !newer {
-			return nil, nil
-		}
-	}
-	if c.session != nil {
-		c.session.Close(context.Background())
-		c.session = nil
-	} else if why := h.reserve(c); why != "" {
-		return failed(fmt.Sprintf("busy, retry: %s; call %s again in a moment", why, ToolName), notice), nil
-	}
-	sess, gen, err := h.load(ctx, c, fresh)
-	if err != nil {
-		h.release(c)
-		switch {
-		case errors.Is(err, sessionstore.ErrTaken):
-			return nil, errNoSession
-		case spine.Classify(err) == spine.OutcomeClosed:
-			return nil, err
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		}
-		return storeFailed(err, notice), nil
-	}
-	c.session, c.gen, c.stale, c.dirty = sess, gen, false, fresh
-	return nil, nil
+// isStoreError reports whether err is the Fleet's rather than the
+// program's: the session could not be loaded, stored or kept.
+func isStoreError(err error) bool {
+	var (
+		store    *fleet.StoreError
+		conflict *fleet.ConflictError
+		image    *fleet.ImageError
+		state    *fleet.NotStoredError
+	)
+	return errors.As(err, &store) || errors.As(err, &conflict) || errors.As(err, &image) || errors.As(err, &state) ||
+		errors.Is(err, fleet.ErrNoSession) || errors.Is(err, fleet.ErrTaken) || errors.Is(err, fleet.ErrCut) ||
+		errors.Is(err, spine.ErrSnapshot) || errors.Is(err, spine.ErrSnapshotMismatch)
 }
 
-// load returns c's newest stored generation, restored, or a new session
-// with the generation it follows (sessionstore.Claim), when the store
-// holds none of c's or when fresh.
-func (h *handler) load(ctx context.Context, c *client, fresh bool) (*spine.Session, uint64, error) {
-	st := h.opts.Store
-	for range 3 {
-		if fresh {
-			meta, err := st.Head(ctx, c.id)
-			switch {
-			case errors.Is(err, sessionstore.ErrNotFound):
-			case err != nil:
-				return nil, 0, err
-			case !meta.OwnedBy(c.owner):
-				return nil, 0, sessionstore.ErrTaken
-			}
-			sess, err := h.runner.NewSession(ctx)
-			return sess, meta.Generation, err
-		}
-		rd, meta, err := sessionstore.Load(ctx, st, c.id, c.owner, h.runner.ImageKey(), h.opts.MaxSnapshot)
-		if err == nil {
-			// The snapshot streams from the store into the Guest's pages.
-			sess, err := h.runner.RestoreFrom(ctx, bufio.NewReaderSize(rd, sessionstore.ReadMemory))
-			rd.Close()
-			return sess, meta.Generation, err
-		}
-		if !errors.Is(err, sessionstore.ErrNotFound) {
-			return nil, 0, err
-		}
-		gen, err := sessionstore.Claim(ctx, st, c.id, c.owner)
-		if errors.Is(err, sessionstore.ErrConflict) {
-			continue // written since it was looked for: load it
-		}
-		if err != nil {
-			return nil, 0, err
-		}
-		sess, err := h.runner.NewSession(ctx)
-		return sess, gen, err
+// protocolError is the JSON-RPC error of a call the Fleet refused before
+// it ran: no such MCP session for the call's token, or the server closing.
+func protocolError(err error) error {
+	if errors.Is(err, fleet.ErrNoSession) || errors.Is(err, fleet.ErrTaken) || errors.Is(err, sessionstore.ErrBadID) {
+		return errNoSession
 	}
-	return nil, 0, fmt.Errorf("%w: %s kept changing while it was loaded", sessionstore.ErrConflict, c.id)
-}
-
-// write writes c's live session as the generation after the one it holds
-// (the caller holds c's turn).
-func (h *handler) write(ctx context.Context, c *client) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.opts.Timeout)
-	defer cancel()
-	meta := sessionstore.Meta{Generation: c.gen + 1, Owner: c.owner, Image: h.runner.ImageKey()}
-	write := func(w io.Writer) error {
-		// The snapshot streams from the Guest's pages to the store.
-		bw := bufio.NewWriterSize(w, snapshotBuffer)
-		if _, err := c.session.SnapshotTo(ctx, bw); err != nil {
-			return err
-		}
-		return bw.Flush()
-	}
-	var err error
-	if limit := h.storeBytes(c.owner); limit > 0 {
-		err = h.opts.Store.PutOwned(ctx, c.id, meta, h.opts.MaxSnapshot, limit, write)
-	} else {
-		err = h.opts.Store.Put(ctx, c.id, meta, h.opts.MaxSnapshot, write)
-	}
-	if err != nil {
-		return err
-	}
-	c.gen, c.dirty = meta.Generation, false
-	return nil
+	return err
 }
 
 // storeBytes is Options.StoreBytesOf(owner): 0 for none.
@@ -283,38 +205,38 @@ func (h *handler) storeBytes(owner string) int64 {
 	return h.opts.StoreBytesOf(owner)
 }
 
-// snapshotBuffer gathers a snapshot's small writes into a store's.
-const snapshotBuffer = 64 << 10
-
-// persist writes c's live session if the store lacks its state (the caller
-// holds c's turn).
-func (h *handler) persist(ctx context.Context, c *client) error {
-	if c.session == nil || c.stale || !c.dirty || c.session.Err() != nil {
-		return nil
+// putAside writes o's session to the store and closes it, to make room
+// (the caller holds o's turn): its next call loads it. lost is what its
+// next call is told if the write fails. It reports false when an
+// operation of the Fleet's has the session now.
+func (h *handler) putAside(o *client, lost string) bool {
+	e, err := h.fleet.Get(o.id, o.owner)
+	if err != nil {
+		h.release(o)
+		return true
 	}
-	return h.write(ctx, c)
-}
-
-// putAside writes c's session to the store and closes it, to make room
-// (the caller holds c's turn): its next call loads it. lost is what its
-// next call is told if the write fails.
-func (h *handler) putAside(c *client, lost string) {
-	if err := h.persist(context.Background(), c); err != nil {
-		h.closeSession(c, lost+"; writing it to the session store failed: "+err.Error())
-	} else {
-		h.closeSession(c, "")
+	defer h.fleet.Release(e)
+	if !e.TryLock() {
+		return false
 	}
-	c.stale = false
+	defer e.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), h.opts.Timeout)
+	defer cancel()
+	if err := h.fleet.PutAside(ctx, e); err != nil {
+		o.lost = lost + "; writing it to the session store failed: " + err.Error()
+	}
+	h.release(o)
 	h.mu.Lock()
-	h.forgetIdle(c)
+	h.forgetIdle(o)
 	h.mu.Unlock()
+	return true
 }
 
 // storeFailed is the result of a call whose session the store could not
 // give or take.
 func storeFailed(err error, notice string) *mcp.CallToolResult {
 	var (
-		image *sessionstore.ImageError
+		image *fleet.ImageError
 		full  *sessionstore.OwnerFullError
 	)
 	switch {
@@ -339,8 +261,9 @@ func failed(text, notice string) *mcp.CallToolResult {
 }
 
 // end ends the MCP session id of owner: its live session, if this server
-// holds one, and its line in the store. It returns errNoSession when the
-// store holds no session of owner's under id.
+// holds one (once its call in flight has ended), and its line in the
+// store. It returns errNoSession when neither holds a session of owner's
+// under id.
 func (h *handler) end(ctx context.Context, id, owner string) error {
 	h.mu.Lock()
 	c := h.clients[storeKey{id, owner}]
@@ -349,32 +272,27 @@ func (h *handler) end(ctx context.Context, id, owner string) error {
 	}
 	h.mu.Unlock()
 	if c != nil {
+		defer h.leave(c)
 		select {
 		case <-c.turn:
 		case <-ctx.Done():
-			h.leave(c)
 			return ctx.Err()
 		}
-		h.closeSession(c, "")
-		c.stale = false
-		c.turn <- struct{}{}
-		h.leave(c)
+		defer func() { c.turn <- struct{}{} }()
+		h.release(c)
 	}
-	meta, err := h.opts.Store.Head(ctx, id)
-	switch {
-	case errors.Is(err, sessionstore.ErrNotFound):
-		return errNoSession
-	case err != nil:
-		return err
-	case meta.Deleted || !meta.OwnedBy(owner):
+	err := h.fleet.Delete(ctx, id, owner)
+	if errors.Is(err, fleet.ErrNoSession) {
 		return errNoSession
 	}
-	return h.opts.Store.Delete(ctx, id)
+	return err
 }
 
 // Close ends the server's sessions: with a store, each one whose state the
 // store lacks is written first (a drain: another replica, or this one
-// restarted, serves them next). Calls after it fail. It returns the
+// restarted, serves them next); without one they are lost, and Close says
+// how many at WARN (Options.ServerLog). Calls after it fail. Call Cut first
+// when calls may still be running: Close waits for them. It returns the
 // writes' errors; ctx bounds them.
 func (s *Server) Close(ctx context.Context) error {
 	h := s.h
@@ -385,22 +303,51 @@ func (s *Server) Close(ctx context.Context) error {
 		clients = append(clients, c)
 	}
 	h.mu.Unlock()
-	var errs []error
+	lost := 0
 	for _, c := range clients {
+		if c.stored.id != "" {
+			continue // the Fleet's
+		}
 		select {
 		case <-c.turn:
 		case <-ctx.Done():
-			return errors.Join(append(errs, ctx.Err())...)
+			return ctx.Err()
 		}
-		if h.opts.Store != nil {
-			if err := h.persist(ctx, c); err != nil {
-				errs = append(errs, fmt.Errorf("session %s: %w", c.id, err))
-			}
+		if c.session != nil && c.session.Err() == nil {
+			lost++
 		}
 		h.closeSession(c, "")
 		c.turn <- struct{}{}
 	}
-	return errors.Join(errs...)
+	if lost > 0 {
+		h.log.Warn("sessions lost at stop: there is no session store to keep them", "sessions", lost)
+	}
+	if h.fleet != nil {
+		return h.fleet.Close(ctx)
+	}
+	return nil
+}
+
+// Cut stops every call in flight, and every later one: each is answered
+// with a JSON-RPC error, and a call's effect on its session is undone, the
+// session left as it was before it, under every write policy
+// (fleet.Fleet.Cut). A drain calls it when its grace period ends, then
+// Close.
+func (s *Server) Cut() {
+	if s.h.fleet != nil {
+		s.h.fleet.Cut() // first: a call ended by the cut is the Fleet's cut
+	}
+	s.h.doCut()
+}
+
+// Hibernated writes a session that the Runner hibernated to the store, if
+// the store lacks its state (under every policy but WriteRun, whose
+// sessions are written already): set the Runner's
+// SessionOptions.OnHibernate to it (fleet.Fleet.Hibernated).
+func (s *Server) Hibernated(sess *spine.Session, snapshot io.Reader) {
+	if s.h.fleet != nil {
+		s.h.fleet.Hibernated(sess, snapshot)
+	}
 }
 
 // HTTPHandler returns a streamable HTTP handler of the server; opts may be

@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/spine-run/spine/fleet"
 	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/mcpserver"
 	"github.com/spine-run/spine/sessionstore"
@@ -21,7 +22,7 @@ type replica struct {
 
 // newReplica serves a server on the store at storeURL (opened for it
 // alone), with its own Runner.
-func newReplica(t *testing.T, storeURL string, write sessionstore.WritePolicy) *replica {
+func newReplica(t *testing.T, storeURL string, write fleet.WritePolicy) *replica {
 	t.Helper()
 	st, err := sessionstore.Open(t.Context(), storeURL)
 	if err != nil {
@@ -59,7 +60,7 @@ func TestStoreDrain(t *testing.T) {
 		t.Skip("two Runners")
 	}
 	store := "file://" + t.TempDir()
-	a, b := newReplica(t, store, sessionstore.WriteHibernate), newReplica(t, store, sessionstore.WriteHibernate)
+	a, b := newReplica(t, store, fleet.WriteHibernate), newReplica(t, store, fleet.WriteHibernate)
 	v := spinetest.NewRouter(t, a.url, "", "")
 	first, second := v.Connect(t), v.Connect(t)
 	value(t, first, source("n = 1"))
@@ -92,7 +93,7 @@ func TestStoreOwner(t *testing.T) {
 		t.Skip("two Runners")
 	}
 	store := "file://" + t.TempDir()
-	a, b := newReplica(t, store, sessionstore.WriteRun), newReplica(t, store, sessionstore.WriteRun)
+	a, b := newReplica(t, store, fleet.WriteRun), newReplica(t, store, fleet.WriteRun)
 	v := spinetest.NewRouter(t, a.url, "alpha", "")
 	cs := v.Connect(t)
 	value(t, cs, source("secret = 'alpha'"))

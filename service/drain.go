@@ -97,9 +97,12 @@ func (s *Server) Wait(ctx context.Context) error {
 }
 
 // Cut stops every request still in flight: each run stops and is answered
-// 503 (kind closed), never left without an answer. Call it after Drain,
-// when the grace period ends; then Wait again for the answers to go out.
+// 503 (kind closed), never left without an answer, and a session's run is
+// undone: the session is left as it was before it, under every write
+// policy (fleet.Fleet.Cut). Call it after Drain, when the grace period
+// ends; then Wait again for the answers to go out.
 func (s *Server) Cut() {
+	s.fleet.Cut() // first: a session's run ended by its request's cut is the Fleet's cut
 	s.drain.cutOnce.Do(s.drain.doCut)
 }
 

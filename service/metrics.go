@@ -97,7 +97,7 @@ func newMetrics(s *Server) *metrics {
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "spine_server_sessions",
 		Help: "Sessions made through this server and not yet deleted, expired or found closed.",
-	}, func() float64 { return float64(s.sessions.size()) })
+	}, func() float64 { return float64(s.fleet.Len()) })
 	s.registry.MustRegister(m.runs, m.duration, m.toolCalls, m.errors, m.inFlight, m.streamsInFlight, slots, streamSlots,
 		m.sessionOps, m.sessionWaits, m.storeOps, held,
 		runnerCollector{s.runner},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/fleet"
 )
 
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
@@ -20,7 +21,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 // runJSON answers a run whose request is r's JSON body (POST /v1/run, and
 // POST /v1/sessions/{id}/run), run in session sess or, when sess is nil, in
 // a Guest of the Runner's pool.
-func (s *Server) runJSON(w http.ResponseWriter, r *http.Request, start time.Time, sess *session) {
+func (s *Server) runJSON(w http.ResponseWriter, r *http.Request, start time.Time, sess *fleet.Session) {
 	var req runRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
 	dec.DisallowUnknownFields()
@@ -87,7 +88,7 @@ func (s *Server) timeout(ms int64) time.Duration {
 // for a Guest of the pool: a session's run first waits, holding no slot,
 // for the session's previous run or snapshot to end, for at most its own
 // time limit.
-func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, body *streamBody, sess *session) {
+func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, body *streamBody, sess *fleet.Session) {
 	// The time limit is this context's, not Request.Timeout: its Err
 	// tells a time-out from a client that went away, whichever came second.
 	limit := req.Timeout
@@ -96,17 +97,19 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 	defer cancel()
 	target := s.runner.Run
 	if sess != nil {
-		if err := s.waitTurn(ctx, sess); err != nil {
+		if err := sess.Lock(ctx); err != nil {
 			s.sessionFailed(w, r, start, opRun, sess, err)
 			return
 		}
-		target = s.sessionRun(sess)
+		target = func(ctx context.Context, req spine.Request) (*spine.Output, error) {
+			return s.fleet.Run(ctx, sess, req)
+		}
 	}
 	// giveTurn gives the session's turn back, after the slot: the request
 	// waiting for the turn then finds the slot free.
 	giveTurn := func() {
 		if sess != nil {
-			sess.turn <- struct{}{}
+			sess.Unlock()
 		}
 	}
 	if !s.admit(w, start, body != nil, giveTurn) {

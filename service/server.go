@@ -85,7 +85,6 @@
 package service
 
 import (
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
@@ -101,6 +100,7 @@ import (
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/codemode"
+	"github.com/spine-run/spine/fleet"
 	"github.com/spine-run/spine/sessionstore"
 )
 
@@ -155,11 +155,11 @@ type Options struct {
 	SessionsPerToken int
 
 	// MaxSnapshot caps the body of POST /v1/sessions/restore, a snapshot,
-	// in bytes; past it the answer is 413. The body streams into the new
-	// session's Guest a page at a time (spine.Runner.RestoreFrom), holding
-	// a slot. Default DefaultMaxSnapshot, which holds every snapshot of a
-	// session within the default session memory limit (256 MiB); for a
-	// limit of M bytes, spine.MaxSnapshotSize(M) is enough.
+	// in bytes (past it the answer is 413), and each snapshot written to or
+	// loaded from SessionStore. The body streams into the new session's
+	// Guest a page at a time (spine.Runner.RestoreFrom), holding a slot.
+	// Default: the Runner's SessionOptions.MaxSnapshot, the largest
+	// snapshot its sessions can make (fleet.Options.MaxSnapshot).
 	MaxSnapshot int64
 
 	// Health, when set, is called on every GET /healthz: it returns the
@@ -195,14 +195,12 @@ type Options struct {
 	SessionWrite WritePolicy
 }
 
-// DefaultMaxTimeout, DefaultMaxBody, DefaultStreamIdle and DefaultMaxSnapshot
-// are the defaults of Options.MaxTimeout, Options.MaxBody, Options.StreamIdle
-// and Options.MaxSnapshot.
+// DefaultMaxTimeout, DefaultMaxBody and DefaultStreamIdle are the defaults
+// of Options.MaxTimeout, Options.MaxBody and Options.StreamIdle.
 const (
-	DefaultMaxTimeout        = 30 * time.Second
-	DefaultMaxBody     int64 = 1 << 20
-	DefaultStreamIdle        = 10 * time.Second
-	DefaultMaxSnapshot int64 = 257 << 20
+	DefaultMaxTimeout       = 30 * time.Second
+	DefaultMaxBody    int64 = 1 << 20
+	DefaultStreamIdle       = 10 * time.Second
 )
 
 // Server is the HTTP API over one spine.Runner. It is an http.Handler.
@@ -213,8 +211,8 @@ type Server struct {
 	streams  chan struct{}       // a token per admitted stream, which holds a slot too
 	tokens   [][sha256.Size]byte // SHA-256 of each token; none: no token needed
 	tenants  []*tenant           // the tokens, with their names and shares
-	sessions sessionTable
-	drain    drainState // drain.go
+	fleet    *fleet.Fleet        // the sessions, by id (package fleet)
+	drain    drainState          // drain.go
 	mux      *http.ServeMux
 	registry *prometheus.Registry
 	metrics  *metrics
@@ -251,9 +249,6 @@ func New(runner *spine.Runner, opts *Options) *Server {
 	if o.StreamIdle <= 0 {
 		o.StreamIdle = DefaultStreamIdle
 	}
-	if o.MaxSnapshot <= 0 {
-		o.MaxSnapshot = DefaultMaxSnapshot
-	}
 	if o.SessionWrite == "" {
 		o.SessionWrite = WriteRun
 	}
@@ -269,7 +264,6 @@ func New(runner *spine.Runner, opts *Options) *Server {
 		streams:  make(chan struct{}, o.StreamSlots),
 		mux:      http.NewServeMux(),
 		registry: prometheus.NewRegistry(),
-		sessions: sessionTable{byID: map[string]*session{}, bySession: map[*spine.Session]*session{}, perOwner: map[[sha256.Size]byte]int{}},
 
 		crossOrigin: http.NewCrossOriginProtection(),
 	}
@@ -279,6 +273,23 @@ func New(runner *spine.Runner, opts *Options) *Server {
 		s.tokens = append(s.tokens, t.digest)
 	}
 	s.metrics = newMetrics(s)
+	s.fleet = fleet.New(runner, &fleet.Options{
+		Store:        o.SessionStore,
+		Write:        o.SessionWrite,
+		MaxSnapshot:  o.MaxSnapshot,
+		StoreTimeout: o.MaxTimeout,
+		ShareOf:      s.shareOf,
+		Logger:       o.Logger,
+		OnStore:      func(op string) { s.metrics.storeOps.WithLabelValues(op).Inc() },
+		OnWait: func(waiting bool) {
+			if waiting {
+				s.metrics.sessionWaits.Inc()
+			} else {
+				s.metrics.sessionWaits.Dec()
+			}
+		},
+	})
+	s.opts.MaxSnapshot = s.fleet.Options().MaxSnapshot
 	s.mux.Handle("POST /v1/run", s.accept(needJSON, "POST /v1/run", s.handleRun))
 	s.mux.Handle("POST /v1/run/stream", s.accept(needProgram, "POST /v1/run/stream", s.handleStream))
 	s.mux.Handle("POST /v1/sessions", s.accept(noneOrJSON, "POST /v1/sessions", s.handleNewSession))
@@ -319,9 +330,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	who := s.identify(r)
 	authed := len(s.tokens) == 0 || who != nil
-	if who != nil {
-		r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, who))
-	}
 	if !authed && !probe(r.URL.Path) {
 		w.Header().Set("WWW-Authenticate", wwwAuthenticate)
 		closeConn(w) // a client without the token holds no connection

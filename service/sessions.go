@@ -3,20 +3,16 @@ package service
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/fleet"
 	"github.com/spine-run/spine/sessionstore"
 )
 
@@ -41,172 +37,6 @@ type SessionInfo struct {
 	ID string `json:"id"` // the session's id in the paths of its endpoints
 }
 
-// session is a spine.Session the Server made, with who may use it.
-type session struct {
-	id    string
-	s     *spine.Session
-	owner [sha256.Size]byte // SHA-256 of the token that made it; zero without tokens
-	turn  chan struct{}     // holds a token while no request runs or snapshots it
-
-	// With a store (store.go); owned by whoever holds turn.
-	gen     uint64        // the generation in the store the live state descends from; 0: none yet
-	dirty   bool          // the live state has runs the store lacks
-	stale   bool          // the live state is not the store's line (a lost race, an undone run): reload
-	pending chan struct{} // closed when a write after answering ends
-
-	// Guarded by sessionTable.mu.
-	busy int // requests holding it now (waiting included)
-}
-
-// sessionTable is the Server's sessions by id. It holds only sessions the
-// Runner has open, or had until lately: one the Runner closed (after its
-// SessionOptions.TTL without use) is forgotten when a request finds it, or
-// by the next create, which drops every closed one. So the table never
-// holds more than the Runner's SessionOptions.Max, and the ones closed since
-// the last create.
-type sessionTable struct {
-	mu        sync.Mutex
-	byID      map[string]*session
-	bySession map[*spine.Session]*session // the same sessions, by their spine.Session
-	perOwner  map[[sha256.Size]byte]int   // sessions in byID by owner
-	closed    bool                        // Server.Close was called
-}
-
-// ended reports whether the Runner closed e's session.
-func (e *session) ended() bool {
-	select {
-	case <-e.s.Done():
-		return true
-	default:
-		return false
-	}
-}
-
-// errNoSession is the answer for an id the table does not hold for the
-// request's token.
-var errNoSession = errors.New("no such session: it was never made, was deleted or expired, or another token made it")
-
-// acquire returns the session id names for the owner, marked busy until
-// release; nil when there is none. It returns spine.ErrClosed after Close.
-func (t *sessionTable) acquire(id string, owner [sha256.Size]byte) (*session, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return nil, spine.ErrClosed
-	}
-	e := t.byID[id]
-	if e == nil || subtle.ConstantTimeCompare(e.owner[:], owner[:]) != 1 {
-		return nil, errNoSession
-	}
-	if e.busy == 0 && e.ended() {
-		t.remove(e)
-		return nil, errNoSession
-	}
-	e.busy++
-	return e, nil
-}
-
-// release ends a request's hold on e.
-func (t *sessionTable) release(e *session) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e.busy--
-}
-
-// has reports whether e is still in the table.
-func (t *sessionTable) has(e *session) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.byID[e.id] == e
-}
-
-// forget takes e out of the table; it reports whether e was there.
-func (t *sessionTable) forget(e *session) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.byID[e.id] != e {
-		return false
-	}
-	t.remove(e)
-	return true
-}
-
-// remove takes e out of the table; t.mu is held.
-func (t *sessionTable) remove(e *session) {
-	delete(t.byID, e.id)
-	delete(t.bySession, e.s)
-	if t.perOwner[e.owner]--; t.perOwner[e.owner] <= 0 {
-		delete(t.perOwner, e.owner)
-	}
-}
-
-// owned is how many sessions the table holds for owner.
-func (t *sessionTable) owned(owner [sha256.Size]byte) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.perOwner[owner]
-}
-
-// add puts e in the table: spine.ErrClosed once the Server is closed, and
-// an error matching spine.ErrTooManySessions when e's owner holds perOwner
-// sessions already (perOwner > 0). It first drops the sessions the Runner
-// closed.
-func (t *sessionTable) add(e *session, perOwner int) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return spine.ErrClosed
-	}
-	for _, old := range t.byID {
-		if old.busy == 0 && old.ended() {
-			t.remove(old)
-		}
-	}
-	if perOwner > 0 && t.perOwner[e.owner] >= perOwner {
-		return errTooManyForToken(perOwner)
-	}
-	if old := t.byID[e.id]; old != nil {
-		if old.owner != e.owner {
-			return errTaken
-		}
-		return fmt.Errorf("%w: the session is in use; try again", errTaken)
-	}
-	t.put(e)
-	return nil
-}
-
-// errTooManyForToken is the refusal of a session past Options.SessionsPerToken.
-func errTooManyForToken(n int) error {
-	return fmt.Errorf("%w: this token holds %d sessions, its limit; delete one first", spine.ErrTooManySessions, n)
-}
-
-// size returns how many sessions the table holds.
-func (t *sessionTable) size() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.byID)
-}
-
-// closeAll marks the table closed and returns every session it held.
-func (t *sessionTable) closeAll() []*session {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.closed = true
-	all := make([]*session, 0, len(t.byID))
-	for _, e := range t.byID {
-		all = append(all, e)
-		t.remove(e)
-	}
-	return all
-}
-
-// isClosed reports whether Close was called.
-func (t *sessionTable) isClosed() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.closed
-}
-
 // Close ends every session made through the Server (a run in flight in one
 // stops) and makes the session endpoints answer 503 from then on. Call it
 // once the http.Server has stopped serving, before closing the Runner (whose
@@ -215,54 +45,45 @@ func (t *sessionTable) isClosed() bool {
 //
 // With Options.SessionStore, every session whose state the store lacks is
 // written to it first (a drain loses no session), and Close returns the
-// first write that failed.
+// first write that failed. Without one, the sessions are lost, and Close
+// logs how many at WARN (fleet.Fleet.Close).
 func (s *Server) Close(ctx context.Context) error {
-	var first error
-	for _, e := range s.sessions.closeAll() {
-		if s.opts.SessionStore != nil {
-			if err := s.persist(ctx, e); err != nil {
-				s.opts.Logger.Error("writing a session to the store at close failed", "session", e.id, "error", err)
-				if first == nil {
-					first = fmt.Errorf("session %s: %w", e.id, err)
-				}
-			}
-		}
-		if err := e.s.Close(ctx); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-// newSessionID returns 128 random bits as 32 hex digits.
-func newSessionID() string {
-	id := make([]byte, 16)
-	rand.Read(id) // never fails (crypto/rand)
-	return hex.EncodeToString(id)
+	return s.fleet.Close(ctx)
 }
 
 // owner returns who a session made by r belongs to: the SHA-256 of r's
-// bearer token when the Server has tokens (r has passed the check, so it is
-// one of them), else zero.
-func (s *Server) owner(r *http.Request) [sha256.Size]byte {
+// bearer token in hex when the Server has tokens (r has passed the check,
+// so it is one of them), else "".
+func (s *Server) owner(r *http.Request) string {
 	if len(s.tokens) == 0 {
-		return [sha256.Size]byte{}
+		return ""
 	}
 	sum, _ := bearerDigest(r)
-	return sum
+	return sessionstore.OwnerOf(sum)
 }
 
-// lookup returns the session of r's {id} for r's token, held until
-// sessions.release; it answers the request and returns nil when there is
-// none.
-func (s *Server) lookup(w http.ResponseWriter, r *http.Request, start time.Time, op string) *session {
-	e, err := s.sessions.acquire(r.PathValue("id"), s.owner(r))
-	if errors.Is(err, errNoSession) && s.opts.SessionStore != nil {
-		return s.load(w, r, start, op)
+// lookup returns the session of r's {id} for r's token, in use until
+// fleet.Release: held, or loaded from the store holding a slot. It answers
+// the request and returns nil when there is none.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request, start time.Time, op string) *fleet.Session {
+	id, owner := r.PathValue("id"), s.owner(r)
+	e, err := s.fleet.Get(id, owner)
+	if errors.Is(err, fleet.ErrNoSession) && s.opts.SessionStore != nil {
+		free, ok := s.takeSlot(w, r, start, op)
+		if !ok {
+			return nil
+		}
+		func() {
+			defer free()
+			ctx, cancel := context.WithTimeout(r.Context(), s.opts.MaxTimeout)
+			defer cancel()
+			e, err = s.fleet.Load(ctx, id, owner)
+		}()
 	}
 	if err != nil {
 		dropBody(w, r)
-		s.sessionRefused(w, start, op, err)
+		storeHeaders(w, err)
+		s.sessionFailed(w, r, start, op, nil, err)
 		return nil
 	}
 	return e
@@ -289,8 +110,8 @@ func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.startSession(w, r, start, opCreate, "", func(ctx context.Context) (*spine.Session, error) {
-		return s.newSession(ctx, r)
+	s.startSession(w, r, start, opCreate, func(ctx context.Context) (string, error) {
+		return s.fleet.Create(ctx, s.owner(r))
 	})
 }
 
@@ -307,25 +128,26 @@ func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := r.URL.Query().Get("id")
 	if r.URL.Query().Has("id") {
-		if err := sessionstore.CheckID(id); err != nil {
+		if err := fleet.CheckID(id); err != nil {
 			dropBody(w, r)
 			s.sessionOp(opRestore, kindBadRequest)
 			s.refuse(w, start, http.StatusBadRequest, kindBadRequest, "POST /v1/sessions/restore?id=: "+err.Error())
 			return
 		}
 	}
-	if r.ContentLength > s.opts.MaxSnapshot {
+	max := s.fleet.Options().MaxSnapshot
+	if r.ContentLength > max {
 		closeConn(w) // the body is left unread
-		s.bodyFailed(w, start, opRestore, &http.MaxBytesError{Limit: s.opts.MaxSnapshot})
+		s.bodyFailed(w, start, opRestore, &http.MaxBytesError{Limit: max})
 		return
 	}
-	s.startSession(w, r, start, opRestore, id, func(ctx context.Context) (*spine.Session, error) {
-		body := &errReader{r: http.MaxBytesReader(w, r.Body, s.opts.MaxSnapshot)}
-		sess, err := s.restoreSession(ctx, r, body)
+	s.startSession(w, r, start, opRestore, func(ctx context.Context) (string, error) {
+		body := &errReader{r: http.MaxBytesReader(w, r.Body, max)}
+		id, err := s.fleet.Restore(ctx, s.owner(r), id, body)
 		if body.err != nil && !errors.Is(body.err, io.EOF) {
-			return nil, bodyError{body.err}
+			return "", bodyError{body.err}
 		}
-		return sess, err
+		return id, err
 	})
 }
 
@@ -335,67 +157,38 @@ type bodyError struct{ err error }
 func (e bodyError) Error() string { return "reading the request body: " + e.err.Error() }
 func (e bodyError) Unwrap() error { return e.err }
 
-// startSession makes a session with open, holding a slot, and answers 201
-// with its id: id, or a new one when id is "". With a store, the session's
-// first generation is written before the answer.
-func (s *Server) startSession(w http.ResponseWriter, r *http.Request, start time.Time, op, id string, open func(context.Context) (*spine.Session, error)) {
-	if s.sessions.isClosed() {
+// startSession makes a session with start, holding a slot, and answers
+// 201 with its id.
+func (s *Server) startSession(w http.ResponseWriter, r *http.Request, begin time.Time, op string, start func(context.Context) (string, error)) {
+	if err := s.fleet.Admit(s.owner(r)); err != nil {
 		dropBody(w, r)
-		s.sessionRefused(w, start, op, spine.ErrClosed)
+		s.sessionRefused(w, begin, op, err)
 		return
 	}
-	if n := s.opts.SessionsPerToken; n > 0 && s.sessions.owned(s.owner(r)) >= n {
-		dropBody(w, r)
-		s.sessionRefused(w, start, op, errTooManyForToken(n))
-		return
-	}
-	free, ok := s.takeSlot(w, r, start, op)
+	free, ok := s.takeSlot(w, r, begin, op)
 	if !ok {
 		return
 	}
-	replace := id != ""
-	if !replace {
-		id = newSessionID()
-	}
-	e := &session{id: id, owner: s.owner(r), turn: make(chan struct{}, 1)}
-	err := func() error {
+	id, err := func() (string, error) {
 		defer free()
 		ctx, cancel := context.WithTimeout(r.Context(), s.opts.MaxTimeout)
 		defer cancel()
-		sess, err := open(ctx)
-		if err != nil {
-			return err
-		}
-		e.s = sess
-		if err := s.firstWrite(ctx, e, replace); err != nil {
-			sess.Close(context.Background())
-			return err
-		}
-		return nil
+		return start(ctx)
 	}()
 	if err != nil {
 		var be bodyError
 		if errors.As(err, &be) {
-			s.bodyFailed(w, start, op, be.err)
+			s.bodyFailed(w, begin, op, be.err)
 			return
 		}
 		storeHeaders(w, err)
-		s.sessionFailed(w, r, start, op, nil, err)
-		return
-	}
-	e.turn <- struct{}{}
-	if replace {
-		s.replaceHeld(e)
-	}
-	if err := s.sessions.add(e, s.opts.SessionsPerToken); err != nil {
-		e.s.Close(context.Background())
-		s.sessionRefused(w, start, op, err)
+		s.sessionFailed(w, r, begin, op, nil, err)
 		return
 	}
 	s.sessionOp(op, "ok")
-	setSession(r.Context(), e.id)
-	w.Header().Set("Location", "/v1/sessions/"+e.id)
-	writeJSON(w, http.StatusCreated, SessionInfo{ID: e.id})
+	setSession(r.Context(), id)
+	w.Header().Set("Location", "/v1/sessions/"+id)
+	writeJSON(w, http.StatusCreated, SessionInfo{ID: id})
 }
 
 // handleSessionRun is POST /v1/sessions/{id}/run: POST /v1/run in the
@@ -406,7 +199,7 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		return
 	}
-	defer s.sessions.release(e)
+	defer s.fleet.Release(e)
 	s.runJSON(w, r, start, e)
 }
 
@@ -417,10 +210,10 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		return
 	}
-	defer s.sessions.release(e)
+	defer s.fleet.Release(e)
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.MaxTimeout)
 	defer cancel()
-	if err := s.waitTurn(ctx, e); err != nil {
+	if err := e.Lock(ctx); err != nil {
 		s.sessionFailed(w, r, start, opSnapshot, e, err)
 		return
 	}
@@ -430,7 +223,7 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		ok  bool
 	)
 	func() {
-		defer func() { e.turn <- struct{}{} }() // after the slot
+		defer e.Unlock() // after the slot
 		var free func()
 		if free, ok = s.takeSlot(w, r, start, opSnapshot); !ok {
 			return
@@ -439,9 +232,7 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		// The snapshot streams to the client holding the slot: a client
 		// that reads slowly has until the time limit.
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.MaxTimeout))
-		if err = s.refresh(ctx, e); err == nil {
-			_, err = e.s.SnapshotTo(ctx, out)
-		}
+		_, err = s.fleet.Snapshot(ctx, e, out)
 	}()
 	switch {
 	case !ok:
@@ -465,64 +256,16 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 // it: another replica's live copy finds it gone before its next run.
 func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id, owner := r.PathValue("id"), s.owner(r)
-	e, err := s.sessions.acquire(id, owner)
-	if err == nil {
-		defer s.sessions.release(e)
-		if !s.sessions.forget(e) { // deleted by a request before this one
-			e = nil
-		} else {
-			// Close stops a run in flight and waits for it to return, which
-			// it does at once: not the request's ctx, which could leave it
-			// half-closed.
-			e.s.Close(context.Background())
-		}
-	}
-	switch {
-	case s.opts.SessionStore != nil && (e != nil || errors.Is(err, errNoSession)):
-		ctx, cancel := s.storeCtx(r.Context())
-		defer cancel()
-		if err := s.deleteStored(ctx, id, owner); err != nil && !(e != nil && errors.Is(err, errNoSession)) {
-			storeHeaders(w, err)
-			s.sessionRefused(w, start, opDelete, err)
-			return
-		}
-	case e == nil && err == nil:
-		err = errNoSession
-		fallthrough
-	case err != nil:
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.opts.MaxTimeout)
+	defer cancel()
+	if err := s.fleet.Delete(ctx, r.PathValue("id"), s.owner(r)); err != nil {
+		storeHeaders(w, err)
 		s.sessionRefused(w, start, opDelete, err)
 		return
 	}
 	s.sessionOp(opDelete, "ok")
 	w.WriteHeader(http.StatusNoContent)
 }
-
-// waitTurn waits until no other request runs or snapshots e, or ctx ends.
-// The caller gives the turn back (e.turn <- struct{}{}).
-func (s *Server) waitTurn(ctx context.Context, e *session) error {
-	select {
-	case <-e.turn:
-		return nil
-	default:
-	}
-	s.metrics.sessionWaits.Inc()
-	defer s.metrics.sessionWaits.Dec()
-	select {
-	case <-e.turn:
-		return nil
-	case <-ctx.Done():
-		return errTurn{ctx.Err()}
-	}
-}
-
-// errTurn is a request that stopped waiting for its session's previous run.
-type errTurn struct{ err error }
-
-func (e errTurn) Error() string {
-	return "the session's previous run or snapshot did not end in time: " + e.err.Error()
-}
-func (e errTurn) Unwrap() error { return e.err }
 
 // takeSlot takes a run slot for a session operation, or answers 429 and
 // returns false. free gives the slot back.
@@ -545,7 +288,7 @@ func (s *Server) takeSlot(w http.ResponseWriter, r *http.Request, start time.Tim
 
 // sessionFailed answers a session operation that failed with err; e is the
 // session, nil for create and restore.
-func (s *Server) sessionFailed(w http.ResponseWriter, r *http.Request, start time.Time, op string, e *session, err error) {
+func (s *Server) sessionFailed(w http.ResponseWriter, r *http.Request, start time.Time, op string, e *fleet.Session, err error) {
 	status, kind, msg := s.sessionError(r.Context(), e, err)
 	if kind == kindGuest {
 		s.opts.Logger.Error("session operation failed", "operation", op, "status", status, "error", msg)
@@ -570,10 +313,10 @@ func (s *Server) sessionRefused(w http.ResponseWriter, start time.Time, op strin
 // context. A session the Runner closed (its TTL, say) or that a DELETE
 // ended during the operation is forgotten and answered 404, as an unknown
 // id is.
-func (s *Server) sessionError(reqCtx context.Context, e *session, err error) (int, string, string) {
-	gone := errors.Is(err, spine.ErrSessionClosed) || errors.Is(err, errNoSession)
-	if e != nil && (gone || !s.sessions.has(e)) {
-		s.sessions.forget(e)
+func (s *Server) sessionError(reqCtx context.Context, e *fleet.Session, err error) (int, string, string) {
+	gone := errors.Is(err, spine.ErrSessionClosed) || errors.Is(err, fleet.ErrNoSession)
+	if e != nil && (gone || !s.fleet.Held(e)) {
+		s.fleet.Forget(e)
 		gone = true
 	}
 	if status, kind, msg, ok := storeAnswer(err); ok {
@@ -582,12 +325,12 @@ func (s *Server) sessionError(reqCtx context.Context, e *session, err error) (in
 	if s.cutDone() {
 		return http.StatusServiceUnavailable, kindClosed, "the server shut down before the operation ended (its grace period ran out)"
 	}
-	var turn errTurn
+	var turn *fleet.TurnError
 	switch {
-	case gone && s.sessions.isClosed(), errors.Is(err, spine.ErrClosed):
+	case gone && s.fleet.Closed(), errors.Is(err, spine.ErrClosed):
 		return http.StatusServiceUnavailable, kindClosed, "the server is shutting down"
 	case gone:
-		return http.StatusNotFound, kindNotFound, errNoSession.Error()
+		return http.StatusNotFound, kindNotFound, fleet.ErrNoSession.Error()
 	case reqCtx.Err() != nil:
 		return statusClientClosed, kindCanceled, "the client went away"
 	case errors.As(err, &turn) && errors.Is(err, context.DeadlineExceeded):
@@ -659,15 +402,15 @@ func decodeOne(data []byte, v any) error {
 // that failed with err: a session closed under the run — deleted, expired,
 // or the Server closing — is answered as an unknown id is (404; 503 once the
 // Server is closed).
-func (s *Server) sessionRunError(reqCtx context.Context, sess *session, err error, status int, e *Error) (int, *Error) {
+func (s *Server) sessionRunError(reqCtx context.Context, sess *fleet.Session, err error, status int, e *Error) (int, *Error) {
 	if status, kind, msg, ok := storeAnswer(err); ok {
 		return status, &Error{Kind: kind, Message: msg}
 	}
-	if errors.Is(err, errNoSession) {
+	if errors.Is(err, fleet.ErrNoSession) {
 		status, kind, msg := s.sessionError(reqCtx, sess, err)
 		return status, &Error{Kind: kind, Message: msg}
 	}
-	if !errors.Is(err, spine.ErrSessionClosed) && s.sessions.has(sess) {
+	if !errors.Is(err, spine.ErrSessionClosed) && s.fleet.Held(sess) {
 		return status, e
 	}
 	status, kind, msg := s.sessionError(reqCtx, sess, err)

@@ -8,9 +8,8 @@ import (
 // A snapshot streams between a request and the session's Guest
 // (spine.Session.SnapshotTo, spine.Runner.RestoreFrom).
 
-// errReader reads a snapshot's source (a request body, the store), keeping
-// its first error, so that a source that failed mid-read is told from a bad
-// snapshot.
+// errReader reads a snapshot's source (a request body), keeping its first
+// error, so that a body that failed mid-read is told from a bad snapshot.
 type errReader struct {
 	r   io.Reader
 	err error

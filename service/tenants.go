@@ -1,15 +1,15 @@
 package service
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/fleet"
+	"github.com/spine-run/spine/sessionstore"
 )
 
 // A Tenant is a client of the Server: its token, a name for logs (never the
@@ -34,6 +34,7 @@ type Tenant struct {
 // tenant is a token the Server accepts, with its share of the Runner.
 type tenant struct {
 	digest     [sha256.Size]byte
+	owner      string // digest in hex: the owner of its sessions (sessionstore.OwnerOf)
 	name       string
 	share      *spine.Tenant // nil: the Server has one token, whose share is the Runner
 	storeBytes int64         // its cap in the session store; 0: none
@@ -57,7 +58,7 @@ func newTenants(runner *spine.Runner, o *Options) []*tenant {
 		return nil
 	}
 	if len(given) == 1 && given[0].Limits == (spine.TenantLimits{}) {
-		return []*tenant{{digest: sha256.Sum256([]byte(given[0].Token)), name: given[0].Name, storeBytes: storeCap(given[0])}}
+		return []*tenant{newTenant(given[0], nil)}
 	}
 	so := runner.Options().Sessions
 	n := len(given)
@@ -76,23 +77,35 @@ func newTenants(runner *spine.Runner, o *Options) []*tenant {
 		if l.DirBytes == 0 {
 			l.DirBytes = so.DirBytes / uint64(n)
 		}
-		out = append(out, &tenant{digest: sha256.Sum256([]byte(g.Token)), name: g.Name, share: runner.NewTenant(g.Name, l), storeBytes: storeCap(g)})
+		out = append(out, newTenant(g, runner.NewTenant(g.Name, l)))
 	}
 	return out
+}
+
+// newTenant is t as the Server keeps it, with its share of the Runner.
+func newTenant(t Tenant, share *spine.Tenant) *tenant {
+	digest := sha256.Sum256([]byte(t.Token))
+	return &tenant{digest: digest, owner: sessionstore.OwnerOf(digest), name: t.Name, share: share, storeBytes: storeCap(t)}
 }
 
 // storeCap is t's StoreBytes as a store's limit.
 func storeCap(t Tenant) int64 { return int64(min(t.StoreBytes, math.MaxInt64)) }
 
-// storeLimit returns the name and the store cap of the tenant whose token's
-// digest is owner; limit 0 is none.
-func (s *Server) storeLimit(owner [sha256.Size]byte) (name string, limit int64) {
+// shareOf returns the share of the tenant whose token's digest in hex is
+// owner (package fleet's owner): its name, its share of the Runner, its
+// sessions (Options.SessionsPerToken) and its store cap.
+func (s *Server) shareOf(owner string) fleet.Share {
+	share := fleet.Share{Sessions: s.opts.SessionsPerToken}
 	for _, t := range s.tenants {
-		if t.digest == owner {
-			return t.name, t.storeBytes
+		if t.owner == owner {
+			share.Name, share.StoreBytes = t.name, t.storeBytes
+			if t.share != nil {
+				share.Tenant = t.share
+			}
+			return share
 		}
 	}
-	return "", 0
+	return share
 }
 
 // identify returns the tenant whose token r carries; nil when it carries
@@ -109,41 +122,4 @@ func (s *Server) identify(r *http.Request) *tenant {
 		return nil
 	}
 	return found
-}
-
-// tenantKey is the context key of the tenant a request was authorized as.
-type tenantKey struct{}
-
-// requestTenant is the tenant r was authorized as, nil without tokens.
-func requestTenant(r *http.Request) *tenant {
-	t, _ := r.Context().Value(tenantKey{}).(*tenant)
-	return t
-}
-
-// newSession makes a session in r's tenant's share.
-func (s *Server) newSession(ctx context.Context, r *http.Request) (*spine.Session, error) {
-	if t := requestTenant(r); t != nil && t.share != nil {
-		return t.share.NewSession(ctx)
-	}
-	return s.runner.NewSession(ctx)
-}
-
-// restoreSession restores a session from the snapshot rd reads, in r's
-// tenant's share.
-func (s *Server) restoreSession(ctx context.Context, r *http.Request, rd io.Reader) (*spine.Session, error) {
-	if t := requestTenant(r); t != nil && t.share != nil {
-		return t.share.RestoreFrom(ctx, rd)
-	}
-	return s.runner.RestoreFrom(ctx, rd)
-}
-
-// restoreFor restores a session from the snapshot rd reads in the share of
-// the tenant whose token's digest is owner (a session loaded from the store).
-func (s *Server) restoreFor(ctx context.Context, owner [sha256.Size]byte, rd io.Reader) (*spine.Session, error) {
-	for _, t := range s.tenants {
-		if t.digest == owner && t.share != nil {
-			return t.share.RestoreFrom(ctx, rd)
-		}
-	}
-	return s.runner.RestoreFrom(ctx, rd)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/cloudstore"
+	"github.com/spine-run/spine/fleet"
 	"github.com/spine-run/spine/mcpserver"
 	"github.com/spine-run/spine/service"
 	"github.com/spine-run/spine/sessionstore"
@@ -77,7 +78,8 @@ flags:
                            first, and read for 5s at most
   --read-timeout DURATION  with --http, time to send a request's headers (at most 10s) and body (default 30s)
   --idle-timeout DURATION  with --http, how long an idle keep-alive connection stays open (default 60s)
-  --grace DURATION         with --http, how long shutdown waits for calls in flight (default 30s)
+  --grace DURATION         with --http, how long shutdown waits for calls in flight (default 30s);
+                           those still going are then stopped, answered with an error and undone
   --drain-delay DURATION   with --http, the least time the listener stays open after SIGTERM (default 5s),
                            /readyz answering 503 and new requests refused 503, so that load
                            balancers see it before the port closes; not after SIGINT
@@ -85,15 +87,17 @@ flags:
                            replica: s3://BUCKET?endpoint=..&region=..&use_path_style=true,
                            gs://BUCKET, azblob://CONTAINER, file:///DIR, mem://
   --session-write POLICY   when a session is written to the store: run (after each call, before
-                           answering; default) or hibernate (when --max-sessions puts it aside,
-                           and at shutdown) (docs/scaling.md)
+                           answering; default), answer (after answering), or hibernate (when it
+                           hibernates: --max-sessions puts it aside, or it goes unused; and at
+                           shutdown) (docs/scaling.md)
   --log-format FORMAT      text or json: the log on standard error, with --http an access log line per request (default text)
   --verbose                also log the MCP traffic's events, and the MCP servers' standard error
 ` + cacheUsage + guestUsage + `
 exit codes: 0 stopped (standard input closed; with --http, SIGINT or SIGTERM
-once the calls in flight finished), 2 usage error (a bad config file
-included), 4 other failure (the address, calls still going after --grace;
-an MCP server that cannot be reached is connected in the background)
+once every call was answered and every session stored), 2 usage error (a bad
+config file included), 4 other failure (the address, the session store, calls
+still going after they were stopped; an MCP server that cannot be reached is
+connected in the background)
 `
 
 // mcpOptions are the flags of spine mcp.
@@ -189,7 +193,9 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer stopTracing(context.Background())
-	opts := o.cache.apply(&spine.Options{TracerProvider: tracer}, logger, stderr)
+	var srv *mcpserver.Server // made below, before any session: they are made through it
+	sessions := spine.SessionOptions{OnHibernate: func(s *spine.Session, snapshot io.Reader) { srv.Hibernated(s, snapshot) }}
+	opts := o.cache.apply(&spine.Options{TracerProvider: tracer, Sessions: sessions}, logger, stderr)
 	if err := o.guest.apply(opts); err != nil {
 		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
 	}
@@ -200,7 +206,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer closeRunner()
 	mo := &mcpserver.Options{
 		Timeout: o.timeout, Slots: o.slots, EarlyReads: o.earlyReads, Stateless: o.stateless, MaxSessions: o.sessions, Logger: traffic,
-		StoreWrite: write,
+		StoreWrite: write, ServerLog: logger,
 	}
 	if o.addr != "" {
 		mo.ClientOf, mo.MaxSessionsPerClient = clientAddress, o.perClient
@@ -216,7 +222,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		defer mo.Store.Close()
 	}
-	srv := mcpserver.NewServer(runner, manifest, mo)
+	srv = mcpserver.NewServer(runner, manifest, mo)
 	server := srv.MCP()
 
 	if o.addr == "" {
@@ -238,27 +244,16 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if ln == nil {
 		return code
 	}
-	m := mcpHTTP{runner: runner, health: health, tenants: tenants, log: logger, traffic: traffic, tracer: tracer}
-	code = serveMCP(ctx, stop, ln, srv, m, serving{
+	m := mcpHTTP{runner: runner, health: health, tenants: tenants, log: logger, traffic: traffic, tracer: tracer, stored: mo.Store != nil}
+	return serveMCP(ctx, stop, ln, srv, m, serving{
 		limits: limits, grace: o.grace, delay: o.drainDelay,
 		log: out, what: fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)),
 	})
-	if mo.Store != nil {
-		// Every call has its answer: write the sessions the store lacks.
-		storeCtx, cancel := context.WithTimeout(context.Background(), max(o.grace, cutWait))
-		defer cancel()
-		if err := srv.Close(storeCtx); err != nil {
-			out.error("storing the sessions: "+err.Error(), "error", err.Error())
-			return exitFailure
-		}
-		out.info("sessions stored")
-	}
-	return code
 }
 
 // storeWrite checks --session-store and --session-write and returns the
 // write policy.
-func (o *mcpOptions) storeWrite() (sessionstore.WritePolicy, error) {
+func (o *mcpOptions) storeWrite() (fleet.WritePolicy, error) {
 	if o.store == "" {
 		if o.write != "" {
 			return "", errors.New("--session-write needs --session-store")
@@ -268,30 +263,32 @@ func (o *mcpOptions) storeWrite() (sessionstore.WritePolicy, error) {
 	if o.addr == "" || o.stateless {
 		return "", errors.New("--session-store needs --http, and sessions (not --stateless)")
 	}
-	write, err := sessionstore.ParseWritePolicy(cmp.Or(o.write, string(sessionstore.WriteRun)))
-	if err == nil && write == sessionstore.WriteAnswer {
-		err = errors.New("spine mcp writes a session after each call (run) or when it is put aside (hibernate)")
-	}
+	write, err := fleet.ParseWritePolicy(cmp.Or(o.write, string(fleet.WriteRun)))
 	if err != nil {
 		return "", fmt.Errorf("--session-write: %v", err)
 	}
 	return write, nil
 }
 
-// serveMCP serves server with streamable HTTP at /mcp on ln until ctx ends,
-// then shuts down gracefully (serveHTTP): /readyz answers 503 and new
-// requests to /mcp are refused 503 (service.RefuseWhileDraining) while the
-// listener stays open for the drain delay, and the calls in flight get
-// their answers. Beside /mcp: GET /healthz (the tools' servers), /livez,
-// /readyz (503 once shutting down) and /metrics (the Runner's, Go's and
+// serveMCP serves srv with streamable HTTP at /mcp on ln until ctx ends
+// (a signal), then drains it as spine serve drains (serveDrained):
+// /readyz answers 503 and new requests to /mcp 503 while the listener stays
+// open, for the drain delay at least; the calls in flight have grace to end,
+// and those still going are stopped (mcpserver.Server.Cut: answered with an
+// error, their effect on their session undone); every session the store
+// lacks is written (m.stored says there is a store); then the listener
+// closes. It returns exitOK once every call was answered and every session
+// stored. Beside /mcp: GET /healthz (the tools' servers), /livez, /readyz
+// (with the MCP servers that are down) and /metrics (the Runner's, Go's and
 // the process's). With tokens, every request but the probes must carry one
 // (service.RequireTenants). Every request is refused when a browser sends it
 // from another origin (403), and gets a line in the access log.
 func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.Server, m mcpHTTP, s serving) int {
 	server := srv.MCP()
+	var draining atomic.Bool
 	handler := srv.HTTPHandler(&mcp.StreamableHTTPOptions{Logger: m.traffic})
 	posts := newInFlight()
-	handler = posts.count(handler)
+	handler = posts.count(&draining, handler)
 	handler = withClientAddress(handler)
 	s.limits.tokens = tokenList("", m.tenants)
 	registry := prometheus.NewRegistry()
@@ -301,7 +298,6 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.
 		handler = service.RequireTenants(m.tenants, handler)
 		metrics = service.RequireTenants(m.tenants, metrics)
 	}
-	var draining atomic.Bool
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", service.RefuseWhileDraining(&draining, handler))
 	mux.Handle("GET /metrics", metrics)
@@ -316,19 +312,56 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.
 		json.NewEncoder(w).Encode(service.Probe{Status: "ready", Down: service.DownComponents(m.health)})
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { serveMCPHealth(w, m.health, len(m.tenants) == 0) })
-	return serveHTTP(ctx, stop, ln, service.AccessLog(m.log, m.tracer, http.NewCrossOriginProtection().Handler(mux)), s,
-		func() { draining.Store(true) },
-		func() {
-			// A session's open event stream (GET) would keep Shutdown
-			// waiting: once the calls in flight (POSTs) have answered, close
-			// every session, which ends its stream.
-			posts.wait()
-			var wg sync.WaitGroup
-			for ss := range server.Sessions() {
-				wg.Go(func() { ss.Close() })
+	hs, served := startHTTP(ln, service.AccessLog(m.log, m.tracer, http.NewCrossOriginProtection().Handler(mux)), s)
+	code := exitOK
+	var delayed <-chan struct{}
+	select {
+	case err := <-served:
+		s.log.error(err.Error())
+		code = exitFailure
+	case <-ctx.Done():
+		stop()
+		draining.Store(true)
+		delayed = s.drainDelay(ctx)
+		s.log.info(fmt.Sprintf("shutting down; waiting up to %v for calls in flight", s.grace), "grace", s.grace.String())
+		if !posts.wait(s.grace) {
+			s.log.warn(fmt.Sprintf("calls still in flight after %v; stopping them", s.grace))
+			srv.Cut()
+			if !posts.wait(cutWait) {
+				s.log.error("calls still in flight after they were stopped")
+				code = exitFailure
 			}
-			wg.Wait()
-		})
+		}
+	}
+	// Every call has its answer: write the sessions the store lacks (or
+	// say how many are lost) while the probes still answer, end the MCP
+	// sessions (and so their event streams), then close the listener and
+	// the idle connections.
+	storeCtx, cancel := context.WithTimeout(context.Background(), max(s.grace, cutWait))
+	defer cancel()
+	if err := srv.Close(storeCtx); err != nil {
+		s.log.error("storing the sessions: "+err.Error(), "error", err.Error())
+		code = exitFailure
+	} else if m.stored {
+		s.log.info("sessions stored")
+	}
+	var wg sync.WaitGroup
+	for ss := range server.Sessions() {
+		wg.Go(func() { ss.Close() })
+	}
+	wg.Wait()
+	if delayed != nil {
+		<-delayed // the listener stays open for the drain delay
+	}
+	closeCtx, cancel := context.WithTimeout(context.Background(), cutWait)
+	defer cancel()
+	if hs.Shutdown(closeCtx) != nil {
+		hs.Close()
+	}
+	if code == exitOK {
+		s.log.info("stopped")
+	}
+	return code
 }
 
 // mcpHTTP is what spine mcp --http serves beside its MCP server.
@@ -339,6 +372,7 @@ type mcpHTTP struct {
 	log     *slog.Logger             // the access log's and the server's
 	traffic *slog.Logger             // the MCP traffic's events (--verbose), or nil
 	tracer  trace.TracerProvider     // nil for no spans
+	stored  bool                     // the sessions are kept in a session store
 }
 
 // serveMCPHealth answers GET /healthz of spine mcp --http: "ok", or
@@ -371,29 +405,38 @@ func serveMCPHealth(w http.ResponseWriter, health func() map[string]string, deta
 // inFlight counts the POST requests being served.
 type inFlight struct {
 	mu   sync.Mutex
-	idle *sync.Cond // signalled when n drops to 0
 	n    int
+	idle chan struct{} // closed when n drops to 0; nil while it is 0
 }
 
-func newInFlight() *inFlight {
-	f := &inFlight{}
-	f.idle = sync.NewCond(&f.mu)
-	return f
-}
+func newInFlight() *inFlight { return &inFlight{} }
 
-func (f *inFlight) count(h http.Handler) http.Handler {
+// count serves the POSTs to h counted, and refuses them once draining:
+// 503 with Retry-After, so that a load balancer sends them to another
+// replica.
+func (f *inFlight) count(draining *atomic.Bool, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			h.ServeHTTP(w, r)
 			return
 		}
 		f.mu.Lock()
-		f.n++
+		if draining.Load() {
+			f.mu.Unlock()
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Connection", "close")
+			http.Error(w, "the server is draining (shutting down); send the request to another replica", http.StatusServiceUnavailable)
+			return
+		}
+		if f.n++; f.n == 1 {
+			f.idle = make(chan struct{})
+		}
 		f.mu.Unlock()
 		defer func() {
 			f.mu.Lock()
 			if f.n--; f.n == 0 {
-				f.idle.Broadcast()
+				close(f.idle)
+				f.idle = nil
 			}
 			f.mu.Unlock()
 		}()
@@ -401,13 +444,23 @@ func (f *inFlight) count(h http.Handler) http.Handler {
 	})
 }
 
-// wait returns when no POST is being served.
-func (f *inFlight) wait() {
+// wait waits up to d until no POST is being served; it reports whether
+// none is.
+func (f *inFlight) wait(d time.Duration) bool {
 	f.mu.Lock()
-	for f.n > 0 {
-		f.idle.Wait()
-	}
+	idle := f.idle
 	f.mu.Unlock()
+	if idle == nil {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // nopWriteCloser is stdout for the stdio transport, which closes its writer
