@@ -347,17 +347,30 @@ def _run(source, filename, namespace, early, rendered):
     if early:
         tree = plm.transform(tree, source, filename, early, namespace)
     if rendered is not None:
-        try:
-            rendered["transformed"] = ast.unparse(tree)
-        except Exception:
-            pass
+        _render(tree, rendered)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
-    exec(plm.materialize(tree, filename) if early else compile(tree, filename, "exec"), namespace)
+        last = tree.body.pop()
+    code = plm.materialize(tree, filename) if early else None
+    if code is None:
+        # No prepares (none inserted, or the pass gave up on them): the program as it
+        # was written, compiled here as with early reads off (the same frame, so the
+        # same depth reached), from the tree already parsed (its warnings shown once).
+        code = compile(tree, filename, "exec")
+        if rendered is not None and early:  # without the prepares it may have shown
+            _render(ast.Module(body=tree.body + ([last] if last else []), type_ignores=[]), rendered)
+    exec(code, namespace)
     if last is not None:
-        return eval(compile(last, filename, "eval"), namespace)
+        return eval(compile(ast.Expression(last.value), filename, "eval"), namespace)
     return None
+
+
+def _render(tree, rendered):
+    """Put the source of tree in rendered["transformed"], unless it cannot be rendered."""
+    try:
+        rendered["transformed"] = ast.unparse(tree)
+    except Exception:
+        pass
 
 
 def _respond(value_json=None, error=None, extra=None):
