@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,5 +177,40 @@ func TestSourcesMatchManifest(t *testing.T) {
 		if m.Artifact[name] != hex.EncodeToString(sum[:]) {
 			t.Errorf("artifact/%s does not match the manifest", name)
 		}
+	}
+}
+
+// TestRandomFreshEveryRun: random's and numpy's global generators, and
+// DataFrame.sample, which draws from numpy's, are in the image (seeded while
+// it was made, with fixed randomness); every run and every new session
+// reseeds them from its own entropy, and a session goes on with its own.
+func TestRandomFreshEveryRun(t *testing.T) {
+	const draw = `import random, numpy as np, pandas as pd
+[random.random(), np.random.rand(), pd.DataFrame({"a": range(100)}).sample(5).a.tolist()]`
+	a, b := run(t, draw), run(t, draw)
+	var va, vb []any
+	if err := json.Unmarshal(a.Value, &va); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b.Value, &vb); err != nil {
+		t.Fatal(err)
+	}
+	for i, what := range []string{"random.random()", "np.random.rand()", "DataFrame.sample"} {
+		if fmt.Sprint(va[i]) == fmt.Sprint(vb[i]) {
+			t.Errorf("two runs drew the same %s: %v", what, va[i])
+		}
+	}
+	ctx := context.Background()
+	s, err := dataRunner(t).NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if _, err := s.Run(ctx, spine.Request{Source: "import numpy as np\nnp.random.seed(1)"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Run(ctx, spine.Request{Source: "np.random.rand()"})
+	if err != nil || string(out.Value) != "0.417022004702574" { // np.random.seed(1); np.random.rand()
+		t.Fatalf("the session's next run drew %s (%v), not its seeded sequence's first number", out.Value, err)
 	}
 }

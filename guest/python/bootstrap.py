@@ -482,6 +482,10 @@ def execute(raw):
         plm.reset()  # prefix mode's prepared reads stay, for this run to claim
     else:
         plm.prefix.reset()  # its values are of no more use, and the program may need the memory
+    if not session or _session is None:
+        # A run from the image, or a new session: its own random numbers (a session's
+        # later runs go on with its sequences).
+        world.reseed()
     if session:
         main = _session_main(proxies)
         namespace = main.__dict__
