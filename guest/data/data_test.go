@@ -214,3 +214,44 @@ func TestRandomFreshEveryRun(t *testing.T) {
 		t.Fatalf("the session's next run drew %s (%v), not its seeded sequence's first number", out.Value, err)
 	}
 }
+
+// TestValuesAsNotebookShows: numpy's and sympy's numbers and numpy's arrays
+// get the JSON a user expects; a DataFrame, a Series and what has no faithful
+// JSON form have none, and every value has its display, as IPython shows it.
+func TestValuesAsNotebookShows(t *testing.T) {
+	const setup = "import numpy as np, pandas as pd, sympy\ndf = pd.DataFrame({'qty': [1, 2, 3], 'name': ['a', 'b', 'c']})\nx = sympy.Symbol('x')\n"
+	for _, c := range []struct {
+		src, value, plain string
+		formats       []string // the other formats the display must have
+	}{
+		{"df.qty.sum()", "6", "6", nil},
+		{"np.int64(2**40)", "1099511627776", "1099511627776", nil},
+		{"np.float32(0.5)", "0.5", "0.5", nil},
+		{"np.float64(0.1)", "0.1", "0.1", nil},
+		{"np.bool_(True)", "true", "True", nil},
+		{"np.arange(6).reshape(2, 3)", "[[0,1,2],[3,4,5]]", "array([[0, 1, 2],\n       [3, 4, 5]])", nil},
+		{"np.array(['a', 'b'])", `["a","b"]`, "array(['a', 'b'], dtype='<U1')", nil},
+		{"np.array([1+2j])", "null", "array([1.+2.j])", nil},
+		{"np.float64('nan')", "null", "nan", nil},
+		{"np.datetime64('2024-01-02')", "null", "numpy.datetime64('2024-01-02')", nil},
+		{"df.head()", "null", "   qty name\n0    1    a\n1    2    b\n2    3    c", []string{"text/html"}},
+		{"df.qty", "null", "0    1\n1    2\n2    3\nName: qty, dtype: int64", nil},
+		{"df.shape", "[3,2]", "(3, 2)", nil},
+		{"sympy.Integer(7) ** 30", "22539340290692258087863249", "22539340290692258087863249", []string{"text/latex"}},
+		{"sympy.Rational(1, 3)", "null", "1/3", []string{"text/latex"}},
+		{"sympy.Float(0.25)", "0.25", "0.250000000000000", []string{"text/latex"}},
+		{"x**2 + 1", "null", "x**2 + 1", []string{"text/latex"}},
+		{"sympy.solve(x**2 - 4, x)", "[-2,2]", "[-2, 2]", nil},
+		{"{np.int64(1): 2}", "null", "{1: 2}", nil},
+	} {
+		out := run(t, setup+c.src)
+		if string(out.Value) != c.value || out.Display.Text() != c.plain {
+			t.Errorf("%s: value %s, text/plain %q; want %s, %q", c.src, out.Value, out.Display.Text(), c.value, c.plain)
+		}
+		for _, f := range c.formats {
+			if out.Display[f] == "" {
+				t.Errorf("%s: no %s in %q", c.src, f, out.Display)
+			}
+		}
+	}
+}

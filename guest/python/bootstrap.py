@@ -15,23 +15,26 @@ read a program while it streams in (prefix mode, in ``plm``).
 # the row imports the column. Every x is right of the diagonal: no module imports one
 # above it, so there is no cycle.
 #
-#              imports: world  plm  .prefix  .rewrite  .chain  .facts  .futures  .purity  .wire
-#   c.f.thread            x
-#   bootstrap             x     x                                                           x
-#   world                       x                                          x                x
-#   plm                                x         x        x                x        x
-#   plm.prefix                                   x        x       x        x        x
-#   plm.rewrite                                           x       x        x        x       x
-#   plm.chain                                                              x        x
+#              imports: shown  world  plm  .prefix  .rewrite  .chain  .facts  .futures  .purity  .wire
+#   c.f.thread                   x
+#   bootstrap             x      x     x                                                           x
+#   shown                                                                                          x
+#   world                              x                                          x                x
+#   plm                                       x         x        x                x        x
+#   plm.prefix                                          x        x       x        x        x
+#   plm.rewrite                                                  x       x        x        x       x
+#   plm.chain                                                                     x        x
 #   plm.facts
-#   plm.futures                                                                     x       x
+#   plm.futures                                                                            x       x
 #   plm.purity
 #   plm.wire
 #
 #   c.f.thread   concurrent.futures.thread: the Guest's ThreadPoolExecutor (docs/python.md)
 #   bootstrap    the Host's entries (execute, prefix_begin, prefix_feed, chain_step), the program's
 #                namespace, the tool proxies (make_tool, invoke_tool), errors, responses
-#   world        the program's world: asyncio's loop, threads, sockets; executor calls on the Host
+#   shown        the run's value as JSON and as a notebook shows it; display()
+#   world        the program's world: asyncio's loop, threads, sockets; executor calls on the Host;
+#                the image's random generators, reseeded every run
 #   plm          reset and the warm-up; the names bootstrap uses
 #   plm.prefix   prefix mode: the program read while it streams in
 #   plm.rewrite  the PLM pass: transform, its plans, run_plans (the __spine_prepare helper)
@@ -51,6 +54,7 @@ import traceback
 from types import CodeType, ModuleType
 
 import plm
+import shown
 import world
 from plm import wire
 from plm.wire import encode_request, encoder
@@ -250,15 +254,6 @@ def _tools(spec_list):
     return _tools_installed
 
 
-def _encode_value(value):
-    try:
-        return encoder.encode(value)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"the result is not JSON-encodable ({type(value).__name__}): {exc}"
-        ) from None
-
-
 def _cut(text):
     if len(text) <= _MAX_ERROR_TEXT:
         return text
@@ -373,6 +368,22 @@ def _render(tree, rendered):
         pass
 
 
+def _shown(rendered, display):
+    """The response's fields beside value and error: rendered's ("transformed"), the value's
+    display, and what the program passed to display(); None when there are none."""
+    displays, left_out = shown.displayed()
+    if display is None and not displays and not left_out:
+        return rendered
+    extra = {} if rendered is None else rendered
+    if display is not None:
+        extra["display"] = display
+    if displays:
+        extra["displayed"] = displays
+    if left_out:
+        extra["displayed_left_out"] = left_out
+    return extra
+
+
 def _respond(value_json=None, error=None, extra=None):
     if error is not None:
         response = {"value": None, "error": error}
@@ -478,6 +489,7 @@ def execute(raw):
         plm.reset()
         return _respond(error=_error("SpineError", f"bad execute request: {exc}"))
 
+    shown.begin(result_limit)
     if not prefix:
         plm.reset()  # prefix mode's prepared reads stay, for this run to claim
     else:
@@ -515,14 +527,10 @@ def execute(raw):
             # are claimed, used or not: each counts as the call it stands for.
             plm.settle()
         value = namespace["result"] if "result" in namespace else last
-        value_json = _encode_value(value)
-        if len(value_json) > result_limit:
-            raise ValueError(
-                f"the result is larger than the {result_limit}-byte limit ({len(value_json)} bytes)"
-            )
-        return _respond(value_json=value_json, extra=rendered)
+        value_json = shown.encode_value(value, result_limit)
+        return _respond(value_json=value_json, extra=_shown(rendered, shown.value_display(value)))
     except BaseException as exc:
-        return _respond(error=_exception_error(exc, filename), extra=rendered)
+        return _respond(error=_exception_error(exc, filename), extra=_shown(rendered, None))
     finally:
         plm.reset()
         if not session:
