@@ -57,7 +57,7 @@ import plm
 import shown
 import world
 from plm import wire
-from plm.wire import encode_request, encoder
+from plm.wire import encode, encode_request, encoder
 
 # As in native CPython, where it is loaded at start-up: _signal gives SIGINT its handler,
 # default_int_handler, so that the Host's interrupt (a session's run out of time, see
@@ -368,32 +368,19 @@ def _render(tree, rendered):
         pass
 
 
-def _shown(rendered, display):
-    """The response's fields beside value and error: rendered's ("transformed"), the value's
-    display, and what the program passed to display(); None when there are none."""
-    displays, left_out = shown.displayed()
-    if display is None and not displays and not left_out:
-        return rendered
-    extra = {} if rendered is None else rendered
-    if display is not None:
-        extra["display"] = display
-    if displays:
-        extra["displayed"] = displays
-    if left_out:
-        extra["displayed_left_out"] = left_out
-    return extra
-
-
-def _respond(value_json=None, error=None, extra=None):
+def _respond(value_json=None, error=None, extra=None, fields=""):
+    """The execute response's bytes; fields: shown.fields(), JSON text after a comma."""
     if error is not None:
         response = {"value": None, "error": error}
         if extra:
             response.update(extra)
         text = encoder.encode(response)
+        if fields:
+            text = text[:-1] + fields + "}"
     elif extra:
-        text = '{"value":' + value_json + "," + encoder.encode(extra)[1:]
+        text = '{"value":' + value_json + fields + "," + encode(extra)[1:]
     else:
-        text = '{"value":' + value_json + "}"
+        text = '{"value":' + value_json + fields + "}"
     return text.encode("utf-8", "backslashreplace")
 
 
@@ -528,9 +515,9 @@ def execute(raw):
             plm.settle()
         value = namespace["result"] if "result" in namespace else last
         value_json = shown.encode_value(value, result_limit)
-        return _respond(value_json=value_json, extra=_shown(rendered, shown.value_display(value)))
+        return _respond(value_json=value_json, extra=rendered, fields=shown.fields(shown.value_display(value)))
     except BaseException as exc:
-        return _respond(error=_exception_error(exc, filename), extra=_shown(rendered, None))
+        return _respond(error=_exception_error(exc, filename), extra=rendered, fields=shown.fields(None))
     finally:
         plm.reset()
         if not session:

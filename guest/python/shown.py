@@ -14,7 +14,7 @@
   order, and its ``text/plain`` printed, as IPython's terminal prints it.
 
 The run's state (the displays, the room left for them) is reset by ``begin``, at the start of
-every run, and read by ``displayed``.
+every run; ``fields`` writes it, with the value's display, into the execute response.
 """
 
 import builtins
@@ -22,9 +22,11 @@ import json
 import sys
 from binascii import b2a_base64
 
-from plm.wire import encoder
+from plm.wire import encode
 
-__all__ = ["begin", "encode_value", "bundle", "value_display", "display", "displayed"]
+_encode_str = json.encoder.encode_basestring  # a str as encoder writes it, in C
+
+__all__ = ["begin", "encode_value", "bundle", "value_display", "fields", "display"]
 
 _MAX_TEXT = 1 << 16  # characters of a display's text/plain
 _CUT = "... [truncated]"
@@ -40,6 +42,7 @@ _METHODS = (
 )
 # Types that offer no format but text/plain: no method is looked up on them.
 _PLAIN = frozenset((type(None), bool, int, float, complex, str, bytes, list, tuple, dict, set, frozenset))
+_SCALARS = frozenset((bool, int, float, complex, str))
 # The attribute IPython asks for to tell an object that claims every name (a proxy, a mock):
 # such an object is shown by its repr only.
 _CANARY = "_ipython_canary_method_should_not_exist_"
@@ -79,9 +82,17 @@ def encode_value(value, limit):
     """The run's value as JSON text: ``null`` when it has no faithful JSON form. A value of
     plain JSON data over limit bytes raises ValueError, as it always did; one converted
     (numpy, sympy, a set) over it has no JSON form: its display shows it."""
+    if value is None:
+        return "null"
+    cls = type(value)
     try:
-        text = encoder.encode(value)
-    except (TypeError, ValueError):
+        if cls is int:  # the same bytes as encode's, without making an encoder
+            text = int.__repr__(value)
+        elif cls is str:
+            text = _encode_str(value)
+        else:
+            text = encode(value)
+    except (TypeError, ValueError):  # ValueError: NaN, a cycle, an int of too many digits
         pass
     else:
         if len(text) > limit:
@@ -186,7 +197,9 @@ def bundle(obj, include=None, exclude=None):
 
 def _size(text):
     """The bytes text takes in the response."""
-    return len(encoder.encode(text).encode("utf-8", "backslashreplace"))
+    if text.isascii():
+        return len(_encode_str(text))
+    return len(_encode_str(text).encode("utf-8", "backslashreplace"))
 
 
 def _bounded(data, room, fit):
@@ -202,6 +215,8 @@ def _bounded(data, room, fit):
         if cap < 0:
             return None
         plain = plain[:cap] + _CUT
+    if fit and len(data) == 1:
+        return {"text/plain": plain}  # it fits: cap counts 6 bytes a character
     room -= _size(plain)
     if room < 0:
         return None
@@ -237,7 +252,30 @@ def value_display(value):
     shows nothing for it."""
     if value is None:
         return None
+    if type(value) in _SCALARS:  # the common case, quickly: its repr, when it fits
+        try:
+            text = repr(value)
+        except ValueError:  # an int of too many digits: as bundle shows it
+            text = None
+        if text is not None and len(text) <= _MAX_TEXT and len(text) * 6 + 100 <= _limit:
+            return {"text/plain": text}
     return _bounded(bundle(value), _limit, True)
+
+
+def fields(display):
+    """The execute response's fields for the run's value's display and its displays, as
+    JSON text that follows a comma; "" when there are none."""
+    text = ""
+    if display is not None:
+        if len(display) == 1:
+            text = ',"display":{"text/plain":' + _encode_str(display["text/plain"]) + "}"
+        else:
+            text = ',"display":' + encode(display)
+    if _shown:
+        text += ',"displayed":' + encode(_shown)
+    if _left_out:
+        text += ',"displayed_left_out":' + str(_left_out)
+    return text
 
 
 def display(*objs, include=None, exclude=None, raw=False, **kwargs):
@@ -262,17 +300,12 @@ def display(*objs, include=None, exclude=None, raw=False, **kwargs):
             _left_out += 1
         else:
             _shown.append(kept)
-            _room -= len(encoder.encode(kept).encode("utf-8", "backslashreplace")) + 1
+            _room -= len(encode(kept).encode("utf-8", "backslashreplace")) + 1
         if data["text/plain"] or not raw:
             print(data["text/plain"])
 
 
 display.__module__ = "builtins"
-
-
-def displayed():
-    """The bundles display() kept this run and how many it left out."""
-    return _shown, _left_out
 
 
 builtins.display = display
