@@ -29,6 +29,7 @@ import sys
 import time
 import types
 from contextvars import Context
+from os import urandom as _urandom
 
 from plm import futures, wire
 from plm.purity import _key_cache, _keys_scalar
@@ -347,7 +348,7 @@ def _fix_zoneinfo(common):
 # fills from the system's). A session's later runs, a restored one's included, go on with
 # its own sequences. Generators a run creates seed themselves from its entropy.
 
-_generators = ()  # how to reseed each generator alive in the image: seed() without arguments
+_generators = ()  # (seed, bits) for each generator alive in the image: seed(an int of bits bits)
 
 
 def find_generators():
@@ -356,40 +357,47 @@ def find_generators():
     global _generators
     import gc
 
-    kinds = []  # (class, how to reseed an instance of it)
+    # Each kind's reseeding, cheap enough for every run: a Random from 256 bits (seeding it
+    # without an argument reads 2,496 bytes and costs several times as much), numpy's
+    # legacy RandomState from 32 (np.random.seed(n)'s kind of seed; without one it builds
+    # a SeedSequence, over half a millisecond in the Guest); a bit generator in full.
+    kinds = []  # (class, how to reseed an instance of it, bits)
     random = sys.modules.get("random")
     if random is not None:
-        kinds.append((random.SystemRandom, None))  # no state of its own: nothing to reseed
-        kinds.append((random.Random, lambda g: g.seed))
+        kinds.append((random.SystemRandom, None, 0))  # no state of its own: nothing to reseed
+        kinds.append((random.Random, lambda g: g.seed, 256))
     np_random = sys.modules.get("numpy.random")
     if np_random is not None:
-        kinds.append((np_random.RandomState, lambda g: g.seed))
+        kinds.append((np_random.RandomState, lambda g: g.seed, 32))
         # Generators draw from a bit generator, which is reseeded in place: its state from a
         # new one of its class, which seeds itself from the entropy.
-        kinds.append((np_random.BitGenerator, lambda g: functools.partial(_reseed_bits, g)))
+        kinds.append((np_random.BitGenerator, lambda g: functools.partial(_reseed_bits, g), 0))
     found = []
     owned = set()  # the bit generators of the RandomStates found: seed() reseeds them
     for obj in gc.get_objects():
         cls = type(obj)
-        for kind, reseed in kinds:
+        for kind, reseed, bits in kinds:
             if issubclass(cls, kind):
                 if reseed is not None:
-                    found.append((obj, reseed(obj)))
+                    found.append((obj, reseed(obj), bits))
                     if np_random is not None and cls is np_random.RandomState:
                         owned.add(id(obj._bit_generator))
                 break
-    _generators = tuple(reseed for obj, reseed in found if id(obj) not in owned)
+    _generators = tuple((seed, bits) for obj, seed, bits in found if id(obj) not in owned)
 
 
-def _reseed_bits(bits):
+def _reseed_bits(bits, _):
     bits.state = type(bits)().state
 
 
 def reseed():
     """Seed every generator of the image again from this run's entropy. Never raises."""
-    for seed in _generators:
+    if not _generators:
+        return
+    entropy = _urandom(32 * len(_generators))
+    for i, (seed, bits) in enumerate(_generators):
         try:
-            seed()
+            seed(int.from_bytes(entropy[32 * i : 32 * i + bits // 8], "little"))
         except Exception:  # this one keeps its state; the run goes on
             pass
 
