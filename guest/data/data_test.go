@@ -222,7 +222,7 @@ func TestValuesAsNotebookShows(t *testing.T) {
 	const setup = "import numpy as np, pandas as pd, sympy\ndf = pd.DataFrame({'qty': [1, 2, 3], 'name': ['a', 'b', 'c']})\nx = sympy.Symbol('x')\n"
 	for _, c := range []struct {
 		src, value, plain string
-		formats       []string // the other formats the display must have
+		formats           []string // the other formats the display must have
 	}{
 		{"df.qty.sum()", "6", "6", nil},
 		{"np.int64(2**40)", "1099511627776", "1099511627776", nil},
