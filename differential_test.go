@@ -578,6 +578,48 @@ func TestDifferentialEarlyReads(t *testing.T) {
 	}
 }
 
+// TestDifferentialTooDeepForThePass: programs nested about as deep as the
+// compiler takes (591 nested not, where the tree with the pass's prepares is
+// too deep to compile, or the program itself is) have the same outcome with
+// early reads off, on, and streamed (prefix mode): the pass gives up silently
+// and the program runs as written. The parser's warning (the SyntaxWarning of
+// "1if") is printed once, as with early reads off.
+func TestDifferentialTooDeepForThePass(t *testing.T) {
+	r := spinetest.NewRunner(t, differentialManifest(), nil)
+	warn := "y = 1if inputs['flag'] else 2\n"
+	shapes := []string{
+		warn + "a = get(k='p')\nb = get(k=str(%sTrue))\nresult = [a, b, y]",
+		warn + "a = get(k='p')\nb = get(k=%sa)\nresult = [a, b, y]",
+		warn + "k = %sTrue\na = get(k=str(k))\nresult = [a, y]",
+		warn + "a = get(k='p')\nif %sa:\n    b = get(k='q')\nresult = [a, y]",
+		warn + "for k in ['p', 'q']:\n    a = get(k=k)\n    b = %sa\nresult = [b, y]",
+		warn + "a = get(k='p')\nb = %sget(k='q')\nresult = [a, b, y]",
+	}
+	deepest := 0 // the deepest nesting that ran to its end with early reads off
+	for i, shape := range shapes {
+		for _, n := range []int{585, 591, 597} {
+			src := fmt.Sprintf(shape, strings.Repeat("not ", n))
+			in := map[string]any{"flag": true}
+			off := differentialRunRequest(r, spine.Request{Source: src, Inputs: in})
+			on := differentialRunRequest(r, spine.Request{Source: src, Inputs: in, EarlyReads: true})
+			streamed := differentialRunRequest(r, spine.Request{Inputs: in,
+				Stream: &chunkReader{data: []byte(src), rng: rand.New(rand.NewPCG(uint64(i), uint64(n))), max: 64}})
+			if !differentialEqual(off, on) || !differentialEqual(off, streamed) {
+				t.Errorf("shape %d, %d nested not:\n--- early reads off:\n%s\n--- on:\n%s\n--- streamed:\n%s", i, n, off, on, streamed)
+			}
+			if c := strings.Count(off.Stderr, "SyntaxWarning: invalid decimal literal"); c != 1 {
+				t.Errorf("shape %d, %d nested not: the warning is printed %d times: %q", i, n, c, off.Stderr)
+			}
+			if off.Error == "" && n > deepest {
+				deepest = n
+			}
+		}
+	}
+	if deepest < 591 {
+		t.Fatalf("no program 591 deep ran to its end: the case is not tested")
+	}
+}
+
 // TestDifferentialProgramsDeterministic: the same seed gives the same programs.
 func TestDifferentialProgramsDeterministic(t *testing.T) {
 	a, b := differentialPrograms(7, 20), differentialPrograms(7, 20)

@@ -36,9 +36,12 @@ type prefixBeginRequest struct {
 // executeResponse is execute's answer: the program's value, or its error, and
 // the rewritten program when the request asked for it.
 type executeResponse struct {
-	Value       json.RawMessage `json:"value"`
-	Error       *PythonError    `json:"error"`
-	Transformed string          `json:"transformed"`
+	Value            json.RawMessage `json:"value"`
+	Error            *PythonError    `json:"error"`
+	Transformed      string          `json:"transformed"`
+	Display          Display         `json:"display"`
+	Displayed        []Display       `json:"displayed"`
+	DisplayedLeftOut int             `json:"displayed_left_out"`
 }
 
 // maxErrorResponse is room in an execute response for an error's message and
@@ -47,9 +50,10 @@ type executeResponse struct {
 const maxErrorResponse = 4 * abi.MaxErrorText
 
 // maxResponse is the largest execute response the Host accepts under o;
-// transformed says the request asked for the rewritten program.
+// transformed says the request asked for the rewritten program. The value,
+// its display and the displays (display()) may each take MaxResult.
 func (o *Options) maxResponse(transformed bool) int {
-	n := o.MaxResult + maxErrorResponse
+	n := 3*o.MaxResult + maxErrorResponse
 	if transformed {
 		n += 2 * o.MaxSource // the rewritten source, JSON-escaped
 	}

@@ -95,8 +95,20 @@ type Request struct {
 // Output is what a run produced.
 type Output struct {
 	// Value is the JSON encoding of the program's global result, or of its last
-	// top-level expression when it never set result; "null" when neither.
+	// top-level expression when it never set result; "null" when neither, or
+	// when the value has no faithful JSON form (a DataFrame, an object of the
+	// program's class, NaN: docs/python.md says what each type becomes).
 	Value json.RawMessage
+
+	// Display is the same value as a notebook shows it, its Out[ ]: nil when
+	// the value is None, else its text/plain and the other formats it offers.
+	Display Display
+
+	// Displayed are what the program passed to display(), in order, each as
+	// a notebook shows it (set also when the run failed afterwards).
+	// DisplayedLeftOut counts the ones left out past Options.MaxResult.
+	Displayed        []Display
+	DisplayedLeftOut int
 
 	// Stdout and Stderr are the captured output, each kept up to
 	// Options.MaxOutput bytes; the Truncated flags say whether more was written.
@@ -394,6 +406,7 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	}
 	clean = true
 	out.Transformed = decoded.Transformed
+	out.Displayed, out.DisplayedLeftOut = decoded.Displayed, decoded.DisplayedLeftOut
 	if decoded.Error != nil {
 		return out, decoded.Error
 	}
@@ -403,7 +416,7 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	if len(decoded.Value) > r.opts.MaxResult {
 		return out, fmt.Errorf("%w: result is %d bytes, over the %d-byte limit", ErrTooLarge, len(decoded.Value), r.opts.MaxResult)
 	}
-	out.Value = decoded.Value
+	out.Value, out.Display = decoded.Value, decoded.Display
 	return out, nil
 }
 

@@ -19,7 +19,9 @@ import (
 // which keeps it, joins a relative path to it as given, so that os.getcwd()
 // would answer "/work/a/.."; without links in the scratch tree, normpath is
 // exact), then freezes everything alive so the collector of a run never walks
-// (and so never dirties) the image's objects.
+// (and so never dirties) the image's objects. Last, it lists the random
+// generators alive in the image, which every run reseeds from its own
+// entropy (world.find_generators): the image is captured with fixed randomness.
 const warmSource = `import json, re, math, datetime, collections, itertools, functools, ast
 import asyncio, concurrent.futures.thread, zoneinfo, tzdata
 asyncio.run(asyncio.sleep(0))
@@ -37,6 +39,8 @@ os.chdir = chdir
 del chdir
 import gc
 gc.collect()
+import world
+world.find_generators()
 gc.freeze()
 `
 

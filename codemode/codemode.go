@@ -256,8 +256,8 @@ func reason(err error) string {
 // Answer returns its error; a closed Runner is an error too. Every other
 // outcome is a Result:
 //
-//   - success: Value, Stdout, Stderr, the files' names and sizes; Text is
-//     that JSON;
+//   - success: Value, Stdout, Stderr, the files' names and sizes, and
+//     Display when the value has no JSON form; Text is that JSON;
 //   - a Python exception: IsError, Error the traceback;
 //   - the time limit: IsError, Error "TimeoutError: the program did not
 //     finish within its time limit of 30s";
@@ -285,6 +285,9 @@ func (t *Tool) Answer(ctx context.Context, out *spine.Output, err error) (*Resul
 	switch {
 	case outcome == spine.OutcomeOK:
 		res.Value = out.Value
+		if string(out.Value) == "null" && out.Display != nil {
+			res.Display = out.Display.Text()
+		}
 		return res, nil
 	case outcome == spine.OutcomePython:
 		var pyErr *spine.PythonError

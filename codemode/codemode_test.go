@@ -33,7 +33,7 @@ func TestDefinition(t *testing.T) {
 	desc := tool.Description()
 	for _, want := range []string{
 		strings.TrimRight(spine.Stubs(manifest), "\n"), "```python", spinetest.LookupDescription,
-		"positionally or by keyword", "TypeError", "RuntimeError", "`inputs`", "`result`", "JSON-encodable", "traceback",
+		"positionally or by keyword", "TypeError", "RuntimeError", "`inputs`", "`result`", "no JSON form", "traceback",
 		"no network", "no subprocesses", "/work", "/tmp", "Nothing persists from one call to the next.",
 		"stopped after 30s", "Memory: 256 MiB (MemoryError past it)", "Tool calls: 1024 per run", "stdout and stderr: 1 MiB each",
 	} {
@@ -114,7 +114,9 @@ func TestRun(t *testing.T) {
 			"Traceback (most recent call last):\n  File \"<agent>\", line 2, in <module>\n    lookup(key='unicorn')\nRuntimeError: no such key: \"unicorn\"\n\nstdout:\npartial\n", false},
 		{"syntax error", `{"source": "def f(:\n  pass"}`, true, "  File \"<agent>\", line 1", true},
 		{"no network", `{"source": "import socket\nsocket.create_connection(('example.com', 80))"}`, true, "Traceback", true},
-		{"result not JSON", `{"source": "result = object()"}`, true, "Traceback (most recent call last):\nTypeError: the result is not JSON-encodable (object)", true},
+		{"result without a JSON form", `{"source": "class Point:\n    def __repr__(self):\n        return 'Point(1, 2)'\nPoint()"}`, false, `{"value":null,"display":"Point(1, 2)","stdout":""}`, false},
+		{"set and complex", `{"source": "[{3}, 1j]"}`, false, `{"value":null,"display":"[{3}, 1j]","stdout":""}`, false},
+		{"set", `{"source": "{3}"}`, false, `{"value":[3],"stdout":""}`, false},
 		{"source too large", `{"source": "#` + strings.Repeat("x", 1<<20) + `"}`, true, "limit exceeded: source is 1048577 bytes, over the 1048576-byte limit", false},
 		{"missing source", `{}`, true, `bad arguments: run_python() missing 1 required keyword-only argument: 'source'`, false},
 		{"empty arguments", ``, true, `bad arguments: run_python() missing 1 required keyword-only argument: 'source'`, false},

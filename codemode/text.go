@@ -31,7 +31,7 @@ func describe(manifest spine.Manifest, o Options, timeout time.Duration, limits 
 	var b strings.Builder
 	b.WriteString(`Run a Python 3.11 program in a sandbox and return its result.
 
-The program calls the tools listed below as ordinary Python functions with the signatures shown, passing arguments positionally or by keyword (a class in the list is a namespace: call its tools as namespace.tool(...)); None for an optional argument means it is not given; arguments that do not fit raise TypeError; a tool's error is raised at the call as RuntimeError, which the program may catch. Prefer one program that makes several tool calls, loops and computations over many separate ` + ToolName + ` calls. The global dict ` + "`inputs`" + ` holds the "inputs" argument. The run's value is the global ` + "`result`" + ` if the program sets it, else the value of its last expression; it must be JSON-encodable. print() output comes back as stdout. An uncaught exception comes back as its traceback, with what the program printed: fix the program and call again.
+The program calls the tools listed below as ordinary Python functions with the signatures shown, passing arguments positionally or by keyword (a class in the list is a namespace: call its tools as namespace.tool(...)); None for an optional argument means it is not given; arguments that do not fit raise TypeError; a tool's error is raised at the call as RuntimeError, which the program may catch. Prefer one program that makes several tool calls, loops and computations over many separate ` + ToolName + ` calls. The global dict ` + "`inputs`" + ` holds the "inputs" argument. The run's value is the global ` + "`result`" + ` if the program sets it, else the value of its last expression: as JSON, or as its repr when it has no JSON form (a DataFrame, an object). print() output comes back as stdout. An uncaught exception comes back as its traceback, with what the program printed: fix the program and call again.
 
 The standard library is available (json, re, datetime, math, statistics, collections, itertools, csv, sqlite3, zlib, zoneinfo, asyncio and the rest); third-party packages are not. There is no network (sockets and urllib raise OSError), no environment variables, no subprocesses and no threads (a started thread or an executor's task runs to its end at once). The program's working directory (/work) and /tmp are its own scratch space, empty at the start but for the files of the "files" argument, and gone after the call; the files it creates or changes in the working directory are returned with the result. Host files cannot be reached.`)
 	if sessions {
@@ -98,7 +98,8 @@ type Result struct {
 	// lost, and why (set by a caller with sessions).
 	Notice string `json:"notice,omitempty"`
 
-	Value           json.RawMessage `json:"value"` // the run's value, JSON; null on an error
+	Value           json.RawMessage `json:"value"`             // the run's value, JSON; null on an error
+	Display         string          `json:"display,omitempty"` // a value without a JSON form as a notebook's Out[ ] shows it (its text/plain)
 	Stdout          string          `json:"stdout"`
 	Stderr          string          `json:"stderr,omitempty"`
 	StdoutTruncated bool            `json:"stdout_truncated,omitempty"`
@@ -213,6 +214,7 @@ var outputSchema = json.RawMessage(`{
 	"properties": {
 		"notice": {"type": "string", "description": "Set when the state of earlier calls was lost and the program ran in a new, empty session."},
 		"value": {"description": "The program's result: the global result, else its last expression's value."},
+		"display": {"type": "string", "description": "The result as Python shows it (its repr), when it has no JSON form: a DataFrame, an object, a complex number."},
 		"stdout": {"type": "string", "description": "What the program printed."},
 		"stderr": {"type": "string", "description": "What the program wrote to sys.stderr."},
 		"stdout_truncated": {"type": "boolean", "description": "The program printed more than the limit; the rest was cut off."},

@@ -16,17 +16,20 @@ import (
 // what spine run --json prints (with a few fields of its own): the same
 // program gets the same answer from both.
 type Response struct {
-	Value           json.RawMessage  `json:"value"` // null when the run failed
-	Stdout          string           `json:"stdout"`
-	Stderr          string           `json:"stderr"`
-	StdoutTruncated bool             `json:"stdout_truncated,omitempty"`
-	StderrTruncated bool             `json:"stderr_truncated,omitempty"`
-	ToolCalls       int              `json:"tool_calls"`
-	Calls           []spine.ToolCall `json:"calls,omitempty"`          // each call the program made (Output.Calls)
-	Files           []spine.File     `json:"files,omitempty"`          // what the program left in its working directory, data in base64
-	FilesLeftOut    int              `json:"files_left_out,omitempty"` // files left out of Files by the caps on files
-	Error           *Error           `json:"error"`                    // null on success
-	Timing          Timing           `json:"timing"`
+	Value            json.RawMessage  `json:"value"`                        // null when the run failed, or when the value has no faithful JSON form
+	Display          spine.Display    `json:"display,omitempty"`            // the value as a notebook shows it (Output.Display)
+	Displayed        []spine.Display  `json:"displayed,omitempty"`          // what the program passed to display(), in order
+	DisplayedLeftOut int              `json:"displayed_left_out,omitempty"` // displays left out past the result limit
+	Stdout           string           `json:"stdout"`
+	Stderr           string           `json:"stderr"`
+	StdoutTruncated  bool             `json:"stdout_truncated,omitempty"`
+	StderrTruncated  bool             `json:"stderr_truncated,omitempty"`
+	ToolCalls        int              `json:"tool_calls"`
+	Calls            []spine.ToolCall `json:"calls,omitempty"`          // each call the program made (Output.Calls)
+	Files            []spine.File     `json:"files,omitempty"`          // what the program left in its working directory, data in base64
+	FilesLeftOut     int              `json:"files_left_out,omitempty"` // files left out of Files by the caps on files
+	Error            *Error           `json:"error"`                    // null on success
+	Timing           Timing           `json:"timing"`
 }
 
 // Error says why a run failed or was refused.
@@ -63,7 +66,8 @@ type Timing struct {
 }
 
 // SetOutput fills r with what a run left: its output, its tool calls, its
-// files and, when it succeeded (r.Error is nil), its value. out may be nil
+// files, its displays and, when it succeeded (r.Error is nil), its value and
+// the value's display. out may be nil
 // (the run did not start).
 func (r *Response) SetOutput(out *spine.Output) {
 	if out == nil {
@@ -74,8 +78,9 @@ func (r *Response) SetOutput(out *spine.Output) {
 	r.ToolCalls = out.ToolCalls
 	r.Calls = out.Calls
 	r.Files, r.FilesLeftOut = out.Files, out.FilesLeftOut
+	r.Displayed, r.DisplayedLeftOut = out.Displayed, out.DisplayedLeftOut
 	if r.Error == nil {
-		r.Value = out.Value
+		r.Value, r.Display = out.Value, out.Display
 	}
 }
 

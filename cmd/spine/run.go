@@ -543,7 +543,8 @@ func (rep *runReport) finish(code int, e *service.Error) int {
 	rep.streamErr.flush()
 	switch {
 	case e == nil:
-		if string(res.Value) != "null" {
+		switch {
+		case string(res.Value) != "null":
 			if !lineEnded {
 				io.WriteString(stdout, "\n") // the value on its own line
 			}
@@ -554,6 +555,16 @@ func (rep *runReport) finish(code int, e *service.Error) int {
 			}
 			b.WriteByte('\n')
 			io.WriteString(stdout, rep.outJSON(b.String()))
+		case res.Display != nil:
+			// A value without a JSON form: as a notebook's Out[ ] shows it.
+			if !lineEnded {
+				io.WriteString(stdout, "\n")
+			}
+			text := res.Display.Text()
+			if !strings.HasSuffix(text, "\n") {
+				text += "\n"
+			}
+			io.WriteString(stdout, rep.outText(text))
 		}
 	case e.Kind == "python" && e.Traceback != "":
 		io.WriteString(stderr, errText(e.Traceback))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -101,6 +102,22 @@ func TestRunNoValue(t *testing.T) {
 	spineCLI(t, "print('hi', end='')\n7\n", "run", "-").check(t, 0, "hi\n7\n")
 }
 
+// TestRunDisplay: a value without a JSON form prints as a notebook's Out[ ]
+// shows it (its repr); display(x) prints x's text/plain where it is called.
+// --json has the displays, each with every format.
+func TestRunDisplay(t *testing.T) {
+	const prog = "class P:\n    def __repr__(self):\n        return 'P(1)'\n    def _repr_html_(self):\n        return '<b>P</b>'\n" +
+		"print('a')\ndisplay(P())\nprint('b', end='')\nP()\n"
+	spineCLI(t, prog, "run", "-").check(t, 0, "a\nP(1)\nb\nP(1)\n")
+	res := decodeJSON(t, spineCLI(t, prog, "run", "--json", "-"))
+	want := map[string]string{"text/plain": "P(1)", "text/html": "<b>P</b>"}
+	if string(res.Value) != "null" || !reflect.DeepEqual(res.Display, want) || len(res.Displayed) != 1 || !reflect.DeepEqual(res.Displayed[0], want) {
+		t.Errorf("value %s, display %q, displayed %q", res.Value, res.Display, res.Displayed)
+	}
+	// A value with a JSON form prints as JSON, as it always did.
+	spineCLI(t, "{'a': (1, True)}", "run", "-").check(t, 0, "{\n  \"a\": [\n    1,\n    true\n  ]\n}\n")
+}
+
 func TestRunInputsFile(t *testing.T) {
 	inputs := writeFile(t, "inputs.json", `{"keys": ["book", "pen"]}`)
 	spineCLI(t, `sum(lookup(key=k) for k in inputs["keys"])`, "run", "--demo-tools", "--inputs", "@"+inputs, "-").check(t, 0, "23\n")
@@ -185,8 +202,11 @@ type jsonResult struct {
 		Name string `json:"name"`
 		Data []byte `json:"data"`
 	} `json:"files"`
-	FilesLeftOut int      `json:"files_left_out"`
-	Written      []string `json:"written"`
+	FilesLeftOut     int                 `json:"files_left_out"`
+	Written          []string            `json:"written"`
+	Display          map[string]string   `json:"display"`
+	Displayed        []map[string]string `json:"displayed"`
+	DisplayedLeftOut int                 `json:"displayed_left_out"`
 }
 
 func decodeJSON(t *testing.T, r cliResult) jsonResult {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -199,4 +200,80 @@ func TestYAMLLikeNative(t *testing.T) {
 		t.Errorf("yaml.__with_libyaml__ is %s in the Guest", got)
 	}
 	checkNative(t, "yaml_config", t.TempDir(), want, "yaml 6.0")
+}
+
+// TestRandomFreshEveryRun: random's and numpy's global generators, and
+// DataFrame.sample, which draws from numpy's, are in the image (seeded while
+// it was made, with fixed randomness); every run and every new session
+// reseeds them from its own entropy, and a session goes on with its own.
+func TestRandomFreshEveryRun(t *testing.T) {
+	const draw = `import random, numpy as np, pandas as pd
+[random.random(), np.random.rand(), pd.DataFrame({"a": range(100)}).sample(5).a.tolist()]`
+	a, b := run(t, draw), run(t, draw)
+	var va, vb []any
+	if err := json.Unmarshal(a.Value, &va); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b.Value, &vb); err != nil {
+		t.Fatal(err)
+	}
+	for i, what := range []string{"random.random()", "np.random.rand()", "DataFrame.sample"} {
+		if fmt.Sprint(va[i]) == fmt.Sprint(vb[i]) {
+			t.Errorf("two runs drew the same %s: %v", what, va[i])
+		}
+	}
+	ctx := context.Background()
+	s, err := dataRunner(t).NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if _, err := s.Run(ctx, spine.Request{Source: "import numpy as np\nnp.random.seed(1)"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Run(ctx, spine.Request{Source: "np.random.rand()"})
+	if err != nil || string(out.Value) != "0.417022004702574" { // np.random.seed(1); np.random.rand()
+		t.Fatalf("the session's next run drew %s (%v), not its seeded sequence's first number", out.Value, err)
+	}
+}
+
+// TestValuesAsNotebookShows: numpy's and sympy's numbers and numpy's arrays
+// get the JSON a user expects; a DataFrame, a Series and what has no faithful
+// JSON form have none, and every value has its display, as IPython shows it.
+func TestValuesAsNotebookShows(t *testing.T) {
+	const setup = "import numpy as np, pandas as pd, sympy\ndf = pd.DataFrame({'qty': [1, 2, 3], 'name': ['a', 'b', 'c']})\nx = sympy.Symbol('x')\n"
+	for _, c := range []struct {
+		src, value, plain string
+		formats           []string // the other formats the display must have
+	}{
+		{"df.qty.sum()", "6", "6", nil},
+		{"np.int64(2**40)", "1099511627776", "1099511627776", nil},
+		{"np.float32(0.5)", "0.5", "0.5", nil},
+		{"np.float64(0.1)", "0.1", "0.1", nil},
+		{"np.bool_(True)", "true", "True", nil},
+		{"np.arange(6).reshape(2, 3)", "[[0,1,2],[3,4,5]]", "array([[0, 1, 2],\n       [3, 4, 5]])", nil},
+		{"np.array(['a', 'b'])", `["a","b"]`, "array(['a', 'b'], dtype='<U1')", nil},
+		{"np.array([1+2j])", "null", "array([1.+2.j])", nil},
+		{"np.float64('nan')", "null", "nan", nil},
+		{"np.datetime64('2024-01-02')", "null", "numpy.datetime64('2024-01-02')", nil},
+		{"df.head()", "null", "   qty name\n0    1    a\n1    2    b\n2    3    c", []string{"text/html"}},
+		{"df.qty", "null", "0    1\n1    2\n2    3\nName: qty, dtype: int64", nil},
+		{"df.shape", "[3,2]", "(3, 2)", nil},
+		{"sympy.Integer(7) ** 30", "22539340290692258087863249", "22539340290692258087863249", []string{"text/latex"}},
+		{"sympy.Rational(1, 3)", "null", "1/3", []string{"text/latex"}},
+		{"sympy.Float(0.25)", "0.25", "0.250000000000000", []string{"text/latex"}},
+		{"x**2 + 1", "null", "x**2 + 1", []string{"text/latex"}},
+		{"sympy.solve(x**2 - 4, x)", "[-2,2]", "[-2, 2]", nil},
+		{"{np.int64(1): 2}", "null", "{1: 2}", nil},
+	} {
+		out := run(t, setup+c.src)
+		if string(out.Value) != c.value || out.Display.Text() != c.plain {
+			t.Errorf("%s: value %s, text/plain %q; want %s, %q", c.src, out.Value, out.Display.Text(), c.value, c.plain)
+		}
+		for _, f := range c.formats {
+			if out.Display[f] == "" {
+				t.Errorf("%s: no %s in %q", c.src, f, out.Display)
+			}
+		}
+	}
 }

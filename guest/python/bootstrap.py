@@ -15,23 +15,26 @@ read a program while it streams in (prefix mode, in ``plm``).
 # the row imports the column. Every x is right of the diagonal: no module imports one
 # above it, so there is no cycle.
 #
-#              imports: world  plm  .prefix  .rewrite  .chain  .facts  .futures  .purity  .wire
-#   c.f.thread            x
-#   bootstrap             x     x                                                           x
-#   world                       x                                          x                x
-#   plm                                x         x        x                x        x
-#   plm.prefix                                   x        x       x        x        x
-#   plm.rewrite                                           x       x        x        x       x
-#   plm.chain                                                              x        x
+#              imports: shown  world  plm  .prefix  .rewrite  .chain  .facts  .futures  .purity  .wire
+#   c.f.thread                   x
+#   bootstrap             x      x     x                                                           x
+#   shown                                                                                          x
+#   world                              x                                          x                x
+#   plm                                       x         x        x                x        x
+#   plm.prefix                                          x        x       x        x        x
+#   plm.rewrite                                                  x       x        x        x       x
+#   plm.chain                                                                     x        x
 #   plm.facts
-#   plm.futures                                                                     x       x
+#   plm.futures                                                                            x       x
 #   plm.purity
 #   plm.wire
 #
 #   c.f.thread   concurrent.futures.thread: the Guest's ThreadPoolExecutor (docs/python.md)
 #   bootstrap    the Host's entries (execute, prefix_begin, prefix_feed, chain_step), the program's
 #                namespace, the tool proxies (make_tool, invoke_tool), errors, responses
-#   world        the program's world: asyncio's loop, threads, sockets; executor calls on the Host
+#   shown        the run's value as JSON and as a notebook shows it; display()
+#   world        the program's world: asyncio's loop, threads, sockets; executor calls on the Host;
+#                the image's random generators, reseeded every run
 #   plm          reset and the warm-up; the names bootstrap uses
 #   plm.prefix   prefix mode: the program read while it streams in
 #   plm.rewrite  the PLM pass: transform, its plans, run_plans (the __spine_prepare helper)
@@ -52,9 +55,10 @@ import traceback
 from types import CodeType, ModuleType
 
 import plm
+import shown
 import world
 from plm import wire
-from plm.wire import encode_request, encoder
+from plm.wire import encode, encode_request, encoder
 
 # As in native CPython, where it is loaded at start-up: _signal gives SIGINT its handler,
 # default_int_handler, so that the Host's interrupt (a session's run out of time, see
@@ -329,15 +333,6 @@ def _drop_run_tools(proxies, specs, namespace, shadowed):
     world.know_tools(_proxies_by_name, early, decode, Namespace)
 
 
-def _encode_value(value):
-    try:
-        return encoder.encode(value)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"the result is not JSON-encodable ({type(value).__name__}): {exc}"
-        ) from None
-
-
 def _cut(text):
     if len(text) <= _MAX_ERROR_TEXT:
         return text
@@ -457,29 +452,45 @@ def _run(source, filename, namespace, early, rendered):
     if early:
         tree = plm.transform(tree, source, filename, early, namespace)
     if rendered is not None:
-        try:
-            rendered["transformed"] = ast.unparse(tree)
-        except Exception:
-            pass
+        _render(tree, rendered)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
-    exec(plm.materialize(tree, filename) if early else compile(tree, filename, "exec"), namespace)
+        last = tree.body.pop()
+    code = plm.materialize(tree, filename) if early else None
+    if code is None:
+        # No prepares (none inserted, or the pass gave up on them): the program as it
+        # was written, compiled here as with early reads off (the same frame, so the
+        # same depth reached), from the tree already parsed (its warnings shown once).
+        code = compile(tree, filename, "exec")
+        if rendered is not None and early:  # without the prepares it may have shown
+            _render(ast.Module(body=tree.body + ([last] if last else []), type_ignores=[]), rendered)
+    exec(code, namespace)
     if last is not None:
-        return eval(compile(last, filename, "eval"), namespace)
+        return eval(compile(ast.Expression(last.value), filename, "eval"), namespace)
     return None
 
 
-def _respond(value_json=None, error=None, extra=None):
+def _render(tree, rendered):
+    """Put the source of tree in rendered["transformed"], unless it cannot be rendered."""
+    try:
+        rendered["transformed"] = ast.unparse(tree)
+    except Exception:
+        pass
+
+
+def _respond(value_json=None, error=None, extra=None, fields=""):
+    """The execute response's bytes; fields: shown.fields(), JSON text after a comma."""
     if error is not None:
         response = {"value": None, "error": error}
         if extra:
             response.update(extra)
         text = encoder.encode(response)
+        if fields:
+            text = text[:-1] + fields + "}"
     elif extra:
-        text = '{"value":' + value_json + "," + encoder.encode(extra)[1:]
+        text = '{"value":' + value_json + fields + "," + encode(extra)[1:]
     else:
-        text = '{"value":' + value_json + "}"
+        text = '{"value":' + value_json + fields + "}"
     return text.encode("utf-8", "backslashreplace")
 
 
@@ -578,10 +589,15 @@ def execute(raw):
         plm.reset()
         return _respond(error=_error("SpineError", f"bad execute request: {exc}"))
 
+    shown.begin(result_limit)
     if not prefix:
         plm.reset()  # prefix mode's prepared reads stay, for this run to claim
     else:
         plm.prefix.reset()  # its values are of no more use, and the program may need the memory
+    if not session or _session is None:
+        # A run from the image, or a new session: its own random numbers (a session's
+        # later runs go on with its sequences).
+        world.reseed()
     shadowed = {}
     if session:
         main = _session_main(proxies)
@@ -619,14 +635,10 @@ def execute(raw):
             # are claimed, used or not: each counts as the call it stands for.
             plm.settle()
         value = namespace["result"] if "result" in namespace else last
-        value_json = _encode_value(value)
-        if len(value_json) > result_limit:
-            raise ValueError(
-                f"the result is larger than the {result_limit}-byte limit ({len(value_json)} bytes)"
-            )
-        return _respond(value_json=value_json, extra=rendered)
+        value_json = shown.encode_value(value, result_limit)
+        return _respond(value_json=value_json, extra=rendered, fields=shown.fields(shown.value_display(value)))
     except BaseException as exc:
-        return _respond(error=_exception_error(exc, filename), extra=rendered)
+        return _respond(error=_exception_error(exc, filename), extra=rendered, fields=shown.fields(None))
     finally:
         plm.reset()
         if not session:

@@ -29,11 +29,12 @@ import sys
 import time
 import types
 from contextvars import Context
+from os import urandom as _urandom
 
 from plm import futures, wire
 from plm.purity import _key_cache, _keys_scalar
 
-__all__ = ["know_tools", "start", "settle", "NO_NETWORK", "DEADLOCK"]
+__all__ = ["know_tools", "start", "settle", "find_generators", "reseed", "NO_NETWORK", "DEADLOCK"]
 
 NO_NETWORK = "no network in the sandbox: a program reaches the world only through its tools"
 DEADLOCK = (
@@ -333,6 +334,72 @@ def _fix_zoneinfo(common):
 
     load_tzdata.__doc__ = original.__doc__
     common.load_tzdata = load_tzdata
+
+
+# Randomness -------------------------------------------------------------------------
+#
+# The image a run starts from is captured with a fixed random source (so every Host makes
+# the same bytes under a key), and a generator seeded while it was made would give every
+# run the same numbers: random's global Random when a module the warm-up imports uses it
+# (--preload random, the data Guest's sympy), numpy's global RandomState, any other Random,
+# RandomState or numpy bit generator alive in the image. find_generators, the warm-up's
+# last step, lists them; reseed, at the start of every run from the image and of a new
+# session, seeds each again from the run's own entropy (WASI's random_get, which the Host
+# fills from the system's). A session's later runs, a restored one's included, go on with
+# its own sequences. Generators a run creates seed themselves from its entropy.
+
+_generators = ()  # (seed, bits) for each generator alive in the image: seed(an int of bits bits)
+
+
+def find_generators():
+    """List the pseudo-random generators alive in the image (the warm-up calls this last,
+    once the modules it preloads are imported)."""
+    global _generators
+    import gc
+
+    # Each kind's reseeding, cheap enough for every run: a Random from 256 bits (seeding it
+    # without an argument reads 2,496 bytes and costs several times as much), numpy's
+    # legacy RandomState from 32 (np.random.seed(n)'s kind of seed; without one it builds
+    # a SeedSequence, over half a millisecond in the Guest); a bit generator in full.
+    kinds = []  # (class, how to reseed an instance of it, bits)
+    random = sys.modules.get("random")
+    if random is not None:
+        kinds.append((random.SystemRandom, None, 0))  # no state of its own: nothing to reseed
+        kinds.append((random.Random, lambda g: g.seed, 256))
+    np_random = sys.modules.get("numpy.random")
+    if np_random is not None:
+        kinds.append((np_random.RandomState, lambda g: g.seed, 32))
+        # Generators draw from a bit generator, which is reseeded in place: its state from a
+        # new one of its class, which seeds itself from the entropy.
+        kinds.append((np_random.BitGenerator, lambda g: functools.partial(_reseed_bits, g), 0))
+    found = []
+    owned = set()  # the bit generators of the RandomStates found: seed() reseeds them
+    for obj in gc.get_objects():
+        cls = type(obj)
+        for kind, reseed, bits in kinds:
+            if issubclass(cls, kind):
+                if reseed is not None:
+                    found.append((obj, reseed(obj), bits))
+                    if np_random is not None and cls is np_random.RandomState:
+                        owned.add(id(obj._bit_generator))
+                break
+    _generators = tuple((seed, bits) for obj, seed, bits in found if id(obj) not in owned)
+
+
+def _reseed_bits(bits, _):
+    bits.state = type(bits)().state
+
+
+def reseed():
+    """Seed every generator of the image again from this run's entropy. Never raises."""
+    if not _generators:
+        return
+    entropy = _urandom(32 * len(_generators))
+    for i, (seed, bits) in enumerate(_generators):
+        try:
+            seed(int.from_bytes(entropy[32 * i : 32 * i + bits // 8], "little"))
+        except Exception:  # this one keeps its state; the run goes on
+            pass
 
 
 # Fixing modules as they are imported --------------------------------------------

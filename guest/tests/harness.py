@@ -114,7 +114,8 @@ def use(fake):
 def execute(source, tools, early=(), inputs=None, early_reads=True, transformed=False, prefix=False, cap=64, fake=None):
     """Run source through bootstrap.execute against a FakeSpine with these tools (or
     against fake, e.g. the one prefix mode already prepared reads with).
-    Returns (response dict, stdout text, fake)."""
+    Returns (response dict, stdout text, fake); the response without the value's display
+    (shown.py's, which display_test.go checks), as the pass never changes it."""
     fake = use(fake or FakeSpine(tools, early, cap))
     request = {
         "source": source,
@@ -128,6 +129,7 @@ def execute(source, tools, early=(), inputs=None, early_reads=True, transformed=
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         response = json.loads(bootstrap.execute(json.dumps(request).encode()))
+    response.pop("display", None)
     return response, out.getvalue(), fake
 
 

@@ -884,10 +884,14 @@ _EXTENDED_ARG, _NOP = _OP["EXTENDED_ARG"], _OP["NOP"]
 
 def materialize(tree, filename):
     """The code object of tree (a Module) to run: compile(tree, filename, "exec"), with
-    the prepare statements transform inserted calling the helper directly. When that
-    cannot be done, the prepare statements are taken out again (no prepares)."""
+    the prepare statements transform inserted calling the helper directly; or None when
+    there are none, or they cannot run: the prepares are then taken out again and the
+    caller compiles tree, as the program wrote it, as it would with early reads off (in
+    its own frame, so that the depth the compiler may reach is the same). They cannot run
+    when the code is not as _patch expects, or when the tree with them is too deep to
+    compile (RecursionError) where the program alone may not be."""
     if not _inserted:
-        return compile(tree, filename, "exec")
+        return None
     calls = []
     for _, stmt in _inserted:
         call = stmt.value
@@ -903,12 +907,16 @@ def materialize(tree, filename):
             end_lineno=func.end_lineno,
             end_col_offset=func.end_col_offset,
         )
+    patched = None
     try:
-        code = compile(tree, filename, "exec")
+        patched = _patch(compile(tree, filename, "exec"))
+    except RecursionError:
+        # Converting the tree back to the compiler's raises it before the compiler
+        # emits anything, so no warning has been shown twice.
+        pass
     finally:
         for call, func in calls:
             call.func = func
-    patched = _patch(code)
     if patched is not None:
         return patched
     for stmts, stmt in _inserted:
@@ -918,7 +926,7 @@ def materialize(tree, filename):
                 break
     _inserted.clear()
     _plans.clear()
-    return compile(tree, filename, "exec")
+    return None
 
 
 def _patch(code):

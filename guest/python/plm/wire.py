@@ -3,7 +3,7 @@
 ``encode_request`` is the only encoder of tool requests in the Guest, so equal arguments
 give equal bytes: a prepared early read is claimed by its request's bytes
 (``plm.futures.send``). ``encoder`` is the same JSON encoding, for the run's value and the
-execute response.
+execute response; ``encode`` is ``encoder.encode``, the same bytes, faster.
 
 ``keywords`` holds, for each tool whose proxy checks a call's arguments (bootstrap.make_tool),
 what it checks (``check_of``); ``bind`` turns a call's positional and keyword arguments into
@@ -15,7 +15,7 @@ so before any request, so no read may be started early for it.
 
 import json
 
-__all__ = ["encoder", "encode_request", "keywords", "check_of", "bind", "accepted"]
+__all__ = ["encoder", "encode", "encode_request", "keywords", "check_of", "bind", "accepted"]
 
 keywords = {}  # tool name -> its check (check_of)
 
@@ -38,6 +38,9 @@ def _encode_fast(obj):
         return encoder.encode(obj)
     encode = _make_encoder({}, _not_json, _encode_str, None, ":", ",", False, False, False)
     return "".join(encode(obj, 0))
+
+
+encode = _encode_fast
 
 
 def encode_request(name, args):

@@ -1,0 +1,67 @@
+package spine_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
+)
+
+// TestRandomFreshEveryRun: the image is captured with fixed randomness, so a
+// generator seeded while it was made (random's, with random preloaded) would
+// give every run the same numbers. Every run from the image, and every new
+// session, draws its own; a session's later runs, and a restored session's,
+// go on with the session's own sequence (docs/rationale.md).
+func TestRandomFreshEveryRun(t *testing.T) {
+	ctx := context.Background()
+	const draw = "import random\n[random.random(), random.choices('abcdefghijklmnopqrstuvwxyz', k=16)]"
+	for _, preload := range [][]string{nil, {"random"}} {
+		r := spinetest.NewRunner(t, nil, &spine.Options{Preload: preload, PoolSize: 1})
+		a := spinetest.MustRun(t, r, spine.Request{Source: draw})
+		b := spinetest.MustRun(t, r, spine.Request{Source: draw})
+		if string(a.Value) == string(b.Value) {
+			t.Errorf("preload %q: two runs drew the same numbers: %s", preload, a.Value)
+		}
+		var firsts []string
+		for range 2 {
+			s, err := r.NewSession(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			firsts = append(firsts, spinetest.Step(t, s, draw))
+			s.Close(ctx)
+		}
+		if firsts[0] == firsts[1] {
+			t.Errorf("preload %q: two new sessions drew the same numbers: %s", preload, firsts[0])
+		}
+	}
+
+	// A session goes on with its own sequence: random.Random(42).random() is
+	// 0.6394267984578837, then 0.025010755222666936.
+	r := spinetest.NewRunner(t, nil, &spine.Options{Preload: []string{"random"}})
+	s, err := r.NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	spinetest.Step(t, s, "import random\nrandom.seed(42)")
+	blob, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := spinetest.Step(t, s, "random.random()"); got != "0.6394267984578837" {
+		t.Errorf("the session's next run drew %s, not the seeded sequence's first number", got)
+	}
+	if got := spinetest.Step(t, s, "random.random()"); got != "0.025010755222666936" {
+		t.Errorf("the session's third run drew %s, not the seeded sequence's second number", got)
+	}
+	restored, err := r.Restore(ctx, blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restored.Close(ctx)
+	if got := spinetest.Step(t, restored, "random.random()"); got != "0.6394267984578837" {
+		t.Errorf("the restored session drew %s, not its own sequence's next number", got)
+	}
+}
