@@ -177,8 +177,6 @@ func TestGuestPythonErrors(t *testing.T) {
 	for _, tc := range []struct{ name, src, typ, msg string }{
 		{"syntax", "x = (1,\n", "SyntaxError", "never closed"},
 		{"name", "\n\nundefined_name", "NameError", "undefined_name"},
-		{"result not JSON", "result = {1, 2}", "TypeError", "set"},
-		{"result NaN", "result = float('nan')", "TypeError", "Out of range float"},
 		{"deep recursion", "def f(n):\n    return f(n + 1)\nf(0)", "RecursionError", "maximum recursion depth"},
 		{"exit code", "exit(3)", "SystemExit", "3"},
 		{"input", "input()", "EOFError", ""},
@@ -257,7 +255,7 @@ func TestGuestSandbox(t *testing.T) {
 	for _, tc := range []struct{ name, src, want string }{
 		{"host files", `open("/etc/passwd")`, "FileNotFoundError"},
 		{"no links out", `import os; os.symlink("/etc/passwd", "passwd")`, "PermissionError"},
-		{"stdlib is read-only", `open("/usr/local/lib/python311.zip", "wb")`, "OSError"},
+		{"stdlib is read-only", "f = open(\"/usr/local/lib/python311.zip\", \"wb\")\nf.write(b\"x\")\nf.flush()", "OSError"},
 		{"environment", `import os; os.environ["HOME"]`, "KeyError"},
 		{"sockets", `import socket; socket.socket().connect(("127.0.0.1", 80))`, "OSError"},
 		{"subprocess", `import subprocess; subprocess.run(["ls"])`, "OSError"},

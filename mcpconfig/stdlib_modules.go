@@ -245,6 +245,7 @@ var stdlibModules = map[string]bool{
 	"selectors":                  true,
 	"shelve":                     true,
 	"shlex":                      true,
+	"shown":                      true,
 	"shutil":                     true,
 	"signal":                     true,
 	"site":                       true,
