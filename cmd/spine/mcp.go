@@ -83,6 +83,9 @@ flags:
   --drain-delay DURATION   with --http, the least time the listener stays open after SIGTERM (default 5s),
                            /readyz answering 503 and new requests refused 503, so that load
                            balancers see it before the port closes; not after SIGINT
+  --memory MIB             the memory the process may use (default: its cgroup's limit; none: no
+                           bound): the Python sessions kept live and the hibernated snapshots
+                           kept in memory default to what it holds (docs/deploy.md, "Memory")
   --session-store URL      with --http, keep the Python sessions in an object store shared by every
                            replica: s3://BUCKET?endpoint=..&region=..&use_path_style=true,
                            gs://BUCKET, azblob://CONTAINER, file:///DIR, mem://
@@ -113,6 +116,7 @@ type mcpOptions struct {
 	perClient  int // --sessions-per-client
 	grace      time.Duration
 	drainDelay time.Duration
+	memory     int    // MiB
 	store      string // --session-store
 	write      string // --session-write
 	log        logFlags
@@ -133,6 +137,7 @@ func (o *mcpOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.perClient, "sessions-per-client", 0, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
 	fs.DurationVar(&o.drainDelay, "drain-delay", defaultDrainDelay, "")
+	fs.IntVar(&o.memory, "memory", 0, "")
 	fs.StringVar(&o.store, "session-store", "", "")
 	fs.StringVar(&o.write, "session-write", "", "")
 	o.log.flags(fs)
@@ -149,8 +154,8 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if _, code, done := parseFlags(fs, args, mcpUsage, 0, stdout, stderr); done {
 		return code
 	}
-	if o.timeout <= 0 || o.grace < 0 || o.drainDelay < 0 || o.slots < 0 || o.sessions <= 0 || o.perClient < 0 {
-		return usageError(stderr, fs.Name(), mcpUsage, "--timeout must be positive, --max-sessions too, and --grace, --drain-delay and --slots not negative (nor --sessions-per-client)")
+	if o.timeout <= 0 || o.grace < 0 || o.drainDelay < 0 || o.slots < 0 || o.sessions <= 0 || o.perClient < 0 || o.memory < 0 {
+		return usageError(stderr, fs.Name(), mcpUsage, "--timeout must be positive, --max-sessions too, and --grace, --drain-delay, --slots and --memory not negative (nor --sessions-per-client)")
 	}
 	write, err := o.storeWrite()
 	if err != nil {
@@ -195,6 +200,8 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stopTracing(context.Background())
 	var srv *mcpserver.Server // made below, before any session: they are made through it
 	sessions := spine.SessionOptions{OnHibernate: func(s *spine.Session, snapshot io.Reader) { srv.Hibernated(s, snapshot) }}
+	sessions.MemoryLimit = spine.DefaultOptions().Sessions.MemoryLimit
+	applyMemory(&sessions, flagsSet(fs), o.memory, o.slots, spine.DefaultOptions().MemoryLimit, out)
 	opts := o.cache.apply(&spine.Options{TracerProvider: tracer, Sessions: sessions}, logger, stderr)
 	if err := o.guest.apply(opts); err != nil {
 		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)

@@ -72,8 +72,12 @@ flags:
   --verbose                also debug lines and the MCP servers' standard error
 ` + cacheUsage + guestUsage + `
 session flags:
+  --memory MIB             the memory the process may use (default: its cgroup's limit, e.g. a
+                           container's; none: the defaults below): --live-sessions and the
+                           hibernated snapshots kept in memory default to what it holds, and a
+                           warning says when the flags given take more (docs/deploy.md, "Memory")
   --sessions N             sessions held at once, live and hibernated; more get 503 (default 10000)
-  --live-sessions N        of those, how many keep a live Guest (default 64)
+  --live-sessions N        of those, how many keep a live Guest (default 64), or what --memory holds
   --session-memory MIB     memory of a session's Guest, 64 to 256 (default 256)
   --session-idle DURATION  an unused session hibernates after this; 0: never by time (default 1m)
   --session-ttl DURATION   an unused session is closed after this; 0: never (default 1h)
@@ -121,6 +125,7 @@ type serveOptions struct {
 	sessionDirMiB int
 	sessionStore  string
 	sessionWrite  string
+	memory        int // MiB
 }
 
 // defaultSessionTTL is --session-ttl's default. The library's is none; an
@@ -149,6 +154,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	o.http = addHTTPFlags(fs)
 	fs.IntVar(&o.sessions, "sessions", 10000, "")
 	fs.IntVar(&o.liveSessions, "live-sessions", 64, "")
+	fs.IntVar(&o.memory, "memory", 0, "")
 	fs.IntVar(&o.sessionMemory, "session-memory", maxSessionMemory, "")
 	fs.DurationVar(&o.sessionIdle, "session-idle", time.Minute, "")
 	fs.DurationVar(&o.sessionTTL, "session-ttl", defaultSessionTTL, "")
@@ -227,6 +233,10 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	defer stopTracing(context.Background())
+	if o.memory < 0 {
+		return usageError(stderr, fs.Name(), serveUsage, "--memory must not be negative")
+	}
+	applyMemory(&sessions, flagsSet(fs), o.memory, o.slots, spine.DefaultOptions().MemoryLimit, out)
 	var svc *service.Server // made below, before any session: they are made through it
 	sessions.OnHibernate = func(s *spine.Session, snapshot io.Reader) { svc.Hibernated(s, snapshot) }
 	opts := o.cache.apply(&spine.Options{Sessions: sessions, TracerProvider: tracer}, logger, stderr)
