@@ -74,6 +74,17 @@ type Request struct {
 	// whatever a run's tools: they are installed as the run starts.
 	Tools Manifest
 
+	// Waiting, when set, is called on the run's goroutine each time the
+	// program starts waiting for the answer of a call of one of Tools: one it
+	// makes, or an early read it claims before the read has finished. call
+	// is that call's number (ToolCallOf), started how many calls of Tools
+	// the run has started so far, early reads included. While the program
+	// waits it starts no more; so once calls 1 to started have reached their
+	// tools' Call, every call the program can make before its answer is
+	// known: a tool whose answers come from elsewhere asks for them all at
+	// once (spine serve's client tools, docs/http.md).
+	Waiting func(call, started int)
+
 	// Files are placed in the program's working directory before it runs
 	// (CheckFiles says which are allowed). They are the run's own: gone when
 	// it ends, like everything the program writes there.
@@ -342,7 +353,7 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	}
 
 	st := newRunState(r, ctx, req.EarlyReads || req.Stream != nil)
-	st.tools = req.Tools
+	st.tools, st.waiting = req.Tools, req.Waiting
 	defer st.close()
 	var inst *engine.Instance
 	if session {
