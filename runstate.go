@@ -34,7 +34,8 @@ type runState struct {
 	early  bool            // early reads allowed for this run
 	tools  Manifest        // the run's own tools (Request.Tools), beside the Runner's
 
-	waiting func(call, started int) // Request.Waiting
+	waiting func(ToolWait)                      // Request.Waiting
+	output  func() (string, string, bool, bool) // the Guest's output so far, for waiting
 	// ownCalls numbers the calls of the run's own tools as they start
 	// (ToolCallOf); only the Guest's goroutine starts calls.
 	ownCalls int
@@ -98,7 +99,11 @@ func (st *runState) own(ctx context.Context, tool string) (int, context.Context)
 // own tools.
 func (st *runState) wait(n int) {
 	if n > 0 && st.waiting != nil {
-		st.waiting(n, st.ownCalls)
+		w := ToolWait{Call: n, Started: st.ownCalls}
+		if st.output != nil {
+			w.Stdout, w.Stderr, _, _ = st.output()
+		}
+		st.waiting(w)
 	}
 }
 

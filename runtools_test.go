@@ -249,11 +249,14 @@ func TestRunToolsWaiting(t *testing.T) {
 			<-gates[ToolCallOf(ctx)]
 			return ToolCallOf(ctx), nil
 		}}
-		req := Request{Source: "xs = [lookup(key='book')]\nfor q in ['a', 'b', 'c']:\n    xs.append(ask(q=q))\nxs",
+		req := Request{Source: "print('before')\nxs = [lookup(key='book')]\nfor q in ['a', 'b', 'c']:\n    xs.append(ask(q=q))\nxs",
 			EarlyReads: early, Tools: Manifest{"ask": spec},
-			Waiting: func(call, started int) {
-				seen = append(seen, call, started)
-				close(gates[call])
+			Waiting: func(w ToolWait) {
+				seen = append(seen, w.Call, w.Started)
+				if w.Stdout != "before\n" {
+					t.Errorf("stdout when waiting: %q", w.Stdout)
+				}
+				close(gates[w.Call])
 			}}
 		out := mustRun(t, r, req)
 		if got := string(out.Value); got != `[21,1,2,3]` {
