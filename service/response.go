@@ -30,6 +30,15 @@ type Response struct {
 	FilesLeftOut     int              `json:"files_left_out,omitempty"` // files left out of Files by the caps on files
 	Error            *Error           `json:"error"`                    // null on success
 	Timing           Timing           `json:"timing"`
+
+	// A run whose request declared "tools" (paused.go) says where it is:
+	// Status "tool_calls" (paused: Pending are the calls to answer, Stdout
+	// and Stderr the output so far; the other fields are empty) or "done"
+	// (ended: the answer as without tools). RunID names it to
+	// POST /v1/runs/{run_id}/tool_results.
+	Status  string        `json:"status,omitempty"`
+	RunID   string        `json:"run_id,omitempty"`
+	Pending []PendingCall `json:"pending,omitempty"`
 }
 
 // Error says why a run failed or was refused.

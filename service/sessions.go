@@ -199,8 +199,13 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		return
 	}
-	defer s.fleet.Release(e)
-	s.runJSON(w, r, start, e)
+	kept := false
+	defer func() {
+		if !kept { // a paused run releases it when it ends
+			s.fleet.Release(e)
+		}
+	}()
+	kept = s.runJSON(w, r, start, e)
 }
 
 // handleSnapshot is GET /v1/sessions/{id}/snapshot.
