@@ -56,7 +56,11 @@ type Error struct {
 	// Options.SessionStore, conflict (409: another replica stored the
 	// session's run first, or a restore under another token's id),
 	// store_unavailable (503) and other_image (503: a session stored by
-	// another Guest build; header Spine-Snapshot-Image names it).
+	// another Guest build; header Spine-Snapshot-Image names it); for
+	// client tools (paused.go), tool_wait (408: the caller did not send
+	// results within Options.ToolWait), too_many_paused (429:
+	// Options.MaxPaused) and conflict (409: a result twice, or for a run
+	// another request continues).
 	Kind string `json:"kind"`
 	// Type, Line and Traceback are set for a Python error: the exception's
 	// class, the line of the program it points to (0 when unknown) and the

@@ -6,6 +6,7 @@
 //	POST   /v1/run/stream             the program as the (chunked) request body: prefix mode
 //	POST   /v1/sessions               → 201 {"id": "..."}: a session (sessions.go)
 //	POST   /v1/sessions/{id}/run      as /v1/run, in the session
+//	POST   /v1/runs/{run_id}/tool_results  the results of a paused run's client tools (a request's "tools"; paused.go)
 //	GET    /v1/sessions/{id}/snapshot → the session's snapshot, application/octet-stream
 //	POST   /v1/sessions/restore       a snapshot as the body → 201 {"id": "..."}
 //	DELETE /v1/sessions/{id}          → 204
