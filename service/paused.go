@@ -127,7 +127,8 @@ func (s *Server) addRun(owner string) (*pausedRun, string) {
 	var b [16]byte
 	rand.Read(b[:])
 	pr := &pausedRun{s: s, id: "run_" + hex.EncodeToString(b[:]), owner: owner,
-		calls: map[int]*clientCall{}, asked: map[string]bool{}, events: make(chan runEvent, 1)}
+		calls: map[int]*clientCall{}, asked: map[string]bool{}, events: make(chan runEvent, 1), finished: make(chan struct{})}
+	pr.ctx, pr.cancel = context.WithCancelCause(context.Background())
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.live >= s.opts.MaxPaused {
@@ -165,6 +166,21 @@ func (t *pausedRuns) ended(pr *pausedRun, keep time.Duration) {
 	}
 }
 
+// stopAll stops every run with client tools, and waits until each has
+// ended (and given back its session).
+func (t *pausedRuns) stopAll() {
+	t.mu.Lock()
+	runs := make([]*pausedRun, 0, len(t.runs))
+	for _, pr := range t.runs {
+		runs = append(runs, pr)
+	}
+	t.mu.Unlock()
+	for _, pr := range runs {
+		pr.cancel(spine.ErrClosed)
+		<-pr.finished
+	}
+}
+
 func (t *pausedRuns) get(id, owner string) *pausedRun {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -198,6 +214,10 @@ type pausedRun struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	events chan runEvent
+	// finished is closed when the run has ended and given back what it
+	// held; cancel is set, and the run started, before the run is in
+	// pausedRuns' reach with it.
+	finished chan struct{}
 
 	mu       sync.Mutex
 	calls    map[int]*clientCall // reached their Call, not answered
@@ -319,9 +339,10 @@ func (pr *pausedRun) freeSlot() {
 	}
 }
 
-// runClient runs req, whose request declared tools, holding a slot admit
-// took (and sess's turn), and answers with its first pause or its end. It
-// reports whether the run keeps sess (it releases it when it ends).
+// runClient runs req, whose request declared tools: it takes sess's turn
+// (when sess is not nil) and a slot, starts the run and answers with its
+// first pause or its end. It reports whether the run keeps sess (it
+// releases it when it ends).
 func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, tools []ClientTool, sess *fleet.Session) (kept bool) {
 	pr, refused := s.addRun(s.owner(r))
 	if pr == nil {
@@ -331,7 +352,7 @@ func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Ti
 	}
 	manifest, err := checkClientTools(tools, pr)
 	if err != nil {
-		s.paused.ended(pr, 0)
+		pr.abandon()
 		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, err.Error())
 		return false
 	}
@@ -345,7 +366,7 @@ func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Ti
 		err := sess.Lock(lockCtx)
 		cancel()
 		if err != nil {
-			s.paused.ended(pr, 0)
+			pr.abandon()
 			s.sessionFailed(w, r, start, opRun, sess, err)
 			return false
 		}
@@ -359,11 +380,10 @@ func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Ti
 			sess.Unlock()
 		}
 	}) {
-		s.paused.ended(pr, 0)
+		pr.abandon()
 		return false
 	}
 	s.metrics.inFlight.Inc()
-	pr.ctx, pr.cancel = context.WithCancelCause(context.Background())
 	pr.mu.Lock()
 	pr.slotHeld = true
 	pr.startClock()
@@ -373,9 +393,17 @@ func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Ti
 	return sess != nil
 }
 
+// abandon takes out of the table a run that never started.
+func (pr *pausedRun) abandon() {
+	pr.cancel(nil)
+	pr.s.paused.ended(pr, 0)
+	close(pr.finished)
+}
+
 // run runs the program and hands its end to whoever waits.
 func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Output, error), req spine.Request, sess *fleet.Session, giveTurn func()) {
 	s := pr.s
+	defer close(pr.finished)
 	runStart := time.Now()
 	out, err := target(pr.ctx, req)
 	status, e := http.StatusOK, (*Error)(nil)
@@ -384,6 +412,8 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 		status, e = http.StatusRequestTimeout, &Error{Kind: kindToolWait, Message: fmt.Sprintf("the caller did not send the tool results within %v (--tool-wait); the run was stopped", s.opts.ToolWait)}
 	case errors.Is(cause, errRunLimit):
 		status, e = http.StatusRequestTimeout, &Error{Kind: kindTimeout, Message: timeoutMessage(pr.limit)}
+	case errors.Is(cause, spine.ErrClosed):
+		status, e = http.StatusServiceUnavailable, &Error{Kind: kindClosed, Message: "the server is shutting down"}
 	case errors.Is(cause, errGone):
 		status, e = statusClientClosed, &Error{Kind: kindCanceled, Message: "the client went away; the run was stopped"}
 	case err != nil:

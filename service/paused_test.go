@@ -10,6 +10,7 @@ import (
 
 	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/service"
+	"github.com/spine-run/spine/sessionstore"
 )
 
 // weather is a client tool as a model API declares it.
@@ -233,4 +234,25 @@ func TestClientToolsSession(t *testing.T) {
 	if got := c.mustRun(id, "w"); got != `"snow"` {
 		t.Errorf("the session after the run: %s", got)
 	}
+}
+
+// TestClientToolsClose: Close stops a run paused in a session (which holds
+// the session's turn) rather than waiting for its caller, with a session
+// store too (whose Close writes the sessions).
+func TestClientToolsClose(t *testing.T) {
+	st, err := sessionstore.Open(t.Context(), "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	svc, ts := newSessionServer(t, nil, &service.Options{SessionStore: st})
+	c := client{t: t, url: ts.URL}
+	id := c.create()
+	status, out := c.runWith("/v1/sessions/"+id+"/run", run{"source": "get_weather('Oslo')", "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Oslo"}`)
+	if err := svc.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	status, out = c.results(out.RunID, value(out.Pending[0].ID, 1))
+	wantError(t, "a run stopped by Close", status, out, http.StatusNotFound, "not_found")
 }

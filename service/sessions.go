@@ -46,8 +46,10 @@ type SessionInfo struct {
 // With Options.SessionStore, every session whose state the store lacks is
 // written to it first (a drain loses no session), and Close returns the
 // first write that failed. Without one, the sessions are lost, and Close
-// logs how many at WARN (fleet.Fleet.Close).
+// logs how many at WARN (fleet.Fleet.Close). Runs paused for their
+// callers' tool results are stopped first: they hold their sessions.
 func (s *Server) Close(ctx context.Context) error {
+	s.paused.stopAll()
 	return s.fleet.Close(ctx)
 }
 
