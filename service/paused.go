@@ -77,7 +77,7 @@ var (
 )
 
 // checkClientTools refuses a bad "tools" list and returns it as the run's
-// own tools, each Call asking pr.
+// own tools, each Call asking pr (nil: only the check).
 func checkClientTools(tools []ClientTool, pr *pausedRun) (spine.Manifest, error) {
 	m := make(spine.Manifest, len(tools))
 	for i, t := range tools {
@@ -344,18 +344,17 @@ func (pr *pausedRun) freeSlot() {
 // first pause or its end. It reports whether the run keeps sess (it
 // releases it when it ends).
 func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, tools []ClientTool, sess *fleet.Session) (kept bool) {
+	if _, err := checkClientTools(tools, nil); err != nil { // before the cap: a bad list is 400 whatever the load
+		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, err.Error())
+		return false
+	}
 	pr, refused := s.addRun(s.owner(r))
 	if pr == nil {
 		w.Header().Set("Retry-After", "1")
 		s.refuse(w, start, http.StatusTooManyRequests, kindTooManyRuns, refused)
 		return false
 	}
-	manifest, err := checkClientTools(tools, pr)
-	if err != nil {
-		pr.abandon()
-		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, err.Error())
-		return false
-	}
+	manifest, _ := checkClientTools(tools, pr)
 	req.Tools, req.Waiting = manifest, pr.waiting
 	pr.limit = req.Timeout
 	req.Timeout = 0
