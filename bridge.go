@@ -121,7 +121,9 @@ func (r *Runner) invoke(ctx context.Context, request callRequest) []byte {
 	if err != nil {
 		response = encodeResponse(nil, err)
 	} else {
-		response, err = callTool(ctx, request.Tool, spec.Call, request.Args)
+		n, callCtx := st.own(ctx, request.Tool)
+		st.wait(n)
+		response, err = callTool(callCtx, request.Tool, spec.Call, request.Args)
 	}
 	if span != nil {
 		toolFailed(span, err)

@@ -23,6 +23,7 @@ type future struct {
 	span    trace.Span
 	settled chan struct{}
 
+	own     int  // its number among the calls of the run's own tools (ToolCallOf); 0: a Runner's tool
 	watched bool // the Guest asked after it (peek) before it finished; under runState.mu
 	handed  bool // peek handed its response to the Guest; under runState.mu
 }
@@ -61,6 +62,7 @@ func (st *runState) prepare(request callRequest) uint32 {
 	}
 	ctx, cancel := context.WithCancel(st.ctx)
 	f := &future{request: request, cancel: cancel, done: make(chan struct{}), start: time.Now()}
+	f.own, ctx = st.own(ctx, request.Tool)
 	ctx, f.span = st.startTool(ctx, request.Tool, true)
 	if f.span != nil {
 		f.settled = make(chan struct{})
@@ -118,7 +120,12 @@ func (st *runState) resolve(id uint32, request callRequest) []byte {
 		st.limitOnce(&st.loggedBudget, "MaxToolCalls")
 		return encodeResponse(nil, err)
 	}
-	<-f.done
+	select {
+	case <-f.done:
+	default:
+		st.wait(f.own)
+		<-f.done
+	}
 	f.cancel()
 	f.settle("spine.early_read.claimed")
 	st.called(request.Tool, f.start, f.took, true, f.err)

@@ -74,6 +74,16 @@ type Request struct {
 	// whatever a run's tools: they are installed as the run starts.
 	Tools Manifest
 
+	// Waiting, when set, is called on the run's goroutine each time the
+	// program starts waiting for the answer of a call of one of Tools: one it
+	// makes, or an early read it claims before the read has finished. While
+	// the program waits it starts no more calls; so once calls 1 to
+	// ToolWait.Started have reached their tools' Call, every call the
+	// program can make before the answer is known: a tool whose answers come
+	// from elsewhere asks for them all at once (spine serve's client tools,
+	// docs/http.md).
+	Waiting func(ToolWait)
+
 	// Files are placed in the program's working directory before it runs
 	// (CheckFiles says which are allowed). They are the run's own: gone when
 	// it ends, like everything the program writes there.
@@ -90,6 +100,18 @@ type Request struct {
 	// stops forwarding to it for the rest of the run; the run goes on.
 	Stdout io.Writer
 	Stderr io.Writer
+}
+
+// ToolWait is what Request.Waiting is told when the program waits for a
+// call of one of the run's own tools.
+type ToolWait struct {
+	// Call is the number of the call the program waits for (ToolCallOf),
+	// Started how many calls of the run's own tools the run has started so
+	// far, early reads included.
+	Call, Started int
+	// Stdout and Stderr are the program's output so far, as Output has them
+	// (within Options.MaxOutput).
+	Stdout, Stderr string
 }
 
 // Output is what a run produced.
@@ -342,7 +364,7 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	}
 
 	st := newRunState(r, ctx, req.EarlyReads || req.Stream != nil)
-	st.tools = req.Tools
+	st.tools, st.waiting = req.Tools, req.Waiting
 	defer st.close()
 	var inst *engine.Instance
 	if session {
@@ -353,6 +375,7 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	if err != nil {
 		return nil, r.runError(ctx, err)
 	}
+	st.output = inst.Output
 	// The Guest goes back when the run is over. clean says it may serve
 	// another run, set once its run has ended and its answer is read; cause
 	// is the error its run ended with, for a session whose Guest broke.

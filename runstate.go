@@ -34,6 +34,12 @@ type runState struct {
 	early  bool            // early reads allowed for this run
 	tools  Manifest        // the run's own tools (Request.Tools), beside the Runner's
 
+	waiting func(ToolWait)                      // Request.Waiting
+	output  func() (string, string, bool, bool) // the Guest's output so far, for waiting
+	// ownCalls numbers the calls of the run's own tools as they start
+	// (ToolCallOf); only the Guest's goroutine starts calls.
+	ownCalls int
+
 	calls int // tool calls the program made (claimed early reads included)
 	// discoveries are the program's calls of tools.search and
 	// tools.describe (discover.go), not tool calls.
@@ -74,6 +80,43 @@ func (st *runState) tool(name string) (ToolSpec, bool) {
 	}
 	spec, ok := st.tools[name]
 	return spec, ok
+}
+
+// own numbers a call of request's tool when it is one of the run's own
+// (Request.Tools) and returns ctx carrying the number; 0 and ctx for others.
+func (st *runState) own(ctx context.Context, tool string) (int, context.Context) {
+	if _, runner := st.runner.manifest[tool]; runner {
+		return 0, ctx
+	}
+	if _, ok := st.tools[tool]; !ok {
+		return 0, ctx
+	}
+	st.ownCalls++
+	return st.ownCalls, context.WithValue(ctx, callKey{}, st.ownCalls)
+}
+
+// wait tells Request.Waiting that the program waits for call n of the run's
+// own tools.
+func (st *runState) wait(n int) {
+	if n > 0 && st.waiting != nil {
+		w := ToolWait{Call: n, Started: st.ownCalls}
+		if st.output != nil {
+			w.Stdout, w.Stderr, _, _ = st.output()
+		}
+		st.waiting(w)
+	}
+}
+
+// callKey is the context key of a call's number (runState.own).
+type callKey struct{}
+
+// ToolCallOf returns the number of the call of one of a run's own tools
+// (Request.Tools) that a tool's Call serves, from the ctx it gets: 1, 2, …
+// in the order the run started them, early reads included; 0 for a call of
+// the Runner's tools or outside a run. Request.Waiting names calls by it.
+func ToolCallOf(ctx context.Context) int {
+	n, _ := ctx.Value(callKey{}).(int)
+	return n
 }
 
 func (st *runState) spend() error {

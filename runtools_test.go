@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -229,5 +230,44 @@ func TestRunToolsCache(t *testing.T) {
 	m["ask"] = changed
 	if got := c.encode(m); string(got) != string(encodeGuestTools(m)) {
 		t.Errorf("a changed description kept the old form: %s", got)
+	}
+}
+
+// TestRunToolsWaiting: Request.Waiting names the call of a run's own tool
+// the program waits for, and how many such calls have started: with early
+// reads, all three reads of a loop have started when the program first
+// waits; ToolCallOf gives each Call its number. A Runner's tool is not
+// counted.
+func TestRunToolsWaiting(t *testing.T) {
+	r := newRunner(t, Manifest{"lookup": testManifest()["lookup"]}, nil)
+	for _, early := range []bool{true, false} {
+		// Each call answers once the program waits for it: then every
+		// program's call is a wait, and the order is the program's.
+		gates := map[int]chan struct{}{1: make(chan struct{}), 2: make(chan struct{}), 3: make(chan struct{})}
+		var seen []int
+		spec := ToolSpec{AllowEarlyRead: true, Call: func(ctx context.Context, args json.RawMessage) (any, error) {
+			<-gates[ToolCallOf(ctx)]
+			return ToolCallOf(ctx), nil
+		}}
+		req := Request{Source: "print('before')\nxs = [lookup(key='book')]\nfor q in ['a', 'b', 'c']:\n    xs.append(ask(q=q))\nxs",
+			EarlyReads: early, Tools: Manifest{"ask": spec},
+			Waiting: func(w ToolWait) {
+				seen = append(seen, w.Call, w.Started)
+				if w.Stdout != "before\n" {
+					t.Errorf("stdout when waiting: %q", w.Stdout)
+				}
+				close(gates[w.Call])
+			}}
+		out := mustRun(t, r, req)
+		if got := string(out.Value); got != `[21,1,2,3]` {
+			t.Errorf("early %v: value %s", early, got)
+		}
+		want := "[1 1 2 2 3 3]"
+		if early {
+			want = "[1 3 2 3 3 3]"
+		}
+		if got := fmt.Sprint(seen); got != want {
+			t.Errorf("early %v: Waiting saw (call, started) %s, want %s", early, got, want)
+		}
 	}
 }

@@ -83,4 +83,5 @@ type runRequest struct {
 	TimeoutMS  int64           `json:"timeout_ms"`
 	EarlyReads bool            `json:"early_reads"`
 	Files      []spine.File    `json:"files"` // data in base64
+	Tools      []ClientTool    `json:"tools"` // answered by the caller (paused.go)
 }

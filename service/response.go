@@ -30,6 +30,15 @@ type Response struct {
 	FilesLeftOut     int              `json:"files_left_out,omitempty"` // files left out of Files by the caps on files
 	Error            *Error           `json:"error"`                    // null on success
 	Timing           Timing           `json:"timing"`
+
+	// A run whose request declared "tools" (paused.go) says where it is:
+	// Status "tool_calls" (paused: Pending are the calls to answer, Stdout
+	// and Stderr the output so far; the other fields are empty) or "done"
+	// (ended: the answer as without tools). RunID names it to
+	// POST /v1/runs/{run_id}/tool_results.
+	Status  string        `json:"status,omitempty"`
+	RunID   string        `json:"run_id,omitempty"`
+	Pending []PendingCall `json:"pending,omitempty"`
 }
 
 // Error says why a run failed or was refused.
@@ -47,7 +56,11 @@ type Error struct {
 	// Options.SessionStore, conflict (409: another replica stored the
 	// session's run first, or a restore under another token's id),
 	// store_unavailable (503) and other_image (503: a session stored by
-	// another Guest build; header Spine-Snapshot-Image names it).
+	// another Guest build; header Spine-Snapshot-Image names it); for
+	// client tools (paused.go), tool_wait (408: the caller did not send
+	// results within Options.ToolWait), too_many_paused (429:
+	// Options.MaxPaused) and conflict (409: a result twice, or for a run
+	// another request continues).
 	Kind string `json:"kind"`
 	// Type, Line and Traceback are set for a Python error: the exception's
 	// class, the line of the program it points to (0 when unknown) and the

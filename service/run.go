@@ -20,8 +20,10 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 
 // runJSON answers a run whose request is r's JSON body (POST /v1/run, and
 // POST /v1/sessions/{id}/run), run in session sess or, when sess is nil, in
-// a Guest of the Runner's pool.
-func (s *Server) runJSON(w http.ResponseWriter, r *http.Request, start time.Time, sess *fleet.Session) {
+// a Guest of the Runner's pool. It reports whether a run with client tools
+// keeps sess, to release it when it ends.
+
+func (s *Server) runJSON(w http.ResponseWriter, r *http.Request, start time.Time, sess *fleet.Session) (kept bool) {
 	var req runRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
 	dec.DisallowUnknownFields()
@@ -40,39 +42,44 @@ func (s *Server) runJSON(w http.ResponseWriter, r *http.Request, start time.Time
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			s.refuse(w, start, http.StatusRequestEntityTooLarge, kindTooLarge, fmt.Sprintf("the request body is over the %d-byte limit", tooBig.Limit))
-			return
+			return false
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			s.refuse(w, start, http.StatusRequestTimeout, kindReadTimeout, "the request body did not arrive within the server's read timeout")
-			return
+			return false
 		}
 		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, "bad JSON body: "+err.Error())
-		return
+		return false
 	}
 	if req.Source == "" {
 		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, `"source" is missing or empty`)
-		return
+		return false
 	}
 	inputs, err := s.runner.CheckInputs(req.Inputs)
 	if err != nil {
 		s.refuse(w, start, outcomeStatus[spine.Classify(err)], string(spine.Classify(err)), err.Error())
-		return
+		return false
 	}
 	if req.TimeoutMS < 0 {
 		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, `"timeout_ms" must not be negative`)
-		return
+		return false
 	}
 	if err := s.runner.CheckFiles(req.Files); err != nil {
 		s.refuse(w, start, outcomeStatus[spine.Classify(err)], string(spine.Classify(err)), err.Error())
-		return
+		return false
 	}
-	s.run(w, r, start, spine.Request{
+	run := spine.Request{
 		Source:     req.Source,
 		Inputs:     inputs,
 		EarlyReads: req.EarlyReads,
 		Timeout:    s.timeout(req.TimeoutMS),
 		Files:      req.Files,
-	}, nil, sess)
+	}
+	if len(req.Tools) > 0 {
+		return s.runClient(w, r, start, run, req.Tools, sess)
+	}
+	s.run(w, r, start, run, nil, sess)
+	return false
 }
 
 // timeout returns the run's time limit for a request's timeout_ms (0 = none).

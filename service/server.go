@@ -6,6 +6,7 @@
 //	POST   /v1/run/stream             the program as the (chunked) request body: prefix mode
 //	POST   /v1/sessions               → 201 {"id": "..."}: a session (sessions.go)
 //	POST   /v1/sessions/{id}/run      as /v1/run, in the session
+//	POST   /v1/runs/{run_id}/tool_results  the results of a paused run's client tools (a request's "tools"; paused.go)
 //	GET    /v1/sessions/{id}/snapshot → the session's snapshot, application/octet-stream
 //	POST   /v1/sessions/restore       a snapshot as the body → 201 {"id": "..."}
 //	DELETE /v1/sessions/{id}          → 204
@@ -193,7 +194,24 @@ type Options struct {
 	// SessionWrite is when a session is written to SessionStore: WriteRun
 	// (the default), WriteAnswer or WriteHibernate.
 	SessionWrite WritePolicy
+
+	// ToolWait bounds how long a run with client tools (a request's
+	// "tools", paused.go) waits for the caller's results: past it the run
+	// is stopped, and a late continuation answered 408 tool_wait with the
+	// output so far. Default DefaultToolWait (5 minutes).
+	ToolWait time.Duration
+
+	// MaxPaused caps the runs with client tools at once, paused or
+	// running; past it a request with "tools" gets 429 too_many_paused.
+	// Each holds a Guest (its memory) while paused, but no slot. With
+	// several tokens each may hold an even share (at least 1). Default
+	// DefaultMaxPaused.
+	MaxPaused int
 }
+
+// DefaultMaxPaused is the default of Options.MaxPaused: as many as the
+// sessions a Runner keeps live by default, each a Guest in memory.
+const DefaultMaxPaused = 64
 
 // DefaultMaxTimeout, DefaultMaxBody and DefaultStreamIdle are the defaults
 // of Options.MaxTimeout, Options.MaxBody and Options.StreamIdle.
@@ -216,6 +234,7 @@ type Server struct {
 	mux      *http.ServeMux
 	registry *prometheus.Registry
 	metrics  *metrics
+	paused   pausedRuns // the runs with client tools (paused.go)
 
 	// crossOrigin refuses the state-changing requests a browser sends from
 	// another origin.
@@ -248,6 +267,12 @@ func New(runner *spine.Runner, opts *Options) *Server {
 	o.StreamSlots = min(o.StreamSlots, o.Slots)
 	if o.StreamIdle <= 0 {
 		o.StreamIdle = DefaultStreamIdle
+	}
+	if o.ToolWait <= 0 {
+		o.ToolWait = DefaultToolWait
+	}
+	if o.MaxPaused <= 0 {
+		o.MaxPaused = DefaultMaxPaused
 	}
 	if o.SessionWrite == "" {
 		o.SessionWrite = WriteRun
@@ -295,6 +320,7 @@ func New(runner *spine.Runner, opts *Options) *Server {
 	s.mux.Handle("POST /v1/sessions", s.accept(noneOrJSON, "POST /v1/sessions", s.handleNewSession))
 	s.mux.Handle("POST /v1/sessions/restore", s.accept(needOctets, "POST /v1/sessions/restore", s.handleRestore))
 	s.mux.Handle("POST /v1/sessions/{id}/run", s.accept(needJSON, "POST /v1/sessions/{id}/run", s.handleSessionRun))
+	s.mux.Handle("POST /v1/runs/{run_id}/tool_results", s.accept(needJSON, "POST /v1/runs/{run_id}/tool_results", s.handleToolResults))
 	s.mux.HandleFunc("GET /v1/sessions/{id}/snapshot", s.handleSnapshot)
 	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.handleDeleteSession)
 	if o.Tool != nil {

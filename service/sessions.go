@@ -46,8 +46,10 @@ type SessionInfo struct {
 // With Options.SessionStore, every session whose state the store lacks is
 // written to it first (a drain loses no session), and Close returns the
 // first write that failed. Without one, the sessions are lost, and Close
-// logs how many at WARN (fleet.Fleet.Close).
+// logs how many at WARN (fleet.Fleet.Close). Runs paused for their
+// callers' tool results are stopped first: they hold their sessions.
 func (s *Server) Close(ctx context.Context) error {
+	s.paused.stopAll()
 	return s.fleet.Close(ctx)
 }
 
@@ -199,8 +201,13 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		return
 	}
-	defer s.fleet.Release(e)
-	s.runJSON(w, r, start, e)
+	kept := false
+	defer func() {
+		if !kept { // a paused run releases it when it ends
+			s.fleet.Release(e)
+		}
+	}()
+	kept = s.runJSON(w, r, start, e)
 }
 
 // handleSnapshot is GET /v1/sessions/{id}/snapshot.

@@ -267,6 +267,7 @@ func TestTokenRequired(t *testing.T) {
 		{[]string{"serve", "--max-conns", "0"}, "must be positive"},
 		{[]string{"mcp", "--http", "127.0.0.1:0", "--read-timeout", "0s"}, "must be positive"},
 		{[]string{"serve", "--stream-idle", "0s"}, "--stream-idle must be positive"},
+		{[]string{"serve", "--paused", "0"}, "--tool-wait and --paused must be positive"},
 		{[]string{"mcp", "--slots", "-1"}, "--slots not negative"},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -473,6 +474,52 @@ func TestTokenProcess(t *testing.T) {
 			t.Errorf("exit code %d", code)
 		}
 	})
+}
+
+// TestClientToolsProcess: spine serve as a process pauses a run at a tool
+// its caller answers, and continues it with the result; a client tool
+// named as one of the server's is refused, naming it.
+func TestClientToolsProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the spine command")
+	}
+	bin := buildSpine(t)
+	p, addr := start(t, bin, "serve", "--listen", "127.0.0.1:0", "--demo-tools", "--tool-wait", "1m", "--paused", "4")
+	post := func(path, body string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Post("http://"+addr+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, out
+	}
+	tool := `{"name": "get_weather", "description": "The weather.", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}`
+	status, out := post("/v1/run", `{"source": "get_weather('Paris')['temp'] * lookup(key='pen')", "tools": [`+tool+`]}`)
+	pending, _ := out["pending"].([]any)
+	if status != 200 || out["status"] != "tool_calls" || len(pending) != 1 {
+		t.Fatalf("status %d %v", status, out)
+	}
+	call := pending[0].(map[string]any)
+	if call["name"] != "get_weather" || call["arguments"].(map[string]any)["city"] != "Paris" {
+		t.Fatalf("pending %v", call)
+	}
+	status, out = post("/v1/runs/"+out["run_id"].(string)+"/tool_results", `{"results": [{"id": "`+call["id"].(string)+`", "value": {"temp": 20}}]}`)
+	if status != 200 || out["status"] != "done" || out["value"] != 40.0 {
+		t.Fatalf("status %d %v", status, out)
+	}
+	status, out = post("/v1/run", `{"source": "1", "tools": [{"name": "lookup"}]}`)
+	if msg, _ := out["error"].(map[string]any)["message"].(string); status != 400 || !strings.Contains(msg, `"lookup"`) {
+		t.Errorf("a client tool named as a server tool: %d %v", status, out)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
 }
 
 // TestMCPLogsClipped: the servers' log lines (the SDK's, with --verbose, in

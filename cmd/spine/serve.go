@@ -52,6 +52,10 @@ flags:
   --stream-slots N         of those, how many streams may hold (default: half, at least 1)
   --stream-idle DURATION   a stream that sends nothing this long is ended with 408 (default 10s)
   --max-timeout DURATION   time limit of every run (default 30s)
+  --tool-wait DURATION     how long a run waits for the results of the tools its caller answers
+                           (a request's "tools"); then it is stopped (default 5m)
+  --paused N               runs with such tools at once, each holding a Guest while it waits;
+                           more get 429, and each token an even share (default 64)
   --token-file FILE        the bearer token, one word (default $SPINE_TOKEN)
   --tokens-file FILE       the tokens, each with a name and its share of the sessions: sessions,
                            live_sessions, hibernated_memory, session_dir_bytes, and store_bytes
@@ -107,6 +111,8 @@ type serveOptions struct {
 	slots       int
 	streamSlots int
 	streamIdle  time.Duration
+	toolWait    time.Duration
+	paused      int
 	maxTimeout  time.Duration
 	grace       time.Duration
 	metrics     string
@@ -144,6 +150,8 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.slots, "slots", 0, "")
 	fs.IntVar(&o.streamSlots, "stream-slots", 0, "")
 	fs.DurationVar(&o.streamIdle, "stream-idle", service.DefaultStreamIdle, "")
+	fs.DurationVar(&o.toolWait, "tool-wait", service.DefaultToolWait, "")
+	fs.IntVar(&o.paused, "paused", service.DefaultMaxPaused, "")
 	fs.DurationVar(&o.maxTimeout, "max-timeout", service.DefaultMaxTimeout, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
 	fs.StringVar(&o.metrics, "metrics-listen", "", "")
@@ -198,6 +206,9 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	}
 	if o.slots < 0 || o.maxTimeout <= 0 || o.grace < 0 || o.drainDelay < 0 {
 		return usageError(stderr, fs.Name(), serveUsage, "--slots, --max-timeout, --grace and --drain-delay must not be negative (nor --max-timeout 0)")
+	}
+	if o.toolWait <= 0 || o.paused <= 0 {
+		return usageError(stderr, fs.Name(), serveUsage, "--tool-wait and --paused must be positive")
 	}
 	if o.streamSlots < 0 || o.streamIdle <= 0 {
 		return usageError(stderr, fs.Name(), serveUsage, "--stream-slots must not be negative and --stream-idle must be positive")
@@ -265,6 +276,8 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		Slots:       o.slots,
 		StreamSlots: o.streamSlots,
 		StreamIdle:  o.streamIdle,
+		ToolWait:    o.toolWait,
+		MaxPaused:   o.paused,
 		MaxTimeout:  o.maxTimeout,
 		Token:       token,
 		Tenants:     tenants,

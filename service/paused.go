@@ -1,0 +1,595 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/fleet"
+)
+
+// A run whose request declares "tools" (client tools, answered by the
+// caller) pauses when its program waits for one of them: the request that
+// started it, or the one that sent the last results, is answered with
+// status "tool_calls" and every call pending, and POST
+// /v1/runs/{run_id}/tool_results sends their results. While paused, a run
+// holds its Guest (and its session's turn) but no run slot, and its time
+// limit does not run; Options.ToolWait bounds the pause, Options.MaxPaused
+// how many such runs there are.
+
+// ClientTool is one entry of a run request's "tools": a tool the caller
+// answers. InputSchema and Parameters are the same thing under the two
+// names the model APIs use; give one.
+type ClientTool struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	Parameters   json.RawMessage `json:"parameters"`
+	OutputSchema json.RawMessage `json:"output_schema"`
+	ReadOnly     bool            `json:"read_only"` // early reads may call it (spine.ToolSpec.AllowEarlyRead)
+}
+
+// PendingCall is a call of a client tool the program waits for: the caller
+// answers it by ID.
+type PendingCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// toolResult is one entry of tool_results' "results".
+type toolResult struct {
+	ID    string          `json:"id"`
+	Value json.RawMessage `json:"value"`
+	Error *struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+	} `json:"error"`
+}
+
+// DefaultToolWait is the default of Options.ToolWait.
+const DefaultToolWait = 5 * time.Minute
+
+// Status values of a run with client tools.
+const (
+	statusToolCalls = "tool_calls"
+	statusDone      = "done"
+	kindToolWait    = "tool_wait"
+	kindTooManyRuns = "too_many_paused"
+)
+
+var (
+	errToolWait = errors.New("the caller did not send the tool results in time")
+	errRunLimit = errors.New("the run's time limit")
+	errGone     = errors.New("the client went away")
+)
+
+// checkClientTools refuses a bad "tools" list and returns it as the run's
+// own tools, each Call asking pr (nil: only the check).
+func checkClientTools(tools []ClientTool, pr *pausedRun) (spine.Manifest, error) {
+	m := make(spine.Manifest, len(tools))
+	for i, t := range tools {
+		if err := spine.ValidName(t.Name); err != nil {
+			return nil, fmt.Errorf("tools[%d]: %v", i, err)
+		}
+		if _, dup := m[t.Name]; dup {
+			return nil, fmt.Errorf("tools[%d]: %q is declared twice", i, t.Name)
+		}
+		schema := t.InputSchema
+		if len(t.Parameters) > 0 {
+			if len(schema) > 0 {
+				return nil, fmt.Errorf(`tools[%d] (%s): give "input_schema" or "parameters", not both`, i, t.Name)
+			}
+			schema = t.Parameters
+		}
+		for what, s := range map[string]json.RawMessage{"input_schema": schema, "output_schema": t.OutputSchema} {
+			if s = bytes.TrimSpace(s); len(s) > 0 && s[0] != '{' {
+				return nil, fmt.Errorf("tools[%d] (%s): %s must be a JSON Schema object", i, t.Name, what)
+			}
+		}
+		if len(bytes.TrimSpace(t.OutputSchema)) == 0 {
+			t.OutputSchema = nil
+		}
+		m[t.Name] = spine.ToolSpec{Call: pr.call(t.Name), AllowEarlyRead: t.ReadOnly, Description: t.Description,
+			InputSchema: schema, OutputSchema: t.OutputSchema}
+	}
+	return m, nil
+}
+
+// pausedRuns are the runs with client tools, by id.
+type pausedRuns struct {
+	mu      sync.Mutex
+	runs    map[string]*pausedRun
+	live    int            // runs not ended
+	byOwner map[string]int // live runs of each owner
+}
+
+// add makes a run's entry for owner, or says why not: Options.MaxPaused,
+// or the owner's share of it when the Server has several tokens.
+func (s *Server) addRun(owner string) (*pausedRun, string) {
+	t := &s.paused
+	limit := s.opts.MaxPaused
+	if n := len(s.tenants); n > 1 {
+		limit = max(1, limit/n)
+	}
+	var b [16]byte
+	rand.Read(b[:])
+	pr := &pausedRun{s: s, id: "run_" + hex.EncodeToString(b[:]), owner: owner,
+		calls: map[int]*clientCall{}, asked: map[string]bool{}, events: make(chan runEvent, 1), finished: make(chan struct{})}
+	pr.ctx, pr.cancel = context.WithCancelCause(context.Background())
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.live >= s.opts.MaxPaused {
+		return nil, fmt.Sprintf("the server holds %d runs with client tools, its limit (--paused); try again later", t.live)
+	}
+	if t.byOwner[owner] >= limit {
+		return nil, fmt.Sprintf("this token holds %d runs with client tools, its share of the server's limit; answer or abandon one first", limit)
+	}
+	if t.runs == nil {
+		t.runs, t.byOwner = map[string]*pausedRun{}, map[string]int{}
+	}
+	t.runs[pr.id] = pr
+	t.live++
+	t.byOwner[owner]++
+	return pr, ""
+}
+
+// ended takes pr out of the live runs, and out of the table after keep.
+func (t *pausedRuns) ended(pr *pausedRun, keep time.Duration) {
+	t.mu.Lock()
+	t.live--
+	if t.byOwner[pr.owner]--; t.byOwner[pr.owner] == 0 {
+		delete(t.byOwner, pr.owner)
+	}
+	if keep <= 0 {
+		delete(t.runs, pr.id)
+	}
+	t.mu.Unlock()
+	if keep > 0 {
+		time.AfterFunc(keep, func() {
+			t.mu.Lock()
+			delete(t.runs, pr.id)
+			t.mu.Unlock()
+		})
+	}
+}
+
+// stopAll stops every run with client tools, and waits until each has
+// ended (and given back its session).
+func (t *pausedRuns) stopAll() {
+	t.mu.Lock()
+	runs := make([]*pausedRun, 0, len(t.runs))
+	for _, pr := range t.runs {
+		runs = append(runs, pr)
+	}
+	t.mu.Unlock()
+	for _, pr := range runs {
+		pr.cancel(spine.ErrClosed)
+		<-pr.finished
+	}
+}
+
+func (t *pausedRuns) get(id, owner string) *pausedRun {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if pr := t.runs[id]; pr != nil && pr.owner == owner {
+		return pr
+	}
+	return nil
+}
+
+// runEvent is what a request waiting on a run answers: a pause or the end.
+type runEvent struct {
+	status int
+	resp   Response
+}
+
+// clientCall is a call of a client tool that reached its Call.
+type clientCall struct {
+	n      int
+	name   string
+	args   json.RawMessage
+	answer chan toolResult
+}
+
+func callID(n int) string { return "call_" + strconv.Itoa(n) }
+
+// pausedRun is a run with client tools.
+type pausedRun struct {
+	s      *Server
+	id     string
+	owner  string
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	events chan runEvent
+	// finished is closed when the run has ended and given back what it
+	// held; cancel is set, and the run started, before the run is in
+	// pausedRuns' reach with it.
+	finished chan struct{}
+
+	mu       sync.Mutex
+	calls    map[int]*clientCall // reached their Call, not answered
+	asked    map[string]bool     // ids a pause listed: true once answered
+	entered  int                 // calls that reached their Call
+	wait     spine.ToolWait      // the last Request.Waiting
+	paused   bool                // a pause was sent; its results have not come
+	expired  bool                // Options.ToolWait ran out while paused
+	ended    bool
+	final    runEvent // when ended
+	slotHeld bool
+	limit    time.Duration // the run's time limit, of its own running only
+	used     time.Duration
+	since    time.Time
+	clock    *time.Timer // the time limit while running
+	waitEnd  *time.Timer // Options.ToolWait while paused
+}
+
+// call is client tool name's Call: it registers the call and waits for its
+// result.
+func (pr *pausedRun) call(name string) spine.Tool {
+	return func(ctx context.Context, args json.RawMessage) (any, error) {
+		c := &clientCall{n: spine.ToolCallOf(ctx), name: name, args: args, answer: make(chan toolResult, 1)}
+		pr.mu.Lock()
+		pr.entered++
+		pr.calls[c.n] = c
+		pr.check()
+		pr.mu.Unlock()
+		select {
+		case res := <-c.answer:
+			if res.Error != nil {
+				msg := res.Error.Message
+				if res.Error.Type != "" {
+					msg = res.Error.Type + ": " + msg
+				}
+				return nil, errors.New(msg)
+			}
+			return res.Value, nil
+		case <-ctx.Done():
+			pr.mu.Lock()
+			delete(pr.calls, c.n)
+			pr.mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// waiting is the run's Request.Waiting.
+func (pr *pausedRun) waiting(w spine.ToolWait) {
+	pr.mu.Lock()
+	pr.wait = w
+	pr.check()
+	pr.mu.Unlock()
+}
+
+// check pauses the run when its program waits for a client call and every
+// call it started has reached its Call: the pending calls are all it can
+// ask before an answer. Under pr.mu.
+func (pr *pausedRun) check() {
+	if pr.paused || pr.ended || pr.wait.Call == 0 || pr.entered < pr.wait.Started || pr.calls[pr.wait.Call] == nil {
+		return
+	}
+	pr.paused = true
+	pr.stopClock()
+	pr.freeSlot()
+	nums := make([]int, 0, len(pr.calls))
+	for n := range pr.calls {
+		nums = append(nums, n)
+	}
+	sort.Ints(nums)
+	resp := Response{Value: json.RawMessage("null"), Status: statusToolCalls, RunID: pr.id, Stdout: pr.wait.Stdout, Stderr: pr.wait.Stderr}
+	for _, n := range nums {
+		c := pr.calls[n]
+		pr.asked[callID(n)] = false
+		resp.Pending = append(resp.Pending, PendingCall{ID: callID(n), Name: c.name, Arguments: c.args})
+	}
+	pr.waitEnd = time.AfterFunc(pr.s.opts.ToolWait, func() {
+		pr.mu.Lock()
+		if pr.paused && !pr.ended {
+			pr.expired = true
+			pr.cancel(errToolWait)
+		}
+		pr.mu.Unlock()
+	})
+	pr.send(runEvent{http.StatusOK, resp})
+}
+
+// send hands ev to the request waiting on the run, in place of one nobody
+// read. Under pr.mu.
+func (pr *pausedRun) send(ev runEvent) {
+	select {
+	case <-pr.events:
+	default:
+	}
+	pr.events <- ev
+}
+
+// startClock and stopClock count the run's own running against its limit.
+// Under pr.mu.
+func (pr *pausedRun) startClock() {
+	pr.since = time.Now()
+	pr.clock = time.AfterFunc(pr.limit-pr.used, func() { pr.cancel(errRunLimit) })
+}
+
+func (pr *pausedRun) stopClock() {
+	if pr.clock != nil {
+		pr.clock.Stop()
+		pr.used += time.Since(pr.since)
+		pr.clock = nil
+	}
+}
+
+// freeSlot gives the run's slot back. Under pr.mu.
+func (pr *pausedRun) freeSlot() {
+	if pr.slotHeld {
+		pr.slotHeld = false
+		<-pr.s.slots
+		pr.s.metrics.inFlight.Dec()
+	}
+}
+
+// runClient runs req, whose request declared tools: it takes sess's turn
+// (when sess is not nil) and a slot, starts the run and answers with its
+// first pause or its end. It reports whether the run keeps sess (it
+// releases it when it ends).
+func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, tools []ClientTool, sess *fleet.Session) (kept bool) {
+	if _, err := checkClientTools(tools, nil); err != nil { // before the cap: a bad list is 400 whatever the load
+		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, err.Error())
+		return false
+	}
+	pr, refused := s.addRun(s.owner(r))
+	if pr == nil {
+		w.Header().Set("Retry-After", "1")
+		s.refuse(w, start, http.StatusTooManyRequests, kindTooManyRuns, refused)
+		return false
+	}
+	manifest, _ := checkClientTools(tools, pr)
+	req.Tools, req.Waiting = manifest, pr.waiting
+	pr.limit = req.Timeout
+	req.Timeout = 0
+	target := s.runner.Run
+	giveTurn := func() {}
+	if sess != nil {
+		lockCtx, cancel := context.WithTimeout(r.Context(), pr.limit)
+		err := sess.Lock(lockCtx)
+		cancel()
+		if err != nil {
+			pr.abandon()
+			s.sessionFailed(w, r, start, opRun, sess, err)
+			return false
+		}
+		giveTurn = func() { sess.Unlock(); s.fleet.Release(sess) }
+		target = func(ctx context.Context, req spine.Request) (*spine.Output, error) {
+			return s.fleet.Run(ctx, sess, req)
+		}
+	}
+	if !s.admit(w, start, false, func() {
+		if sess != nil {
+			sess.Unlock()
+		}
+	}) {
+		pr.abandon()
+		return false
+	}
+	s.metrics.inFlight.Inc()
+	pr.mu.Lock()
+	pr.slotHeld = true
+	pr.startClock()
+	pr.mu.Unlock()
+	go pr.run(target, req, sess, giveTurn)
+	s.awaitRun(w, r, start, pr)
+	return sess != nil
+}
+
+// abandon takes out of the table a run that never started.
+func (pr *pausedRun) abandon() {
+	pr.cancel(nil)
+	pr.s.paused.ended(pr, 0)
+	close(pr.finished)
+}
+
+// run runs the program and hands its end to whoever waits.
+func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Output, error), req spine.Request, sess *fleet.Session, giveTurn func()) {
+	s := pr.s
+	defer close(pr.finished)
+	runStart := time.Now()
+	out, err := target(pr.ctx, req)
+	status, e := http.StatusOK, (*Error)(nil)
+	switch cause := context.Cause(pr.ctx); {
+	case errors.Is(cause, errToolWait):
+		status, e = http.StatusRequestTimeout, &Error{Kind: kindToolWait, Message: fmt.Sprintf("the caller did not send the tool results within %v (--tool-wait); the run was stopped", s.opts.ToolWait)}
+	case errors.Is(cause, errRunLimit):
+		status, e = http.StatusRequestTimeout, &Error{Kind: kindTimeout, Message: timeoutMessage(pr.limit)}
+	case errors.Is(cause, spine.ErrClosed):
+		status, e = http.StatusServiceUnavailable, &Error{Kind: kindClosed, Message: "the server is shutting down"}
+	case errors.Is(cause, errGone):
+		status, e = statusClientClosed, &Error{Kind: kindCanceled, Message: "the client went away; the run was stopped"}
+	case err != nil:
+		status, e = classify(context.Background(), pr.limit, err, nil)
+	}
+	if sess != nil && e != nil {
+		status, e = s.sessionRunError(context.Background(), sess, err, status, e)
+	}
+	pr.mu.Lock()
+	pr.ended = true
+	pr.stopClock()
+	if pr.waitEnd != nil {
+		pr.waitEnd.Stop()
+	}
+	pr.freeSlot()
+	pr.mu.Unlock()
+	pr.cancel(nil)
+	giveTurn()
+	outcome := "ok"
+	if e != nil {
+		outcome = e.Kind
+		s.metrics.errors.WithLabelValues(e.Kind).Inc()
+	}
+	s.metrics.runs.WithLabelValues(outcome).Inc()
+	s.metrics.duration.WithLabelValues(outcome).Observe(time.Since(runStart).Seconds())
+	resp := Response{Error: e, Status: statusDone, RunID: pr.id, Timing: Timing{RunMS: ms(pr.used)}}
+	resp.SetOutput(out)
+	if out != nil {
+		s.metrics.toolCalls.Add(float64(out.ToolCalls))
+	}
+	if resp.Value == nil {
+		resp.Value = json.RawMessage("null")
+	}
+	pr.mu.Lock()
+	pr.final = runEvent{status, resp}
+	pr.send(pr.final)
+	pr.mu.Unlock()
+	keep := time.Duration(0)
+	if e != nil && e.Kind == kindToolWait {
+		keep = max(s.opts.ToolWait, time.Minute) // a late continuation learns what happened
+	}
+	s.paused.ended(pr, keep)
+}
+
+// awaitRun answers r with pr's next pause or its end; a client that goes
+// away first stops the run.
+func (s *Server) awaitRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun) {
+	select {
+	case ev := <-pr.events:
+		ev.resp.Timing.TotalMS = ms(time.Since(start))
+		writeJSON(w, ev.status, ev.resp)
+	case <-r.Context().Done():
+		pr.cancel(errGone)
+	}
+}
+
+// handleToolResults is POST /v1/runs/{run_id}/tool_results: the results of
+// every call the run's last pause listed.
+func (s *Server) handleToolResults(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var body struct {
+		Results []toolResult `json:"results"`
+	}
+	if err := decodeBody(w, r, s.opts.MaxBody, &body); err != nil {
+		s.bodyRefused(w, start, err)
+		return
+	}
+	pr := s.paused.get(r.PathValue("run_id"), s.owner(r))
+	if pr == nil {
+		s.refuse(w, start, http.StatusNotFound, kindNotFound, "no such run: it was never started, has ended, or another token started it")
+		return
+	}
+	pr.mu.Lock()
+	if pr.ended {
+		ev := pr.final
+		pr.mu.Unlock()
+		writeJSON(w, ev.status, ev.resp)
+		return
+	}
+	status, kind, msg := pr.checkResults(body.Results)
+	if msg == "" {
+		select {
+		case s.slots <- struct{}{}:
+			s.metrics.inFlight.Inc()
+		default:
+			w.Header().Set("Retry-After", "1")
+			status, kind, msg = http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d run slots are busy; send the same results again later (the run waits)", cap(s.slots))
+		}
+	}
+	if msg != "" {
+		pr.mu.Unlock()
+		s.refuse(w, start, status, kind, msg)
+		return
+	}
+	pr.paused, pr.slotHeld, pr.wait = false, true, spine.ToolWait{}
+	pr.waitEnd.Stop()
+	pr.startClock()
+	for _, res := range body.Results {
+		n, _ := strconv.Atoi(res.ID[len("call_"):])
+		pr.asked[res.ID] = true
+		if c := pr.calls[n]; c != nil {
+			c.answer <- res
+			delete(pr.calls, n)
+		}
+	}
+	pr.mu.Unlock()
+	s.awaitRun(w, r, start, pr)
+}
+
+// checkResults says what is wrong with results for pr's pause: a status,
+// an error kind and a message, or "" when nothing is. Under pr.mu.
+func (pr *pausedRun) checkResults(results []toolResult) (int, string, string) {
+	if pr.expired {
+		return http.StatusRequestTimeout, kindToolWait, fmt.Sprintf("the results came after %v (--tool-wait): the run was stopped", pr.s.opts.ToolWait)
+	}
+	if !pr.paused {
+		return http.StatusConflict, kindConflict, "the run is not waiting for results: another request is continuing it"
+	}
+	if len(results) == 0 {
+		return http.StatusBadRequest, kindBadRequest, `"results" is missing or empty`
+	}
+	seen := map[string]bool{}
+	for i, res := range results {
+		answered, asked := pr.asked[res.ID]
+		switch {
+		case !asked:
+			return http.StatusBadRequest, kindBadRequest, fmt.Sprintf("results[%d]: the run has no pending call %q", i, res.ID)
+		case answered:
+			return http.StatusConflict, kindConflict, fmt.Sprintf("results[%d]: call %q was answered already", i, res.ID)
+		case seen[res.ID]:
+			return http.StatusBadRequest, kindBadRequest, fmt.Sprintf("results[%d]: call %q is answered twice", i, res.ID)
+		case (res.Error == nil) == (len(res.Value) == 0):
+			return http.StatusBadRequest, kindBadRequest, fmt.Sprintf(`results[%d] (%s): give "value" or "error", one of them`, i, res.ID)
+		case res.Error != nil && res.Error.Message == "":
+			return http.StatusBadRequest, kindBadRequest, fmt.Sprintf(`results[%d] (%s): "error" needs a "message"`, i, res.ID)
+		}
+		seen[res.ID] = true
+	}
+	var missing []string
+	for id, answered := range pr.asked {
+		if !answered && !seen[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return http.StatusBadRequest, kindBadRequest, fmt.Sprintf("results must answer every pending call: missing %v", missing)
+	}
+	return 0, "", ""
+}
+
+// decodeBody decodes r's JSON body, one value within max bytes, unknown
+// fields refused, into v.
+func decodeBody(w http.ResponseWriter, r *http.Request, max int64, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, max))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if extra := dec.Decode(&struct{}{}); extra != io.EOF {
+			err = extra
+			if err == nil {
+				err = errors.New("more than one JSON value in the body")
+			}
+		}
+	}
+	return err
+}
+
+// bodyRefused answers a body decodeBody refused.
+func (s *Server) bodyRefused(w http.ResponseWriter, start time.Time, err error) {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		s.refuse(w, start, http.StatusRequestEntityTooLarge, kindTooLarge, fmt.Sprintf("the request body is over the %d-byte limit", tooBig.Limit))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		s.refuse(w, start, http.StatusRequestTimeout, kindReadTimeout, "the request body did not arrive within the server's read timeout")
+	default:
+		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, "bad JSON body: "+err.Error())
+	}
+}
