@@ -52,10 +52,10 @@ flags:
   --stream-slots N         of those, how many streams may hold (default: half, at least 1)
   --stream-idle DURATION   a stream that sends nothing this long is ended with 408 (default 10s)
   --max-timeout DURATION   time limit of every run (default 30s)
-  --tool-wait DURATION     how long a run waits for the results of the tools its caller answers
-                           (a request's "tools"); then it is stopped (default 5m)
-  --paused N               runs with such tools at once, each holding a Guest while it waits;
-                           more get 429, and each token an even share (default 64)
+  --tool-wait DURATION     how long a run waits for its caller's tool results (default 5m): the
+                           tools a request brings ("tools"); then the run is stopped
+  --paused N               runs with such tools at once (default 64), each holding a Guest while
+                           it waits; more get 429, and each token an even share
   --token-file FILE        the bearer token, one word (default $SPINE_TOKEN)
   --tokens-file FILE       the tokens, each with a name and its share of the sessions: sessions,
                            live_sessions, hibernated_memory, session_dir_bytes, and store_bytes
