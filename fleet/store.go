@@ -47,6 +47,21 @@ func (e *ImageError) Error() string {
 	return "the session's snapshot was taken by another Guest build (image " + e.Image + "); a replica of that build can serve it"
 }
 
+// StoredSnapshotError is a session whose newest stored snapshot this
+// replica cannot restore: damaged, or over its Options.MaxSnapshot or its
+// sessions' memory (a replica with more memory may restore it). It is the
+// server's fault, not the request's: the front doors answer it as one
+// (5xx), and the Fleet logs it with the session's id.
+type StoredSnapshotError struct {
+	ID  string
+	Err error
+}
+
+func (e *StoredSnapshotError) Error() string {
+	return "the stored snapshot of session " + e.ID + " cannot be restored by this server (the server's fault, not the request's; delete the session, or restore it from a snapshot of your own): " + e.Err.Error()
+}
+func (e *StoredSnapshotError) Unwrap() error { return e.Err }
+
 // NotStoredError is a run whose state could not be snapshotted to store
 // (files open, over the snapshot cap, over the owner's store bytes).
 type NotStoredError struct{ Err error }
@@ -106,6 +121,8 @@ func (f *Fleet) fetch(ctx context.Context, id, owner string) (*spine.Session, ui
 	switch {
 	case errors.Is(err, sessionstore.ErrNotFound):
 		return nil, 0, ErrNoSession
+	case errors.Is(err, sessionstore.ErrTooLarge):
+		return nil, 0, f.unrestorable(id, 0, err)
 	case err != nil:
 		return nil, 0, &StoreError{err}
 	case !meta.OwnedBy(owner):
@@ -120,9 +137,22 @@ func (f *Fleet) fetch(ctx context.Context, id, owner string) (*spine.Session, ui
 		if sess != nil {
 			sess.Close(context.Background())
 		}
+		if errors.Is(src.err, sessionstore.ErrTooLarge) {
+			return nil, 0, f.unrestorable(id, meta.Generation, src.err)
+		}
 		return nil, 0, &StoreError{src.err}
 	}
+	if errors.Is(err, spine.ErrSnapshot) || errors.Is(err, spine.ErrSnapshotMismatch) || errors.Is(err, spine.ErrSnapshotTooLarge) {
+		return nil, 0, f.unrestorable(id, meta.Generation, err)
+	}
 	return sess, meta.Generation, err
+}
+
+// unrestorable is the *StoredSnapshotError of id's generation gen (0: not
+// known), logged with the session's id (never its owner's token).
+func (f *Fleet) unrestorable(id string, gen uint64, err error) error {
+	f.opts.Logger.Error("a stored session's snapshot cannot be restored by this server", "session", id, "generation", gen, "error", err)
+	return &StoredSnapshotError{ID: id, Err: err}
 }
 
 // claim returns the generation after which a new session under id for

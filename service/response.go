@@ -46,8 +46,9 @@ type Error struct {
 	// open, which cannot be snapshotted) and too_many_sessions; with
 	// Options.SessionStore, conflict (409: another replica stored the
 	// session's run first, or a restore under another token's id),
-	// store_unavailable (503) and other_image (503: a session stored by
-	// another Guest build; header Spine-Snapshot-Image names it).
+	// store_unavailable (503), other_image (503: a session stored by
+	// another Guest build; header Spine-Snapshot-Image names it) and
+	// stored_snapshot (500: its stored snapshot cannot be restored here).
 	Kind string `json:"kind"`
 	// Type, Line and Traceback are set for a Python error: the exception's
 	// class, the line of the program it points to (0 when unknown) and the
