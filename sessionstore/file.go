@@ -33,6 +33,12 @@ import (
 // is not held back. On a network file system it is as good as that file
 // system's locks (NFS v4 has them; check yours). Where flock does not
 // exist (filelock_other.go) there is no lock, and docs/scaling.md says so.
+//
+// A writer holds a flock on its temporary file until the file is renamed
+// into place or removed. A writer killed mid-write (kill -9) leaves its
+// temporary file, unheld: opening the store removes such files
+// (cleanTemps), and only those, so that replicas opening a directory
+// others write at that moment take nothing from them.
 
 // lockName is the lock file, at the directory's root, out of every key the
 // store lists.
@@ -58,6 +64,9 @@ func openDir(dir string) (*fileBucket, error) {
 	}
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory", dir)
+	}
+	if _, err := cleanTemps(dir); err != nil {
+		return nil, fmt.Errorf("removing the temporary files writers that died left: %w", err)
 	}
 	return &fileBucket{dir: dir}, nil
 }
@@ -171,11 +180,14 @@ func (b *fileBucket) Create(ctx context.Context, key string, md map[string]strin
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name()) // renamed on success: then a no-op
+	// Removed on failure; renamed on success, and then a no-op. The file is
+	// closed (its hold released) only after that: a cleaner never removes
+	// it while it is written or renamed.
+	defer func() {
+		os.Remove(f.Name())
+		f.Close()
+	}()
 	err = write(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -204,7 +216,9 @@ func (b *fileBucket) Create(ctx context.Context, key string, md map[string]strin
 	return nil
 }
 
-// createTemp makes a new temporary file beside path.
+// createTemp makes a new temporary file beside path, held (holdFile)
+// until it is closed. A cleaner (cleanTemps) may remove a file between its
+// making and its hold: then another is made.
 func createTemp(path string) (*os.File, error) {
 	for try := 0; ; try++ {
 		name := path + "." + strconv.FormatInt(time.Now().UnixNano(), 16) + tempExt
@@ -212,8 +226,62 @@ func createTemp(path string) (*os.File, error) {
 		if os.IsExist(err) && try < 10000 {
 			continue
 		}
-		return f, err
+		if err != nil {
+			return nil, err
+		}
+		if err := holdFile(f); err != nil {
+			f.Close()
+			os.Remove(name)
+			return nil, fmt.Errorf("holding %s: %w", name, err)
+		}
+		if same(f, name) {
+			return f, nil
+		}
+		f.Close() // removed by a cleaner before it was held
+		if try >= 10000 {
+			return nil, fmt.Errorf("%s: its temporary files kept being removed", path)
+		}
 	}
+}
+
+// same reports whether the file at name is f.
+func same(f *os.File, name string) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	at, err := os.Lstat(name)
+	return err == nil && os.SameFile(fi, at)
+}
+
+// cleanTemps removes the temporary files under dir that no live writer
+// holds: those a writer that died (kill -9, a crash) left behind, which
+// would otherwise stay forever. A file a writer of this process or
+// another holds is left. Where flock(2) does not exist none is removed.
+// It returns how many it removed.
+func cleanTemps(dir string) (int, error) {
+	removed := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() || !d.Type().IsRegular() || !strings.HasSuffix(d.Name(), tempExt) {
+			return nil
+		}
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return nil // renamed or removed since it was listed
+		}
+		defer f.Close()
+		if tryHold(f) && same(f, path) && os.Remove(path) == nil {
+			removed++
+		}
+		return nil
+	})
+	return removed, err
 }
 
 func (b *fileBucket) Delete(ctx context.Context, key string) error {
