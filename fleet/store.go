@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 
 	"github.com/spine-run/spine"
@@ -23,53 +22,6 @@ import (
 // Options.Write says: a replica that lost the race, or held an older
 // generation, gets a conflict, its run's effect is undone, and its next
 // operation loads the newer one.
-
-// StoreError is a store that failed.
-type StoreError struct{ Err error }
-
-func (e *StoreError) Error() string { return "the session store failed: " + e.Err.Error() }
-func (e *StoreError) Unwrap() error { return e.Err }
-
-// ConflictError is a write that lost to another replica's
-// (sessionstore.ErrConflict).
-type ConflictError struct{ Err error }
-
-func (e *ConflictError) Error() string {
-	return "another replica ran this session at the same time and its run was stored first; this run's effect on the session is undone (" + e.Err.Error() + ")"
-}
-func (e *ConflictError) Unwrap() error { return e.Err }
-
-// ImageError is a stored snapshot that a replica of another Guest build
-// took: a replica of that build (Image, its image key) can serve it.
-type ImageError struct{ Image string }
-
-func (e *ImageError) Error() string {
-	return "the session's snapshot was taken by another Guest build (image " + e.Image + "); a replica of that build can serve it"
-}
-
-// StoredSnapshotError is a session whose newest stored snapshot this
-// replica cannot restore: damaged, or over its Options.MaxSnapshot or its
-// sessions' memory (a replica with more memory may restore it). It is the
-// server's fault, not the request's: the front doors answer it as one
-// (5xx), and the Fleet logs it with the session's id.
-type StoredSnapshotError struct {
-	ID  string
-	Err error
-}
-
-func (e *StoredSnapshotError) Error() string {
-	return "the stored snapshot of session " + e.ID + " cannot be restored by this server (the server's fault, not the request's; delete the session, or restore it from a snapshot of your own): " + e.Err.Error()
-}
-func (e *StoredSnapshotError) Unwrap() error { return e.Err }
-
-// NotStoredError is a run whose state could not be snapshotted to store
-// (files open, over the snapshot cap, over the owner's store bytes).
-type NotStoredError struct{ Err error }
-
-func (e *NotStoredError) Error() string {
-	return "the run's state could not be stored, so its effect on the session is undone: " + e.Err.Error()
-}
-func (e *NotStoredError) Unwrap() error { return e.Err }
 
 // storeCtx is a context for a store operation that must not end with its
 // request (the write of a run that happened), bounded by StoreTimeout.
@@ -146,13 +98,6 @@ func (f *Fleet) fetch(ctx context.Context, id, owner string) (*spine.Session, ui
 		return nil, 0, f.unrestorable(id, meta.Generation, err)
 	}
 	return sess, meta.Generation, err
-}
-
-// unrestorable is the *StoredSnapshotError of id's generation gen (0: not
-// known), logged with the session's id (never its owner's token).
-func (f *Fleet) unrestorable(id string, gen uint64, err error) error {
-	f.opts.Logger.Error("a stored session's snapshot cannot be restored by this server", "session", id, "generation", gen, "error", err)
-	return &StoredSnapshotError{ID: id, Err: err}
 }
 
 // claim returns the generation after which a new session under id for
@@ -438,33 +383,6 @@ func (f *Fleet) Run(ctx context.Context, e *Session, req spine.Request) (*spine.
 	return out, f.commit(ctx, e, err)
 }
 
-// undo leaves e, whose run Cut stopped, as it was before the run: the
-// store's state, or the snapshot before, written in its place. The live
-// state, half a run, is never written.
-func (f *Fleet) undo(ctx context.Context, e *Session, dirty bool, before *os.File) {
-	if f.opts.Store == nil {
-		return
-	}
-	e.stale = true
-	if !dirty {
-		return // the store holds the state before the run
-	}
-	if before == nil {
-		f.opts.Logger.Warn("a run cut by the drain is undone to the session's last stored state: its state before the run could not be snapshotted", "session", e.id)
-		return
-	}
-	ctx, cancel := f.storeCtx(ctx)
-	defer cancel()
-	err := f.put(ctx, e, func(w io.Writer) error {
-		_, err := io.Copy(w, io.NewSectionReader(before, 0, math.MaxInt64))
-		return err
-	})
-	e.stale = true
-	if err != nil {
-		f.opts.Logger.Error("writing a session's state before its cut run to the store failed", "session", e.id, "error", err)
-	}
-}
-
 // commit stores what a run of e left (runErr is the run's error), per
 // Options.Write, and returns the run's error as its answer should say it;
 // the caller holds e's lock.
@@ -502,28 +420,6 @@ func (f *Fleet) commit(ctx context.Context, e *Session, runErr error) error {
 		return err
 	}
 	return runErr
-}
-
-// keep writes the snapshot of e's live state to a new file, which the
-// caller closes and removes: in the Runner's SessionOptions.Dir, else the
-// system's temporary folder. It streams, so it takes no more memory than a
-// write to the store, whatever the session's size. nil when it could not
-// be made; the caller holds e's lock.
-func (f *Fleet) keep(ctx context.Context, e *Session) *os.File {
-	file, err := os.CreateTemp(f.runner.Options().Sessions.Dir, "spine-before-run-*")
-	if err != nil {
-		return nil
-	}
-	bw := bufio.NewWriterSize(file, snapshotBuffer)
-	if _, err = e.s.SnapshotTo(ctx, bw); err == nil {
-		err = bw.Flush()
-	}
-	if err != nil {
-		file.Close()
-		os.Remove(file.Name())
-		return nil
-	}
-	return file
 }
 
 // Snapshot writes e's snapshot to w, the store's newest state first; the
