@@ -3,6 +3,7 @@ package sessionstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -54,10 +56,19 @@ const (
 // fileBucket is the Bucket over the directory dir.
 type fileBucket struct {
 	dir string
+	max int64 // when positive, the most bytes its files may hold (ErrFull)
+
+	mu   sync.Mutex
+	used int64 // with max: the bytes of its files, temporary files included
 }
 
-// openDir is the Bucket over the directory dir, which must exist.
-func openDir(dir string) (*fileBucket, error) {
+// ErrFull is a write to a file:// store past its max_bytes: nothing of it
+// is kept.
+var ErrFull = errors.New("sessionstore: the store's directory is full (its max_bytes)")
+
+// openDir is the Bucket over the directory dir, which must exist, holding
+// at most max bytes when max is positive.
+func openDir(dir string, max int64) (*fileBucket, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return nil, err
@@ -68,7 +79,87 @@ func openDir(dir string) (*fileBucket, error) {
 	if _, err := cleanTemps(dir); err != nil {
 		return nil, fmt.Errorf("removing the temporary files writers that died left: %w", err)
 	}
-	return &fileBucket{dir: dir}, nil
+	b := &fileBucket{dir: dir, max: max}
+	if max > 0 {
+		used, err := stored(dir)
+		if err != nil {
+			return nil, err
+		}
+		b.used = used
+	}
+	return b, nil
+}
+
+// stored returns the bytes of the files of the store in dir: every file in
+// a folder of it (keys have a '/'), not those at its top (its lock; the
+// Runner's snapshots when dir is also a SessionOptions.Dir).
+func stored(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() || filepath.Dir(path) == filepath.Clean(dir) {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n, err
+}
+
+// reserve counts n more bytes of the store's, or refuses them (ErrFull)
+// when they would take it past max.
+func (b *fileBucket) reserve(n int64) error {
+	if b.max <= 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.max {
+		return fmt.Errorf("%w: it holds %d bytes of %d", ErrFull, b.used, b.max)
+	}
+	b.used += n
+	return nil
+}
+
+// release counts n bytes fewer.
+func (b *fileBucket) release(n int64) {
+	if b.max <= 0 || n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+}
+
+// Used returns the bytes of the store's files as it counts them (max_bytes
+// set), temporary files included; 0 without max_bytes.
+func (b *fileBucket) Used() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// countedWriter is a temporary file's writer: each write is reserved
+// against the store's max first.
+type countedWriter struct {
+	b *fileBucket
+	f *os.File
+	n int64 // bytes reserved
+}
+
+func (w *countedWriter) Write(p []byte) (int, error) {
+	if err := w.b.reserve(int64(len(p))); err != nil {
+		return 0, err
+	}
+	w.n += int64(len(p))
+	return w.f.Write(p)
 }
 
 // path is the file of key, which must be a relative '/'-separated name
@@ -177,17 +268,27 @@ func (b *fileBucket) Create(ctx context.Context, key string, md map[string]strin
 		return err
 	}
 	f, err := createTemp(path)
+	if os.IsNotExist(err) { // its folder emptied and removed meanwhile (Expire)
+		if err = os.MkdirAll(filepath.Dir(path), 0o777); err == nil {
+			f, err = createTemp(path)
+		}
+	}
 	if err != nil {
 		return err
 	}
 	// Removed on failure; renamed on success, and then a no-op. The file is
 	// closed (its hold released) only after that: a cleaner never removes
 	// it while it is written or renamed.
+	cw := &countedWriter{b: b, f: f}
+	committed := false
 	defer func() {
 		os.Remove(f.Name())
 		f.Close()
+		if !committed {
+			b.release(cw.n)
+		}
 	}()
-	err = write(f)
+	err = write(cw)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -206,13 +307,21 @@ func (b *fileBucket) Create(ctx context.Context, key string, md map[string]strin
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(path+attrsExt, append(raw, '\n'), 0o666); err != nil {
+	raw = append(raw, '\n')
+	if err := b.reserve(int64(len(raw))); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path+attrsExt, raw, 0o666); err != nil {
+		os.Remove(path + attrsExt)
+		b.release(int64(len(raw)))
 		return err
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
 		os.Remove(path + attrsExt)
+		b.release(int64(len(raw)))
 		return err
 	}
+	committed = true
 	return nil
 }
 
@@ -289,11 +398,13 @@ func (b *fileBucket) Delete(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	if err := os.Remove(path + attrsExt); err != nil && !os.IsNotExist(err) {
-		return err
+	for _, name := range []string{path, path + attrsExt} {
+		fi, statErr := os.Lstat(name)
+		if err := os.Remove(name); err != nil && !os.IsNotExist(err) {
+			return err
+		} else if err == nil && statErr == nil {
+			b.release(fi.Size())
+		}
 	}
 	return nil
 }
