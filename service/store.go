@@ -104,6 +104,11 @@ func storeHeaders(w http.ResponseWriter, err error) {
 // measured for a 200 MB session.
 const StreamMemory = fleet.StreamMemory
 
+// HoldsSession reports whether the Server holds a session under id that
+// its Runner has not closed (fleet.Fleet.Holds): what a sweep of its store
+// (sessionstore.Expire) must leave.
+func (s *Server) HoldsSession(id string) bool { return s.fleet.Holds(id) }
+
 // Hibernated writes a session of the Server's that its Runner hibernated
 // to the store, if the store lacks its state; it is the Runner's
 // SessionOptions.OnHibernate (set it to this method), and what

@@ -18,9 +18,10 @@ import (
 // whose sessions would otherwise stay forever after the Runner closed them
 // (SessionOptions.TTL); a store shared by replicas is expired by the
 // store's own lifecycle rules (docs/scaling.md). A session written after
-// before, or while it runs, is left. Only a file:// store knows when its
-// objects were written: another is an error.
-func Expire(ctx context.Context, st Store, before time.Time) (int, error) {
+// before, or while it runs, is left, and so is one keep reports (nil:
+// none), such as a session the process holds live. Only a file:// store
+// knows when its objects were written: another is an error.
+func Expire(ctx context.Context, st Store, before time.Time, keep func(id string) bool) (int, error) {
 	s, ok := st.(*store)
 	var mt modTimer
 	if ok {
@@ -50,7 +51,7 @@ func Expire(ctx context.Context, st Store, before time.Time) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return removed, err
 		}
-		if !expired(mt, byID[id], before) {
+		if (keep != nil && keep(id)) || !expired(mt, byID[id], before) {
 			continue
 		}
 		if meta, err := s.Head(ctx, id); err == nil && meta.Owner != "" {

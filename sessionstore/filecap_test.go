@@ -109,7 +109,8 @@ func TestFileStoreMaxBytes(t *testing.T) {
 
 // TestFileStoreExpire: Expire removes every object of the sessions whose
 // newest object was written before its time, tombstones included, and
-// their folders, and leaves the others (issue 34.1).
+// their folders, and leaves the others and those the caller keeps (issue
+// 34.1).
 func TestFileStoreExpire(t *testing.T) {
 	dir := t.TempDir()
 	st, err := sessionstore.Open(context.Background(), "file://"+dir)
@@ -117,7 +118,7 @@ func TestFileStoreExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	for _, id := range []string{"old", "deleted", "new"} {
+	for _, id := range []string{"old", "deleted", "held", "new"} {
 		if err := putBytes(st, id, 1, 100); err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +127,7 @@ func TestFileStoreExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	past := time.Now().Add(-2 * time.Hour)
-	for _, id := range []string{"old", "deleted"} {
+	for _, id := range []string{"old", "deleted", "held"} {
 		filepath.WalkDir(filepath.Join(dir, "sessions", id), func(path string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
 				os.Chtimes(path, past, past)
@@ -134,7 +135,7 @@ func TestFileStoreExpire(t *testing.T) {
 			return nil
 		})
 	}
-	n, err := sessionstore.Expire(context.Background(), st, time.Now().Add(-time.Hour))
+	n, err := sessionstore.Expire(context.Background(), st, time.Now().Add(-time.Hour), func(id string) bool { return id == "held" })
 	if err != nil || n != 2 {
 		t.Fatalf("Expire: %d, %v; want 2", n, err)
 	}
@@ -143,14 +144,16 @@ func TestFileStoreExpire(t *testing.T) {
 			t.Errorf("%s's folder is still there: %v", id, err)
 		}
 	}
-	if _, err := st.Head(context.Background(), "new"); err != nil {
-		t.Errorf("the new session: %v", err)
+	for _, id := range []string{"new", "held"} {
+		if _, err := st.Head(context.Background(), id); err != nil {
+			t.Errorf("the %s session: %v", id, err)
+		}
 	}
 	if err := putBytes(st, "old", 1, 100); err != nil { // its folder is made again
 		t.Errorf("writing an expired id anew: %v", err)
 	}
 	mem, _ := sessionstore.Open(context.Background(), "mem://")
-	if _, err := sessionstore.Expire(context.Background(), mem, time.Now()); err == nil {
+	if _, err := sessionstore.Expire(context.Background(), mem, time.Now(), nil); err == nil {
 		t.Error("a mem:// store expired")
 	}
 }

@@ -252,9 +252,6 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 			return exitFailure
 		}
 		defer store.Close()
-		if o.implicitStore() && o.sessionTTL > 0 {
-			defer expireSessions(store, o.sessionTTL, logger)()
-		}
 	}
 	ln, code := listen(out, "--listen", o.listen, tokenList(token, tenants))
 	if ln == nil {
@@ -275,6 +272,9 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		SessionStore: store,
 		SessionWrite: policy,
 	})
+	if store != nil && o.implicitStore() && o.sessionTTL > 0 {
+		defer expireSessions(store, o.sessionTTL, svc.HoldsSession, logger)()
+	}
 	if o.metrics != "" {
 		stopMetrics, code := serveMetrics(o.metrics, svc.Registry(), out)
 		if stopMetrics == nil {
@@ -331,17 +331,18 @@ func (o *serveOptions) implicitStore() bool { return o.sessionStore == "" && o.s
 
 // expireSessions removes from the store of --session-dir the sessions
 // unused for ttl (sessionstore.Expire): those the Runner closed after its
-// --session-ttl, and those stored before a restart and not used since. It
+// --session-ttl, and those stored before a restart and not used since;
+// never one the server holds (held), which its Runner closes first. It
 // sweeps at once and then every ttl/4 (at most a minute) until the
 // returned stop is called, which waits for a sweep under way.
-func expireSessions(st sessionstore.Store, ttl time.Duration, logger *slog.Logger) (stop func()) {
+func expireSessions(st sessionstore.Store, ttl time.Duration, held func(id string) bool, logger *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	every := min(max(ttl/4, 10*time.Millisecond), time.Minute)
 	go func() {
 		defer close(done)
 		for {
-			n, err := sessionstore.Expire(ctx, st, time.Now().Add(-ttl))
+			n, err := sessionstore.Expire(ctx, st, time.Now().Add(-ttl), held)
 			if err != nil && ctx.Err() == nil {
 				logger.Warn("expiring the sessions of --session-dir failed", "error", err)
 			} else if n > 0 {
