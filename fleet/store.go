@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/sessionstore"
@@ -21,38 +22,6 @@ import (
 // Options.Write says: a replica that lost the race, or held an older
 // generation, gets a conflict, its run's effect is undone, and its next
 // operation loads the newer one.
-
-// StoreError is a store that failed.
-type StoreError struct{ Err error }
-
-func (e *StoreError) Error() string { return "the session store failed: " + e.Err.Error() }
-func (e *StoreError) Unwrap() error { return e.Err }
-
-// ConflictError is a write that lost to another replica's
-// (sessionstore.ErrConflict).
-type ConflictError struct{ Err error }
-
-func (e *ConflictError) Error() string {
-	return "another replica ran this session at the same time and its run was stored first; this run's effect on the session is undone (" + e.Err.Error() + ")"
-}
-func (e *ConflictError) Unwrap() error { return e.Err }
-
-// ImageError is a stored snapshot that a replica of another Guest build
-// took: a replica of that build (Image, its image key) can serve it.
-type ImageError struct{ Image string }
-
-func (e *ImageError) Error() string {
-	return "the session's snapshot was taken by another Guest build (image " + e.Image + "); a replica of that build can serve it"
-}
-
-// NotStoredError is a run whose state could not be snapshotted to store
-// (files open, over the snapshot cap, over the owner's store bytes).
-type NotStoredError struct{ Err error }
-
-func (e *NotStoredError) Error() string {
-	return "the run's state could not be stored, so its effect on the session is undone: " + e.Err.Error()
-}
-func (e *NotStoredError) Unwrap() error { return e.Err }
 
 // storeCtx is a context for a store operation that must not end with its
 // request (the write of a run that happened), bounded by StoreTimeout.
@@ -104,6 +73,8 @@ func (f *Fleet) fetch(ctx context.Context, id, owner string) (*spine.Session, ui
 	switch {
 	case errors.Is(err, sessionstore.ErrNotFound):
 		return nil, 0, ErrNoSession
+	case errors.Is(err, sessionstore.ErrTooLarge):
+		return nil, 0, f.unrestorable(id, 0, err)
 	case err != nil:
 		return nil, 0, &StoreError{err}
 	case !meta.OwnedBy(owner):
@@ -118,7 +89,13 @@ func (f *Fleet) fetch(ctx context.Context, id, owner string) (*spine.Session, ui
 		if sess != nil {
 			sess.Close(context.Background())
 		}
+		if errors.Is(src.err, sessionstore.ErrTooLarge) {
+			return nil, 0, f.unrestorable(id, meta.Generation, src.err)
+		}
 		return nil, 0, &StoreError{src.err}
+	}
+	if errors.Is(err, spine.ErrSnapshot) || errors.Is(err, spine.ErrSnapshotMismatch) || errors.Is(err, spine.ErrSnapshotTooLarge) {
+		return nil, 0, f.unrestorable(id, meta.Generation, err)
 	}
 	return sess, meta.Generation, err
 }
@@ -369,6 +346,116 @@ func (f *Fleet) load(ctx context.Context, e *Session) (s *spine.Session, gen uin
 		return s, gen, false, err
 	}
 	return nil, 0, false, &StoreError{fmt.Errorf("%w: %s kept changing while it was loaded", sessionstore.ErrConflict, e.id)}
+}
+
+// Run runs req in e: the store's newest state first (loaded when another
+// replica wrote it), then the run, then its write (Options.Write). The
+// caller holds e's lock. A run Cut stops returns ErrCut and leaves e as it
+// was before the run.
+func (f *Fleet) Run(ctx context.Context, e *Session, req spine.Request) (*spine.Output, error) {
+	if f.IsCut() {
+		return nil, ErrCut
+	}
+	if err := f.refresh(ctx, e); err != nil {
+		return nil, err
+	}
+	// A session whose state the store lacks keeps a snapshot of it while
+	// the run goes on, in a file: a run Cut stops is undone to it.
+	dirty := e.dirty
+	var before *os.File
+	if f.opts.Store != nil && dirty {
+		before = f.keep(ctx, e) // nil (files open, no room): what the store has
+		if before != nil {
+			defer func() {
+				before.Close()
+				os.Remove(before.Name())
+			}()
+		}
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(f.cut, cancel)()
+	out, err := e.s.Run(runCtx, req)
+	if err != nil && f.IsCut() && !errors.As(err, new(*spine.PythonError)) {
+		f.undo(ctx, e, dirty, before)
+		return out, ErrCut
+	}
+	return out, f.commit(ctx, e, err)
+}
+
+// commit stores what a run of e left (runErr is the run's error), per
+// Options.Write, and returns the run's error as its answer should say it;
+// the caller holds e's lock.
+func (f *Fleet) commit(ctx context.Context, e *Session, runErr error) error {
+	if f.opts.Store == nil {
+		return runErr
+	}
+	if runErr != nil && !errors.As(runErr, new(*spine.PythonError)) {
+		if e.s.Err() != nil {
+			e.stale = true // lost: the store holds the state before this run
+		}
+		return runErr
+	}
+	e.dirty = true
+	if f.opts.Write == WriteHibernate {
+		return runErr
+	}
+	ctx, cancel := f.storeCtx(ctx)
+	if f.opts.Write == WriteAnswer {
+		// The snapshot streams to the store after the answer; e's next
+		// operation waits for it (settle), so it stores this run's state.
+		done := make(chan struct{})
+		e.pending = done
+		go func() {
+			defer close(done)
+			defer cancel()
+			if err := f.put(ctx, e, f.live(ctx, e)); err != nil {
+				f.opts.Logger.Error("writing a session after answering failed", "session", e.id, "error", err)
+			}
+		}()
+		return runErr
+	}
+	defer cancel()
+	if err := f.put(ctx, e, f.live(ctx, e)); err != nil {
+		return err
+	}
+	return runErr
+}
+
+// Snapshot writes e's snapshot to w, the store's newest state first; the
+// caller holds e's lock.
+func (f *Fleet) Snapshot(ctx context.Context, e *Session, w io.Writer) (int64, error) {
+	if err := f.refresh(ctx, e); err != nil {
+		return 0, err
+	}
+	return e.s.SnapshotTo(ctx, w)
+}
+
+// Fresh gives e a new, empty session in place of its state, as the
+// generation after the store's newest; the caller holds e's lock.
+func (f *Fleet) Fresh(ctx context.Context, e *Session) error {
+	e.settle()
+	var gen uint64
+	if f.opts.Store != nil {
+		var err error
+		if gen, err = f.after(ctx, e.id, e.owner); err != nil {
+			return err
+		}
+	}
+	sess, err := f.open(ctx, e.owner)
+	if err != nil {
+		return err
+	}
+	old, ok := f.swap(e, sess)
+	if !ok {
+		sess.Close(context.Background())
+		return ErrNoSession
+	}
+	if old != nil {
+		old.Close(context.Background())
+	}
+	e.gen, e.stale, e.dirty = gen, false, true
+	return nil
 }
 
 // live is the snapshot of e's session, streamed from its Guest's pages.

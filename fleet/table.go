@@ -135,6 +135,15 @@ func (f *Fleet) has(e *Session) bool {
 // replaced since it was taken.
 func (f *Fleet) Held(e *Session) bool { return f.has(e) }
 
+// Holds reports whether the Fleet holds a session under id that its
+// Runner has not closed (live or hibernated), whoever owns it.
+func (f *Fleet) Holds(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.byID[id]
+	return e != nil && (e.busy > 0 || !e.ended())
+}
+
 // Forget takes e out of the Fleet, if it is there, and closes its live
 // session (an error of its own, a session its Runner closed): its next
 // operation finds no session, or loads it from the store.

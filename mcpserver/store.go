@@ -166,6 +166,11 @@ func (h *handler) storedCall(ctx context.Context, id, owner, who string, req spi
 			spine.Classify(runErr) == spine.OutcomeClosed {
 			return nil, protocolError(runErr)
 		}
+		if errors.As(runErr, new(*fleet.StoredSnapshotError)) {
+			// The server's fault, not the call's (the Fleet logged it with
+			// the session's id): a JSON-RPC error, not a tool's.
+			return nil, runErr
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}

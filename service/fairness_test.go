@@ -78,3 +78,37 @@ func infoID(t *testing.T, raw []byte) string {
 	}
 	return info.ID
 }
+
+// TestSessionsShareLeftOut: a token with no sessions cap of its own gets an
+// even share of the Runner's Max, as of its other limits: it cannot take
+// every place and leave the other token none (issue 34.6).
+func TestSessionsShareLeftOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a Runner of its own")
+	}
+	r := spinetest.NewRunner(t, nil, &spine.Options{PoolSize: -1, Sessions: spine.SessionOptions{Max: 4, MaxLive: 4, Idle: -1}})
+	_, ts := newSessionServer(t, r, &service.Options{Tenants: []service.Tenant{
+		{Name: "a", Token: "token-a"},
+		{Name: "b", Token: "token-b", Limits: spine.TenantLimits{Live: 2}},
+	}})
+	a := client{t: t, url: ts.URL, token: "token-a"}
+	b := client{t: t, url: ts.URL, token: "token-b"}
+	made := 0
+	for range 4 {
+		status, raw, _ := a.send("POST", "/v1/sessions", "", nil)
+		if status != http.StatusCreated {
+			wantError(t, "a's session past its share", status, a.answer(status, raw), http.StatusServiceUnavailable, "too_many_sessions")
+			continue
+		}
+		made++
+	}
+	if made != 2 {
+		t.Errorf("token a made %d sessions of the Runner's 4, want its share of 2", made)
+	}
+	for i := range 2 {
+		status, raw, _ := b.send("POST", "/v1/sessions", "", nil)
+		if status != http.StatusCreated {
+			t.Fatalf("b's session %d: status %d, %s", i, status, raw)
+		}
+	}
+}

@@ -55,9 +55,10 @@ type Error struct {
 	// open, which cannot be snapshotted) and too_many_sessions; with
 	// Options.SessionStore, conflict (409: another replica stored the
 	// session's run first, or a restore under another token's id),
-	// store_unavailable (503) and other_image (503: a session stored by
-	// another Guest build; header Spine-Snapshot-Image names it); for
-	// client tools (paused.go), tool_wait (408: the caller did not send
+	// store_unavailable (503), other_image (503: a session stored by
+	// another Guest build; header Spine-Snapshot-Image names it) and
+	// stored_snapshot (500: its stored snapshot cannot be restored here);
+	// for client tools (paused.go), tool_wait (408: the caller did not send
 	// results within Options.ToolWait), too_many_paused (429:
 	// Options.MaxPaused) and conflict (409: a result twice, or for a run
 	// another request continues).

@@ -151,8 +151,10 @@ type Options struct {
 	// SessionsPerToken, when positive, caps the sessions each token (each
 	// client, see Tokens) may hold at once through the Server, so that one
 	// client cannot take all of the Runner's SessionOptions.Max; past it a
-	// create or restore gets 503 too_many_sessions. Default 0: no cap of its
-	// own.
+	// create or restore gets 503 too_many_sessions. Default 0: with several
+	// tokens (or one with limits of its own), an even share of
+	// SessionOptions.Max, as the Runner's other limits are (Shares); with
+	// one token, the Runner's.
 	SessionsPerToken int
 
 	// MaxSnapshot caps the body of POST /v1/sessions/restore, a snapshot,

@@ -52,6 +52,10 @@ const (
 	// kindOtherImage (503): the stored snapshot is of another Guest build;
 	// a replica of that build can restore it (header Spine-Snapshot-Image).
 	kindOtherImage = "other_image"
+	// kindStoredSnapshot (500): the session's stored snapshot cannot be
+	// restored by this server (damaged, or over its snapshot cap or its
+	// sessions' memory): the server's fault, logged with the session's id.
+	kindStoredSnapshot = "stored_snapshot"
 )
 
 // storeAnswer maps a store's error to a status, a kind and a message; ok is
@@ -62,8 +66,11 @@ func storeAnswer(err error) (status int, kind, msg string, ok bool) {
 		image    *fleet.ImageError
 		store    *fleet.StoreError
 		state    *fleet.NotStoredError
+		stored   *fleet.StoredSnapshotError
 	)
 	switch {
+	case errors.As(err, &stored):
+		return http.StatusInternalServerError, kindStoredSnapshot, err.Error(), true
 	case errors.As(err, &conflict), errors.Is(err, fleet.ErrTaken):
 		return http.StatusConflict, kindConflict, err.Error(), true
 	case errors.As(err, &image):
@@ -86,7 +93,7 @@ func storeHeaders(w http.ResponseWriter, err error) {
 	if errors.As(err, &image) {
 		w.Header().Set("Spine-Snapshot-Image", image.Image)
 	}
-	if _, kind, _, ok := storeAnswer(err); ok && kind != kindConflict && kind != kindBadSnapshot && kind != kindTooLarge {
+	if _, kind, _, ok := storeAnswer(err); ok && kind != kindConflict && kind != kindBadSnapshot && kind != kindTooLarge && kind != kindStoredSnapshot {
 		w.Header().Set("Retry-After", "1")
 	}
 }
@@ -96,6 +103,11 @@ func storeHeaders(w http.ResponseWriter, err error) {
 // session's size (fleet.StreamMemory). docs/sessions.md gives the figure
 // measured for a 200 MB session.
 const StreamMemory = fleet.StreamMemory
+
+// HoldsSession reports whether the Server holds a session under id that
+// its Runner has not closed (fleet.Fleet.Holds): what a sweep of its store
+// (sessionstore.Expire) must leave.
+func (s *Server) HoldsSession(id string) bool { return s.fleet.Holds(id) }
 
 // Hibernated writes a session of the Server's that its Runner hibernated
 // to the store, if the store lacks its state; it is the Runner's

@@ -16,7 +16,8 @@ import (
 // TestStoreSnapshotCap: a run whose snapshot is over Options.MaxSnapshot
 // is answered 409 too_large and undone, and the store keeps nothing of
 // its snapshot (no generation, no file); a replica whose cap is under a
-// stored snapshot refuses to load it with the same kind, and leaves it.
+// stored snapshot refuses to load it (500 stored_snapshot: the server's
+// fault, not the request's), and leaves it.
 func TestStoreSnapshotCap(t *testing.T) {
 	dir := t.TempDir()
 	st, err := sessionstore.Open(context.Background(), "file://"+dir)
@@ -54,7 +55,7 @@ func TestStoreSnapshotCap(t *testing.T) {
 		t.Fatal(got)
 	}
 	status, out = small.run(id, "len(blob)")
-	if status != http.StatusConflict || out.Error == nil || out.Error.Kind != "too_large" {
+	if status != http.StatusInternalServerError || out.Error == nil || out.Error.Kind != "stored_snapshot" {
 		t.Fatalf("loading a snapshot over the cap: %d %+v", status, out.Error)
 	}
 	if got := large.mustRun(id, "len(blob)"); got != "3000000" {

@@ -14,10 +14,10 @@ import (
 
 // A Tenant is a client of the Server: its token, a name for logs (never the
 // token), and its share of the Runner's sessions. A zero field of Limits is
-// an even share: the Runner's limit (spine.SessionOptions: MaxLive,
+// an even share: the Runner's limit (spine.SessionOptions: Max, MaxLive,
 // HibernatedMemory, DirBytes) divided by the number of tokens the Server
-// has, so that with several tokens none can take another's share; Sessions
-// 0 is Options.SessionsPerToken.
+// has, so that with several tokens none can take another's share (Shares);
+// Sessions 0 is Options.SessionsPerToken when that is positive.
 //
 // StoreBytes, when positive, caps the bytes the token's sessions keep in
 // Options.SessionStore, each counted at its newest snapshot's size, across
@@ -60,13 +60,32 @@ func newTenants(runner *spine.Runner, o *Options) []*tenant {
 	if len(given) == 1 && given[0].Limits == (spine.TenantLimits{}) {
 		return []*tenant{newTenant(given[0], nil)}
 	}
-	so := runner.Options().Sessions
-	n := len(given)
-	out := make([]*tenant, 0, n)
-	for _, g := range given {
-		l := g.Limits
+	shares := Shares(given, runner.Options().Sessions, o.SessionsPerToken)
+	out := make([]*tenant, 0, len(given))
+	for i, g := range given {
+		out = append(out, newTenant(g, runner.NewTenant(g.Name, shares[i])))
+	}
+	return out
+}
+
+// Shares returns the share of a Runner whose SessionOptions are so that
+// each of tenants gets from a Server: its Limits, a zero field filled with
+// an even share of the Runner's, the Runner's limit divided by the number
+// of tokens (1 at least for Sessions and Live); Sessions with
+// sessionsPerToken first, when positive (Options.SessionsPerToken). With
+// more tokens than the Runner has places (or limits given that add up to
+// more than it has), the shares add up to more than the Runner: one token
+// filling its share can take another's, which spine serve warns of.
+func Shares(tenants []Tenant, so spine.SessionOptions, sessionsPerToken int) []spine.TenantLimits {
+	n := len(tenants)
+	out := make([]spine.TenantLimits, n)
+	for i, t := range tenants {
+		l := t.Limits
 		if l.Sessions == 0 {
-			l.Sessions = o.SessionsPerToken
+			l.Sessions = sessionsPerToken
+		}
+		if l.Sessions == 0 {
+			l.Sessions = max(1, so.Max/n)
 		}
 		if l.Live == 0 {
 			l.Live = max(1, so.MaxLive/n)
@@ -77,7 +96,7 @@ func newTenants(runner *spine.Runner, o *Options) []*tenant {
 		if l.DirBytes == 0 {
 			l.DirBytes = so.DirBytes / uint64(n)
 		}
-		out = append(out, newTenant(g, runner.NewTenant(g.Name, l)))
+		out[i] = l
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package sessionstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -33,6 +35,12 @@ import (
 // is not held back. On a network file system it is as good as that file
 // system's locks (NFS v4 has them; check yours). Where flock does not
 // exist (filelock_other.go) there is no lock, and docs/scaling.md says so.
+//
+// A writer holds a flock on its temporary file until the file is renamed
+// into place or removed. A writer killed mid-write (kill -9) leaves its
+// temporary file, unheld: opening the store removes such files
+// (cleanTemps), and only those, so that replicas opening a directory
+// others write at that moment take nothing from them.
 
 // lockName is the lock file, at the directory's root, out of every key the
 // store lists.
@@ -48,10 +56,19 @@ const (
 // fileBucket is the Bucket over the directory dir.
 type fileBucket struct {
 	dir string
+	max int64 // when positive, the most bytes its files may hold (ErrFull)
+
+	mu   sync.Mutex
+	used int64 // with max: the bytes of its files, temporary files included
 }
 
-// openDir is the Bucket over the directory dir, which must exist.
-func openDir(dir string) (*fileBucket, error) {
+// ErrFull is a write to a file:// store past its max_bytes: nothing of it
+// is kept.
+var ErrFull = errors.New("sessionstore: the store's directory is full (its max_bytes)")
+
+// openDir is the Bucket over the directory dir, which must exist, holding
+// at most max bytes when max is positive.
+func openDir(dir string, max int64) (*fileBucket, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return nil, err
@@ -59,7 +76,90 @@ func openDir(dir string) (*fileBucket, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory", dir)
 	}
-	return &fileBucket{dir: dir}, nil
+	if _, err := cleanTemps(dir); err != nil {
+		return nil, fmt.Errorf("removing the temporary files writers that died left: %w", err)
+	}
+	b := &fileBucket{dir: dir, max: max}
+	if max > 0 {
+		used, err := stored(dir)
+		if err != nil {
+			return nil, err
+		}
+		b.used = used
+	}
+	return b, nil
+}
+
+// stored returns the bytes of the files of the store in dir: every file in
+// a folder of it (keys have a '/'), not those at its top (its lock; the
+// Runner's snapshots when dir is also a SessionOptions.Dir).
+func stored(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() || filepath.Dir(path) == filepath.Clean(dir) {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n, err
+}
+
+// reserve counts n more bytes of the store's, or refuses them (ErrFull)
+// when they would take it past max.
+func (b *fileBucket) reserve(n int64) error {
+	if b.max <= 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.max {
+		return fmt.Errorf("%w: it holds %d bytes of %d", ErrFull, b.used, b.max)
+	}
+	b.used += n
+	return nil
+}
+
+// release counts n bytes fewer.
+func (b *fileBucket) release(n int64) {
+	if b.max <= 0 || n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+}
+
+// Used returns the bytes of the store's files as it counts them (max_bytes
+// set), temporary files included; 0 without max_bytes.
+func (b *fileBucket) Used() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// countedWriter is a temporary file's writer: each write is reserved
+// against the store's max first.
+type countedWriter struct {
+	b *fileBucket
+	f *os.File
+	n int64 // bytes reserved
+}
+
+func (w *countedWriter) Write(p []byte) (int, error) {
+	if err := w.b.reserve(int64(len(p))); err != nil {
+		return 0, err
+	}
+	w.n += int64(len(p))
+	return w.f.Write(p)
 }
 
 // path is the file of key, which must be a relative '/'-separated name
@@ -168,14 +268,27 @@ func (b *fileBucket) Create(ctx context.Context, key string, md map[string]strin
 		return err
 	}
 	f, err := createTemp(path)
+	if os.IsNotExist(err) { // its folder emptied and removed meanwhile (Expire)
+		if err = os.MkdirAll(filepath.Dir(path), 0o777); err == nil {
+			f, err = createTemp(path)
+		}
+	}
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name()) // renamed on success: then a no-op
-	err = write(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	// Removed on failure; renamed on success, and then a no-op. The file is
+	// closed (its hold released) only after that: a cleaner never removes
+	// it while it is written or renamed.
+	cw := &countedWriter{b: b, f: f}
+	committed := false
+	defer func() {
+		os.Remove(f.Name())
+		f.Close()
+		if !committed {
+			b.release(cw.n)
+		}
+	}()
+	err = write(cw)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -194,17 +307,27 @@ func (b *fileBucket) Create(ctx context.Context, key string, md map[string]strin
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(path+attrsExt, append(raw, '\n'), 0o666); err != nil {
+	raw = append(raw, '\n')
+	if err := b.reserve(int64(len(raw))); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path+attrsExt, raw, 0o666); err != nil {
+		os.Remove(path + attrsExt)
+		b.release(int64(len(raw)))
 		return err
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
 		os.Remove(path + attrsExt)
+		b.release(int64(len(raw)))
 		return err
 	}
+	committed = true
 	return nil
 }
 
-// createTemp makes a new temporary file beside path.
+// createTemp makes a new temporary file beside path, held (holdFile)
+// until it is closed. A cleaner (cleanTemps) may remove a file between its
+// making and its hold: then another is made.
 func createTemp(path string) (*os.File, error) {
 	for try := 0; ; try++ {
 		name := path + "." + strconv.FormatInt(time.Now().UnixNano(), 16) + tempExt
@@ -212,8 +335,62 @@ func createTemp(path string) (*os.File, error) {
 		if os.IsExist(err) && try < 10000 {
 			continue
 		}
-		return f, err
+		if err != nil {
+			return nil, err
+		}
+		if err := holdFile(f); err != nil {
+			f.Close()
+			os.Remove(name)
+			return nil, fmt.Errorf("holding %s: %w", name, err)
+		}
+		if same(f, name) {
+			return f, nil
+		}
+		f.Close() // removed by a cleaner before it was held
+		if try >= 10000 {
+			return nil, fmt.Errorf("%s: its temporary files kept being removed", path)
+		}
 	}
+}
+
+// same reports whether the file at name is f.
+func same(f *os.File, name string) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	at, err := os.Lstat(name)
+	return err == nil && os.SameFile(fi, at)
+}
+
+// cleanTemps removes the temporary files under dir that no live writer
+// holds: those a writer that died (kill -9, a crash) left behind, which
+// would otherwise stay forever. A file a writer of this process or
+// another holds is left. Where flock(2) does not exist none is removed.
+// It returns how many it removed.
+func cleanTemps(dir string) (int, error) {
+	removed := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() || !d.Type().IsRegular() || !strings.HasSuffix(d.Name(), tempExt) {
+			return nil
+		}
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return nil // renamed or removed since it was listed
+		}
+		defer f.Close()
+		if tryHold(f) && same(f, path) && os.Remove(path) == nil {
+			removed++
+		}
+		return nil
+	})
+	return removed, err
 }
 
 func (b *fileBucket) Delete(ctx context.Context, key string) error {
@@ -221,11 +398,13 @@ func (b *fileBucket) Delete(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	if err := os.Remove(path + attrsExt); err != nil && !os.IsNotExist(err) {
-		return err
+	for _, name := range []string{path, path + attrsExt} {
+		fi, statErr := os.Lstat(name)
+		if err := os.Remove(name); err != nil && !os.IsNotExist(err) {
+			return err
+		} else if err == nil && statErr == nil {
+			b.release(fi.Size())
+		}
 	}
 	return nil
 }

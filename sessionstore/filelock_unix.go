@@ -28,3 +28,26 @@ func lockFile(path string) (unlock func(), err error) {
 	}
 	return func() { f.Close() }, nil // closing the file releases its lock
 }
+
+// holdFile takes an exclusive flock on f, a temporary file its writer
+// holds while it writes it: until f is closed (or the process dies), a
+// cleaner's tryHold of the file fails.
+func holdFile(f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// tryHold reports whether f's flock was free and is now held by f: no
+// live writer holds the file.
+func tryHold(f *os.File) bool {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err != syscall.EINTR {
+			return err == nil
+		}
+	}
+}

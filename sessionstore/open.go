@@ -6,12 +6,16 @@ import (
 	"io"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
 // Open returns the Store at rawURL: file:///DIR (a directory that exists;
 // replicas sharing it write create-only across processes) or mem:// (a new
-// store in this process's memory). A prefix query parameter puts every key
+// store in this process's memory). A file:// store's max_bytes parameter
+// bounds the bytes of its files, temporary ones included, as this process
+// counts them (those there when it opens, and its own writes and deletes):
+// a write past it fails with ErrFull and keeps nothing. A prefix query parameter puts every key
 // under that prefix. The stores in the cloud (s3://, gs://, azblob://) are
 // opened by the module github.com/spine-run/spine/cloudstore, whose Open
 // takes these URLs too.
@@ -31,15 +35,26 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 	pre := q.Get("prefix")
 	q.Del("prefix")
 	q.Del("no_tmp_dir") // a file is always written beside its place
+	var maxBytes int64
+	if v := q.Get("max_bytes"); q.Has("max_bytes") && u.Scheme == "file" {
+		if maxBytes, err = strconv.ParseInt(v, 10, 64); err != nil || maxBytes < 1 {
+			return nil, fmt.Errorf("sessionstore: %s: max_bytes %q is not a positive number of bytes", Redact(u), v)
+		}
+		q.Del("max_bytes")
+	}
 	for name := range q {
-		return nil, fmt.Errorf("sessionstore: %s: unknown parameter %q (a %s:// store takes prefix)", Redact(u), name, u.Scheme)
+		takes := "prefix"
+		if u.Scheme == "file" {
+			takes = "prefix and max_bytes"
+		}
+		return nil, fmt.Errorf("sessionstore: %s: unknown parameter %q (a %s:// store takes %s)", Redact(u), name, u.Scheme, takes)
 	}
 	var b Bucket
 	if u.Scheme == "file" {
 		if u.Host != "" && u.Host != "localhost" {
 			return nil, fmt.Errorf("sessionstore: %s: a file:// URL names a directory on this machine (file:///DIR)", Redact(u))
 		}
-		if b, err = openDir(filepath.FromSlash(u.Path)); err != nil {
+		if b, err = openDir(filepath.FromSlash(u.Path), maxBytes); err != nil {
 			return nil, fmt.Errorf("sessionstore: opening %s: %w", Redact(u), err)
 		}
 	} else {

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spine-run/spine"
@@ -95,7 +96,9 @@ session flags:
                            run, before answering; default), answer (after answering),
                            hibernate (when it hibernates and when the server stops;
                            the default with --session-dir alone) (docs/scaling.md)
-  --session-dir-mib N      the most the snapshots in --session-dir may hold, in MiB (default 16384)
+  --session-dir-mib N      the most the files in --session-dir may hold, in MiB (default 16384);
+                           without --session-store, half for the hibernated sessions and half
+                           for those kept across restarts, removed once unused for --session-ttl
 
 exit codes: 0 stopped by SIGINT or SIGTERM once the runs in flight were
 answered and the sessions stored, 2 usage error (a bad config file
@@ -225,6 +228,9 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if err != nil {
 		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
+	if o.implicitStore() {
+		sessions.DirBytes /= 2 // the other half is the store's (store)
+	}
 	logger, err := o.log.logger(stderr)
 	if err != nil {
 		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
@@ -289,6 +295,9 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		SessionStore: store,
 		SessionWrite: policy,
 	})
+	if store != nil && o.implicitStore() && o.sessionTTL > 0 {
+		defer expireSessions(store, o.sessionTTL, svc.HoldsSession, logger)()
+	}
 	if o.metrics != "" {
 		stopMetrics, code := serveMetrics(o.metrics, svc.Registry(), out)
 		if stopMetrics == nil {
@@ -332,8 +341,47 @@ func (o *serveOptions) store() (string, service.WritePolicy, error) {
 	if err != nil {
 		return "", "", err
 	}
-	u := url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}
+	// Half of --session-dir-mib is the store's, half the Runner's
+	// hibernated snapshots' (serveCommand): the folder holds no more.
+	total := int64(o.sessionDirMiB) << 20
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(dir), RawQuery: "max_bytes=" + strconv.FormatInt(total-total/2, 10)}
 	return u.String(), service.WriteHibernate, nil
+}
+
+// implicitStore reports whether the session store is --session-dir's
+// (store): no --session-store.
+func (o *serveOptions) implicitStore() bool { return o.sessionStore == "" && o.sessionDir != "" }
+
+// expireSessions removes from the store of --session-dir the sessions
+// unused for ttl (sessionstore.Expire): those the Runner closed after its
+// --session-ttl, and those stored before a restart and not used since;
+// never one the server holds (held), which its Runner closes first. It
+// sweeps at once and then every ttl/4 (at most a minute) until the
+// returned stop is called, which waits for a sweep under way.
+func expireSessions(st sessionstore.Store, ttl time.Duration, held func(id string) bool, logger *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	every := min(max(ttl/4, 10*time.Millisecond), time.Minute)
+	go func() {
+		defer close(done)
+		for {
+			n, err := sessionstore.Expire(ctx, st, time.Now().Add(-ttl), held)
+			if err != nil && ctx.Err() == nil {
+				logger.Warn("expiring the sessions of --session-dir failed", "error", err)
+			} else if n > 0 {
+				logger.Debug("expired the sessions of --session-dir unused for --session-ttl", "sessions", n)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(every):
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // startHTTP serves handler on ln, bounded by limits (a zero field means its

@@ -210,28 +210,36 @@ func (b *byteCount) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// checkShares warns on stderr when the tokens' limits add up to more than
-// the server's: then one token filling its share can take another's; and
-// when a token has a store_bytes but the server no store.
+// checkShares warns on stderr when the tokens' shares (each as the server
+// makes it: a limit left out is an even share, service.Shares) add up to
+// more than the server's: then one token filling its share can take
+// another's (with more tokens than --live-sessions, each still has one
+// live session, and one token's new session can cost another's session
+// that holds files open); and when a token has a store_bytes but the
+// server no store.
 func checkShares(tenants []service.Tenant, so spine.SessionOptions, store bool, stderr io.Writer) {
-	var live int
-	var hib, dir uint64
-	for _, t := range tenants {
-		live += t.Limits.Live
-		hib += t.Limits.HibernatedMemory
-		dir += t.Limits.DirBytes
-		if t.StoreBytes > 0 && !store {
+	var sessions, live, hib, dir uint64
+	for i, l := range service.Shares(tenants, so, 0) {
+		sessions += uint64(l.Sessions)
+		live += uint64(l.Live)
+		hib += l.HibernatedMemory
+		dir += l.DirBytes
+		if t := tenants[i]; t.StoreBytes > 0 && !store {
 			fmt.Fprintf(stderr, "spine serve: warning: token %q has a store_bytes, which only a --session-store uses\n", t.Name)
 		}
 	}
-	warn := func(what string, sum, total uint64) {
-		if sum > total {
-			fmt.Fprintf(stderr, "spine serve: warning: the tokens' %s add up to %d, over the server's %d: a token filling its share can take another's\n", what, sum, total)
+	warn := func(what, flag string, sum, total uint64) {
+		if total > 0 && sum > total {
+			if flag != "" {
+				flag = " (" + flag + ")"
+			}
+			fmt.Fprintf(stderr, "spine serve: warning: the tokens' %s add up to %d, over the server's %d%s: a token filling its share can take another's\n", what, sum, total, flag)
 		}
 	}
-	warn("live_sessions", uint64(live), uint64(so.MaxLive))
-	warn("hibernated_memory", hib, so.HibernatedMemory)
+	warn("sessions", "--sessions", sessions, uint64(so.Max))
+	warn("live_sessions", "--live-sessions", live, uint64(so.MaxLive))
+	warn("hibernated_memory", "", hib, so.HibernatedMemory)
 	if so.Dir != "" {
-		warn("session_dir_bytes", dir, so.DirBytes)
+		warn("session_dir_bytes", "--session-dir-mib", dir, so.DirBytes)
 	}
 }

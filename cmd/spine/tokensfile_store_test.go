@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/service"
 )
 
 // TestTokensFileStoreBytes: store_bytes takes the sizes hibernated_memory
@@ -140,4 +141,30 @@ func tokenSend(t *testing.T, method, url, token, body string) (int, string) {
 	var out bytes.Buffer
 	out.ReadFrom(resp.Body)
 	return resp.StatusCode, out.String()
+}
+
+// TestCheckSharesLeftOut: the shares are checked as the server makes them,
+// a limit left out an even share: more tokens than --live-sessions
+// overcommit the live places (each has one), and a sessions given to one
+// token past what the others' even shares leave overcommits --sessions
+// (issue 34.6).
+func TestCheckSharesLeftOut(t *testing.T) {
+	so := spine.SessionOptions{Max: 100, MaxLive: 2, HibernatedMemory: 1 << 30}
+	three := []service.Tenant{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	var warned bytes.Buffer
+	checkShares(three, so, false, &warned)
+	if want := "the tokens' live_sessions add up to 3, over the server's 2 (--live-sessions)"; !strings.Contains(warned.String(), want) {
+		t.Errorf("warned %q, want %q", warned.String(), want)
+	}
+	warned.Reset()
+	so.MaxLive = 6
+	checkShares(three, so, false, &warned)
+	if warned.Len() != 0 {
+		t.Errorf("even shares warned: %q", warned.String())
+	}
+	three[0].Limits.Sessions = 90 // b and c: 33 each
+	checkShares(three, so, false, &warned)
+	if want := "the tokens' sessions add up to 156, over the server's 100 (--sessions)"; !strings.Contains(warned.String(), want) {
+		t.Errorf("warned %q, want %q", warned.String(), want)
+	}
 }
