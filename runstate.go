@@ -85,6 +85,9 @@ func (st *runState) tool(name string) (ToolSpec, bool) {
 // own numbers a call of request's tool when it is one of the run's own
 // (Request.Tools) and returns ctx carrying the number; 0 and ctx for others.
 func (st *runState) own(ctx context.Context, tool string) (int, context.Context) {
+	if len(st.tools) == 0 {
+		return 0, ctx // most runs: nothing to number on a tool call's path
+	}
 	if _, runner := st.runner.manifest[tool]; runner {
 		return 0, ctx
 	}

@@ -313,6 +313,17 @@ func (f *Fleet) refresh(ctx context.Context, e *Session) error {
 	if err != nil {
 		return err
 	}
+	if err := f.install(e, sess, gen, dirty); err != nil {
+		return err
+	}
+	f.opts.OnStore("refresh")
+	return nil
+}
+
+// install makes sess e's session at generation gen (dirty: the store lacks
+// its state), closing the one it replaces; ErrNoSession, sess closed, when e
+// has left the table meanwhile.
+func (f *Fleet) install(e *Session, sess *spine.Session, gen uint64, dirty bool) error {
 	old, ok := f.swap(e, sess)
 	if !ok {
 		sess.Close(context.Background())
@@ -322,7 +333,6 @@ func (f *Fleet) refresh(ctx context.Context, e *Session) error {
 		old.Close(context.Background())
 	}
 	e.gen, e.stale, e.dirty = gen, false, dirty
-	f.opts.OnStore("refresh")
 	return nil
 }
 
@@ -446,16 +456,7 @@ func (f *Fleet) Fresh(ctx context.Context, e *Session) error {
 	if err != nil {
 		return err
 	}
-	old, ok := f.swap(e, sess)
-	if !ok {
-		sess.Close(context.Background())
-		return ErrNoSession
-	}
-	if old != nil {
-		old.Close(context.Background())
-	}
-	e.gen, e.stale, e.dirty = gen, false, true
-	return nil
+	return f.install(e, sess, gen, true)
 }
 
 // live is the snapshot of e's session, streamed from its Guest's pages.
