@@ -1,0 +1,149 @@
+"""The asyncio client: AsyncClient and AsyncSession, the same API as Client
+and Session with coroutines. Requests run on threads of the client's own
+(over http.client), max_requests at once; a task cancelled while it waits for
+the server closes its connection, so the server stops the run."""
+
+import asyncio
+import concurrent.futures
+import functools
+import os
+
+from ._core import RESULT_RETRIES, Result, answer_async, run_body
+from ._http import Aborter, Transport
+from .client import DEFAULT_URL, _quote
+from .errors import SpineError
+
+__all__ = ["AsyncClient", "AsyncSession"]
+
+
+class AsyncClient:
+    """The asyncio twin of Client. Tools may be coroutine functions (the
+    calls of one pause are awaited together) or plain functions (called on
+    the event loop's thread: one that blocks blocks the loop; make it a
+    coroutine function with asyncio.to_thread inside)."""
+
+    def __init__(self, base_url=None, token=None, http_timeout=None, max_requests=32):
+        base_url = base_url or os.environ.get("SPINE_URL") or DEFAULT_URL
+        token = token if token is not None else os.environ.get("SPINE_TOKEN") or None
+        self.base_url = base_url
+        self._http = Transport(base_url, token, http_timeout, max_idle=max_requests)
+        # A thread per request waiting for the server: max_requests at once.
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_requests, thread_name_prefix="spine-client")
+
+    async def _call(self, fn, *args):
+        """fn(*args, aborter=...) on a thread; cancelled, it aborts the
+        request."""
+        aborter = Aborter()
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._pool, functools.partial(fn, *args, aborter=aborter))
+        try:
+            return await future
+        except asyncio.CancelledError:
+            aborter.abort()
+            raise
+
+    async def _json(self, method, path, payload=None):
+        return await self._call(self._http.json, method, path, payload)
+
+    async def _request(self, method, path, body=None, content_type=None):
+        status, headers, data = await self._call(self._http.request, method, path, body, content_type)
+        return status, headers, data
+
+    async def run(self, source, tools=None, inputs=None, files=None, timeout=None, early_reads=None):
+        """Client.run, awaited."""
+        body, by_name = run_body(source, tools, inputs, files, timeout, early_reads)
+        return await self._drive("/v1/run", body, by_name)
+
+    async def _drive(self, path, body, tools):
+        answer = await self._json("POST", path, body)
+        pauses = 0
+        while answer.get("status") == "tool_calls":
+            results = await answer_async(tools, answer.get("pending") or [])
+            pauses += 1
+            answer = await self._send_results(answer["run_id"], results)
+        return Result(answer, pauses)
+
+    async def _send_results(self, run_id, results):
+        path = "/v1/runs/%s/tool_results" % _quote(run_id)
+        for attempt in range(RESULT_RETRIES + 1):
+            try:
+                return await self._json("POST", path, {"results": results})
+            except SpineError as e:
+                if e.kind != "overloaded" or attempt == RESULT_RETRIES:
+                    raise
+                await asyncio.sleep(e.retry_after or 1)
+
+    async def session(self):
+        """A new session; use it in an async with block to delete it at the end."""
+        answer = await self._json("POST", "/v1/sessions")
+        return AsyncSession(self, answer["id"])
+
+    def attach(self, session_id):
+        """The session of this id, made before (no request is sent)."""
+        return AsyncSession(self, session_id)
+
+    async def restore(self, snapshot, session_id=None):
+        """A new session from a snapshot's bytes."""
+        path = "/v1/sessions/restore"
+        if session_id is not None:
+            path += "?id=" + _quote(session_id)
+        answer = Transport.decode(*await self._request("POST", path, bytes(snapshot), "application/octet-stream"))
+        return AsyncSession(self, answer["id"])
+
+    async def tool_definition(self):
+        """GET /v1/tool."""
+        return await self._json("GET", "/v1/tool")
+
+    async def health(self):
+        """GET /healthz."""
+        return await self._json("GET", "/healthz")
+
+    async def aclose(self):
+        self._http.close()
+        self._pool.shutdown(wait=False)
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.aclose()
+
+
+class AsyncSession:
+    """The asyncio twin of Session."""
+
+    def __init__(self, client, session_id):
+        self.client = client
+        self.id = session_id
+
+    def _path(self, tail=""):
+        return "/v1/sessions/" + _quote(self.id) + tail
+
+    async def run(self, source, tools=None, inputs=None, files=None, timeout=None, early_reads=None):
+        """Session.run, awaited."""
+        body, by_name = run_body(source, tools, inputs, files, timeout, early_reads)
+        return await self.client._drive(self._path("/run"), body, by_name)
+
+    async def snapshot(self):
+        """The session's state as bytes."""
+        status, headers, data = await self.client._request("GET", self._path("/snapshot"))
+        if status >= 400:
+            Transport.decode(status, headers, data)
+        return data
+
+    async def delete(self):
+        """Ends the session; a session gone already is no error."""
+        try:
+            Transport.decode(*await self.client._request("DELETE", self._path()))
+        except SpineError as e:
+            if e.status != 404:
+                raise
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.delete()
+
+    def __repr__(self):
+        return "AsyncSession(%r)" % self.id

@@ -1,0 +1,154 @@
+"""The sync client: Client and Session."""
+
+import os
+import time
+import urllib.parse
+
+from ._core import RESULT_RETRIES, Result, answer_sync, run_body
+from ._http import Transport
+from .errors import SpineError
+
+__all__ = ["Client", "Session", "DEFAULT_URL"]
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+def _quote(segment):
+    return urllib.parse.quote(segment, safe="")
+
+
+class Client:
+    """A client of a spine serve: runs programs, answering the tools they
+    call with Python functions of this process, and opens sessions.
+
+    base_url defaults to $SPINE_URL, else http://127.0.0.1:8080; token to
+    $SPINE_TOKEN (sent as a bearer token); http_timeout is the socket
+    timeout in seconds (None: as long as the server takes, which bounds
+    every run). Safe to use from several threads; close() (or a with block)
+    closes its kept-alive connections.
+    """
+
+    def __init__(self, base_url=None, token=None, http_timeout=None):
+        base_url = base_url or os.environ.get("SPINE_URL") or DEFAULT_URL
+        token = token if token is not None else os.environ.get("SPINE_TOKEN") or None
+        self.base_url = base_url
+        self._http = Transport(base_url, token, http_timeout)
+
+    def run(self, source, tools=None, inputs=None, files=None, timeout=None, early_reads=None):
+        """Runs source and returns its Result; raises SpineError (ProgramError
+        for an uncaught Python exception) when the run does not end normally.
+
+        tools: the tools the program may call beside the server's, answered
+        here: a dict of names ("get_weather", "crm.search") to functions or
+        Tools, or a list of them. Each time the program waits for one, the
+        run pauses; the client calls the functions of every pending call (a
+        function that raises sends an error, which raises in the program)
+        and sends the results, until the run ends. inputs: the program's
+        inputs dict; files: {name: bytes or str} placed in its working
+        directory; timeout: its time limit in seconds (its own running, the
+        pauses not counted); early_reads: the server's early reads (default:
+        on when a tool is read_only, so that a loop of reads is one pause).
+        """
+        body, by_name = run_body(source, tools, inputs, files, timeout, early_reads)
+        return self._drive("/v1/run", body, by_name)
+
+    def _drive(self, path, body, tools):
+        answer = self._http.json("POST", path, body)
+        pauses = 0
+        while answer.get("status") == "tool_calls":
+            results = answer_sync(tools, answer.get("pending") or [])
+            pauses += 1
+            answer = self._send_results(answer["run_id"], results)
+        return Result(answer, pauses)
+
+    def _send_results(self, run_id, results):
+        path = "/v1/runs/%s/tool_results" % _quote(run_id)
+        for attempt in range(RESULT_RETRIES + 1):
+            try:
+                return self._http.json("POST", path, {"results": results})
+            except SpineError as e:
+                if e.kind != "overloaded" or attempt == RESULT_RETRIES:
+                    raise
+                time.sleep(e.retry_after or 1)
+
+    def session(self):
+        """A new session (POST /v1/sessions): its runs keep what each
+        defines for the next. Use it in a with block to delete it at the end."""
+        answer = self._http.json("POST", "/v1/sessions")
+        return Session(self, answer["id"])
+
+    def attach(self, session_id):
+        """The session of this id, made before (no request is sent)."""
+        return Session(self, session_id)
+
+    def restore(self, snapshot, session_id=None):
+        """A new session from a snapshot's bytes (POST /v1/sessions/restore);
+        session_id restores under a chosen id where the server allows it."""
+        path = "/v1/sessions/restore"
+        if session_id is not None:
+            path += "?id=" + _quote(session_id)
+        status, headers, data = self._http.request("POST", path, bytes(snapshot), "application/octet-stream")
+        answer = Transport.decode(status, headers, data)
+        return Session(self, answer["id"])
+
+    def tool_definition(self):
+        """GET /v1/tool: run_python as an agent declares it to its model
+        (name, description, input_schema, output_schema)."""
+        return self._http.json("GET", "/v1/tool")
+
+    def health(self):
+        """GET /healthz."""
+        return self._http.json("GET", "/healthz")
+
+    def close(self):
+        self._http.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Session:
+    """A session of a spine serve: run(), snapshot(), delete(). In a with
+    block, it is deleted at the end."""
+
+    def __init__(self, client, session_id):
+        self.client = client
+        self.id = session_id
+
+    def _path(self, tail=""):
+        return "/v1/sessions/" + _quote(self.id) + tail
+
+    def run(self, source, tools=None, inputs=None, files=None, timeout=None, early_reads=None):
+        """Runs source in the session, as Client.run does. While a run with
+        client tools is paused the session is busy: its next run waits."""
+        body, by_name = run_body(source, tools, inputs, files, timeout, early_reads)
+        return self.client._drive(self._path("/run"), body, by_name)
+
+    def snapshot(self):
+        """The session's state as bytes, for Client.restore here or on
+        another server with the same tools and Spine. It holds everything
+        the session's programs saw: keep it as secret."""
+        status, headers, data = self.client._http.request("GET", self._path("/snapshot"))
+        if status >= 400:
+            Transport.decode(status, headers, data)
+        return data
+
+    def delete(self):
+        """Ends the session (DELETE); a session gone already is no error."""
+        try:
+            Transport.decode(*self.client._http.request("DELETE", self._path()))
+        except SpineError as e:
+            if e.status != 404:
+                raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.delete()
+
+    def __repr__(self):
+        return "Session(%r)" % self.id

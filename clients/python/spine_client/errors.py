@@ -1,0 +1,65 @@
+"""The exceptions of spine_client: every answer of the server that is not a
+success, each carrying the server's error object."""
+
+__all__ = ["SpineError", "ProgramError"]
+
+
+class SpineError(Exception):
+    """An answer of the server that is not a success: a refused request
+    (400, 404, 429, ...) or a run that did not end normally (408, 422, 500,
+    ...).
+
+    status is the HTTP status; kind, message and error the server's error
+    object (``error`` as it came: kind, type, message, line, traceback);
+    response the whole answer when it was JSON (a run's answer holds its
+    stdout and stderr so far); retry_after the seconds of a Retry-After
+    header (429, 503), else None.
+    """
+
+    def __init__(self, status, error, response=None, retry_after=None):
+        self.status = status
+        self.error = dict(error or {})
+        self.kind = self.error.get("kind", "")
+        self.message = self.error.get("message", "")
+        self.response = response if response is not None else {}
+        self.retry_after = retry_after
+        super().__init__("%d %s: %s" % (status, self.kind or "error", self.message))
+
+    @property
+    def stdout(self):
+        """What the program printed before it failed ("" for a refusal)."""
+        return self.response.get("stdout", "")
+
+    @property
+    def stderr(self):
+        return self.response.get("stderr", "")
+
+
+class ProgramError(SpineError):
+    """The program raised an uncaught exception (422, kind "python"): type
+    is the exception's class, line the program's line it points to (0 when
+    unknown), traceback the formatted traceback."""
+
+    @property
+    def type(self):
+        return self.error.get("type", "")
+
+    @property
+    def line(self):
+        return self.error.get("line", 0)
+
+    @property
+    def traceback(self):
+        return self.error.get("traceback", "")
+
+
+def error_of(status, body, retry_after=None):
+    """The exception for an answer of status whose body is body (a dict
+    when it was JSON, else the text)."""
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        cls = ProgramError if body["error"].get("kind") == "python" else SpineError
+        return cls(status, body["error"], body, retry_after)
+    text = body if isinstance(body, str) else repr(body)
+    if len(text) > 500:
+        text = text[:500] + "..."
+    return SpineError(status, {"kind": "http", "message": text or "HTTP %d with no body" % status}, None, retry_after)

@@ -1,0 +1,70 @@
+"""The tests' spine serve: built from this repository (or $SPINE_BIN), started
+on a free loopback port with the demo tools and a token, stopped at the end."""
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # spine_client, without installing it
+REPO = HERE.parent.parent.parent
+TOKEN = "spine-client-python-tests-token"
+
+
+def _binary(tmp):
+    if os.environ.get("SPINE_BIN"):
+        return os.environ["SPINE_BIN"]
+    out = os.path.join(tmp, "spine")
+    subprocess.run(["go", "build", "-o", out, "./cmd/spine"], cwd=REPO, check=True)
+    return out
+
+
+class Server:
+    def __init__(self, url, proc, log):
+        self.url, self.proc, self.log = url, proc, log
+
+
+@pytest.fixture(scope="session")
+def server():
+    with tempfile.TemporaryDirectory() as tmp:
+        token_file = os.path.join(tmp, "token")
+        with open(token_file, "w") as f:
+            f.write(TOKEN)
+        os.chmod(token_file, 0o600)
+        env = dict(os.environ, SPINE_CONFIG="", SPINE_TOKEN="")
+        args = [_binary(tmp), "serve", "--listen", "127.0.0.1:0", "--demo-tools", "--drain-delay=0",
+                "--token-file", token_file, "--slots", "8", "--paused", "16"]
+        proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=env)
+        log = []
+        url = None
+        for line in proc.stderr:
+            log.append(line)
+            if "listening on http://" in line:
+                url = "http://" + line.split("listening on http://", 1)[1].split()[0]
+                break
+        if url is None:
+            proc.wait()
+            pytest.fail("spine serve did not start (exit %s):\n%s" % (proc.returncode, "".join(log)))
+        drain = threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True)
+        drain.start()
+        try:
+            yield Server(url, proc, log)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait()
+            drain.join()
+            assert code == 0, "spine serve exited %d:\n%s" % (code, "".join(log))
+
+
+@pytest.fixture
+def client(server):
+    from spine_client import Client
+
+    with Client(server.url, token=TOKEN) as c:
+        yield c
