@@ -6,7 +6,7 @@ GO ?= go
 # output of every failure (internal/testprogress).
 PROGRESS = $(GO) run ./internal/testprogress
 
-.PHONY: demo test ci gofmt vet tidy test-all race fuzz fuzz-short examples bench guest guest-check cpython-tests install-check data-guest data-guest-check data-native data-test numpy-tests pandas-tests image image-bench deploy-test fleet-test
+.PHONY: demo test ci gofmt vet tidy test-all race fuzz fuzz-short examples bench guest guest-check cpython-tests install-check data-guest data-guest-check data-native data-test numpy-tests pandas-tests image image-bench deploy-test fleet-test py-client-tests
 
 demo: ## run the seed's demo
 	$(GO) run ./cmd/spine demo
@@ -24,7 +24,7 @@ SLOW_TESTS = ^(TestDifferentialPrefixMode|TestDifferentialEarlyReads|TestPLMMemo
 test: vet ## the quick suite: vet, then every test with -short but SLOW_TESTS (the real Guest included; soak, corpora and processes skipped)
 	$(PROGRESS) $(GO) test -json -short -skip '$(SLOW_TESTS)' -timeout 20m $(PKGS)
 
-ci: gofmt vet test-all race fuzz-short examples cpython-tests data-test deploy-test fleet-test install-check ## everything CI runs (docs/testing.md has the parts and their durations)
+ci: gofmt vet test-all race fuzz-short examples py-client-tests cpython-tests data-test deploy-test fleet-test install-check ## everything CI runs (docs/testing.md has the parts and their durations)
 
 gofmt: ## fails when gofmt would change a file
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -41,6 +41,9 @@ race: ## every test with the race detector; -short skips the heaviest (soak, ben
 
 examples: ## the examples module (its own go.mod: the model SDKs): vet, build and its tests against recorded exchanges
 	cd examples && $(GO) vet ./... && $(GO) test -timeout 10m ./...
+
+py-client-tests: ## the Python client (clients/python): its tests with Debian's pytest (python3-pytest, installed if missing) against a real spine serve they start, built into build/bin
+	clients/python/test.sh
 
 install-check: ## the core's go line is the lowest its dependencies allow and its module graph has no cloud SDK; then a release simulated (deploy/release): every module published at the release version into a module proxy in a folder, spine installed from it with go install and its demo run, the README's first program built after go get (docs/release.md)
 	$(GO) test -count=1 -run '^(TestGoDirective|TestLeanCore)$$' -v .
