@@ -13,6 +13,9 @@ __all__ = ["Client", "Session", "DEFAULT_URL"]
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 
+_sleep = time.sleep  # the wait before results are sent again (a test's hook)
+
+
 def _quote(segment):
     return urllib.parse.quote(segment, safe="")
 
@@ -69,7 +72,7 @@ class Client:
             except SpineError as e:
                 if e.kind != "overloaded" or attempt == RESULT_RETRIES:
                     raise
-                time.sleep(e.retry_after or 1)
+                _sleep(e.retry_after or 1)
 
     def session(self):
         """A new session (POST /v1/sessions): its runs keep what each

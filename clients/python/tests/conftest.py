@@ -1,6 +1,7 @@
 """The tests' spine serve: built from this repository (or $SPINE_BIN), started
 on a free loopback port with the demo tools and a token, stopped at the end."""
 
+import contextlib
 import os
 import pathlib
 import signal
@@ -17,29 +18,35 @@ REPO = HERE.parent.parent.parent
 TOKEN = "spine-client-python-tests-token"
 
 
-def _binary(tmp):
-    if os.environ.get("SPINE_BIN"):
-        return os.environ["SPINE_BIN"]
-    out = os.path.join(tmp, "spine")
-    subprocess.run(["go", "build", "-o", out, "./cmd/spine"], cwd=REPO, check=True)
-    return out
-
-
 class Server:
     def __init__(self, url, proc, log):
         self.url, self.proc, self.log = url, proc, log
 
 
 @pytest.fixture(scope="session")
-def server():
+def spine_bin():
+    """The spine command: $SPINE_BIN, else built from this repository."""
+    if os.environ.get("SPINE_BIN"):
+        yield os.environ["SPINE_BIN"]
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "spine")
+        subprocess.run(["go", "build", "-o", out, "./cmd/spine"], cwd=REPO, check=True)
+        yield out
+
+
+@contextlib.contextmanager
+def serve(binary, *flags):
+    """A spine serve on a free loopback port, with the demo tools, the token
+    TOKEN and flags; stopped (SIGTERM, exit code 0) at the end."""
     with tempfile.TemporaryDirectory() as tmp:
         token_file = os.path.join(tmp, "token")
         with open(token_file, "w") as f:
             f.write(TOKEN)
         os.chmod(token_file, 0o600)
         env = dict(os.environ, SPINE_CONFIG="", SPINE_TOKEN="")
-        args = [_binary(tmp), "serve", "--listen", "127.0.0.1:0", "--demo-tools", "--drain-delay=0",
-                "--token-file", token_file, "--slots", "8", "--paused", "16"]
+        args = [binary, "serve", "--listen", "127.0.0.1:0", "--demo-tools", "--drain-delay=0",
+                "--token-file", token_file] + list(flags)
         proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=env)
         log = []
         url = None
@@ -60,6 +67,12 @@ def server():
             code = proc.wait()
             drain.join()
             assert code == 0, "spine serve exited %d:\n%s" % (code, "".join(log))
+
+
+@pytest.fixture(scope="session")
+def server(spine_bin):
+    with serve(spine_bin, "--slots", "8", "--paused", "16") as s:
+        yield s
 
 
 @pytest.fixture

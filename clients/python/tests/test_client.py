@@ -1,6 +1,7 @@
 """spine_client.Client against a real spine serve (conftest.py)."""
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -276,3 +277,42 @@ def test_answers_not_from_spine():
         srv.shutdown()
         srv.server_close()
         t.join()
+
+
+def test_results_sent_again_when_every_slot_is_busy(spine_bin, monkeypatch):
+    """Results refused 429 (the one slot busy: the run keeps waiting) are
+    sent again after Retry-After. The slot's holder, a looping run, is
+    stopped during the client's wait, by closing its connection."""
+    from conftest import serve
+    from spine_client._http import Aborter
+
+    with serve(spine_bin, "--slots", "1") as srv, Client(srv.url, token=TOKEN) as c:
+        holder = Aborter()
+        held, threads = [], []
+
+        def hold():
+            try:
+                c._http.json("POST", "/v1/run", {"source": "while True:\n    pass"}, aborter=holder)
+            except OSError as e:
+                held.append(e)
+
+        def busy() -> str:
+            """Starts a run that takes the only slot, and waits until it has it."""
+            threads.append(threading.Thread(target=hold))
+            threads[0].start()
+            while c.health()["slots_busy"] == 0:
+                time.sleep(0.01)
+            return "go on"
+
+        waits = []
+
+        def sleep(seconds):
+            waits.append(seconds)
+            holder.abort()
+            while c.health()["slots_busy"] != 0:
+                time.sleep(0.01)
+
+        monkeypatch.setattr(spine_client.client, "_sleep", sleep)
+        res = c.run("busy()", tools=[busy])
+        threads[0].join()
+        assert res.value == "go on" and waits == [1.0] and len(held) == 1
