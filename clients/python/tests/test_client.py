@@ -316,3 +316,13 @@ def test_results_sent_again_when_every_slot_is_busy(spine_bin, monkeypatch):
         res = c.run("busy()", tools=[busy])
         threads[0].join()
         assert res.value == "go on" and waits == [1.0] and len(held) == 1
+
+
+def test_tool_returning_none(client):
+    noted = []
+
+    def note(text: str) -> None:
+        """Notes text."""
+        noted.append(text)
+
+    assert client.run("note('a') is None", tools=[note]).value is True and noted == ["a"]
