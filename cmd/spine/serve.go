@@ -57,9 +57,9 @@ flags:
                            tools a request brings ("tools"); then the run is stopped
   --paused N               runs with such tools at once (default 64), each holding a Guest while
                            it waits; more get 429, and each token an even share
-  --replica NAME           this replica's name in its paused runs' ids, so that a load balancer
-                           routes their continuations to it (default $SPINE_REPLICA; none);
-                           letters, digits and '-' (docs/scaling.md, "Paused runs")
+  --replica NAME           this replica's name in its paused runs' ids (default $SPINE_REPLICA),
+                           so that a load balancer routes their continuations to it; letters,
+                           digits and '-' (docs/scaling.md, "Paused runs")
   --token-file FILE        the bearer token, one word (default $SPINE_TOKEN)
   --tokens-file FILE       the tokens, each with a name and its share of the sessions: sessions,
                            live_sessions, hibernated_memory, session_dir_bytes, and store_bytes
