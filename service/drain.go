@@ -3,14 +3,18 @@ package service
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/spine-run/spine"
 )
 
 // A drain (docs/scaling.md, "Rollouts"): Drain makes GET /readyz answer 503
 // at once and every new request but the probes and /metrics answer 503
-// (kind closed, Retry-After), while the requests in flight go on; Wait
-// waits for them; Cut stops the runs still going, which are answered 503;
+// (kind closed, Retry-After), while the requests in flight go on, and the
+// runs paused for their callers, whose continuations are still admitted;
+// Wait waits for them; Cut stops the runs still going, which are answered 503;
 // Close then writes every session to the store. GET /livez and GET
 // /healthz answer all along.
 //
@@ -45,7 +49,15 @@ func (d *drainState) enter() bool {
 	return true
 }
 
-// leave ends a request counted by enter.
+// hold counts a request, or a run paused for its caller, in flight, even
+// while draining: one the drain must wait for.
+func (d *drainState) hold() {
+	d.mu.Lock()
+	d.inFlight++
+	d.mu.Unlock()
+}
+
+// leave ends a request counted by enter, or what hold counted.
 func (d *drainState) leave() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -104,6 +116,24 @@ func (s *Server) Wait(ctx context.Context) error {
 func (s *Server) Cut() {
 	s.fleet.Cut() // first: a session's run ended by its request's cut is the Fleet's cut
 	s.drain.cutOnce.Do(s.drain.doCut)
+	s.paused.cancelAll(spine.ErrClosed) // those paused, which no request holds
+}
+
+// continuesHeld reports whether r, which came while the Server drains,
+// continues a run paused for its caller that the Server holds: the drain
+// waits for such runs, so it admits their continuations (counted in
+// flight).
+func (s *Server) continuesHeld(r *http.Request) bool {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/runs/")
+	if !ok || r.Method != http.MethodPost {
+		return false
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	if !s.paused.holds(id) {
+		return false
+	}
+	s.drain.hold()
+	return true
 }
 
 // cutDone reports whether Cut was called.
@@ -130,7 +160,7 @@ func (s *Server) enterRequest(w http.ResponseWriter, r *http.Request) (*http.Req
 	if probe(r.URL.Path) || r.URL.Path == "/metrics" {
 		return r, func() {}
 	}
-	if !s.drain.enter() {
+	if !s.drain.enter() && !s.continuesHeld(r) {
 		dropBody(w, r)
 		closeConn(w)
 		w.Header().Set("Retry-After", "1")

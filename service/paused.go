@@ -3,8 +3,6 @@ package service
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -124,9 +122,7 @@ func (s *Server) addRun(owner string) (*pausedRun, string) {
 	if n := len(s.tenants); n > 1 {
 		limit = max(1, limit/n)
 	}
-	var b [16]byte
-	rand.Read(b[:])
-	pr := &pausedRun{s: s, id: "run_" + hex.EncodeToString(b[:]), owner: owner,
+	pr := &pausedRun{s: s, id: s.runIDs.next(), owner: owner,
 		calls: map[int]*clientCall{}, asked: map[string]bool{}, events: make(chan runEvent, 1), finished: make(chan struct{})}
 	pr.ctx, pr.cancel = context.WithCancelCause(context.Background())
 	t.mu.Lock()
@@ -143,6 +139,7 @@ func (s *Server) addRun(owner string) (*pausedRun, string) {
 	t.runs[pr.id] = pr
 	t.live++
 	t.byOwner[owner]++
+	s.drain.hold() // a drain waits for the run (drain.go)
 	return pr, ""
 }
 
@@ -157,6 +154,7 @@ func (t *pausedRuns) ended(pr *pausedRun, keep time.Duration) {
 		delete(t.runs, pr.id)
 	}
 	t.mu.Unlock()
+	pr.s.drain.leave()
 	if keep > 0 {
 		time.AfterFunc(keep, func() {
 			t.mu.Lock()
@@ -179,6 +177,28 @@ func (t *pausedRuns) stopAll() {
 		pr.cancel(spine.ErrClosed)
 		<-pr.finished
 	}
+}
+
+// cancelAll stops every run with client tools with cause, not waiting.
+func (t *pausedRuns) cancelAll(cause error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, pr := range t.runs {
+		pr.cancel(cause)
+	}
+}
+
+// holds reports whether run id is held and has not ended.
+func (t *pausedRuns) holds(id string) bool {
+	t.mu.Lock()
+	pr := t.runs[id]
+	t.mu.Unlock()
+	if pr == nil {
+		return false
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return !pr.ended
 }
 
 func (t *pausedRuns) get(id, owner string) *pausedRun {
@@ -482,7 +502,8 @@ func (s *Server) handleToolResults(w http.ResponseWriter, r *http.Request) {
 	}
 	pr := s.paused.get(r.PathValue("run_id"), s.owner(r))
 	if pr == nil {
-		s.refuse(w, start, http.StatusNotFound, kindNotFound, "no such run: it was never started, has ended, or another token started it")
+		status, kind, msg := s.runIDs.whyNot(r.PathValue("run_id"))
+		s.refuse(w, start, status, kind, msg)
 		return
 	}
 	pr.mu.Lock()

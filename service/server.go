@@ -209,6 +209,14 @@ type Options struct {
 	// several tokens each may hold an even share (at least 1). Default
 	// DefaultMaxPaused.
 	MaxPaused int
+
+	// Replica names this Server in the ids of its runs with client tools,
+	// so that a load balancer in front of several routes each run's
+	// continuations to the Server holding it (runid.go, docs/scaling.md).
+	// 1 to 63 letters, digits and '-' (ValidReplica); New panics on
+	// another. Default: none, which serves one Server, or a load balancer
+	// that keeps each client on one Server.
+	Replica string
 }
 
 // DefaultMaxPaused is the default of Options.MaxPaused: as many as the
@@ -237,6 +245,7 @@ type Server struct {
 	registry *prometheus.Registry
 	metrics  *metrics
 	paused   pausedRuns // the runs with client tools (paused.go)
+	runIDs   runIDs     // their ids (runid.go)
 
 	// crossOrigin refuses the state-changing requests a browser sends from
 	// another origin.
@@ -294,6 +303,12 @@ func New(runner *spine.Runner, opts *Options) *Server {
 
 		crossOrigin: http.NewCrossOriginProtection(),
 	}
+	if o.Replica != "" {
+		if err := ValidReplica(o.Replica); err != nil {
+			panic("service: Options.Replica: " + err.Error())
+		}
+	}
+	s.runIDs = newRunIDs(o.Replica)
 	s.drain.init()
 	s.tenants = newTenants(runner, &o)
 	for _, t := range s.tenants {

@@ -41,8 +41,9 @@ flags:
   --session-runs N   runs of each sessions measurement, and wakes of hibernated sessions (default 300)
   --sessions N       sessions one Runner holds, hibernated, for its memory and wakes; 0 skips that part (default 10000)
   --compute-runs N   runs of each compute workload, in the Guest and natively (default 5)
+  --client-calls N   calls of a client tool timed over loopback HTTP, and of a Go tool (default 200)
   --sessions-on-disk  those sessions hibernate to files in a temporary folder (SessionOptions.Dir), not memory
-  --suites LIST      what to measure, comma-separated (default memory,native,modes,overhead,toolcall,compute,sessions,cold)
+  --suites LIST      what to measure, comma-separated (default memory,native,modes,overhead,toolcall,clienttools,compute,sessions,cold)
                      and numpy, only when named: numpy workloads on the data Guest against native numpy,
                      pooled tiny runs on the data Guest beside the default one, and the image's heap
   --numpy-python PATH  the python3 with numpy 1.24.2 for the numpy suite (default /usr/bin/python3)
@@ -85,6 +86,7 @@ func (o *benchOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.cfg.Sessions, "sessions", d.Sessions, "")
 	fs.BoolVar(&o.cfg.OnDisk, "sessions-on-disk", d.OnDisk, "")
 	fs.IntVar(&o.cfg.ComputeRuns, "compute-runs", d.ComputeRuns, "")
+	fs.IntVar(&o.cfg.ClientCalls, "client-calls", d.ClientCalls, "")
 	fs.StringVar(&o.suites, "suites", strings.Join(d.Suites, ","), "")
 	fs.StringVar(&o.modes, "modes", strings.Join(d.Modes, ","), "")
 	fs.IntVar(&o.cfg.PoolSize, "pool-size", d.PoolSize, "")

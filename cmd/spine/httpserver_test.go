@@ -268,6 +268,7 @@ func TestTokenRequired(t *testing.T) {
 		{[]string{"mcp", "--http", "127.0.0.1:0", "--read-timeout", "0s"}, "must be positive"},
 		{[]string{"serve", "--stream-idle", "0s"}, "--stream-idle must be positive"},
 		{[]string{"serve", "--paused", "0"}, "--tool-wait and --paused must be positive"},
+		{[]string{"serve", "--replica", "r1.eu"}, "--replica: a replica name has only letters, digits and '-'"},
 		{[]string{"mcp", "--slots", "-1"}, "--slots and --memory not negative"},
 	} {
 		var stdout, stderr bytes.Buffer

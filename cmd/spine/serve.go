@@ -57,6 +57,9 @@ flags:
                            tools a request brings ("tools"); then the run is stopped
   --paused N               runs with such tools at once (default 64), each holding a Guest while
                            it waits; more get 429, and each token an even share
+  --replica NAME           this replica's name in its paused runs' ids (default $SPINE_REPLICA),
+                           so that a load balancer routes their continuations to it; letters,
+                           digits and '-' (docs/scaling.md, "Paused runs")
   --token-file FILE        the bearer token, one word (default $SPINE_TOKEN)
   --tokens-file FILE       the tokens, each with a name and its share of the sessions: sessions,
                            live_sessions, hibernated_memory, session_dir_bytes, and store_bytes
@@ -116,6 +119,7 @@ type serveOptions struct {
 	streamIdle  time.Duration
 	toolWait    time.Duration
 	paused      int
+	replica     string
 	maxTimeout  time.Duration
 	grace       time.Duration
 	metrics     string
@@ -155,6 +159,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.streamIdle, "stream-idle", service.DefaultStreamIdle, "")
 	fs.DurationVar(&o.toolWait, "tool-wait", service.DefaultToolWait, "")
 	fs.IntVar(&o.paused, "paused", service.DefaultMaxPaused, "")
+	fs.StringVar(&o.replica, "replica", os.Getenv("SPINE_REPLICA"), "")
 	fs.DurationVar(&o.maxTimeout, "max-timeout", service.DefaultMaxTimeout, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
 	fs.StringVar(&o.metrics, "metrics-listen", "", "")
@@ -212,6 +217,11 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	}
 	if o.toolWait <= 0 || o.paused <= 0 {
 		return usageError(stderr, fs.Name(), serveUsage, "--tool-wait and --paused must be positive")
+	}
+	if o.replica != "" {
+		if err := service.ValidReplica(o.replica); err != nil {
+			return usageError(stderr, fs.Name(), serveUsage, "--replica: %v", err)
+		}
 	}
 	if o.streamSlots < 0 || o.streamIdle <= 0 {
 		return usageError(stderr, fs.Name(), serveUsage, "--stream-slots must not be negative and --stream-idle must be positive")
@@ -284,6 +294,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		StreamIdle:  o.streamIdle,
 		ToolWait:    o.toolWait,
 		MaxPaused:   o.paused,
+		Replica:     o.replica,
 		MaxTimeout:  o.maxTimeout,
 		Token:       token,
 		Tenants:     tenants,

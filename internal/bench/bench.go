@@ -82,6 +82,7 @@ type Config struct {
 	Sessions     int  // sessions one Runner holds, hibernated, for its memory and wakes; 0 skips that part
 	OnDisk       bool // those sessions hibernate to files (SessionOptions.Dir) rather than memory
 	ComputeRuns  int  // runs of each compute workload, in the Guest and natively
+	ClientCalls  int  // calls of a client tool timed, and of a Go tool, and bare round trips
 
 	// Data is the data Guest (guest/data's Artifact) for the numpy suite,
 	// which runs only with it, against NumpyPython (a python3 with numpy
@@ -92,8 +93,10 @@ type Config struct {
 	// Suites are the parts to measure (nil: all of them): "modes" (the start
 	// modes in Modes), "native" (the baselines, with Python), "toolcall",
 	// "memory" (with Instances), "cold" (with ColdRuns), "sessions",
-	// "overhead" (an empty program, pooled against a bare host, Runs of each)
-	// and "compute" (the compute workloads, with Python).
+	// "overhead" (an empty program, pooled against a bare host, Runs of each),
+	// "compute" (the compute workloads, with Python) and "clienttools"
+	// (tools the caller answers over loopback HTTP: ClientCalls calls, Runs
+	// runs for runs/s and for the cost of declaring tools).
 	Suites []string
 
 	Modes    []string // start modes to measure, in order: "fresh", "copy", "cow", "pool"
@@ -116,13 +119,13 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Runs: 300, FreshRuns: 20, ProcRuns: 50, ToolCallRuns: 50,
-		Instances: 64, ColdRuns: 1, WarmRuns: 5, SessionRuns: 300, Sessions: 10000, ComputeRuns: 5,
+		Instances: 64, ColdRuns: 1, WarmRuns: 5, SessionRuns: 300, Sessions: 10000, ComputeRuns: 5, ClientCalls: 200,
 		Modes: slices.Clone(modeOrder), Suites: slices.DeleteFunc(slices.Clone(suiteOrder), func(s string) bool { return s == "numpy" }),
 	}
 }
 
 // suiteOrder is the suites of a Config, in the order Run measures them.
-var suiteOrder = []string{"memory", "native", "modes", "overhead", "toolcall", "compute", "numpy", "sessions", "cold"}
+var suiteOrder = []string{"memory", "native", "modes", "overhead", "toolcall", "clienttools", "compute", "numpy", "sessions", "cold"}
 
 // has reports whether c measures suite.
 func (c *Config) has(suite string) bool { return c.Suites == nil || slices.Contains(c.Suites, suite) }
@@ -131,7 +134,7 @@ func (c *Config) has(suite string) bool { return c.Suites == nil || slices.Conta
 // unknown mode or suite, a cold start without its command.
 func (c *Config) Validate() error {
 	if c.Runs < 1 || c.FreshRuns < 1 || c.ProcRuns < 1 || c.ToolCallRuns < 1 || c.Instances < 0 || c.ColdRuns < 0 || c.WarmRuns < 0 ||
-		c.SessionRuns < 1 || c.Sessions < 0 || c.ComputeRuns < 1 {
+		c.SessionRuns < 1 || c.Sessions < 0 || c.ComputeRuns < 1 || c.ClientCalls < 1 && c.has("clienttools") {
 		return errors.New("run counts must be positive")
 	}
 	for _, m := range c.Modes {
@@ -233,6 +236,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("tool call: %w", err)
 		}
 		report.ToolCall = tc
+	}
+	if cfg.has("clienttools") {
+		progress("client tools: %d calls of a client tool, a Go tool and bare HTTP; %d runs for runs/s", cfg.ClientCalls, cfg.Runs)
+		ct, err := measureClientTools(ctx, cfg.ClientCalls, cfg.Runs)
+		if err != nil {
+			return nil, fmt.Errorf("client tools: %w", err)
+		}
+		report.ClientTools = ct
 	}
 	if cfg.has("compute") && cfg.Python != "" {
 		progress("compute: %d workloads, %d runs each, in the Guest and with %s", len(workloads), cfg.ComputeRuns, cfg.Python)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -358,5 +359,31 @@ func TestBareHost(t *testing.T) {
 		if err := h.run(ctx); err != nil {
 			t.Fatalf("run %d: %v", i, err)
 		}
+	}
+}
+
+// TestBenchClientTools: the client tools suite drives real pauses over
+// loopback HTTP and reports each of its figures.
+func TestBenchClientTools(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Suites, cfg.Runs, cfg.ClientCalls = []string{"clienttools"}, 4, 5
+	r, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := r.ClientTools
+	if ct == nil || ct.Client.N != 5 || ct.GoTool.N != 5 || ct.BareHTTP.N != 5 || ct.Client.P50 <= 0 || ct.GoTool.P50 <= 0 {
+		t.Fatalf("client tools: %+v", ct)
+	}
+	if ct.RunsPerSec["client"] <= 0 || ct.RunsPerSec["go"] <= 0 || ct.Declared20.N != 4 || ct.DeclaredNo.N != 4 {
+		t.Errorf("runs/s %v, declared %+v %+v", ct.RunsPerSec, ct.Declared20, ct.DeclaredNo)
+	}
+	if runtime.GOOS == "linux" && ct.PausedKiB <= 0 {
+		t.Errorf("paused runs added %v KiB each", ct.PausedKiB)
+	}
+	var out bytes.Buffer
+	r.Print(&out)
+	if !strings.Contains(out.String(), "a client tool call over a Go tool call") {
+		t.Errorf("the report lacks the client tools:\n%s", out.String())
 	}
 }

@@ -82,24 +82,25 @@ type Target struct {
 
 // Report is everything a Run measured, with the machine it ran on.
 type Report struct {
-	Date       string       `json:"date"`
-	Platform   string       `json:"platform"`
-	CPU        string       `json:"cpu"`
-	NumCPU     int          `json:"num_cpu"`
-	GOMAXPROCS int          `json:"gomaxprocs"`
-	GoVersion  string       `json:"go_version"`
-	Program    string       `json:"program"`
-	Modes      []ModeResult `json:"modes"`
-	Native     *Native      `json:"native,omitempty"`
-	ToolCall   *ToolCall    `json:"tool_call,omitempty"`
-	Overhead   *Overhead    `json:"overhead,omitempty"`
-	Compute    *Compute     `json:"compute,omitempty"`
-	Numpy      *Numpy       `json:"numpy,omitempty"`
-	Memory     *Memory      `json:"memory,omitempty"`
-	ColdStart  *ColdStart   `json:"cold_start,omitempty"`
-	Sessions   *Sessions    `json:"sessions,omitempty"`
-	Ratios     []Ratio      `json:"ratios"`
-	Targets    []Target     `json:"targets"`
+	Date        string       `json:"date"`
+	Platform    string       `json:"platform"`
+	CPU         string       `json:"cpu"`
+	NumCPU      int          `json:"num_cpu"`
+	GOMAXPROCS  int          `json:"gomaxprocs"`
+	GoVersion   string       `json:"go_version"`
+	Program     string       `json:"program"`
+	Modes       []ModeResult `json:"modes"`
+	Native      *Native      `json:"native,omitempty"`
+	ToolCall    *ToolCall    `json:"tool_call,omitempty"`
+	ClientTools *ClientTools `json:"client_tools,omitempty"`
+	Overhead    *Overhead    `json:"overhead,omitempty"`
+	Compute     *Compute     `json:"compute,omitempty"`
+	Numpy       *Numpy       `json:"numpy,omitempty"`
+	Memory      *Memory      `json:"memory,omitempty"`
+	ColdStart   *ColdStart   `json:"cold_start,omitempty"`
+	Sessions    *Sessions    `json:"sessions,omitempty"`
+	Ratios      []Ratio      `json:"ratios"`
+	Targets     []Target     `json:"targets"`
 }
 
 func (r *Report) mode(name string) *ModeResult {
@@ -300,6 +301,9 @@ func (r *Report) Print(w io.Writer) {
 	if tc := r.ToolCall; tc != nil {
 		fmt.Fprintf(w, "\ntool call: %.2f µs per call (lookup %.2f µs − plain Python call %.2f µs; 1,000 of each per run, median of %d runs; best run %.2f µs)\n",
 			tc.CallUs, tc.ToolUs, tc.PlainUs, tc.Runs, tc.BestUs)
+	}
+	if ct := r.ClientTools; ct != nil {
+		ct.print(w)
 	}
 	if m := r.Memory; m != nil {
 		if m.NoProc {

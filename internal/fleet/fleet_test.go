@@ -139,7 +139,7 @@ func startFleet(t *testing.T, replicas, slots int, lb balance) *fleet {
 		addr := freePort(t)
 		p := &proc{name: fmt.Sprintf("replica %d", i+1), log: filepath.Join(f.dir, fmt.Sprintf("replica%d.log", i+1)),
 			env: []string{"AWS_ACCESS_KEY_ID=" + accessKey, "AWS_SECRET_ACCESS_KEY=" + secretKey, "SPINE_TOKEN=", "SPINE_CONFIG="},
-			args: []string{os.Getenv("SPINE_FLEET_SPINE"), "serve", "--listen", addr, "--slots", fmt.Sprint(slots),
+			args: []string{os.Getenv("SPINE_FLEET_SPINE"), "serve", "--listen", addr, "--slots", fmt.Sprint(slots), "--replica", fmt.Sprintf("r%d", i+1),
 				"--session-store", f.store, "--session-write", "run", "--grace", "20s"}}
 		p.start(t)
 		t.Cleanup(func() {
@@ -175,6 +175,9 @@ backend replicas
   http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost
   default-server inter 200ms fall 1 rise 2
 `, f.lb, lb)
+	for i := range f.addrs { // a paused run's continuation to its replica (docs/scaling.md)
+		cfg += fmt.Sprintf("  use-server r%d if { path_beg /v1/runs/run_r%d. }\n", i+1, i+1)
+	}
 	for i, a := range f.addrs {
 		cfg += fmt.Sprintf("  server r%d %s check\n", i+1, a)
 	}
@@ -354,6 +357,8 @@ func TestFleet(t *testing.T) {
 		t.Errorf("%d runs failed, %d sessions lost", len(tl.failed), len(tl.lost))
 	}
 	fmt.Printf("FLEET chaos runs=%d failed=%d sessions_lost=%d\n", tl.runs, len(tl.failed), len(tl.lost))
+
+	pausedRuns(t, f, base)
 
 	// A 200 KiB session: a run on the replica holding it, and on one that
 	// must load it from the store.
