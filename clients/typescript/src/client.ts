@@ -104,6 +104,9 @@ export class Client {
     let a = await this.request("POST", path, { json: runBody(source, opts), signal: opts.signal, run: true });
     let rounds = 0;
     for (;;) {
+      if (typeof a.body !== "object" || a.body === null || Array.isArray(a.body)) {
+        throw new SpineError(a.status, { kind: "protocol", message: `${path}: the answer is not a run's JSON object` });
+      }
       const resp = a.body as WireResponse;
       if (resp.status !== "tool_calls") {
         const result = toResult(resp, rounds);
