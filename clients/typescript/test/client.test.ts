@@ -256,6 +256,11 @@ describe("sessions", () => {
     assert.deepEqual((await client.session(copy.id).run("seen")).value, [18, 25]);
     await copy.delete();
 
+    const named = await client.restoreSession(snap, { id: "ts-client_1" });
+    assert.equal(named.id, "ts-client_1");
+    assert.deepEqual((await named.run("seen")).value, [18, 25]);
+    await named.delete();
+
     const bad = await client.restoreSession(new TextEncoder().encode("not a snapshot")).catch((e: unknown) => e);
     assert.ok(bad instanceof SpineError, String(bad));
     assert.equal(bad.kind, "bad_snapshot");
