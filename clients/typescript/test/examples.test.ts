@@ -28,7 +28,10 @@ after(async () => {
   await spine?.stop();
 });
 
-/** A server that replays testdata/api's exchanges in order; done() says what went wrong. */
+/**
+ * A server that replays testdata/api's exchanges in order; done() closes it
+ * and says what went wrong.
+ */
 async function replay(api: string, toolsOf: (body: any) => { description: string }[]): Promise<{ url: string; descriptions: string[]; done: () => Promise<void> }> {
   const dir = new URL(`../../testdata/${api}/`, import.meta.url);
   const problems: string[] = [];
@@ -96,8 +99,7 @@ test("the Anthropic messages loop: a failed program is an is_error tool_result, 
     baseUrl: model.url,
     apiKey: "test-key",
     log: (line) => log.push(line),
-  });
-  await model.done();
+  }).finally(model.done);
   assert.equal(answer, "3 books and 2 pens cost 67 euros.");
   assert.equal(log.length, 2);
   assert.match(log[0], /RuntimeError: LookupError: no such item: "books"/);
@@ -114,8 +116,7 @@ test("the OpenAI responses loop: a function_call's program, its output back", as
     baseUrl: model.url + "/v1",
     apiKey: "test-key",
     log: (line) => log.push(line),
-  });
-  await model.done();
+  }).finally(model.done);
   assert.equal(answer, "3 books, 2 pens and a lamp cost 102 euros.");
   assert.deepEqual(log.map((l) => l.split("\n-> ")[1]), ['{"value":102,"stdout":"total: 102\\n"}']);
   await checkDescriptions(model.descriptions, 2);
