@@ -6,7 +6,7 @@ GO ?= go
 # output of every failure (internal/testprogress).
 PROGRESS = $(GO) run ./internal/testprogress
 
-.PHONY: demo test ci gofmt vet tidy test-all race fuzz fuzz-short examples bench guest guest-check cpython-tests install-check data-guest data-guest-check data-native data-test numpy-tests pandas-tests image image-bench deploy-test fleet-test py-client-tests
+.PHONY: demo test ci gofmt vet tidy test-all race fuzz fuzz-short examples bench guest guest-check cpython-tests install-check data-guest data-guest-check data-native data-test numpy-tests pandas-tests image image-bench deploy-test fleet-test py-client-tests ts-client-tests
 
 demo: ## run the seed's demo
 	$(GO) run ./cmd/spine demo
@@ -24,7 +24,7 @@ SLOW_TESTS = ^(TestDifferentialPrefixMode|TestDifferentialEarlyReads|TestPLMMemo
 test: vet ## the quick suite: vet, then every test with -short but SLOW_TESTS (the real Guest included; soak, corpora and processes skipped)
 	$(PROGRESS) $(GO) test -json -short -skip '$(SLOW_TESTS)' -timeout 20m $(PKGS)
 
-ci: gofmt vet test-all race fuzz-short examples py-client-tests cpython-tests data-test deploy-test fleet-test install-check ## everything CI runs (docs/testing.md has the parts and their durations)
+ci: gofmt vet test-all race fuzz-short examples py-client-tests ts-client-tests cpython-tests data-test deploy-test fleet-test install-check ## everything CI runs (docs/testing.md has the parts and their durations)
 
 gofmt: ## fails when gofmt would change a file
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -79,6 +79,12 @@ fuzz-short: ## every fuzz target for 10 s: a short pass, for CI
 
 fleet-test: ## three spine serve replicas sharing a real S3 server (versitygw, built into build/bin) behind HAProxy (installed if missing): kill -9, a rolling restart, the figures of docs/performance.md
 	internal/fleet/fleet-test.sh
+
+ts-client-tests: ## the TypeScript client (clients/typescript): npm ci, tsc, then its tests (node --test) against a spine serve built into a temporary folder (docs/testing.md)
+	cd clients/typescript && npm ci && npm run build
+	dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
+	$(GO) build -o "$$dir/spine" ./cmd/spine && \
+	cd clients/typescript && SPINE_BIN="$$dir/spine" npm test
 
 guest: ## rebuild the Guest artifact (needs Debian's WASI toolchain; installs it as root)
 	guest/build.sh

@@ -1,0 +1,341 @@
+import { SpineError } from "./errors.js";
+import type {
+  FileInput,
+  PendingCall,
+  RunOptions,
+  RunResult,
+  ServerError,
+  ToolAnswer,
+  ToolDefinition,
+  Tools,
+  WireResponse,
+} from "./types.js";
+
+/** How a Client reaches spine serve. */
+export interface ClientOptions {
+  /** The server's address (default http://127.0.0.1:8080). */
+  baseUrl?: string;
+  /** The server's bearer token (--token-file, $SPINE_TOKEN), when it has one. */
+  token?: string;
+  /** The fetch to use (default the global one). */
+  fetch?: typeof fetch;
+  /**
+   * How many times to send a run's tool results again when every slot of
+   * the server is busy (429 overloaded: the run waits), after Retry-After
+   * each time (default 5).
+   */
+  retries?: number;
+}
+
+/** One answer of the server: its status, its JSON body and its Retry-After. */
+interface Answer {
+  status: number;
+  body: unknown;
+  retryAfter?: number;
+}
+
+/**
+ * A client of spine serve's HTTP API (docs/http.md). run drives a run with
+ * client tools to its end: each pause's calls are answered by the tools'
+ * handlers, at once, and their results sent back, until the run is done.
+ */
+export class Client {
+  readonly baseUrl: string;
+  private readonly token?: string;
+  private readonly fetch: typeof fetch;
+  private readonly retries: number;
+
+  constructor(opts: ClientOptions = {}) {
+    this.baseUrl = (opts.baseUrl ?? "http://127.0.0.1:8080").replace(/\/+$/, "");
+    this.token = opts.token;
+    this.fetch = opts.fetch ?? globalThis.fetch;
+    this.retries = opts.retries ?? 5;
+    if (typeof this.fetch !== "function") {
+      throw new TypeError("no fetch: Node 18 or later has one, or pass ClientOptions.fetch");
+    }
+  }
+
+  /** Runs source (POST /v1/run); a program that raises throws a SpineError of kind "python". */
+  run(source: string, opts: RunOptions = {}): Promise<RunResult> {
+    return this.drive("/v1/run", source, opts);
+  }
+
+  /** A new session (POST /v1/sessions), whose runs keep what each defines for the next. */
+  async createSession(opts: { signal?: AbortSignal } = {}): Promise<Session> {
+    const a = await this.request("POST", "/v1/sessions", { signal: opts.signal });
+    return new Session(this, (a.body as { id: string }).id);
+  }
+
+  /** A session already made, by its id (its token's own). */
+  session(id: string): Session {
+    return new Session(this, id);
+  }
+
+  /**
+   * A new session from a snapshot (POST /v1/sessions/restore), under id
+   * when given (the token's own, or a new one).
+   */
+  async restoreSession(snapshot: Uint8Array, opts: { id?: string; signal?: AbortSignal } = {}): Promise<Session> {
+    const q = opts.id === undefined ? "" : `?id=${encodeURIComponent(opts.id)}`;
+    const a = await this.request("POST", "/v1/sessions/restore" + q, {
+      body: snapshot,
+      contentType: "application/octet-stream",
+      signal: opts.signal,
+    });
+    return new Session(this, (a.body as { id: string }).id);
+  }
+
+  /** run_python's definition (GET /v1/tool): the server's tools' stubs, the sandbox's rules. */
+  async toolDefinition(opts: { signal?: AbortSignal } = {}): Promise<ToolDefinition> {
+    return (await this.request("GET", "/v1/tool", { signal: opts.signal })).body as ToolDefinition;
+  }
+
+  /** Runs run_python's arguments as a model sent them (POST /v1/tool/call), with the server's tools. */
+  async callTool(args: unknown, opts: { signal?: AbortSignal } = {}): Promise<ToolAnswer> {
+    return (await this.request("POST", "/v1/tool/call", { json: args, signal: opts.signal })).body as ToolAnswer;
+  }
+
+  /**
+   * Runs source at path, a run endpoint, answering its pauses until it ends (Session.run's).
+   * @internal
+   */
+  async drive(path: string, source: string, opts: RunOptions): Promise<RunResult> {
+    const tools = opts.tools ?? {};
+    let a = await this.request("POST", path, { json: runBody(source, opts), signal: opts.signal, run: true });
+    let rounds = 0;
+    for (;;) {
+      if (typeof a.body !== "object" || a.body === null || Array.isArray(a.body)) {
+        throw new SpineError(a.status, { kind: "protocol", message: `${path}: the answer is not a run's JSON object` });
+      }
+      const resp = a.body as WireResponse;
+      if (resp.status !== "tool_calls") {
+        const result = toResult(resp, rounds);
+        if (a.status >= 300 || resp.error) {
+          throw new SpineError(a.status, resp.error ?? unexpected(a), { result, retryAfter: a.retryAfter });
+        }
+        return result;
+      }
+      if (!resp.run_id || !Array.isArray(resp.pending)) {
+        throw new SpineError(a.status, { kind: "protocol", message: "a pause without run_id or pending" });
+      }
+      const results = await answerCalls(tools, resp.pending, resp.run_id);
+      rounds++;
+      a = await this.sendResults(resp.run_id, results, opts.signal);
+    }
+  }
+
+  /** POST /v1/runs/{runId}/tool_results, again after Retry-After while the server is overloaded. */
+  private async sendResults(runId: string, results: unknown[], signal?: AbortSignal): Promise<Answer> {
+    const path = `/v1/runs/${encodeURIComponent(runId)}/tool_results`;
+    for (let attempt = 0; ; attempt++) {
+      const a = await this.request("POST", path, { json: { results }, signal, run: true });
+      if (a.status !== 429 || (a.body as WireResponse).error?.kind !== "overloaded" || attempt >= this.retries) {
+        return a;
+      }
+      await sleep((a.retryAfter ?? 1) * 1000, signal);
+    }
+  }
+
+  /**
+   * Sends one request. A status of 300 or more throws a SpineError, except
+   * for a run (opts.run) whose body is a run's answer: drive reads it.
+   * @internal
+   */
+  async request(
+    method: string,
+    path: string,
+    opts: { json?: unknown; body?: Uint8Array; contentType?: string; signal?: AbortSignal; run?: boolean; bytes?: boolean } = {},
+  ): Promise<Answer> {
+    const headers: Record<string, string> = {};
+    if (this.token !== undefined) {
+      headers["Authorization"] = `Bearer ${this.token}`;
+    }
+    let body: string | Uint8Array | undefined = opts.body;
+    if (opts.json !== undefined) {
+      body = JSON.stringify(opts.json);
+      headers["Content-Type"] = "application/json";
+    } else if (opts.contentType) {
+      headers["Content-Type"] = opts.contentType;
+    }
+    const resp = await this.fetch(this.baseUrl + path, { method, headers, body, signal: opts.signal });
+    const retry = Number(resp.headers.get("Retry-After"));
+    const retryAfter = resp.headers.has("Retry-After") && Number.isFinite(retry) ? retry : undefined;
+    if (opts.bytes && resp.ok) {
+      return { status: resp.status, body: new Uint8Array(await resp.arrayBuffer()), retryAfter };
+    }
+    const text = await resp.text();
+    let parsed: unknown = undefined;
+    try {
+      parsed = text === "" ? null : JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    const a: Answer = { status: resp.status, body: parsed, retryAfter };
+    if (resp.status < 300 && parsed !== undefined) {
+      return a;
+    }
+    const e = (parsed as { error?: ServerError } | undefined)?.error;
+    if (opts.run && e && typeof (parsed as WireResponse).stdout === "string") {
+      return a;
+    }
+    throw new SpineError(resp.status, e ?? { kind: "http", message: `${method} ${path}: ${resp.status} ${clip(text)}` }, { retryAfter });
+  }
+}
+
+/** A session of spine serve: its runs keep what each defines for the next (docs/sessions.md). */
+export class Session {
+  constructor(
+    readonly client: Client,
+    readonly id: string,
+  ) {}
+
+  /** Runs source in the session (POST /v1/sessions/{id}/run); the session is busy until the run ends. */
+  run(source: string, opts: RunOptions = {}): Promise<RunResult> {
+    return this.client.drive(`/v1/sessions/${encodeURIComponent(this.id)}/run`, source, opts);
+  }
+
+  /** The session's state as bytes (GET /v1/sessions/{id}/snapshot), for Client.restoreSession. */
+  async snapshot(opts: { signal?: AbortSignal } = {}): Promise<Uint8Array> {
+    const a = await this.client.request("GET", `/v1/sessions/${encodeURIComponent(this.id)}/snapshot`, {
+      signal: opts.signal,
+      bytes: true,
+    });
+    return a.body as Uint8Array;
+  }
+
+  /** Ends the session at once (DELETE /v1/sessions/{id}). */
+  async delete(opts: { signal?: AbortSignal } = {}): Promise<void> {
+    await this.client.request("DELETE", `/v1/sessions/${encodeURIComponent(this.id)}`, { signal: opts.signal });
+  }
+}
+
+/** The JSON body of a run request. */
+function runBody(source: string, opts: RunOptions): Record<string, unknown> {
+  const body: Record<string, unknown> = { source };
+  if (opts.inputs !== undefined) body.inputs = opts.inputs;
+  if (opts.timeoutMs !== undefined) body.timeout_ms = opts.timeoutMs;
+  if (opts.files !== undefined) body.files = opts.files.map(fileBody);
+  const tools = Object.entries(opts.tools ?? {});
+  if (tools.length > 0) {
+    body.tools = tools.map(([name, t]) => {
+      const decl: Record<string, unknown> = {
+        name,
+        description: t.description ?? "",
+        input_schema: t.inputSchema ?? { type: "object", properties: {} },
+      };
+      if (t.outputSchema !== undefined) decl.output_schema = t.outputSchema;
+      if (t.readOnly) decl.read_only = true;
+      return decl;
+    });
+  }
+  const early = opts.earlyReads ?? (tools.some(([, t]) => t.readOnly) ? true : undefined);
+  if (early !== undefined) body.early_reads = early;
+  return body;
+}
+
+/** Answers every pending call at once: each a value, or an error when its handler threw. */
+async function answerCalls(tools: Tools, pending: PendingCall[], runId: string): Promise<unknown[]> {
+  return Promise.all(
+    pending.map(async (call) => {
+      const tool = Object.prototype.hasOwnProperty.call(tools, call.name) ? tools[call.name] : undefined;
+      if (!tool) {
+        return { id: call.id, error: { message: `this client has no tool ${JSON.stringify(call.name)}`, type: "LookupError" } };
+      }
+      let value: unknown;
+      try {
+        value = await tool.handler(call.arguments, { id: call.id, name: call.name, runId });
+      } catch (e) {
+        return { id: call.id, error: errorResult(e) };
+      }
+      try {
+        // The value goes as JSON; one that has none (a BigInt, a cycle) is the call's error.
+        return { id: call.id, value: JSON.parse(JSON.stringify(value === undefined ? null : value) ?? "null") };
+      } catch (e) {
+        return { id: call.id, error: { message: `${call.name}'s value is not JSON: ${(e as Error).message}`, type: "TypeError" } };
+      }
+    }),
+  );
+}
+
+/** A thrown value as a tool result's error: its message, and its class unless plain Error. */
+function errorResult(e: unknown): { message: string; type?: string } {
+  if (e instanceof Error) {
+    const message = e.message || e.name || "the tool failed";
+    return e.name && e.name !== "Error" ? { message, type: e.name } : { message };
+  }
+  return { message: String(e) || "the tool failed" };
+}
+
+function toResult(r: WireResponse, rounds: number): RunResult {
+  return {
+    value: r.value ?? null,
+    display: r.display,
+    displayed: r.displayed ?? [],
+    stdout: r.stdout ?? "",
+    stderr: r.stderr ?? "",
+    stdoutTruncated: r.stdout_truncated ?? false,
+    stderrTruncated: r.stderr_truncated ?? false,
+    toolCalls: r.tool_calls ?? 0,
+    calls: (r.calls ?? []).map((c) => ({
+      tool: c.tool,
+      startNs: c.start_ns,
+      durationNs: c.duration_ns,
+      early: c.early,
+      failed: c.failed,
+    })),
+    files: (r.files ?? []).map((f) => ({ name: f.name, data: fromBase64(f.data) })),
+    runId: r.run_id,
+    rounds,
+    timing: { totalMs: r.timing?.total_ms ?? 0, runMs: r.timing?.run_ms ?? 0 },
+    raw: r,
+  };
+}
+
+function unexpected(a: Answer): ServerError {
+  return { kind: "http", message: `status ${a.status} with no error` };
+}
+
+function fileBody(f: FileInput): { name: string; data: string } {
+  const bytes = typeof f.data === "string" ? new TextEncoder().encode(f.data) : f.data;
+  return { name: f.name, data: toBase64(bytes) };
+}
+
+function toBase64(b: Uint8Array): string {
+  let s = "";
+  for (let i = 0; i < b.length; i += 0x8000) {
+    s += String.fromCharCode(...b.subarray(i, i + 0x8000));
+  }
+  return btoa(s);
+}
+
+function fromBase64(s: string): Uint8Array {
+  const bin = atob(s);
+  const b = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) {
+    b[i] = bin.charCodeAt(i);
+  }
+  return b;
+}
+
+function clip(s: string): string {
+  return s.length > 200 ? s.slice(0, 200) + "…" : s;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const t = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal?.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+

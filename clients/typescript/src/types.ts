@@ -1,0 +1,172 @@
+// The shapes of spine serve's HTTP API (docs/http.md), as the server sends
+// them (Wire*), and as this client hands them to its caller.
+
+/** A JSON value. */
+export type JSONValue = null | boolean | number | string | JSONValue[] | { [key: string]: JSONValue };
+
+/** A JSON Schema: an object schema for a tool's arguments. */
+export type JSONSchema = { [key: string]: unknown };
+
+/** The error object of every failed or refused answer (docs/http.md, the status table). */
+export interface ServerError {
+  /** python, timeout, too_large, bad_request, overloaded, not_found, tool_wait, ... */
+  kind: string;
+  /** For a Python error: the exception's class. */
+  type?: string;
+  message: string;
+  /** For a Python error: the line of the program it points to (0 when unknown). */
+  line?: number;
+  /** For a Python error: the formatted traceback. */
+  traceback?: string;
+}
+
+/** A call of a client tool that a paused run waits for. */
+export interface PendingCall {
+  id: string;
+  name: string;
+  arguments: { [key: string]: JSONValue };
+}
+
+/** A file placed in the program's working directory, or one it left there. */
+export interface SpineFile {
+  /** Relative to the working directory, with slashes: "data/sales.csv". */
+  name: string;
+  data: Uint8Array;
+}
+
+/** A file to give a run: its data as bytes, or as text (written as UTF-8). */
+export interface FileInput {
+  name: string;
+  data: Uint8Array | string;
+}
+
+/** One tool call the program made. */
+export interface CallRecord {
+  tool: string;
+  /** From the run's start, in nanoseconds. */
+  startNs: number;
+  durationNs: number;
+  /** Answered by an early read, before the program reached the call. */
+  early: boolean;
+  failed: boolean;
+}
+
+/** A value as a notebook shows it: its formats by MIME type (text/plain always). */
+export type Display = { [mime: string]: string };
+
+/** The answer of a run, success or not (docs/http.md, POST /v1/run), as the server sends it. */
+export interface WireResponse {
+  value: JSONValue;
+  display?: Display;
+  displayed?: Display[];
+  displayed_left_out?: number;
+  stdout: string;
+  stderr: string;
+  stdout_truncated?: boolean;
+  stderr_truncated?: boolean;
+  tool_calls: number;
+  calls?: { tool: string; start_ns: number; duration_ns: number; early: boolean; failed: boolean }[];
+  files?: { name: string; data: string }[];
+  files_left_out?: number;
+  error: ServerError | null;
+  timing: { total_ms: number; run_ms: number };
+  status?: "tool_calls" | "done";
+  run_id?: string;
+  pending?: PendingCall[];
+}
+
+/** What a run gave back. */
+export interface RunResult {
+  /** The value of the program's last expression; null for None or a value without a faithful JSON form. */
+  value: JSONValue;
+  /** The value as a notebook's Out[ ] shows it; absent for None. */
+  display?: Display;
+  /** What the program passed to display(), in order. */
+  displayed: Display[];
+  stdout: string;
+  stderr: string;
+  /** Set when the program wrote more than the server keeps (1 MiB). */
+  stdoutTruncated: boolean;
+  stderrTruncated: boolean;
+  toolCalls: number;
+  calls: CallRecord[];
+  /** What the program created or changed in its working directory. */
+  files: SpineFile[];
+  /** Set when the run had client tools: the id the server gave it. */
+  runId?: string;
+  /** How many times the run paused for its client tools: one POST of tool results each. */
+  rounds: number;
+  /** Milliseconds: the last request's own (totalMs) and the program's running (runMs). */
+  timing: { totalMs: number; runMs: number };
+  /** The server's last answer as it sent it. */
+  raw: WireResponse;
+}
+
+/** What a tool's handler is told about the call besides its arguments. */
+export interface ToolCallInfo {
+  /** The call's id in the run ("call_3"). */
+  id: string;
+  /** The tool's name as the program called it. */
+  name: string;
+  /** The run's id. */
+  runId: string;
+}
+
+/**
+ * A tool the program calls and this process answers. Its stub in the
+ * program (help(name)) comes from description and inputSchema, whose
+ * properties give the positional order of its arguments.
+ */
+export interface Tool {
+  description?: string;
+  /** The arguments' JSON Schema, an object schema (default: no arguments). */
+  inputSchema?: JSONSchema;
+  /** The value's JSON Schema: the stub's return type. */
+  outputSchema?: JSONSchema;
+  /**
+   * The tool only reads: early reads may call it before the program reaches
+   * the call, so that one pause asks for every call a loop will make.
+   */
+  readOnly?: boolean;
+  /**
+   * Answers a call: its value (JSON; undefined is null) is the call's value
+   * in the program; a throw raises there as RuntimeError "name: message"
+   * (the Error's name left out when it is plain "Error").
+   */
+  handler: (args: { [key: string]: JSONValue }, call: ToolCallInfo) => unknown;
+}
+
+/** A run's tools, by the name the program calls them (dotted for a namespace: "crm.search"). */
+export type Tools = { [name: string]: Tool };
+
+/** What a run takes besides its source. */
+export interface RunOptions {
+  tools?: Tools;
+  /** The program's global dict inputs. */
+  inputs?: { [key: string]: unknown };
+  files?: FileInput[];
+  /** The run's time limit (the server's --max-timeout at most); pauses do not count. */
+  timeoutMs?: number;
+  /**
+   * Early reads (docs/early-reads.md). Default: on when a tool is readOnly,
+   * so that a loop of reads is one pause; else the server's default, off.
+   */
+  earlyReads?: boolean;
+  /** Aborts the request under way; a paused run is left to the server's --tool-wait. */
+  signal?: AbortSignal;
+}
+
+/** run_python as GET /v1/tool describes it, for an agent to declare to its model. */
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  input_schema: JSONSchema;
+  output_schema: JSONSchema;
+}
+
+/** The answer of POST /v1/tool/call: text is what the model reads back. */
+export interface ToolAnswer {
+  text: string;
+  is_error: boolean;
+  result: { [key: string]: JSONValue } | null;
+}
