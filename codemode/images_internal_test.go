@@ -30,7 +30,7 @@ func TestCheckImage(t *testing.T) {
 	jpeg.Encode(&jpegData, img, nil)
 	gif.Encode(&gifData, img, nil)
 	badCRC := bytes.Clone(pngData.Bytes())
-	badCRC[len(badCRC)-20] ^= 1                                 // inside IDAT
+	badCRC[len(badCRC)-20] ^= 1                              // inside IDAT
 	vp8l := webpHeader("VP8L", []byte{0x2f, 6, 0, 1, 0}, 40) // 7 x 5: width-1 = 6, height-1 = 4 at bit 14
 	vp8x := webpHeader("VP8X", []byte{0, 0, 0, 0, 6, 0, 0, 4, 0, 0}, 40)
 	vp8 := webpHeader("VP8 ", []byte{0, 0, 0, 0x9d, 0x01, 0x2a, 7, 0, 5, 0}, 40)

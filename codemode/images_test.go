@@ -8,26 +8,12 @@ import (
 	"testing"
 
 	"github.com/spine-run/spine/codemode"
+	"github.com/spine-run/spine/internal/spinetest"
 )
-
-// pngSource defines png(w, h, rgb, seed=0): a PNG made by hand (zlib and
-// struct, no imaging package), noise when seed is set.
-const pngSource = `import random, struct, zlib
-def png(w, h, rgb=(200, 30, 30), seed=0):
-    rows = []
-    rng = random.Random(seed)
-    for _ in range(h):
-        row = bytes(rng.getrandbits(8) for _ in range(3 * w)) if seed else bytes(rgb) * w
-        rows.append(b"\x00" + row)
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"".join(rows))) + chunk(b"IEND", b""))
-`
 
 func runImages(t *testing.T, opts *codemode.Options, source string) *codemode.Result {
 	t.Helper()
-	args, _ := json.Marshal(map[string]string{"source": pngSource + source})
+	args, _ := json.Marshal(map[string]string{"source": spinetest.PNGSource + source})
 	res, err := codemode.New(runner, manifest, opts).Run(t.Context(), args)
 	if err != nil {
 		t.Fatal(err)
