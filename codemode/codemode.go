@@ -9,13 +9,18 @@
 // the arguments the model sent, as JSON, runs the program and returns a
 // Result whose Text is what the model reads: the result as JSON, or the
 // Python traceback (or the limit reached) followed by what the program
-// printed, so the model can fix its program and call again.
+// printed, so the model can fix its program and call again. The images the
+// program made — PNG, JPEG, GIF and WebP files it wrote, and the image
+// formats of what it displayed — are the Result's Images, which the caller
+// sends after the text, in the same tool result where its API allows
+// (Image says how for each API); bounded by Options.MaxImageBytes and
+// MaxAnswerImageBytes, with what is left out said in the text.
 //
 //	tool := codemode.New(runner, manifest, nil)
 //	// declare tool.Name(), tool.Description() and tool.Parameters() to the model, then
 //	// for each call the model makes:
 //	res, err := tool.Run(ctx, call.Arguments) // err: ctx ended or the Runner closed
-//	reply(call.ID, res.Text(), res.IsError)
+//	reply(call.ID, res.Text(), res.IsError, res.Images)
 //
 // Package mcpserver serves the same tool over the Model Context Protocol;
 // the examples module (examples/ in the repository) wires it into the
