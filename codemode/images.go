@@ -123,13 +123,13 @@ func images(out *spine.Output, each, total int) (kept []Image, leftOut string) {
 	for _, im := range candidates {
 		im.Bytes = len(im.Data)
 		var why string
-		im.MIMEType, im.Width, im.Height, why = checkImage(im.Data)
 		switch {
-		case why != "":
-		case im.Bytes > each:
+		case im.Bytes > each: // before the check, which reads it all
 			why = "over the " + size(int64(each)) + " limit per image"
 		case im.Bytes > room:
 			why = "over the " + size(int64(total)) + " limit per answer"
+		default:
+			im.MIMEType, im.Width, im.Height, why = checkImage(im.Data)
 		}
 		if why != "" {
 			skipped = append(skipped, skip{im.Label(), why})
