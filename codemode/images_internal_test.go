@@ -8,6 +8,7 @@ import (
 	"image/gif"
 	"image/jpeg"
 	"image/png"
+	"math/rand"
 	"testing"
 )
 
@@ -80,4 +81,19 @@ func FuzzCheckImage(f *testing.F) {
 			t.Fatalf("accepted %q %dx%d", mime, w, h)
 		}
 	})
+}
+
+// BenchmarkCheckImage: the check of a PNG of about 1 MiB (noise), the
+// largest image an answer gives by default.
+func BenchmarkCheckImage(b *testing.B) {
+	img := image.NewRGBA(image.Rect(0, 0, 512, 512))
+	rand.New(rand.NewSource(1)).Read(img.Pix) // noise: a PNG of about 1 MiB
+	var buf bytes.Buffer
+	png.Encode(&buf, img)
+	b.SetBytes(int64(buf.Len()))
+	for b.Loop() {
+		if _, _, _, why := checkImage(buf.Bytes()); why != "" {
+			b.Fatal(why)
+		}
+	}
 }
