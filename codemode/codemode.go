@@ -9,13 +9,18 @@
 // the arguments the model sent, as JSON, runs the program and returns a
 // Result whose Text is what the model reads: the result as JSON, or the
 // Python traceback (or the limit reached) followed by what the program
-// printed, so the model can fix its program and call again.
+// printed, so the model can fix its program and call again. The images the
+// program made — PNG, JPEG, GIF and WebP files it wrote, and the image
+// formats of what it displayed — are the Result's Images, which the caller
+// sends after the text, in the same tool result where its API allows
+// (Image says how for each API); bounded by Options.MaxImageBytes and
+// MaxAnswerImageBytes, with what is left out said in the text.
 //
 //	tool := codemode.New(runner, manifest, nil)
 //	// declare tool.Name(), tool.Description() and tool.Parameters() to the model, then
 //	// for each call the model makes:
 //	res, err := tool.Run(ctx, call.Arguments) // err: ctx ended or the Runner closed
-//	reply(call.ID, res.Text(), res.IsError)
+//	reply(call.ID, res.Text(), res.IsError, res.Images)
 //
 // Package mcpserver serves the same tool over the Model Context Protocol;
 // the examples module (examples/ in the repository) wires it into the
@@ -68,6 +73,16 @@ type Options struct {
 	// tools with tools.search(words) (docs/python.md). 0 means
 	// DefaultStubLimit; a negative limit, the stubs whatever their size.
 	StubLimit int
+
+	// MaxImageBytes caps each image the Result gives the model (Result.Images:
+	// the images a program writes or displays), in bytes before base64;
+	// MaxAnswerImageBytes caps them all together. An image past either is
+	// left out, and Result.ImagesLeftOut says so. 0 means
+	// DefaultMaxImageBytes (1 MiB) and DefaultMaxAnswerImageBytes (4 MiB); a
+	// negative MaxImageBytes gives no images at all, for a model that takes
+	// none (the files are still listed).
+	MaxImageBytes       int
+	MaxAnswerImageBytes int
 }
 
 // DefaultStubLimit is the default of Options.StubLimit: 16 KiB of stubs,
@@ -114,6 +129,12 @@ func withDefaults(opts *Options) Options {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
+	}
+	if o.MaxImageBytes == 0 {
+		o.MaxImageBytes = DefaultMaxImageBytes
+	}
+	if o.MaxAnswerImageBytes <= 0 {
+		o.MaxAnswerImageBytes = DefaultMaxAnswerImageBytes
 	}
 	return o
 }
@@ -256,8 +277,10 @@ func reason(err error) string {
 // Answer returns its error; a closed Runner is an error too. Every other
 // outcome is a Result:
 //
-//   - success: Value, Stdout, Stderr, the files' names and sizes, and
-//     Display when the value has no JSON form; Text is that JSON;
+//   - success: Value, Stdout, Stderr, the files' names and sizes,
+//     Display when the value has no JSON form, and the Images the program
+//     made (within Options.MaxImageBytes and MaxAnswerImageBytes; what is
+//     left out is said in ImagesLeftOut); Text is that JSON;
 //   - a Python exception: IsError, Error the traceback;
 //   - the time limit: IsError, Error "TimeoutError: the program did not
 //     finish within its time limit of 30s";
@@ -288,6 +311,7 @@ func (t *Tool) Answer(ctx context.Context, out *spine.Output, err error) (*Resul
 		if string(out.Value) == "null" && out.Display != nil {
 			res.Display = out.Display.Text()
 		}
+		res.Images, res.ImagesLeftOut = images(out, t.opts.MaxImageBytes, t.opts.MaxAnswerImageBytes)
 		return res, nil
 	case outcome == spine.OutcomePython:
 		var pyErr *spine.PythonError

@@ -34,6 +34,10 @@ func describe(manifest spine.Manifest, o Options, timeout time.Duration, limits 
 The program calls the tools listed below as ordinary Python functions with the signatures shown, passing arguments positionally or by keyword (a class in the list is a namespace: call its tools as namespace.tool(...)); None for an optional argument means it is not given; arguments that do not fit raise TypeError; a tool's error is raised at the call as RuntimeError, which the program may catch. Prefer one program that makes several tool calls, loops and computations over many separate ` + ToolName + ` calls. The global dict ` + "`inputs`" + ` holds the "inputs" argument. The run's value is the global ` + "`result`" + ` if the program sets it, else the value of its last expression: as JSON, or as its repr when it has no JSON form (a DataFrame, an object). print() output comes back as stdout. An uncaught exception comes back as its traceback, with what the program printed: fix the program and call again.
 
 The standard library is available (json, re, datetime, math, statistics, collections, itertools, csv, sqlite3, zlib, zoneinfo, asyncio and the rest); third-party packages are not. There is no network (sockets and urllib raise OSError), no environment variables, no subprocesses and no threads (a started thread or an executor's task runs to its end at once). The program's working directory (/work) and /tmp are its own scratch space, empty at the start but for the files of the "files" argument, and gone after the call; the files it creates or changes in the working directory are returned with the result. Host files cannot be reached.`)
+	if o.MaxImageBytes >= 0 {
+		fmt.Fprintf(&b, " The PNG, JPEG, GIF and WebP images it writes there, or shows with display(obj) (an object with _repr_png_, or display(bundle, raw=True) of {\"image/png\": bytes}) or as its value, are shown to you as images after the result: at most %s each and %s per call.",
+			size(int64(o.MaxImageBytes)), size(int64(o.MaxAnswerImageBytes)))
+	}
 	if sessions {
 		b.WriteString(" State persists from one call to the next, as in a notebook: the variables, imports, functions and classes a program defines are there for your later programs (`inputs` and `result` are each call's own, and so are the files). Pass \"fresh\": true to start from a new, empty session. A program stopped by its time limit gets KeyboardInterrupt and the state it left stays. If the state was lost (a program that would not stop, or a session unused for long), the next call runs in a new session and its result says so.")
 	} else {
@@ -106,6 +110,13 @@ type Result struct {
 	StderrTruncated bool            `json:"stderr_truncated,omitempty"`
 	Files           []FileInfo      `json:"files,omitempty"`          // the files the program left; their data is in Output.Files
 	FilesLeftOut    int             `json:"files_left_out,omitempty"` // past the Runner's caps on files
+
+	// Images are the images a successful run made, which the caller sends
+	// the model after Text (see Image); ImagesLeftOut says which were left
+	// out and why, for the model: "2 images left out: over the 1 MiB limit
+	// per image (big.png, display 3)".
+	Images        []Image `json:"images,omitempty"`
+	ImagesLeftOut string  `json:"images_left_out,omitempty"`
 
 	// IsError says the call failed; Error is why, for the model: the
 	// traceback of a Python error, or the limit, or the bad argument.
@@ -220,7 +231,9 @@ var outputSchema = json.RawMessage(`{
 		"stdout_truncated": {"type": "boolean", "description": "The program printed more than the limit; the rest was cut off."},
 		"stderr_truncated": {"type": "boolean", "description": "The program wrote more to sys.stderr than the limit; the rest was cut off."},
 		"files": {"type": "array", "description": "The files the program created or changed in its working directory.", "items": {"type": "object", "properties": {"name": {"type": "string"}, "bytes": {"type": "integer"}}}},
-		"files_left_out": {"type": "integer", "description": "How many more files the program left, past the limit on files returned."}
+		"files_left_out": {"type": "integer", "description": "How many more files the program left, past the limit on files returned."},
+		"images": {"type": "array", "description": "The images the program wrote or displayed, which follow this result: where each comes from (a file by name, a display by its number from 1, or the value), its type, size in pixels and bytes.", "items": {"type": "object", "properties": {"source": {"type": "string", "enum": ["file", "display", "value"]}, "name": {"type": "string"}, "index": {"type": "integer"}, "mime_type": {"type": "string"}, "width": {"type": "integer"}, "height": {"type": "integer"}, "bytes": {"type": "integer"}}}},
+		"images_left_out": {"type": "string", "description": "Which images were not sent, and why (a size limit, a damaged image)."}
 	},
 	"required": ["value", "stdout"]
 }`)

@@ -49,7 +49,14 @@
 // its working directory follow as embedded resources (file:///work/NAME;
 // text when UTF-8, else a base64 blob), after the error's text too when a
 // run fails; "files" in structuredContent lists their names and sizes. The
-// files of the "files" argument are placed in the working directory first.
+// images of a successful run — the PNG, JPEG, GIF and WebP files it wrote
+// (known by their bytes) and the image formats of what it displayed and of
+// its value — follow the text as ImageContent, which a model sees as
+// images, within Options.MaxImageBytes each and MaxAnswerImageBytes in all
+// ("images" in structuredContent lists them; "images_left_out" says which
+// were left out and why); an image file sent so is not sent again as a
+// resource. The files of the "files" argument are placed in the working
+// directory first.
 // Files belong to one call, in a session too. A program that fails — a Python
 // exception, its time limit, a limit on its size — answers with a tool result
 // whose IsError is set and whose text is the traceback (or the reason) and the
@@ -169,6 +176,12 @@ type Options struct {
 	// place of MaxSessionsPerClient (0: MaxSessionsPerClient's), e.g. each
 	// token's share from a tokens file.
 	SessionsOf func(client string) int
+
+	// MaxImageBytes and MaxAnswerImageBytes cap the images a result gives
+	// the model, each and all together (codemode.Options). Defaults 1 MiB
+	// and 4 MiB; a negative MaxImageBytes sends none.
+	MaxImageBytes       int
+	MaxAnswerImageBytes int
 
 	// Logger is given to the SDK's server. nil means no logging.
 	Logger *slog.Logger
@@ -300,7 +313,8 @@ const sessionless = "2026-07-28"
 
 // codemode returns the settings of the server's run_python.
 func (o *Options) codemode() *codemode.Options {
-	return &codemode.Options{Timeout: o.Timeout, EarlyReads: o.EarlyReads, Sessions: !o.Stateless}
+	return &codemode.Options{Timeout: o.Timeout, EarlyReads: o.EarlyReads, Sessions: !o.Stateless,
+		MaxImageBytes: o.MaxImageBytes, MaxAnswerImageBytes: o.MaxAnswerImageBytes}
 }
 
 func boolPtr(b bool) *bool { return &b }
@@ -410,14 +424,23 @@ func (h *handler) answer(ctx context.Context, out *spine.Output, runErr error, n
 	return toolResult(res)
 }
 
-// toolResult is res as an MCP tool result: its text, then the files the
-// program left as embedded resources; a success has the Result as its
-// structuredContent too.
+// toolResult is res as an MCP tool result: its text, then its images, then
+// the other files the program left as embedded resources; a success has the
+// Result as its structuredContent too.
 func toolResult(res *codemode.Result) (*mcp.CallToolResult, error) {
 	content := []mcp.Content{&mcp.TextContent{Text: res.Text()}}
+	shown := map[string]bool{}
+	for _, im := range res.Images {
+		content = append(content, &mcp.ImageContent{Data: im.Data, MIMEType: im.MIMEType})
+		if im.Source == "file" {
+			shown[im.Name] = true
+		}
+	}
 	if res.Output != nil {
 		for _, f := range res.Output.Files {
-			content = append(content, fileResource(f))
+			if !shown[f.Name] {
+				content = append(content, fileResource(f))
+			}
 		}
 	}
 	if res.IsError {

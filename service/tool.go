@@ -26,10 +26,18 @@ type ToolDefinition struct {
 // the model reads, IsError whether to mark the tool result as an error (the
 // Anthropic API's is_error, MCP's isError), Result the run's fields (null
 // when the call did not run).
+//
+// Images and Files come only when asked for, with the query parameter
+// file_data: "images" gives Images, the images of Result.Images with their
+// data, which the agent sends its model after Text (codemode.Image says in
+// what shape for each API); "all" gives Files too, every file the program
+// left, with its data. Both are base64 in the JSON.
 type ToolAnswer struct {
 	Text    string           `json:"text"`
 	IsError bool             `json:"is_error"`
 	Result  *codemode.Result `json:"result"`
+	Images  []ToolImage      `json:"images,omitempty"`
+	Files   []spine.File     `json:"files,omitempty"`
 }
 
 func (s *Server) handleTool(w http.ResponseWriter, r *http.Request) {
@@ -47,6 +55,11 @@ func (s *Server) handleTool(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleToolCall(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	tool := s.opts.Tool
+	data, err := fileDataOf(r)
+	if err != nil {
+		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, err.Error())
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -99,7 +112,7 @@ func (s *Server) handleToolCall(w http.ResponseWriter, r *http.Request) {
 	res, err := tool.Answer(r.Context(), out, runErr)
 	switch {
 	case err == nil:
-		s.answerTool(w, http.StatusOK, res)
+		s.answerToolData(w, http.StatusOK, res, data)
 	case errors.Is(err, spine.ErrClosed) || s.cutDone():
 		s.answerTool(w, http.StatusServiceUnavailable, codemode.Failed("the server is shutting down"))
 	default: // the client went away: nobody reads this
@@ -108,9 +121,5 @@ func (s *Server) handleToolCall(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) answerTool(w http.ResponseWriter, status int, res *codemode.Result) {
-	a := ToolAnswer{Text: res.Text(), IsError: res.IsError}
-	if res.Output != nil || !res.IsError {
-		a.Result = res
-	}
-	writeJSON(w, status, a)
+	s.answerToolData(w, status, res, fileDataNone)
 }

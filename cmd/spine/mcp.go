@@ -64,6 +64,8 @@ flags:
   --slots N                run_python calls at once; more get the tool error "busy, retry" (default: the pool size, GOMAXPROCS)
   --early-reads            start allow-listed read-only tools early
   --stateless              keep nothing from one call to the next: no sessions, no fresh argument
+  --no-images              send no images: image files come as resources like any file (for a
+                           client or model that takes no images)
   --max-sessions N         Python sessions kept (default 100); past it one is closed: of the client
                            holding the most, the one it used least recently
   --sessions-per-client N  with --http, Python sessions one client (one address; with --tokens-file, one
@@ -112,6 +114,7 @@ type mcpOptions struct {
 	slots      int
 	earlyReads bool
 	stateless  bool
+	noImages   bool
 	sessions   int // --max-sessions
 	perClient  int // --sessions-per-client
 	grace      time.Duration
@@ -133,6 +136,7 @@ func (o *mcpOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.slots, "slots", 0, "")
 	fs.BoolVar(&o.earlyReads, "early-reads", false, "")
 	fs.BoolVar(&o.stateless, "stateless", false, "")
+	fs.BoolVar(&o.noImages, "no-images", false, "")
 	fs.IntVar(&o.sessions, "max-sessions", mcpserver.DefaultMaxSessions, "")
 	fs.IntVar(&o.perClient, "sessions-per-client", 0, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
@@ -214,6 +218,9 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	mo := &mcpserver.Options{
 		Timeout: o.timeout, Slots: o.slots, EarlyReads: o.earlyReads, Stateless: o.stateless, MaxSessions: o.sessions, Logger: traffic,
 		StoreWrite: write, ServerLog: logger,
+	}
+	if o.noImages {
+		mo.MaxImageBytes = -1
 	}
 	if o.addr != "" {
 		mo.ClientOf, mo.MaxSessionsPerClient = clientAddress, o.perClient

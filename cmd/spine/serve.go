@@ -53,6 +53,8 @@ flags:
   --stream-slots N         of those, how many streams may hold (default: half, at least 1)
   --stream-idle DURATION   a stream that sends nothing this long is ended with 408 (default 10s)
   --max-timeout DURATION   time limit of every run (default 30s)
+  --no-images              run_python (/v1/tool) gives no images, and its description does not
+                           promise them (for an agent that does not send images to its model)
   --tool-wait DURATION     how long a run waits for its caller's tool results (default 5m): the
                            tools a request brings ("tools"); then the run is stopped
   --paused N               runs with such tools at once (default 64), each holding a Guest while
@@ -139,6 +141,7 @@ type serveOptions struct {
 	sessionStore  string
 	sessionWrite  string
 	memory        int // MiB
+	noImages      bool
 }
 
 // defaultSessionTTL is --session-ttl's default. The library's is none; an
@@ -161,6 +164,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.paused, "paused", service.DefaultMaxPaused, "")
 	fs.StringVar(&o.replica, "replica", os.Getenv("SPINE_REPLICA"), "")
 	fs.DurationVar(&o.maxTimeout, "max-timeout", service.DefaultMaxTimeout, "")
+	fs.BoolVar(&o.noImages, "no-images", false, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
 	fs.StringVar(&o.metrics, "metrics-listen", "", "")
 	fs.DurationVar(&o.drainDelay, "drain-delay", defaultDrainDelay, "")
@@ -301,7 +305,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		Health:      health,
 		Logger:      logger,
 		MaxSnapshot: int64(spine.MaxSnapshotSize(sessions.MemoryLimit)),
-		Tool:        codemode.New(runner, manifest, &codemode.Options{Timeout: o.maxTimeout}),
+		Tool:        codemode.New(runner, manifest, o.toolOptions()),
 
 		SessionStore: store,
 		SessionWrite: policy,
@@ -416,4 +420,13 @@ func startHTTP(ln net.Listener, handler http.Handler, s serving, onShutdown ...f
 	go func() { errs <- srv.Serve(ln) }()
 	s.log.info(fmt.Sprintf("listening on http://%s %s", ln.Addr(), s.what), "addr", ln.Addr().String())
 	return srv, errs
+}
+
+// toolOptions are the settings of run_python on /v1/tool.
+func (o *serveOptions) toolOptions() *codemode.Options {
+	opts := &codemode.Options{Timeout: o.maxTimeout}
+	if o.noImages {
+		opts.MaxImageBytes = -1
+	}
+	return opts
 }

@@ -1,8 +1,8 @@
 // Command anthropic is a small agent loop on the official Anthropic Go SDK
 // (the messages API) whose one tool is Spine's run_python: the model writes
 // a Python program that calls the Go tool lookup, Spine runs it, and the
-// result goes back to the model (marked is_error when the program failed)
-// until it answers.
+// result goes back to the model (marked is_error when the program failed),
+// with the images the program made as image blocks, until it answers.
 //
 //	ANTHROPIC_API_KEY=... go run ./anthropic "What do 3 books and 2 pens cost?"
 //
@@ -116,17 +116,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			case anthropic.TextBlock:
 				answer = append(answer, b.Text)
 			case anthropic.ToolUseBlock:
-				text, isError := fmt.Sprintf("no tool %q: the only tool is %s", b.Name, tool.Name()), true
+				res := codemode.Failed(fmt.Sprintf("no tool %q: the only tool is %s", b.Name, tool.Name()))
 				if b.Name == tool.Name() {
-					res, err := tool.Run(ctx, b.Input)
-					if err != nil { // ctx ended, or the Runner closed
+					if res, err = tool.Run(ctx, b.Input); err != nil { // ctx ended, or the Runner closed
 						fmt.Fprintln(stderr, err)
 						return 1
 					}
-					text, isError = res.Text(), res.IsError
 				}
-				fmt.Fprintf(stderr, "%s %s\n-> %s\n", b.Name, b.Input, text)
-				results = append(results, anthropic.NewToolResultBlock(b.ID, text, isError))
+				fmt.Fprintf(stderr, "%s %s\n-> %s\n", b.Name, b.Input, res.Text())
+				results = append(results, toolResult(b.ID, res, stderr))
 			}
 		}
 		if len(results) == 0 {
@@ -137,4 +135,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, errors.New("the model did not answer within -max-turns"))
 	return 1
+}
+
+// toolResult is res as the tool_result block of the call id: its text, then
+// the images the program made, which the model sees.
+func toolResult(id string, res *codemode.Result, stderr io.Writer) anthropic.ContentBlockParamUnion {
+	block := anthropic.ToolResultBlockParam{
+		ToolUseID: id,
+		Content:   []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: res.Text()}}},
+		IsError:   anthropic.Bool(res.IsError),
+	}
+	for _, im := range res.Images {
+		fmt.Fprintf(stderr, "-> [%s: %s, %dx%d]\n", im.Label(), im.MIMEType, im.Width, im.Height)
+		block.Content = append(block.Content, anthropic.ToolResultBlockParamContentUnion{OfImage: &anthropic.ImageBlockParam{
+			Source: anthropic.ImageBlockParamSourceUnion{OfBase64: &anthropic.Base64ImageSourceParam{
+				Data:      im.Base64(),
+				MediaType: anthropic.Base64ImageSourceMediaType(im.MIMEType),
+			}},
+		}})
+	}
+	return anthropic.ContentBlockParamUnion{OfToolResult: &block}
 }

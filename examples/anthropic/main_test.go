@@ -41,15 +41,7 @@ func TestReplay(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr:\n%s", code, stdout.String(), stderr.String())
 	}
 
-	requests := srv.Requests()
-	for i, req := range requests {
-		tool, _ := replay.Path(req, "tools", 0).(map[string]any)
-		if tool["name"] != codemode.ToolName || tool["description"] != codemode.Description(manifest(), nil) ||
-			replay.Path(tool, "input_schema", "required", 0) != "source" {
-			t.Errorf("request %d: the tool is not codemode's: %v", i+1, tool)
-		}
-		tool["description"] = descriptionMark
-	}
+	requests := markTool(t, srv)
 	if len(requests) == 3 {
 		failed, _ := replay.Path(requests[1], "messages", -1, "content", 0).(map[string]any)
 		text, _ := replay.Path(failed, "content", 0, "text").(string)
@@ -63,6 +55,53 @@ func TestReplay(t *testing.T) {
 			replay.Path(ok, "content", 0, "text") != `{"value":67,"stdout":"{'book': 21, 'pen': 2}\n"}` {
 			t.Errorf("the fixed program's result sent: %v", ok)
 		}
+	}
+	srv.Check(*update)
+}
+
+// markTool returns the requests srv received, after checking that each
+// declares codemode's tool, whose description it replaces by
+// descriptionMark.
+func markTool(t *testing.T, srv *replay.Server) []map[string]any {
+	t.Helper()
+	requests := srv.Requests()
+	for i, req := range requests {
+		tool, _ := replay.Path(req, "tools", 0).(map[string]any)
+		if tool["name"] != codemode.ToolName || tool["description"] != codemode.Description(manifest(), nil) ||
+			replay.Path(tool, "input_schema", "required", 0) != "source" {
+			t.Errorf("request %d: the tool is not codemode's: %v", i+1, tool)
+		}
+		tool["description"] = descriptionMark
+	}
+	return requests
+}
+
+// TestReplayImage: the model's program looks up the prices and draws them
+// as a bar chart, a PNG it writes by hand; the tool_result the example sends
+// has the result's text, which lists the image, then the image itself as an
+// image block (base64), the chart as drawn; all as recorded
+// (testdata/image).
+func TestReplayImage(t *testing.T) {
+	srv := replay.Serve(t, "testdata/image", "/v1/messages", func(*http.Request) string { return "" })
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"-base-url", srv.URL, "-api-key", "test-key", "Draw a bar chart of the prices of a book and a pen."}, &stdout, &stderr)
+	if code != 0 || stdout.String() != "Here is the chart: the book's bar (21) towers over the pen's (2).\n" {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	requests := markTool(t, srv)
+	if len(requests) == 2 {
+		result, _ := replay.Path(requests[1], "messages", -1, "content", 0).(map[string]any)
+		text, _ := replay.Path(result, "content", 0, "text").(string)
+		if result["type"] != "tool_result" || result["is_error"] != false || !strings.HasPrefix(text, `{"value":{"book":21,"pen":2},"stdout":"","files":[{"name":"prices.png","bytes":`) ||
+			!strings.Contains(text, `"images":[{"source":"file","name":"prices.png","mime_type":"image/png","width":40,"height":24,"bytes":`) {
+			t.Errorf("the tool_result's text: %v", result)
+		}
+		image, _ := replay.Path(result, "content", 1).(map[string]any)
+		data, _ := replay.Path(image, "source", "data").(string)
+		if image["type"] != "image" || replay.Path(image, "source", "type") != "base64" || replay.Path(image, "source", "media_type") != "image/png" {
+			t.Errorf("the image block: %.200v", image)
+		}
+		replay.CheckChart(t, data)
 	}
 	srv.Check(*update)
 }

@@ -1,7 +1,9 @@
 // Command openai is a small agent loop on the official OpenAI Go SDK (chat
 // completions) whose one tool is Spine's run_python: the model writes a
 // Python program that calls the Go tool lookup, Spine runs it, and the
-// result goes back to the model until it answers.
+// result goes back to the model until it answers. A tool message holds only
+// text: the images the program made follow the turn's tool messages in a
+// user message, as image_url parts.
 //
 //	OPENAI_API_KEY=... go run ./openai "What do 3 books and 2 pens cost?"
 //
@@ -17,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -110,20 +113,46 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		params.Messages = append(params.Messages, msg.ToParam())
+		var images []openai.ChatCompletionContentPartUnionParam
 		for _, call := range msg.ToolCalls {
-			text := fmt.Sprintf("no tool %q: the only tool is %s", call.Function.Name, tool.Name())
+			res := codemode.Failed(fmt.Sprintf("no tool %q: the only tool is %s", call.Function.Name, tool.Name()))
 			if call.Function.Name == tool.Name() {
-				res, err := tool.Run(ctx, json.RawMessage(call.Function.Arguments))
-				if err != nil { // ctx ended, or the Runner closed
+				if res, err = tool.Run(ctx, json.RawMessage(call.Function.Arguments)); err != nil { // ctx ended, or the Runner closed
 					fmt.Fprintln(stderr, err)
 					return 1
 				}
-				text = res.Text()
 			}
-			fmt.Fprintf(stderr, "%s %s\n-> %s\n", call.Function.Name, call.Function.Arguments, text)
-			params.Messages = append(params.Messages, openai.ToolMessage(text, call.ID))
+			fmt.Fprintf(stderr, "%s %s\n-> %s\n", call.Function.Name, call.Function.Arguments, res.Text())
+			params.Messages = append(params.Messages, openai.ToolMessage(res.Text(), call.ID))
+			images = append(images, imageParts(call.ID, res, stderr)...)
+		}
+		if len(images) > 0 {
+			// A tool message holds only text: the images follow the turn's
+			// tool messages in a user message.
+			params.Messages = append(params.Messages, openai.UserMessage(images))
 		}
 	}
 	fmt.Fprintln(stderr, errors.New("the model did not answer within -max-turns"))
 	return 1
+}
+
+// imageParts are the images the program of call id made, as the parts of a
+// user message: a text part naming them, then an image_url part for each
+// (a data URL). None when it made none.
+func imageParts(id string, res *codemode.Result, stderr io.Writer) []openai.ChatCompletionContentPartUnionParam {
+	if len(res.Images) == 0 {
+		return nil
+	}
+	labels := make([]string, len(res.Images))
+	for i, im := range res.Images {
+		labels[i] = im.Label()
+	}
+	parts := []openai.ChatCompletionContentPartUnionParam{
+		openai.TextContentPart(fmt.Sprintf("The images of %s call %s: %s.", codemode.ToolName, id, strings.Join(labels, ", "))),
+	}
+	for _, im := range res.Images {
+		fmt.Fprintf(stderr, "-> [%s: %s, %dx%d]\n", im.Label(), im.MIMEType, im.Width, im.Height)
+		parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: im.DataURL()}))
+	}
+	return parts
 }

@@ -9,8 +9,10 @@ package replay
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image/png"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -143,4 +145,28 @@ func Path(v any, path ...any) any {
 		}
 	}
 	return v
+}
+
+// CheckChart checks that data, base64, is the PNG both examples' image
+// exchanges draw: 40 x 24 pixels, white, with the book's blue bar 21 pixels
+// high and the pen's orange one 2 pixels high.
+func CheckChart(t *testing.T, data string) {
+	t.Helper()
+	raw, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		t.Fatalf("the image's data: %v", err)
+	}
+	img, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("the image: %v", err)
+	}
+	rgb := func(x, y int) [3]uint32 {
+		r, g, b, _ := img.At(x, y).RGBA()
+		return [3]uint32{r >> 8, g >> 8, b >> 8}
+	}
+	white, blue, orange := [3]uint32{0xff, 0xff, 0xff}, [3]uint32{0x1f, 0x77, 0xb4}, [3]uint32{0xff, 0x7f, 0x0e}
+	if b := img.Bounds(); b.Dx() != 40 || b.Dy() != 24 || rgb(10, 23) != blue || rgb(10, 3) != blue || rgb(10, 2) != white ||
+		rgb(30, 22) != orange || rgb(30, 21) != white || rgb(1, 23) != white {
+		t.Errorf("the chart is not as drawn: %v, blue bar %v..%v, orange bar %v..%v", b, rgb(10, 23), rgb(10, 2), rgb(30, 22), rgb(30, 21))
+	}
 }

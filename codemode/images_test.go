@@ -1,0 +1,121 @@
+package codemode_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/spine-run/spine/codemode"
+	"github.com/spine-run/spine/internal/spinetest"
+)
+
+func runImages(t *testing.T, opts *codemode.Options, source string) *codemode.Result {
+	t.Helper()
+	args, _ := json.Marshal(map[string]string{"source": spinetest.PNGSource + source})
+	res, err := codemode.New(runner, manifest, opts).Run(t.Context(), args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestImages: the images a program writes (known by their bytes, not their
+// names), displays or ends with reach the Result in a notebook's order, with
+// their data; the text lists them.
+func TestImages(t *testing.T) {
+	res := runImages(t, nil, `
+open("chart.png", "wb").write(png(4, 3))
+open("photo.dat", "wb").write(png(2, 2, (0, 0, 255)))  # a PNG by its bytes
+open("fake.png", "w").write("not a picture")
+open("notes.txt", "w").write("hello")
+display({"image/png": png(1, 1), "text/plain": "a dot"}, raw=True)
+display("just text")
+class Chart:
+    def _repr_png_(self):
+        return png(5, 6)
+    def __repr__(self):
+        return "<Chart>"
+Chart()`)
+	if res.IsError {
+		t.Fatal(res.Text())
+	}
+	type got struct {
+		label, mime string
+		w, h        int
+	}
+	want := []got{{"display 1", "image/png", 1, 1}, {"the value", "image/png", 5, 6}, {"chart.png", "image/png", 4, 3}, {"photo.dat", "image/png", 2, 2}}
+	if len(res.Images) != len(want) {
+		t.Fatalf("%d images: %s", len(res.Images), res.Text())
+	}
+	for i, im := range res.Images {
+		if g := (got{im.Label(), im.MIMEType, im.Width, im.Height}); g != want[i] || im.Bytes != len(im.Data) || im.Bytes == 0 {
+			t.Errorf("image %d: %+v, want %+v", i, g, want[i])
+		}
+	}
+	for _, f := range res.Output.Files {
+		if f.Name == "chart.png" && !bytes.Equal(f.Data, res.Images[2].Data) {
+			t.Error("chart.png's data differs from the file's")
+		}
+	}
+	if !strings.HasPrefix(res.Images[0].DataURL(), "data:image/png;base64,iVBORw0KGgo") ||
+		base64.StdEncoding.EncodeToString(res.Images[1].Data) != res.Images[1].Base64() {
+		t.Errorf("data URL %.40s", res.Images[0].DataURL())
+	}
+	text := res.Text()
+	if !strings.Contains(text, `"display":"<Chart>"`) || !strings.Contains(text, `"images":[{"source":"display","index":1,"mime_type":"image/png","width":1,"height":1,"bytes":`) ||
+		!strings.Contains(text, `{"source":"file","name":"photo.dat","mime_type":"image/png","width":2,"height":2,"bytes":`) ||
+		strings.Contains(text, "images_left_out") || strings.Contains(text, "iVBOR") {
+		t.Errorf("text %s", text)
+	}
+
+	// A failed run gives no images; its files are listed.
+	res = runImages(t, nil, `open("chart.png", "wb").write(png(4, 3)); 1/0`)
+	if !res.IsError || res.Images != nil {
+		t.Errorf("a failed run: %v %+v", res.IsError, res.Images)
+	}
+}
+
+// TestImagesLeftOut: the caps on each image and on an answer's images, a
+// damaged image and one too large in pixels are left out, and the text says
+// which and why; a negative MaxImageBytes gives none and says nothing.
+func TestImagesLeftOut(t *testing.T) {
+	const source = `
+open("a_big.png", "wb").write(png(120, 120, seed=1))    # noise: over 40 KiB
+open("b_mid.png", "wb").write(png(70, 70, seed=2))      # noise: about 15 KiB
+open("c_mid.png", "wb").write(png(70, 70, seed=3))
+open("d_cut.png", "wb").write(png(8, 8)[:-6])
+open("e_wide.png", "wb").write(png(9000, 1))
+display({"image/png": b"plain bytes"}, raw=True)
+display({"image/png": png(3, 3)}, raw=True)
+`
+	res := runImages(t, &codemode.Options{MaxImageBytes: 40 << 10, MaxAnswerImageBytes: 20 << 10}, source)
+	if res.IsError {
+		t.Fatal(res.Text())
+	}
+	var labels []string
+	for _, im := range res.Images {
+		labels = append(labels, im.Label())
+	}
+	if strings.Join(labels, " ") != "display 2 b_mid.png" {
+		t.Errorf("images %v; %s", labels, res.ImagesLeftOut)
+	}
+	want := "5 images left out: not a PNG, JPEG, GIF or WebP image (display 1); over the 40 KiB limit per image (a_big.png); " +
+		"over the 20 KiB limit per answer (c_mid.png); damaged or cut short (d_cut.png); over 8000 pixels on a side (e_wide.png)"
+	if res.ImagesLeftOut != want || !strings.Contains(res.Text(), `"images_left_out":"`+want+`"`) {
+		t.Errorf("left out:\n%s\nwant\n%s", res.ImagesLeftOut, want)
+	}
+
+	none := &codemode.Options{MaxImageBytes: -1}
+	res = runImages(t, none, source)
+	if res.IsError || res.Images != nil || res.ImagesLeftOut != "" || len(res.Files) != 5 {
+		t.Errorf("no images: %s", res.Text())
+	}
+	if d := codemode.Description(manifest, none); strings.Contains(d, "shown to you as images") {
+		t.Error("the description speaks of images a Tool without them does not give")
+	}
+	if d := codemode.Description(manifest, nil); !strings.Contains(d, "shown to you as images after the result: at most 1 MiB each and 4 MiB per call.") {
+		t.Errorf("the description:\n%s", d)
+	}
+}
