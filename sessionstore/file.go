@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/spine-run/spine/internal/filelock"
 )
 
 // A file:// store is a directory: each object is the file at its key, and
@@ -34,7 +36,7 @@ import (
 // flock is advisory: a process writing the directory without this package
 // is not held back. On a network file system it is as good as that file
 // system's locks (NFS v4 has them; check yours). Where flock does not
-// exist (filelock_other.go) there is no lock, and docs/scaling.md says so.
+// exist (package filelock) there is no lock, and docs/scaling.md says so.
 //
 // A writer holds a flock on its temporary file until the file is renamed
 // into place or removed. A writer killed mid-write (kill -9) leaves its
@@ -325,7 +327,7 @@ func (b *fileBucket) Create(ctx context.Context, key string, md map[string]strin
 	return nil
 }
 
-// createTemp makes a new temporary file beside path, held (holdFile)
+// createTemp makes a new temporary file beside path, held (filelock.Hold)
 // until it is closed. A cleaner (cleanTemps) may remove a file between its
 // making and its hold: then another is made.
 func createTemp(path string) (*os.File, error) {
@@ -338,7 +340,7 @@ func createTemp(path string) (*os.File, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := holdFile(f); err != nil {
+		if err := filelock.Hold(f); err != nil {
 			f.Close()
 			os.Remove(name)
 			return nil, fmt.Errorf("holding %s: %w", name, err)
@@ -385,7 +387,7 @@ func cleanTemps(dir string) (int, error) {
 			return nil // renamed or removed since it was listed
 		}
 		defer f.Close()
-		if tryHold(f) && same(f, path) && os.Remove(path) == nil {
+		if filelock.TryHold(f) && same(f, path) && os.Remove(path) == nil {
 			removed++
 		}
 		return nil
@@ -414,7 +416,7 @@ func (b *fileBucket) Close() error { return nil }
 // commitLock takes the directory's lock for the end of a create-only
 // write; unlock releases it.
 func (b *fileBucket) commitLock() (unlock func(), err error) {
-	unlock, err = lockFile(filepath.Join(b.dir, lockName))
+	unlock, err = filelock.Lock(filepath.Join(b.dir, lockName))
 	if err != nil {
 		return nil, fmt.Errorf("the store's lock: %w", err)
 	}
