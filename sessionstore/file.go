@@ -93,8 +93,9 @@ func openDir(dir string, max int64) (*fileBucket, error) {
 }
 
 // stored returns the bytes of the files of the store in dir: every file in
-// a folder of it (keys have a '/'), not those at its top (its lock; the
-// Runner's snapshots when dir is also a SessionOptions.Dir).
+// a folder of it (keys have a '/'), not those at its top (its lock) nor in
+// the folders of Runners whose SessionOptions.Dir it is too
+// (runnerFolder).
 func stored(dir string) (int64, error) {
 	var n int64
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -103,6 +104,9 @@ func stored(dir string) (int64, error) {
 				return nil
 			}
 			return err
+		}
+		if d.IsDir() && runnerFolder(dir, path, d) {
+			return filepath.SkipDir
 		}
 		if d.IsDir() || filepath.Dir(path) == filepath.Clean(dir) {
 			return nil
@@ -113,6 +117,14 @@ func stored(dir string) (int64, error) {
 		return nil
 	})
 	return n, err
+}
+
+// runnerFolder reports whether d, at path in the store's folder dir, is a
+// folder of a Runner's whose SessionOptions.Dir dir is too (spine serve's
+// --session-dir): a folder at the top whose name begins with ".spine-". It
+// is not the store's.
+func runnerFolder(dir, path string, d fs.DirEntry) bool {
+	return strings.HasPrefix(d.Name(), ".spine-") && filepath.Dir(path) == filepath.Clean(dir)
 }
 
 // reserve counts n more bytes of the store's, or refuses them (ErrFull)
@@ -189,6 +201,9 @@ func (b *fileBucket) List(ctx context.Context, prefix string) ([]string, error) 
 			return err
 		}
 		if d.IsDir() {
+			if runnerFolder(b.dir, path, d) {
+				return filepath.SkipDir
+			}
 			return ctx.Err()
 		}
 		name := d.Name()
@@ -378,6 +393,9 @@ func cleanTemps(dir string) (int, error) {
 				return nil
 			}
 			return err
+		}
+		if d.IsDir() && runnerFolder(dir, path, d) {
+			return filepath.SkipDir
 		}
 		if d.IsDir() || !d.Type().IsRegular() || !strings.HasSuffix(d.Name(), tempExt) {
 			return nil
