@@ -175,6 +175,10 @@ type SessionOptions struct {
 
 	// Dir, when set, is the folder hibernated sessions' snapshots go to, one
 	// file each, readable by the owner only; by default they stay in memory.
+	// They go into a folder of the Runner's own in it (.spine-runner-*),
+	// which Close removes; New removes those of processes that ended without
+	// Close (kill -9), never one a live process holds, so several processes
+	// may share Dir.
 	Dir string
 
 	// HibernatedMemory caps the bytes of snapshots hibernated sessions keep

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -168,6 +167,7 @@ type Runner struct {
 	tools    json.RawMessage // the manifest as the Guest sees it, encoded once
 
 	runToolCache guestToolCache // the Guest's form of the tools runs bring (Request.Tools)
+	sessionDir   *sessionDir    // this Runner's folder in SessionOptions.Dir (session_dir.go); nil without one
 	world        world          // the package archives and the warm-up
 	engine       *engine.Engine // the Guests: compiled, imaged, pooled
 	identity     snapshotIdentity
@@ -201,11 +201,6 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 	}
 	if opts.Sessions.MemoryLimit < 64<<20 {
 		return nil, fmt.Errorf("spine: Sessions.MemoryLimit %d is under the 64 MiB CPython needs", opts.Sessions.MemoryLimit)
-	}
-	if opts.Sessions.Dir != "" {
-		if err := os.MkdirAll(opts.Sessions.Dir, 0o700); err != nil {
-			return nil, fmt.Errorf("spine: Sessions.Dir: %w", err)
-		}
 	}
 	artifact := Artifact{Wasm: guest.Wasm, StdlibZip: guest.StdlibZip}
 	if opts.Artifact != nil {
@@ -258,6 +253,13 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 			return nil, pe // a fault of Preload, not of preparing the image
 		}
 		return nil, err
+	}
+	if opts.Sessions.Dir != "" {
+		if r.sessionDir, err = openSessionDir(opts.Sessions.Dir); err != nil {
+			r.stop()
+			r.engine.Close(ctx)
+			return nil, err
+		}
 	}
 	r.sessions.startSweeper(r.closing)
 	return r, nil
@@ -605,5 +607,6 @@ func (r *Runner) Close(ctx context.Context) error {
 	r.stop()
 	r.runs.Wait() // a run's Guest stops at once: its context is done
 	r.sessions.closeAll(ErrClosed)
+	r.sessionDir.close()
 	return r.engine.Close(ctx)
 }

@@ -121,8 +121,8 @@ func (s *Session) hibernate() error {
 	if s.inst == nil {
 		return nil
 	}
-	if dir := s.r.opts.Sessions.Dir; dir != "" {
-		if err := s.hibernateToFile(dir); err != nil {
+	if d := s.r.sessionDir; d != nil {
+		if err := s.hibernateToFile(d.path); err != nil {
 			return err
 		}
 	} else {

@@ -348,14 +348,14 @@ func TestSessionHibernation(t *testing.T) {
 				t.Fatalf("stats %+v", st)
 			}
 			if dir != "" {
-				files, _ := filepath.Glob(filepath.Join(dir, "*.snapshot"))
+				files := hibernatedFiles(t, dir)
 				if len(files) != n-r.SessionStats().Live {
 					t.Fatalf("%d snapshot files for %+v", len(files), r.SessionStats())
 				}
 				for _, s := range sessions {
 					s.Close(context.Background())
 				}
-				if files, _ := filepath.Glob(filepath.Join(dir, "*")); len(files) != 0 {
+				if files := hibernatedFiles(t, dir); len(files) != 0 {
 					t.Fatalf("left behind: %v", files)
 				}
 			}
@@ -461,7 +461,7 @@ func TestSessionHibernatedFileDamaged(t *testing.T) {
 		if err := s.Hibernate(ctx); err != nil {
 			t.Fatal(err)
 		}
-		files, _ := filepath.Glob(filepath.Join(dir, "*.snapshot"))
+		files := hibernatedFiles(t, dir)
 		if len(files) != 1 {
 			t.Fatalf("files: %v", files)
 		}
@@ -470,7 +470,7 @@ func TestSessionHibernatedFileDamaged(t *testing.T) {
 			t.Fatalf("waking: %v", err)
 		}
 		s.Close(ctx)
-		if files, _ := filepath.Glob(filepath.Join(dir, "*")); len(files) != 0 {
+		if files := hibernatedFiles(t, dir); len(files) != 0 {
 			t.Fatalf("left behind: %v", files)
 		}
 	}

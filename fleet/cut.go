@@ -39,22 +39,24 @@ func (f *Fleet) undo(ctx context.Context, e *Session, dirty bool, before *os.Fil
 }
 
 // keep writes the snapshot of e's live state to a new file, which the
-// caller closes and removes: in the Runner's SessionOptions.Dir, else the
-// system's temporary folder. It streams, so it takes no more memory than a
-// write to the store, whatever the session's size. nil when it could not
-// be made; the caller holds e's lock.
+// caller closes: in the Runner's SessionOptions.Dir, else the system's
+// temporary folder, and removed from it at once (the open file is all that
+// holds it), so that a process killed mid-run leaves nothing behind. It
+// streams, so it takes no more memory than a write to the store, whatever
+// the session's size. nil when it could not be made; the caller holds e's
+// lock.
 func (f *Fleet) keep(ctx context.Context, e *Session) *os.File {
 	file, err := os.CreateTemp(f.runner.Options().Sessions.Dir, "spine-before-run-*")
 	if err != nil {
 		return nil
 	}
+	os.Remove(file.Name())
 	bw := bufio.NewWriterSize(file, snapshotBuffer)
 	if _, err = e.s.SnapshotTo(ctx, bw); err == nil {
 		err = bw.Flush()
 	}
 	if err != nil {
 		file.Close()
-		os.Remove(file.Name())
 		return nil
 	}
 	return file

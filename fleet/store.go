@@ -378,7 +378,7 @@ func (f *Fleet) Run(ctx context.Context, e *Session, req spine.Request) (*spine.
 		if before != nil {
 			defer func() {
 				before.Close()
-				os.Remove(before.Name())
+				os.Remove(before.Name()) // where an open file could not be removed (keep)
 			}()
 		}
 	}

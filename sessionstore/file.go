@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/spine-run/spine/internal/filelock"
 )
 
 // A file:// store is a directory: each object is the file at its key, and
@@ -34,7 +36,7 @@ import (
 // flock is advisory: a process writing the directory without this package
 // is not held back. On a network file system it is as good as that file
 // system's locks (NFS v4 has them; check yours). Where flock does not
-// exist (filelock_other.go) there is no lock, and docs/scaling.md says so.
+// exist (package filelock) there is no lock, and docs/scaling.md says so.
 //
 // A writer holds a flock on its temporary file until the file is renamed
 // into place or removed. A writer killed mid-write (kill -9) leaves its
@@ -91,8 +93,9 @@ func openDir(dir string, max int64) (*fileBucket, error) {
 }
 
 // stored returns the bytes of the files of the store in dir: every file in
-// a folder of it (keys have a '/'), not those at its top (its lock; the
-// Runner's snapshots when dir is also a SessionOptions.Dir).
+// a folder of it (keys have a '/'), not those at its top (its lock) nor in
+// the folders of Runners whose SessionOptions.Dir it is too
+// (runnerFolder).
 func stored(dir string) (int64, error) {
 	var n int64
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -101,6 +104,9 @@ func stored(dir string) (int64, error) {
 				return nil
 			}
 			return err
+		}
+		if d.IsDir() && runnerFolder(dir, path, d) {
+			return filepath.SkipDir
 		}
 		if d.IsDir() || filepath.Dir(path) == filepath.Clean(dir) {
 			return nil
@@ -111,6 +117,14 @@ func stored(dir string) (int64, error) {
 		return nil
 	})
 	return n, err
+}
+
+// runnerFolder reports whether d, at path in the store's folder dir, is a
+// folder of a Runner's whose SessionOptions.Dir dir is too (spine serve's
+// --session-dir): a folder at the top whose name begins with ".spine-". It
+// is not the store's.
+func runnerFolder(dir, path string, d fs.DirEntry) bool {
+	return strings.HasPrefix(d.Name(), ".spine-") && filepath.Dir(path) == filepath.Clean(dir)
 }
 
 // reserve counts n more bytes of the store's, or refuses them (ErrFull)
@@ -187,6 +201,9 @@ func (b *fileBucket) List(ctx context.Context, prefix string) ([]string, error) 
 			return err
 		}
 		if d.IsDir() {
+			if runnerFolder(b.dir, path, d) {
+				return filepath.SkipDir
+			}
 			return ctx.Err()
 		}
 		name := d.Name()
@@ -325,7 +342,7 @@ func (b *fileBucket) Create(ctx context.Context, key string, md map[string]strin
 	return nil
 }
 
-// createTemp makes a new temporary file beside path, held (holdFile)
+// createTemp makes a new temporary file beside path, held (filelock.Hold)
 // until it is closed. A cleaner (cleanTemps) may remove a file between its
 // making and its hold: then another is made.
 func createTemp(path string) (*os.File, error) {
@@ -338,7 +355,7 @@ func createTemp(path string) (*os.File, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := holdFile(f); err != nil {
+		if err := filelock.Hold(f); err != nil {
 			f.Close()
 			os.Remove(name)
 			return nil, fmt.Errorf("holding %s: %w", name, err)
@@ -377,6 +394,9 @@ func cleanTemps(dir string) (int, error) {
 			}
 			return err
 		}
+		if d.IsDir() && runnerFolder(dir, path, d) {
+			return filepath.SkipDir
+		}
 		if d.IsDir() || !d.Type().IsRegular() || !strings.HasSuffix(d.Name(), tempExt) {
 			return nil
 		}
@@ -385,7 +405,7 @@ func cleanTemps(dir string) (int, error) {
 			return nil // renamed or removed since it was listed
 		}
 		defer f.Close()
-		if tryHold(f) && same(f, path) && os.Remove(path) == nil {
+		if filelock.TryHold(f) && same(f, path) && os.Remove(path) == nil {
 			removed++
 		}
 		return nil
@@ -414,7 +434,7 @@ func (b *fileBucket) Close() error { return nil }
 // commitLock takes the directory's lock for the end of a create-only
 // write; unlock releases it.
 func (b *fileBucket) commitLock() (unlock func(), err error) {
-	unlock, err = lockFile(filepath.Join(b.dir, lockName))
+	unlock, err = filelock.Lock(filepath.Join(b.dir, lockName))
 	if err != nil {
 		return nil, fmt.Errorf("the store's lock: %w", err)
 	}

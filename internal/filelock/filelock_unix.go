@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package sessionstore
+package filelock
 
 import (
 	"fmt"
@@ -8,13 +8,13 @@ import (
 	"syscall"
 )
 
-// lockFile takes an exclusive flock on the file at path, made if missing.
+// Lock takes an exclusive flock on the file at path, made if missing.
 // Each call opens the file anew, so that two goroutines of one process
 // exclude each other as two processes do.
-func lockFile(path string) (unlock func(), err error) {
+func Lock(path string) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("the store's lock file: %w", err)
+		return nil, fmt.Errorf("a lock file: %w", err)
 	}
 	for {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
@@ -29,10 +29,10 @@ func lockFile(path string) (unlock func(), err error) {
 	return func() { f.Close() }, nil // closing the file releases its lock
 }
 
-// holdFile takes an exclusive flock on f, a temporary file its writer
+// Hold takes an exclusive flock on f, a temporary file its writer
 // holds while it writes it: until f is closed (or the process dies), a
-// cleaner's tryHold of the file fails.
-func holdFile(f *os.File) error {
+// cleaner's TryHold of the file fails.
+func Hold(f *os.File) error {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
 		if err != syscall.EINTR {
@@ -41,9 +41,9 @@ func holdFile(f *os.File) error {
 	}
 }
 
-// tryHold reports whether f's flock was free and is now held by f: no
+// TryHold reports whether f's flock was free and is now held by f: no
 // live writer holds the file.
-func tryHold(f *os.File) bool {
+func TryHold(f *os.File) bool {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err != syscall.EINTR {
