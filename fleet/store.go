@@ -194,8 +194,21 @@ func (f *Fleet) Restore(ctx context.Context, owner, id string, rd io.Reader) (st
 			return "", err
 		}
 	}
-	return f.start(ctx, owner, id, func(ctx context.Context) (*spine.Session, error) { return f.restore(ctx, owner, rd) })
+	src := &errReader{r: rd}
+	id, err := f.start(ctx, owner, id, func(ctx context.Context) (*spine.Session, error) { return f.restore(ctx, owner, src) })
+	if err != nil && src.err != nil && !errors.Is(src.err, io.EOF) {
+		return "", &SourceError{Err: src.err}
+	}
+	return id, err
 }
+
+// SourceError is Restore's error when its reader failed before the
+// snapshot's end (a request body cut short or over its limit, say): the
+// source's fault, told from a bad snapshot.
+type SourceError struct{ Err error }
+
+func (e *SourceError) Error() string { return "reading the snapshot: " + e.Err.Error() }
+func (e *SourceError) Unwrap() error { return e.Err }
 
 // start makes a session with open under id (a new one when ""), gives it
 // its first generation, and adds it.

@@ -144,20 +144,9 @@ func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.startSession(w, r, start, opRestore, func(ctx context.Context) (string, error) {
-		body := &errReader{r: http.MaxBytesReader(w, r.Body, max)}
-		id, err := s.fleet.Restore(ctx, s.owner(r), id, body)
-		if body.err != nil && !errors.Is(body.err, io.EOF) {
-			return "", bodyError{body.err}
-		}
-		return id, err
+		return s.fleet.Restore(ctx, s.owner(r), id, http.MaxBytesReader(w, r.Body, max))
 	})
 }
-
-// bodyError is a request body that could not be read.
-type bodyError struct{ err error }
-
-func (e bodyError) Error() string { return "reading the request body: " + e.err.Error() }
-func (e bodyError) Unwrap() error { return e.err }
 
 // startSession makes a session with start, holding a slot, and answers
 // 201 with its id.
@@ -178,9 +167,9 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, begin time
 		return start(ctx)
 	}()
 	if err != nil {
-		var be bodyError
-		if errors.As(err, &be) {
-			s.bodyFailed(w, begin, op, be.err)
+		var se *fleet.SourceError // the request body failed
+		if errors.As(err, &se) {
+			s.bodyFailed(w, begin, op, se.Err)
 			return
 		}
 		storeHeaders(w, err)

@@ -1,27 +1,11 @@
 package service
 
 import (
-	"io"
 	"net/http"
 )
 
 // A snapshot streams between a request and the session's Guest
 // (spine.Session.SnapshotTo, spine.Runner.RestoreFrom).
-
-// errReader reads a snapshot's source (a request body), keeping its first
-// error, so that a body that failed mid-read is told from a bad snapshot.
-type errReader struct {
-	r   io.Reader
-	err error
-}
-
-func (b *errReader) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	if err != nil && b.err == nil {
-		b.err = err
-	}
-	return n, err
-}
 
 // snapshotAnswer is the answer to GET /v1/sessions/{id}/snapshot: its
 // headers and status go out with the snapshot's first bytes, so that a
