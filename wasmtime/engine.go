@@ -1,7 +1,8 @@
 // Package wasmtime runs the Guest on wasmtime (its Go binding, with cgo): the
 // same instrumented module the wazero engine runs (internal/wasm), its ticks,
 // its Host module, an image taken after a warm-up and mapped copy-on-write
-// under every Guest, and a reset that drops the pages a run wrote.
+// under every Guest, and the engine's reset of it (engine.SharedImage, Linux
+// only: New fails elsewhere).
 //
 // It is a measurement, not a second engine of the Runner: docs/rationale.md
 // ("A second engine on wasmtime") lists what it holds and what it cannot, and
@@ -32,6 +33,10 @@ const bindingVersion = "wasmtime-go-v39.0.1"
 type Config struct {
 	MemoryLimit uint64 // bytes of linear memory per Guest; 0 for 256 MiB
 	MaxOutput   int    // bytes of stdout, and of stderr, kept per run; 0 for 1 MiB
+
+	// MaxDescriptors caps the files and directories a run may hold open;
+	// 0 for 64, the Runner's default.
+	MaxDescriptors int
 
 	// CacheDir keeps the compiled Guest between processes ("" for none:
 	// every New compiles it, which takes a while).
@@ -68,6 +73,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	if cfg.MaxOutput == 0 {
 		cfg.MaxOutput = 1 << 20
+	}
+	if cfg.MaxDescriptors == 0 {
+		cfg.MaxDescriptors = 64
 	}
 	e := &Engine{cfg: cfg}
 	if err := e.setup(ctx); err != nil {
@@ -110,6 +118,7 @@ func (e *Engine) setup(ctx context.Context) error {
 		return err
 	}
 	defer g.Close()
+	g.capture = newCaptureRandom()
 	if err := g.start(ctx, segments); err != nil {
 		return err
 	}

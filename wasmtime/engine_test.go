@@ -202,3 +202,87 @@ func TestStdioClosed(t *testing.T) {
 		t.Fatalf("Reset after closing stdout: %v, want ErrNotReusable", err)
 	}
 }
+
+// TestSleepEndsWithTheRun: a run whose context ends while it sleeps stops
+// then, not when the sleep would have ended; a sleep in a run that goes on
+// returns as it should.
+func TestSleepEndsWithTheRun(t *testing.T) {
+	g := newGuest(t)
+	resp := run(t, g, "import time\ntime.sleep(0.001)\n'awake'")
+	if resp["value"] != "awake" {
+		t.Fatalf("response %v, want the value 'awake'", resp)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := func(context.Context) { cancel() }
+	onCall.Store(&stop)
+	defer onCall.Store(nil)
+	_, err := g.Execute(ctx, request("import time\nlookup(key='book')\ntime.sleep(3600)\n", false))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Execute: %v, want context.Canceled", err)
+	}
+}
+
+// TestImageSameOnEveryHost: two Engines make the same image: CPython's hash
+// secret, drawn as it starts, is the same in both (the image is captured
+// with fixed randomness), while a run's own randomness is not.
+func TestImageSameOnEveryHost(t *testing.T) {
+	other, err := New(context.Background(), Config{CacheDir: testCache(t), Warm: request(warmSource, true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	g2, err := other.NewGuest(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g2.Close()
+	g := newGuest(t)
+	const probe = "import os\n[hash('spine'), os.urandom(8).hex()]"
+	a, b := run(t, g, probe)["value"].([]any), run(t, g2, probe)["value"].([]any)
+	if len(a) != 2 || len(b) != 2 {
+		t.Fatalf("values %v and %v", a, b)
+	}
+	if a[0] != b[0] {
+		t.Errorf("hash('spine') is %v in one Engine's image and %v in the other's", a[0], b[0])
+	}
+	if a[1] == b[1] {
+		t.Errorf("both runs drew the same random bytes %v", a[1])
+	}
+}
+
+// TestFilesHeldOpen: a Guest whose run leaves a file open is not reset (its
+// descriptor would outlive the reset); one whose run closed its files is.
+func TestFilesHeldOpen(t *testing.T) {
+	g := newGuest(t)
+	run(t, g, "with open('/a.txt', 'w') as f:\n    f.write('x')\n")
+	if err := g.Reset(); err != nil {
+		t.Fatalf("Reset after files closed: %v", err)
+	}
+	run(t, g, "import builtins\nbuiltins.kept = open('/a.txt', 'w')\n")
+	if err := g.Reset(); !errors.Is(err, ErrNotReusable) {
+		t.Fatalf("Reset with a file held open: %v, want ErrNotReusable", err)
+	}
+}
+
+// TestDescriptorLimit: a run may hold MaxDescriptors files open, no more
+// (EMFILE), and once it closes them the Guest is reset as usual.
+func TestDescriptorLimit(t *testing.T) {
+	g := newGuest(t)
+	resp := run(t, g, `import errno
+files, err = [], None
+try:
+    for i in range(100):
+        files.append(open(f'/f{i}', 'w'))
+except OSError as e:
+    err = errno.errorcode[e.errno]
+for f in files:
+    f.close()
+[len(files), err]`)
+	if fmt.Sprint(resp["value"]) != "[64 EMFILE]" {
+		t.Fatalf("response %v, want 64 files open and then EMFILE", resp)
+	}
+	if err := g.Reset(); err != nil {
+		t.Fatal(err)
+	}
+}

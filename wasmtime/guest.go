@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"unsafe"
@@ -19,23 +20,28 @@ import (
 // Guest is one instance of the Guest in a wasmtime store of its own. Only
 // one goroutine uses it at a time.
 type Guest struct {
-	e       *Engine
-	store   *wt.Store
-	inst    *wt.Instance
-	linker  *wt.Linker
-	mem     *wt.Memory
-	base    unsafe.Pointer       // the linear memory's start, fixed for the store's life
-	mapped  *engine.MappedMemory // the image mapped over the memory's start; nil before
-	alloc   *wt.Func
-	release *wt.Func
-	execute *wt.Func
-	fdWrite *wt.Func // WASI's own (through forwardWAT), for descriptors other than stdout and stderr
-	scratch string   // the host folder preopened at "/"
+	e        *Engine
+	store    *wt.Store
+	inst     *wt.Instance
+	linker   *wt.Linker
+	mem      *wt.Memory
+	base     unsafe.Pointer       // the linear memory's start, fixed for the store's life
+	mapped   *engine.MappedMemory // the image mapped over the memory's start; nil before
+	alloc    *wt.Func
+	release  *wt.Func
+	execute  *wt.Func
+	fdWrite  *wt.Func // WASI's own (through forwardWAT), for descriptors other than stdout and stderr
+	poll     *wt.Func // WASI's own poll_oneoff (through forwardWAT), for polls of descriptors
+	open     *wt.Func // WASI's own path_open and fd_renumber (through forwardWAT)
+	renumber *wt.Func
+	scratch  string // the host folder preopened at "/"
 
 	stdout, stderr capture
 	runCtx         context.Context
-	broken         bool // a descriptor of 0–4 was closed or moved
-	failed         bool // a call into the Guest trapped
+	capture        io.Reader      // the randomness while the image is captured; nil after
+	broken         bool           // a descriptor of 0–4 was closed or moved
+	fds            map[int32]bool // the descriptors the Guest opened and holds (descriptors.go)
+	failed         bool           // a call into the Guest trapped
 }
 
 // NewGuest returns a Guest whose memory is the image, ready for a run. The
@@ -56,7 +62,7 @@ func (e *Engine) NewGuest(ctx context.Context) (*Guest, error) {
 // library's folder and a scratch folder preopened (descriptors 3 and 4, as
 // under wazero), stdout and stderr captured, the Host module linked.
 func (e *Engine) newGuest(ctx context.Context) (*Guest, error) {
-	g := &Guest{e: e, runCtx: ctx}
+	g := &Guest{e: e, runCtx: ctx, fds: map[int32]bool{}}
 	g.stdout.max, g.stderr.max = e.cfg.MaxOutput, e.cfg.MaxOutput
 	var err error
 	if g.scratch, err = os.MkdirTemp("", "spine-wasmtime-scratch-"); err != nil {
@@ -197,6 +203,11 @@ func (g *Guest) Execute(ctx context.Context, request []byte) ([]byte, error) {
 	if err := g.free(ptr); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		// The run's end cut a sleep short and the program ended before its
+		// next tick: stopped all the same, the Guest whole.
+		return nil, err
+	}
 	packed := uint64(r.(int64))
 	if packed == 0 {
 		return nil, fmt.Errorf("%w: execute gave no response: %s", ErrGuest, g.stderr.String())
@@ -223,23 +234,31 @@ func (g *Guest) free(ptr uint32) error {
 func (g *Guest) Output() (stdout, stderr string) { return g.stdout.String(), g.stderr.String() }
 
 // ErrNotReusable is Reset's error for a Guest whose state cannot be the
-// image's again: a call trapped, its memory grew past the image, or a
-// descriptor of its own was closed.
+// image's again: a call trapped, its memory grew past the image, a
+// descriptor of its own was closed, or it holds a file open (wasmtime keeps
+// the descriptor table outside linear memory, where no reset reaches).
 var ErrNotReusable = errors.New("spine: the Guest cannot be reset")
 
 // Reset drops everything the last run wrote to memory and to the scratch
 // folder, back to the image.
 func (g *Guest) Reset() error {
 	g.runCtx = context.Background()
-	// wasmtime reserves a 32-bit memory whole on 64-bit hosts, so it never
-	// moves; were it moved, the image's mapping would be elsewhere.
-	if g.mapped == nil || g.failed || g.broken || g.mem.Size(g.store) != g.e.pages || g.mem.Data(g.store) != g.base {
+	if !g.reusable() {
 		return ErrNotReusable
 	}
 	if err := g.mapped.Reset(); err != nil {
 		return err
 	}
 	return emptyFolder(g.scratch)
+}
+
+// reusable reports whether all of the Guest's state can be the image's
+// again once its memory is reset.
+func (g *Guest) reusable() bool {
+	// wasmtime reserves a 32-bit memory whole on 64-bit hosts, so it never
+	// moves; were it moved, the image's mapping would be elsewhere.
+	return g.mapped != nil && !g.failed && !g.broken && len(g.fds) == 0 &&
+		g.mem.Size(g.store) == g.e.pages && g.mem.Data(g.store) == g.base
 }
 
 // memory is the Guest's linear memory, not copied.

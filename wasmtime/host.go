@@ -36,12 +36,15 @@ func (g *Guest) link() error {
 		return func(*wt.Caller, []wt.Val) ([]wt.Val, *wt.Trap) { return []wt.Val{i32(v)}, nil }
 	}
 	one := []*wt.ValType{t32}
+	openTypes := append(append(types(5, t32), t64, t64), t32, t32)
 	defs := []struct {
 		module, name string
 		params       []*wt.ValType
 		fn           hostFunc
 	}{
 		{"wasi_snapshot_preview1", "fd_write", types(4, t32), g.writeHost},
+		{"wasi_snapshot_preview1", "poll_oneoff", types(4, t32), g.pollHost},
+		{"wasi_snapshot_preview1", "random_get", types(2, t32), g.randomHost},
 		{abi.Module, abi.Call.Name, types(4, t32), g.callHost},
 		{abi.Module, abi.Prepare.Name, types(2, t32), answer(abi.NotPrepared)},
 		{abi.Module, abi.Resolve.Name, types(5, t32), answer(abi.Failed)},
@@ -49,7 +52,9 @@ func (g *Guest) link() error {
 		{abi.Module, wasm.TickImport, nil, g.tickHost},
 		{abi.Module, "fd_close", one, g.closeHost},
 		{abi.Module, "fd_renumber", types(2, t32), g.renumberHost},
-		{abi.Module, "path_open", append(append(types(5, t32), t64, t64), t32, t32), answer(0)},
+		{abi.Module, "path_open", openTypes, g.beforeOpenHost},
+		{"wasi_snapshot_preview1", "path_open", openTypes, g.openHost},
+		{"wasi_snapshot_preview1", "fd_renumber", types(2, t32), g.renumberWASIHost},
 		{abi.Module, wasm.ErrnoImport, one, func(_ *wt.Caller, args []wt.Val) ([]wt.Val, *wt.Trap) {
 			return []wt.Val{args[0]}, nil // wasmtime names the errors wazero's file systems could not
 		}},
@@ -62,18 +67,31 @@ func (g *Guest) link() error {
 	return nil
 }
 
-// forwardWAT is a module that calls WASI's fd_write for the Guest: WASI
-// reads the iovecs from its caller's "memory" export, and a call from Go has
-// no caller, so Go calls fwd, whose instance exports the Guest's memory.
+// forwardWAT is a module that calls WASI's functions the Host answers
+// first for the Guest: WASI reads its arguments from its caller's "memory"
+// export, and a call from Go has no caller, so Go calls these, whose
+// instance exports the Guest's memory.
 const forwardWAT = `(module
   (import "wasi_snapshot_preview1" "fd_write" (func $w (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "poll_oneoff" (func $p (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "path_open"
+    (func $o (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_renumber" (func $r (param i32 i32) (result i32)))
   (import "guest" "memory" (memory 0))
   (export "memory" (memory 0))
-  (func (export "fwd") (param i32 i32 i32 i32) (result i32)
-    local.get 0 local.get 1 local.get 2 local.get 3 call $w))`
+  (func (export "write") (param i32 i32 i32 i32) (result i32)
+    local.get 0 local.get 1 local.get 2 local.get 3 call $w)
+  (func (export "poll") (param i32 i32 i32 i32) (result i32)
+    local.get 0 local.get 1 local.get 2 local.get 3 call $p)
+  (func (export "open") (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)
+    local.get 0 local.get 1 local.get 2 local.get 3 local.get 4
+    local.get 5 local.get 6 local.get 7 local.get 8 call $o)
+  (func (export "renumber") (param i32 i32) (result i32)
+    local.get 0 local.get 1 call $r))`
 
 // linkForward instantiates the forwarding module beside the Guest, on its
-// memory, and keeps its fwd as the Guest's fd_write for files.
+// memory, and keeps its functions as the Guest's fd_write for files and
+// poll_oneoff for what pollHost does not answer.
 func (g *Guest) linkForward() error {
 	l := wt.NewLinker(g.e.engine)
 	defer l.Close()
@@ -87,7 +105,8 @@ func (g *Guest) linkForward() error {
 	if err != nil {
 		return fmt.Errorf("spine: the fd_write forwarder: %w", err)
 	}
-	g.fdWrite = inst.GetFunc(g.store, "fwd")
+	g.fdWrite, g.poll = inst.GetFunc(g.store, "write"), inst.GetFunc(g.store, "poll")
+	g.open, g.renumber = inst.GetFunc(g.store, "open"), inst.GetFunc(g.store, "renumber")
 	return nil
 }
 
@@ -119,26 +138,6 @@ func (g *Guest) tickHost(*wt.Caller, []wt.Val) ([]wt.Val, *wt.Trap) {
 	return []wt.Val{wt.ValI32(wasm.FuelPerTick)}, nil
 }
 
-// imageDescriptors is how many descriptors a new Guest holds: stdio and the
-// two preopened folders. Closing or moving one breaks the Guest.
-const imageDescriptors = 5
-
-func (g *Guest) closeHost(_ *wt.Caller, args []wt.Val) ([]wt.Val, *wt.Trap) {
-	if fd := args[0].I32(); fd >= 0 && fd < imageDescriptors {
-		g.broken = true
-	}
-	return []wt.Val{wt.ValI32(0)}, nil
-}
-
-func (g *Guest) renumberHost(_ *wt.Caller, args []wt.Val) ([]wt.Val, *wt.Trap) {
-	for _, a := range args {
-		if fd := a.I32(); fd >= 0 && fd < imageDescriptors {
-			g.broken = true
-		}
-	}
-	return []wt.Val{wt.ValI32(0)}, nil
-}
-
 // writeHost is WASI's fd_write: stdout and stderr go to the captures, any
 // other descriptor to wasmtime's own fd_write.
 func (g *Guest) writeHost(c *wt.Caller, args []wt.Val) ([]wt.Val, *wt.Trap) {
@@ -150,7 +149,6 @@ func (g *Guest) writeHost(c *wt.Caller, args []wt.Val) ([]wt.Val, *wt.Trap) {
 		}
 		return []wt.Val{wt.ValI32(r.(int32))}, nil
 	}
-	const errnoFault = 21
 	mem := g.mem.UnsafeData(c)
 	if uint64(iovs)+8*uint64(n) > uint64(len(mem)) || uint64(written)+4 > uint64(len(mem)) {
 		return []wt.Val{wt.ValI32(errnoFault)}, nil
