@@ -45,6 +45,8 @@ func TestCompare(t *testing.T) {
 	defer bareClose(ctx)
 	testEngine(t)
 	g, bare := newGuest(t), newGuest(t)
+	pool := newTestPool(t, 2)
+	defer pool.drain()
 
 	const seedSource = "price = lookup(key=\"book\")\nresult = price * inputs[\"quantity\"]\n"
 	var resets []time.Duration
@@ -53,10 +55,12 @@ func TestCompare(t *testing.T) {
 		{name: "seed demo, Spine pooled (wazero)", run: func() error { return expectRun(r.Run(ctx, seedRequest))("63") }},
 		{name: "seed demo, wasmtime Guest + reset", run: wasmtimeRun(g, seedSource, "63", &resets)},
 		{name: "seed demo, wasmtime Guest, no reset", run: wasmtimeRun(bare, seedSource, "63", nil)},
+		{name: "seed demo, wasmtime pool of 2", run: pool.run(t, seedSource, "63")},
 		{name: "empty, Spine pooled (wazero)", run: func() error { return expectRun(r.Run(ctx, spine.Request{}))("null") }},
 		{name: "empty, bare wazero, no reset", run: func() error { return bareRun(ctx) }},
 		{name: "empty, wasmtime Guest + reset", run: wasmtimeRun(g, "", "null", &resets)},
 		{name: "empty, wasmtime Guest, no reset", run: wasmtimeRun(bare, "", "null", nil)},
+		{name: "empty, wasmtime pool of 2", run: pool.run(t, "", "null")},
 	}
 	for i := range kinds {
 		for range min(max(runs/10, 2), 30) { // warm-up
@@ -81,13 +85,53 @@ func TestCompare(t *testing.T) {
 		fmt.Printf("  %-40s %8.3f %8.3f\n", k.name, ms(percentile(k.times, 0.5)), ms(percentile(k.times, 0.9)))
 	}
 	p50 := func(i int) float64 { return ms(percentile(kinds[i].times, 0.5)) }
-	fmt.Printf("  seed demo: wasmtime+reset / Spine pooled %.2f×, / bare wasmtime %.2f×\n", p50(1)/p50(0), p50(1)/p50(2))
-	fmt.Printf("  empty: wasmtime+reset / Spine pooled %.2f×; over bare wasmtime %+.3f ms; Spine over bare wazero %+.3f ms\n",
-		p50(5)/p50(3), p50(5)-p50(6), p50(3)-p50(4))
+	fmt.Printf("  seed demo: wasmtime pooled / Spine pooled %.2f×, / bare wasmtime %.2f×; wasmtime+reset / Spine pooled %.2f×\n",
+		p50(3)/p50(0), p50(3)/p50(2), p50(1)/p50(0))
+	fmt.Printf("  empty: wasmtime pooled / Spine pooled %.2f×; wasmtime pooled over bare wasmtime %+.3f ms; Spine over bare wazero %+.3f ms\n",
+		p50(8)/p50(4), p50(8)-p50(7), p50(4)-p50(5))
 	fmt.Printf("  the wasmtime Guest's reset alone: p50 %.3f ms, p90 %.3f ms\n", ms(percentile(resets, 0.5)), ms(percentile(resets, 0.9)))
 	compareThroughput(t, r, seedRequest, runs)
 	compareGuarantees(t, r, g)
 	compareCompute(t, r, g)
+}
+
+// testPool is a pool of Guests as the Runner's: a run takes a ready Guest,
+// and its reset happens after the run, off the next run's path.
+type testPool struct{ ready chan *Guest }
+
+func newTestPool(t *testing.T, n int) *testPool {
+	p := &testPool{ready: make(chan *Guest, n)}
+	for range n {
+		p.ready <- newGuest(t)
+	}
+	return p
+}
+
+// run is one run of source on a ready Guest, checked for the value want;
+// the Guest goes back to the pool once reset.
+func (p *testPool) run(t *testing.T, source, want string) func() error {
+	req := request(source, false)
+	return func() error {
+		g := <-p.ready
+		if err := runChecked(g, req, want); err != nil {
+			p.ready <- g
+			return err
+		}
+		go func() {
+			if err := g.Reset(); err != nil {
+				t.Errorf("reset: %v", err)
+			}
+			p.ready <- g
+		}()
+		return nil
+	}
+}
+
+// drain waits for every Guest's reset.
+func (p *testPool) drain() {
+	for range cap(p.ready) {
+		<-p.ready
+	}
 }
 
 // compareBlock is how many runs of one kind TestCompare makes in a row.
@@ -117,22 +161,27 @@ func expectRun(out *spine.Output, err error) func(want string) error {
 func wasmtimeRun(g *Guest, source, want string, resets *[]time.Duration) func() error {
 	req := request(source, false)
 	return func() error {
-		out, err := g.Execute(context.Background(), req)
-		if err != nil {
+		if err := runChecked(g, req, want); err != nil || resets == nil {
 			return err
 		}
-		var resp struct{ Value json.RawMessage }
-		if err := json.Unmarshal(out, &resp); err != nil || string(resp.Value) != want {
-			return fmt.Errorf("response %s, want the value %s", out, want)
-		}
-		if resets == nil {
-			return nil
-		}
 		start := time.Now()
-		err = g.Reset()
+		err := g.Reset()
 		*resets = append(*resets, time.Since(start))
 		return err
 	}
+}
+
+// runChecked runs req on g and checks its value against want.
+func runChecked(g *Guest, req []byte, want string) error {
+	out, err := g.Execute(context.Background(), req)
+	if err != nil {
+		return err
+	}
+	var resp struct{ Value json.RawMessage }
+	if err := json.Unmarshal(out, &resp); err != nil || string(resp.Value) != want {
+		return fmt.Errorf("response %s, want the value %s", out, want)
+	}
+	return nil
 }
 
 // compareThroughput is the seed demo's runs per second with two at once:
