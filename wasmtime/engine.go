@@ -44,6 +44,8 @@ type Config struct {
 
 	// Call answers the Guest's tool calls (the bridge's spine.call): the
 	// request's bytes in, the response's out. nil for a Host without tools.
+	// Early reads are not offered: prepare, resolve and peek answer as a
+	// Host without tools.
 	Call func(ctx context.Context, request []byte) []byte
 
 	// Warm is the execute request the first Guest runs before its memory

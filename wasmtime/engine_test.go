@@ -286,3 +286,20 @@ for f in files:
 		t.Fatal(err)
 	}
 }
+
+// TestCaptureCut: a capture keeps max bytes, cut at a rune's start, and
+// nothing after the cut.
+func TestCaptureCut(t *testing.T) {
+	c := capture{max: 5}
+	c.write([]byte("abcd"))
+	c.write([]byte("é and more"))
+	c.write([]byte("x"))
+	if c.String() != "abcd" || !c.truncated {
+		t.Fatalf("capture %q (truncated %v), want \"abcd\" cut", c.String(), c.truncated)
+	}
+	c.reset()
+	c.write([]byte("ok"))
+	if c.String() != "ok" || c.truncated {
+		t.Fatalf("after reset: %q (truncated %v)", c.String(), c.truncated)
+	}
+}

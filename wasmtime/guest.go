@@ -203,22 +203,25 @@ func (g *Guest) Execute(ctx context.Context, request []byte) ([]byte, error) {
 	if err := g.free(ptr); err != nil {
 		return nil, err
 	}
+	packed := uint64(r.(int64))
+	if packed == 0 {
+		return nil, fmt.Errorf("%w: execute gave no response: %s", ErrGuest, g.stderr.String())
+	}
+	out, n := uint64(uint32(packed)), uint64(packed>>32)
+	mem = g.mem.UnsafeData(g.store) // the run may have grown it
+	if out+n > uint64(len(mem)) {
+		return nil, fmt.Errorf("%w: execute response outside Guest memory", ErrGuest)
+	}
+	response := append([]byte(nil), mem[out:out+n]...)
+	if err := g.free(uint32(out)); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		// The run's end cut a sleep short and the program ended before its
 		// next tick: stopped all the same, the Guest whole.
 		return nil, err
 	}
-	packed := uint64(r.(int64))
-	if packed == 0 {
-		return nil, fmt.Errorf("%w: execute gave no response: %s", ErrGuest, g.stderr.String())
-	}
-	out, n := uint32(packed), uint32(packed>>32)
-	mem = g.mem.UnsafeData(g.store) // the run may have grown it
-	if uint64(out)+uint64(n) > uint64(len(mem)) {
-		return nil, fmt.Errorf("%w: execute response outside Guest memory", ErrGuest)
-	}
-	response := append([]byte(nil), mem[out:out+n]...)
-	return response, g.free(out)
+	return response, nil
 }
 
 func (g *Guest) free(ptr uint32) error {

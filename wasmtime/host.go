@@ -3,6 +3,7 @@ package wasmtime
 import (
 	"encoding/binary"
 	"fmt"
+	"unicode/utf8"
 
 	wt "github.com/bytecodealliance/wasmtime-go/v39"
 
@@ -120,7 +121,7 @@ func (g *Guest) callHost(c *wt.Caller, args []wt.Val) ([]wt.Val, *wt.Trap) {
 		uint64(out)+uint64(capacity) > uint64(len(mem)) {
 		return failed, nil
 	}
-	response := g.e.cfg.Call(g.runCtx, append([]byte(nil), mem[ptr:ptr+size]...))
+	response := g.e.cfg.Call(g.runCtx, append([]byte(nil), mem[uint64(ptr):uint64(ptr)+uint64(size)]...))
 	mem = g.mem.UnsafeData(c)
 	if uint64(len(response)) > uint64(capacity) {
 		return failed, nil
@@ -151,7 +152,7 @@ func (g *Guest) writeHost(c *wt.Caller, args []wt.Val) ([]wt.Val, *wt.Trap) {
 	}
 	mem := g.mem.UnsafeData(c)
 	if uint64(iovs)+8*uint64(n) > uint64(len(mem)) || uint64(written)+4 > uint64(len(mem)) {
-		return []wt.Val{wt.ValI32(errnoFault)}, nil
+		return []wt.Val{i32(errnoFault)}, nil
 	}
 	out := &g.stdout
 	if fd == 2 {
@@ -159,13 +160,13 @@ func (g *Guest) writeHost(c *wt.Caller, args []wt.Val) ([]wt.Val, *wt.Trap) {
 	}
 	total := uint32(0)
 	for i := uint32(0); i < n; i++ {
-		buf := binary.LittleEndian.Uint32(mem[iovs+8*i:])
-		size := binary.LittleEndian.Uint32(mem[iovs+8*i+4:])
-		if uint64(buf)+uint64(size) > uint64(len(mem)) {
-			return []wt.Val{wt.ValI32(errnoFault)}, nil
+		buf := uint64(binary.LittleEndian.Uint32(mem[iovs+8*i:]))
+		size := uint64(binary.LittleEndian.Uint32(mem[iovs+8*i+4:]))
+		if buf+size > uint64(len(mem)) {
+			return []wt.Val{i32(errnoFault)}, nil
 		}
 		out.write(mem[buf : buf+size])
-		total += size
+		total += uint32(size)
 	}
 	binary.LittleEndian.PutUint32(mem[written:], total)
 	return []wt.Val{wt.ValI32(0)}, nil
@@ -182,9 +183,18 @@ type capture struct {
 }
 
 func (c *capture) write(p []byte) {
-	room := c.max - len(c.buf)
-	if len(p) > room {
+	if c.truncated { // nothing after the cut, as the wazero engine's capture
+		return
+	}
+	if room := c.max - len(c.buf); len(p) > room {
 		p, c.truncated = p[:max(room, 0)], true
+		// Drop a rune cut in half by the limit (at most UTFMax-1 bytes).
+		for cut := 0; cut < utf8.UTFMax-1 && len(p) > 0; cut++ {
+			if r, size := utf8.DecodeLastRune(p); r != utf8.RuneError || size > 1 {
+				break
+			}
+			p = p[:len(p)-1]
+		}
 	}
 	c.buf = append(c.buf, p...)
 }
