@@ -14,10 +14,11 @@ import (
 // hostFunc is a Host function as wasmtime-go calls it.
 type hostFunc = func(*wt.Caller, []wt.Val) ([]wt.Val, *wt.Trap)
 
-// link makes the Guest's linker: wasmtime's WASI preview1, its fd_write
-// shadowed so that stdout and stderr go to the captures, and the Host
-// module: the bridge (a Host without tools), the tick, the descriptor
-// checks and the errno restatement.
+// link makes the Guest's linker: wasmtime's WASI preview1 with the
+// functions a guarantee rests on answered in Go first (fd_write, poll_oneoff,
+// random_get, path_open, fd_renumber: wasi.go, descriptors.go), and the Host
+// module: the bridge (call through Config.Call, no early reads), the tick,
+// the descriptor checks and the errno restatement.
 func (g *Guest) link() error {
 	l := wt.NewLinker(g.e.engine)
 	g.linker = l
@@ -91,8 +92,8 @@ const forwardWAT = `(module
     local.get 0 local.get 1 call $r))`
 
 // linkForward instantiates the forwarding module beside the Guest, on its
-// memory, and keeps its functions as the Guest's fd_write for files and
-// poll_oneoff for what pollHost does not answer.
+// memory, and keeps its functions: wasmtime's own, for what the Go answers
+// hand on.
 func (g *Guest) linkForward() error {
 	l := wt.NewLinker(g.e.engine)
 	defer l.Close()
@@ -104,7 +105,7 @@ func (g *Guest) linkForward() error {
 	}
 	inst, err := l.Instantiate(g.store, g.e.forward)
 	if err != nil {
-		return fmt.Errorf("spine: the fd_write forwarder: %w", err)
+		return fmt.Errorf("spine: the WASI forwarding module: %w", err)
 	}
 	g.fdWrite, g.poll = inst.GetFunc(g.store, "write"), inst.GetFunc(g.store, "poll")
 	g.open, g.renumber = inst.GetFunc(g.store, "open"), inst.GetFunc(g.store, "renumber")

@@ -26,8 +26,8 @@ func ComputePrograms() []Program {
 }
 
 // NewBareRun starts the bare host (the Guest on wazero, one instance reused
-// without reset) and returns one empty run of it and its close.
-func NewBareRun(ctx context.Context) (run func(context.Context) error, close func(context.Context), err error) {
+// without reset) and returns one empty run of it and what closes it.
+func NewBareRun(ctx context.Context) (run func(context.Context) error, release func(context.Context), err error) {
 	h, err := newBareHost(ctx)
 	if err != nil {
 		return nil, nil, err
