@@ -6,7 +6,7 @@ GO ?= go
 # output of every failure (internal/testprogress).
 PROGRESS = $(GO) run ./internal/testprogress
 
-.PHONY: demo test ci gofmt vet tidy test-all race fuzz fuzz-short examples bench guest guest-check cpython-tests install-check data-guest data-guest-check data-native data-test numpy-tests pandas-tests image image-bench deploy-test fleet-test py-client-tests ts-client-tests
+.PHONY: demo test ci gofmt vet tidy test-all race fuzz fuzz-short examples bench guest guest-check cpython-tests install-check data-guest data-guest-check data-native data-test numpy-tests pandas-tests image image-bench deploy-test fleet-test py-client-tests ts-client-tests wasmtime-test wasmtime-compare
 
 demo: ## run the seed's demo
 	$(GO) run ./cmd/spine demo
@@ -24,7 +24,7 @@ SLOW_TESTS = ^(TestDifferentialPrefixMode|TestDifferentialEarlyReads|TestPLMMemo
 test: vet ## the quick suite: vet, then every test with -short but SLOW_TESTS (the real Guest included; soak, corpora and processes skipped)
 	$(PROGRESS) $(GO) test -json -short -skip '$(SLOW_TESTS)' -timeout 20m $(PKGS)
 
-ci: gofmt vet test-all race fuzz-short examples py-client-tests ts-client-tests cpython-tests data-test deploy-test fleet-test install-check ## everything CI runs (docs/testing.md has the parts and their durations)
+ci: gofmt vet test-all race fuzz-short examples py-client-tests ts-client-tests cpython-tests data-test deploy-test fleet-test wasmtime-test install-check ## everything CI runs (docs/testing.md has the parts and their durations)
 
 gofmt: ## fails when gofmt would change a file
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -38,6 +38,12 @@ test-all: ## every test, without -short
 
 race: ## every test with the race detector; -short skips the heaviest (soak, bench, corpora, processes)
 	$(PROGRESS) $(GO) test -json -race -short -timeout 30m $(PKGS)
+
+wasmtime-test: ## the wasmtime module (its own go.mod, cgo: the Guest on wasmtime, a measurement beside the engine): vet and its tests; the first run compiles the Guest (about a minute), cached in the user's cache folder
+	cd wasmtime && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
+
+wasmtime-compare: ## the Guest on wasmtime against wazero in one process: seed demo, empty program, two at once, compute, and the guarantees wasmtime's WASI misses (docs/performance.md)
+	cd wasmtime && SPINE_WASMTIME_COMPARE=1 $(GO) test -count=1 -timeout 10m -run '^TestCompare$$' -v ./...
 
 examples: ## the examples module (its own go.mod: the model SDKs): vet, build and its tests against recorded exchanges
 	cd examples && $(GO) vet ./... && $(GO) test -timeout 10m ./...

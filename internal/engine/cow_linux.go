@@ -398,3 +398,14 @@ func (c *cowMemory) populate(pages []uint32) {
 		i = j
 	}
 }
+
+// mapOver maps the image privately over the m.size bytes at base (another
+// engine's memory: SharedImage) and returns a cowMemory of that range alone,
+// which must never be freed: its owner unmaps it.
+func (m *memfdImage) mapOver(base unsafe.Pointer) (*cowMemory, error) {
+	if _, err := unix.MmapPtr(m.fd, 0, base, uintptr(m.size),
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED); err != nil {
+		return nil, fmt.Errorf("mmap image: %w", err)
+	}
+	return &cowMemory{buf: unsafe.Slice((*byte)(base), m.size), imageSize: m.size, image: m}, nil
+}

@@ -2,7 +2,10 @@
 
 package engine
 
-import "os"
+import (
+	"os"
+	"unsafe"
+)
 
 // COWSupported says whether copy-on-write images work here (Linux only).
 const COWSupported = false
@@ -18,9 +21,10 @@ func (*memfdImage) newMemory(uint64) (*cowMemory, error) { return nil, errNoCOWH
 
 type cowMemory struct{}
 
-func (*cowMemory) Reallocate(uint64) []byte     { return nil }
-func (*cowMemory) Free()                        {}
-func (*cowMemory) reset() error                 { return errNoCOWHere }
-func (*cowMemory) touched(int) ([]uint32, bool) { return nil, false }
-func (*cowMemory) setLimit(uint64) bool         { return false }
-func (*cowMemory) populate([]uint32)            {}
+func (*cowMemory) Reallocate(uint64) []byte                    { return nil }
+func (*cowMemory) Free()                                       {}
+func (*cowMemory) reset() error                                { return errNoCOWHere }
+func (*cowMemory) touched(int) ([]uint32, bool)                { return nil, false }
+func (*cowMemory) setLimit(uint64) bool                        { return false }
+func (*cowMemory) populate([]uint32)                           {}
+func (*memfdImage) mapOver(unsafe.Pointer) (*cowMemory, error) { return nil, errNoCOWHere }
