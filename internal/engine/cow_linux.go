@@ -215,8 +215,6 @@ func (c *cowMemory) Free() {
 // drops them all instead.
 const maxRestorePages = 4096
 
-const pageSize = 4096
-
 // reset brings the memory back to the image. The pages a run wrote are the
 // private (copied-on-write) ones; /proc/self/pagemap tells which they are, and
 // reset copies the image's bytes back over them. They stay mapped and private,

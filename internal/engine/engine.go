@@ -430,3 +430,8 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	return err
 }
+
+// pageSize is the size of a page of the Guest's memory as the host maps it
+// (copy-on-write images, their hot pages): 4 KiB, as on every platform
+// Spine maps images on.
+const pageSize = 4096
