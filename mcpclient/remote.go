@@ -155,7 +155,9 @@ func (r *Remotes) check(servers []Remote) ([]checked, error) {
 	out := make([]checked, len(servers))
 	seen := make(map[string]bool, len(servers))
 	for i, s := range servers {
-		fail := func(err error) error { return &RemoteError{Index: i, Server: s.Name, Origin: out[i].origin, Refused: true, Err: err} }
+		fail := func(err error) error {
+			return &RemoteError{Index: i, Server: s.Name, Origin: out[i].origin, Refused: true, Err: err}
+		}
 		if u, err := url.Parse(s.URL); err == nil && u.Host != "" {
 			out[i].url, out[i].origin = u, origin(u)
 		}
