@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -71,6 +72,7 @@ func TestAllowListRefused(t *testing.T) {
 // remoteServer serves the test MCP server over streamable HTTP on
 // loopback and records the headers and methods of its requests.
 type remoteServer struct {
+	ts    *httptest.Server
 	url   string
 	allow *mcpclient.AllowList
 	mu    sync.Mutex
@@ -92,7 +94,7 @@ func newRemoteServer(t *testing.T, path string) *remoteServer {
 		}
 		mcpHandler.ServeHTTP(w, r)
 	}))
-	rs.url = ts.URL + path
+	rs.ts, rs.url = ts, ts.URL+path
 	u, _ := url.Parse(ts.URL)
 	allow, err := mcpclient.ParseAllowList([]string{u.Host})
 	if err != nil {
@@ -230,5 +232,23 @@ func TestRemoteBounds(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %s", c.opts, err, c.want)
 		}
+	}
+}
+
+// TestRemoteCallFails: a call of a server that went away fails with an
+// error that names neither the URL's path nor the headers.
+func TestRemoteCallFails(t *testing.T) {
+	rs := newRemoteServer(t, "/mcp/SECRETPATH")
+	tools, err := mcpclient.NewRemotes(&mcpclient.RemoteOptions{Allow: rs.allow}).Open(t.Context(),
+		[]mcpclient.Remote{{Name: "srv", URL: rs.url + "?key=SECRETKEY", Headers: map[string]string{"X-Api-Key": "SECRETKEY-123456"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tools.Close()
+	rs.ts.CloseClientConnections()
+	rs.ts.Close()
+	_, err = tools.Tools()["srv.add"].Call(t.Context(), json.RawMessage(`{"a": 1, "b": 1}`))
+	if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "[redacted]") {
+		t.Errorf("a call of a server gone: %v", err)
 	}
 }

@@ -209,6 +209,13 @@ type Options struct {
 	// several tokens each may hold an even share (at least 1). Default
 	// DefaultMaxPaused.
 	MaxPaused int
+
+	// MCPAllow is the hosts that a run request's "mcp_servers" may be on
+	// (mcpclient.AllowList: a name, *.name, an address, each with :PORT
+	// for a port other than 443 or 80; mcpservers.go). Empty, the default:
+	// mcp_servers are refused. New panics on an entry that
+	// mcpclient.ParseAllowList refuses.
+	MCPAllow []string
 }
 
 // DefaultMaxPaused is the default of Options.MaxPaused: as many as the
@@ -237,6 +244,8 @@ type Server struct {
 	registry *prometheus.Registry
 	metrics  *metrics
 	paused   pausedRuns // the runs with client tools (paused.go)
+
+	remote remoteServers // a run request's mcp_servers (mcpservers.go)
 
 	// crossOrigin refuses the state-changing requests a browser sends from
 	// another origin.
@@ -295,6 +304,7 @@ func New(runner *spine.Runner, opts *Options) *Server {
 		crossOrigin: http.NewCrossOriginProtection(),
 	}
 	s.drain.init()
+	s.remote = newRemoteServers(&o)
 	s.tenants = newTenants(runner, &o)
 	for _, t := range s.tenants {
 		s.tokens = append(s.tokens, t.digest)
