@@ -52,7 +52,7 @@ func ParseAllowList(entries []string) (*AllowList, error) {
 		}
 		e, err := parseAllowEntry(raw)
 		if err != nil {
-			return nil, fmt.Errorf("mcp allow list: %q: %v", raw, err)
+			return nil, fmt.Errorf("entry %q: %v", raw, err)
 		}
 		l.entries = append(l.entries, e)
 	}

@@ -204,7 +204,7 @@ func origin(u *url.URL) string {
 var reserved = map[string]bool{
 	"Host": true, "Content-Type": true, "Content-Length": true, "Content-Encoding": true, "Transfer-Encoding": true,
 	"Connection": true, "Keep-Alive": true, "Upgrade": true, "Te": true, "Trailer": true, "Accept": true,
-	"Accept-Encoding": true, "Expect": true, "Cookie": true, "Proxy-Authorization": true, "Proxy-Connection": true,
+	"Accept-Encoding": true, "Expect": true, "Proxy-Authorization": true, "Proxy-Connection": true,
 	"Mcp-Session-Id": true, "Mcp-Protocol-Version": true, "Last-Event-Id": true,
 }
 

@@ -109,6 +109,13 @@ func TestMCPServersClientTools(t *testing.T) {
 	if status != http.StatusBadRequest || out.Error == nil || !strings.Contains(out.Error.Message, "tools[0] (crm.add) is in the namespace of mcp_servers' crm") {
 		t.Errorf("a client tool under the server's name: status %d, %+v", status, out.Error)
 	}
+	// A server named as a tool of the Runner's.
+	named := map[string]any{"name": "lookup", "url": remote.url}
+	status, out = c.runWith("/v1/run", run{"source": "1", "mcp_servers": []any{named}})
+	if status != http.StatusBadRequest || out.Error == nil || !strings.Contains(out.Error.Message, `clashes with the Runner's tool "lookup"`) {
+		t.Errorf("a server named as a Runner's tool: status %d, %+v", status, out.Error)
+	}
+	<-remote.ended
 	// A session's run too.
 	id := c.create()
 	body := run{"source": "crm.add(a=1, b=2)['sum']", "mcp_servers": []any{remote.server(nil)}}

@@ -39,7 +39,8 @@
 // Content-Type (/v1/run and a session's run take application/json;
 // /v1/run/stream any type but none and the three a browser sends
 // cross-origin freely; a restore application/octet-stream), 422 Python
-// error, 429 every slot busy, 499 client went away, 500 Guest failure, 503
+// error, 429 every slot busy, 499 client went away, 500 Guest failure, 502
+// an MCP server the request named failed (mcpservers.go), 503
 // Runner or Server closed, or too many sessions.
 //
 // # Output as it happens
