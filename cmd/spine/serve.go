@@ -13,11 +13,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/cloudstore"
 	"github.com/spine-run/spine/codemode"
+	"github.com/spine-run/spine/mcpclient"
 	"github.com/spine-run/spine/service"
 	"github.com/spine-run/spine/sessionstore"
 )
@@ -57,6 +59,9 @@ flags:
                            tools a request brings ("tools"); then the run is stopped
   --paused N               runs with such tools at once (default 64), each holding a Guest while
                            it waits; more get 429, and each token an even share
+  --mcp-allow HOST,...     the hosts a run's "mcp_servers" may be on, each a name, *.name or IP
+                           address, with :PORT for a port other than 443 (https) or 80 (http);
+                           none by default: mcp_servers are refused (docs/http.md)
   --token-file FILE        the bearer token, one word (default $SPINE_TOKEN)
   --tokens-file FILE       the tokens, each with a name and its share of the sessions: sessions,
                            live_sessions, hibernated_memory, session_dir_bytes, and store_bytes
@@ -116,6 +121,7 @@ type serveOptions struct {
 	streamIdle  time.Duration
 	toolWait    time.Duration
 	paused      int
+	mcpAllow    string
 	maxTimeout  time.Duration
 	grace       time.Duration
 	metrics     string
@@ -155,6 +161,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.streamIdle, "stream-idle", service.DefaultStreamIdle, "")
 	fs.DurationVar(&o.toolWait, "tool-wait", service.DefaultToolWait, "")
 	fs.IntVar(&o.paused, "paused", service.DefaultMaxPaused, "")
+	fs.StringVar(&o.mcpAllow, "mcp-allow", "", "")
 	fs.DurationVar(&o.maxTimeout, "max-timeout", service.DefaultMaxTimeout, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
 	fs.StringVar(&o.metrics, "metrics-listen", "", "")
@@ -212,6 +219,10 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	}
 	if o.toolWait <= 0 || o.paused <= 0 {
 		return usageError(stderr, fs.Name(), serveUsage, "--tool-wait and --paused must be positive")
+	}
+	mcpAllow := strings.Split(o.mcpAllow, ",")
+	if _, err := mcpclient.ParseAllowList(mcpAllow); err != nil {
+		return usageError(stderr, fs.Name(), serveUsage, "--mcp-allow: %v", err)
 	}
 	if o.streamSlots < 0 || o.streamIdle <= 0 {
 		return usageError(stderr, fs.Name(), serveUsage, "--stream-slots must not be negative and --stream-idle must be positive")
@@ -284,6 +295,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		StreamIdle:  o.streamIdle,
 		ToolWait:    o.toolWait,
 		MaxPaused:   o.paused,
+		MCPAllow:    mcpAllow,
 		MaxTimeout:  o.maxTimeout,
 		Token:       token,
 		Tenants:     tenants,
