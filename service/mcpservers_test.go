@@ -2,6 +2,8 @@ package service_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,7 +27,7 @@ type mcpRemote struct {
 	ended   chan string // the id of each session ended
 }
 
-func newMCPRemote(t *testing.T) *mcpRemote {
+func newMCPRemote(t testing.TB) *mcpRemote {
 	t.Helper()
 	m := &mcpRemote{ended: make(chan string, 64)}
 	h := spinetest.MCPHandler(spinetest.NewMCPServer(0))
@@ -160,5 +162,44 @@ func TestMCPServersRefused(t *testing.T) {
 	}
 	if !strings.Contains(logged.String(), "connection refused") || strings.Contains(logged.String(), "SECRET") {
 		t.Errorf("the log:\n%s", logged.String())
+	}
+}
+
+// BenchmarkMCPServers: the cost of naming an MCP server (on loopback) in a
+// run's request: connecting, listing its tools and, after the answer,
+// closing the session, against the same run with a demo tool of the
+// Runner's.
+//
+//	go test -run '^$' -bench BenchmarkMCPServers -benchtime 200x ./service/
+func BenchmarkMCPServers(b *testing.B) {
+	remote := newMCPRemote(b)
+	go func() { // the sessions' ends, which the benchmark does not wait for
+		for range remote.ended {
+		}
+	}()
+	svc := service.New(runner, &service.Options{MCPAllow: []string{remote.host}})
+	b.Cleanup(func() { svc.Close(b.Context()) })
+	ts := spinetest.ServeHTTP(b, svc)
+	for _, c := range []struct {
+		name string
+		body run
+	}{
+		{"runner_tool", run{"source": "lookup(key='book')"}},
+		{"mcp_server", run{"source": "crm.add(a=1, b=20)['sum']", "mcp_servers": []any{remote.server(nil)}}},
+	} {
+		data, _ := json.Marshal(c.body)
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				resp, err := http.Post(ts.URL+"/v1/run", "application/json", bytes.NewReader(data))
+				if err != nil {
+					b.Fatal(err)
+				}
+				raw, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || !bytes.Contains(raw, []byte(`"value":21`)) {
+					b.Fatalf("status %d: %s", resp.StatusCode, raw)
+				}
+			}
+		})
 	}
 }
