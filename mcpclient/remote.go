@@ -97,9 +97,6 @@ func NewRemotes(opts *RemoteOptions) *Remotes {
 	return &Remotes{opts: o}
 }
 
-// Options returns the Remotes' options, defaults filled in.
-func (r *Remotes) Options() RemoteOptions { return r.opts }
-
 // RemoteError is why the servers of a request were not opened: one of them
 // (Index) could not be, or the list itself (Index -1) is refused. Its text
 // names the server and its origin (scheme, host and port), never its
@@ -362,6 +359,14 @@ func (r *Remotes) open(ctx context.Context, s checked) (spine.Manifest, *mcp.Cli
 	if err != nil {
 		return nil, session, closeConns, red.err("listing its tools", err, ctx, r.opts.Timeout)
 	}
+	// The schemas' sizes before they are compiled to check arguments.
+	for _, tool := range tools {
+		for what, schema := range map[string]any{"input": tool.InputSchema, "output": tool.OutputSchema} {
+			if encoded, err := json.Marshal(schema); err == nil && len(encoded) > r.opts.MaxSchema {
+				return nil, session, closeConns, fmt.Errorf("tool %q: its %s schema is %d bytes, over the limit of %d", red.text(tool.Name), what, len(encoded), r.opts.MaxSchema)
+			}
+		}
+	}
 	call := func(name string, _ bool) spine.Tool { return red.tool(caller(session, name)) }
 	m, err := manifest(call, s.Name, tools, nil, watch)
 	if err != nil {
@@ -369,13 +374,6 @@ func (r *Remotes) open(ctx context.Context, s checked) (spine.Manifest, *mcp.Cli
 	}
 	if len(m) == 0 {
 		return nil, session, closeConns, errors.New("it lists no tool Spine can call")
-	}
-	for name, spec := range m {
-		for what, schema := range map[string]json.RawMessage{"input": spec.InputSchema, "output": spec.OutputSchema} {
-			if len(schema) > r.opts.MaxSchema {
-				return nil, session, closeConns, fmt.Errorf("tool %s: its %s schema is %d bytes, over the limit of %d", name, what, len(schema), r.opts.MaxSchema)
-			}
-		}
 	}
 	return m, session, closeConns, nil
 }

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/mcpclient"
 )
@@ -250,5 +252,38 @@ func TestRemoteCallFails(t *testing.T) {
 	_, err = tools.Tools()["srv.add"].Call(t.Context(), json.RawMessage(`{"a": 1, "b": 1}`))
 	if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "[redacted]") {
 		t.Errorf("a call of a server gone: %v", err)
+	}
+}
+
+// TestRemoteListsNothing: a server with no tool is the server's fault,
+// named, not a run with nothing to call.
+func TestRemoteListsNothing(t *testing.T) {
+	empty := mcp.NewServer(&mcp.Implementation{Name: "empty", Version: "v0"}, nil)
+	ts := spinetest.ServeHTTP(t, spinetest.MCPHandler(empty))
+	u, _ := url.Parse(ts.URL)
+	allow, _ := mcpclient.ParseAllowList([]string{u.Host})
+	_, err := mcpclient.NewRemotes(&mcpclient.RemoteOptions{Allow: allow}).Open(t.Context(), []mcpclient.Remote{{Name: "srv", URL: ts.URL}})
+	var re *mcpclient.RemoteError
+	if !errors.As(err, &re) || re.Refused || !strings.Contains(err.Error(), "mcp server srv (http://"+u.Host+")") || !strings.Contains(err.Error(), "lists no tool") {
+		t.Errorf("a server with no tool: %v", err)
+	}
+}
+
+// TestRemoteTimeout: a server that does not answer its handshake is given
+// up at the Timeout, named.
+func TestRemoteTimeout(t *testing.T) {
+	release := make(chan struct{})
+	ts := spinetest.ServeHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer close(release) // before the server's Close, which waits for its handlers
+	u, _ := url.Parse(ts.URL)
+	allow, _ := mcpclient.ParseAllowList([]string{u.Host})
+	_, err := mcpclient.NewRemotes(&mcpclient.RemoteOptions{Allow: allow, Timeout: 50 * time.Millisecond}).Open(t.Context(), []mcpclient.Remote{{Name: "srv", URL: ts.URL}})
+	if err == nil || !strings.Contains(err.Error(), "mcp server srv (http://"+u.Host+"): connecting: no answer within 50ms") {
+		t.Errorf("a server that does not answer: %v", err)
 	}
 }

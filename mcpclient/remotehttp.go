@@ -159,7 +159,8 @@ func (r *redactor) text(s string) string {
 // text cut to its cause (net/http names the URL), secrets taken out; ctx
 // is the attempt's, whose deadline is timeout.
 func (r *redactor) err(doing string, err error, ctx context.Context, timeout time.Duration) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	var ne net.Error
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
 		return fmt.Errorf("%s: no answer within %v", doing, timeout)
 	}
 	if r.over != nil && r.over.Load() {
