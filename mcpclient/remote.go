@@ -64,6 +64,7 @@ const (
 
 	maxRemoteHeaders     = 32
 	maxRemoteHeaderBytes = 16 << 10
+	maxRemoteRedirects   = 3
 )
 
 // Remotes opens the MCP servers that requests name, within the bounds of
@@ -255,9 +256,10 @@ type RemoteTools struct {
 // their tools, each within the Timeout. It returns their tools, as
 // Connect makes them under each server's name, or the *RemoteError of the
 // first server, in the list's order, that could not be opened; then none
-// stays open. Each server gets its own HTTP connections, which follow no
-// redirect, go to no proxy, and connect by name to no unspecified,
-// multicast or link-local address (a cloud's metadata service).
+// stays open. Each server gets its own HTTP connections, which follow
+// redirects within the URL's origin only (3 at most), go to no proxy, and
+// connect by name to no unspecified, multicast or link-local address (a
+// cloud's metadata service).
 func (r *Remotes) Open(ctx context.Context, servers []Remote) (*RemoteTools, error) {
 	list, err := r.check(servers)
 	if err != nil || len(list) == 0 {
@@ -342,8 +344,14 @@ func (r *Remotes) open(ctx context.Context, s checked) (spine.Manifest, *mcp.Cli
 	red.over, red.max = over, r.opts.MaxResponse
 	client := &http.Client{
 		Transport: remoteRoundTripper{base: base, headers: s.Headers, origin: s.origin, max: r.opts.MaxResponse, over: over},
-		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
-			return fmt.Errorf("redirected to %s: Spine follows no redirect of an MCP server", origin(req.URL))
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if o := origin(req.URL); o != s.origin {
+				return fmt.Errorf("redirected to %s: Spine follows an MCP server's redirects within its origin only", o)
+			}
+			if len(via) > maxRemoteRedirects {
+				return fmt.Errorf("redirected more than %d times", maxRemoteRedirects)
+			}
+			return nil
 		},
 	}
 	closeConns := base.CloseIdleConnections

@@ -94,6 +94,10 @@ func newRemoteServer(t *testing.T, path string) *remoteServer {
 		if r.Method == http.MethodDelete {
 			rs.once.Do(func() { close(rs.ended) })
 		}
+		if r.URL.Path == "/old" { // moved within the origin
+			http.Redirect(w, r, "/mcp", http.StatusPermanentRedirect)
+			return
+		}
 		mcpHandler.ServeHTTP(w, r)
 	}))
 	rs.ts, rs.url = ts, ts.URL+path
@@ -193,6 +197,10 @@ func TestRemoteDown(t *testing.T) {
 	gone := ln.Addr().String()
 	ln.Close()
 	echo := spinetest.ServeHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/loop") {
+			http.Redirect(w, r, r.URL.Path, http.StatusTemporaryRedirect)
+			return
+		}
 		if strings.Contains(r.URL.Path, "redirect") {
 			http.Redirect(w, r, "http://elsewhere.example/SECRETPATH", http.StatusTemporaryRedirect)
 			return
@@ -208,6 +216,7 @@ func TestRemoteDown(t *testing.T) {
 		{"http://" + gone + "/SECRETPATH", "connection refused"},
 		{echo.URL + "/SECRETPATH?key=SECRETKEY", "bad token"},
 		{echo.URL + "/redirect/SECRETPATH", "redirected to http://elsewhere.example:80"},
+		{echo.URL + "/loop/SECRETPATH", "redirected more than 3 times"},
 	} {
 		_, err := remotes.Open(t.Context(), []mcpclient.Remote{{Name: "srv", URL: c.url, Headers: headers}})
 		var re *mcpclient.RemoteError
@@ -285,5 +294,29 @@ func TestRemoteTimeout(t *testing.T) {
 	_, err := mcpclient.NewRemotes(&mcpclient.RemoteOptions{Allow: allow, Timeout: 50 * time.Millisecond}).Open(t.Context(), []mcpclient.Remote{{Name: "srv", URL: ts.URL}})
 	if err == nil || !strings.Contains(err.Error(), "mcp server srv (http://"+u.Host+"): connecting: no answer within 50ms") {
 		t.Errorf("a server that does not answer: %v", err)
+	}
+}
+
+// TestRemoteRedirect: a redirect within the server's origin is followed,
+// with the headers.
+func TestRemoteRedirect(t *testing.T) {
+	rs := newRemoteServer(t, "/old")
+	remotes := mcpclient.NewRemotes(&mcpclient.RemoteOptions{Allow: rs.allow})
+	tools, err := remotes.Open(t.Context(), []mcpclient.Remote{{Name: "srv", URL: rs.url, Headers: map[string]string{"X-Key": "k"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tools.Close()
+	if _, ok := tools.Tools()["srv.add"]; !ok {
+		t.Fatalf("tools %v", names(tools.Tools()))
+	}
+	seen := rs.headers()
+	for _, h := range seen {
+		if h.Get("X-Key") != "k" {
+			t.Errorf("a request without the header: %v", h)
+		}
+	}
+	if len(seen) < 4 {
+		t.Errorf("%d requests: the redirects not followed?", len(seen))
 	}
 }
