@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spine-run/spine/mcpclient"
@@ -18,8 +19,8 @@ import (
 // closes its sessions when it ends, so that nothing of one request, its
 // headers least of all, serves another's, another token's included. The
 // servers are connected, and their tools listed, before the run is
-// admitted and the Guest taken, at most Slots requests at once (more get
-// 429); a server that cannot be reached or lists nothing is 502
+// admitted and the Guest taken, at most Slots requests at once, each
+// token an even share of them (more get 429); a server that cannot be reached or lists nothing is 502
 // mcp_server, naming it, and the run does not start.
 
 // kindMCPServer is the error kind of a request whose MCP server failed.
@@ -28,21 +29,57 @@ const kindMCPServer = "mcp_server"
 // remoteServers are the Server's side of mcp_servers.
 type remoteServers struct {
 	remotes *mcpclient.Remotes // nil: Options.MCPAllow is empty
-	opening chan struct{}      // a place per request connecting
+	places  int                // requests connecting at once: Slots
+
+	mu      sync.Mutex
+	opening int            // requests connecting
+	byOwner map[string]int // of them, each token's
 }
 
 // newRemoteServers makes the Server's remoteServers from o; it panics on
 // an entry of o.MCPAllow that mcpclient.ParseAllowList refuses.
-func newRemoteServers(o *Options) remoteServers {
+func newRemoteServers(o *Options) *remoteServers {
 	allow, err := mcpclient.ParseAllowList(o.MCPAllow)
 	if err != nil {
 		panic("service: Options.MCPAllow: " + err.Error())
 	}
-	rs := remoteServers{opening: make(chan struct{}, o.Slots)}
+	rs := &remoteServers{places: o.Slots, byOwner: map[string]int{}}
 	if !allow.Empty() {
 		rs.remotes = mcpclient.NewRemotes(&mcpclient.RemoteOptions{Allow: allow})
 	}
 	return rs
+}
+
+// enter takes a place for a request of owner to connect to its servers,
+// or says why not: every place is taken, or the owner's share of them
+// (with several tokens, an even share, at least 1), so that a token whose
+// servers are slow holds up its own requests only.
+func (rs *remoteServers) enter(owner string, tokens int) string {
+	share := rs.places
+	if tokens > 1 {
+		share = max(1, share/tokens)
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	switch {
+	case rs.opening >= rs.places:
+		return fmt.Sprintf("%d requests are connecting to their mcp_servers, the limit; try again later", rs.places)
+	case rs.byOwner[owner] >= share:
+		return fmt.Sprintf("this token has %d requests connecting to their mcp_servers, its share; try again later", share)
+	}
+	rs.opening++
+	rs.byOwner[owner]++
+	return ""
+}
+
+// leave gives back owner's place.
+func (rs *remoteServers) leave(owner string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.opening--
+	if rs.byOwner[owner]--; rs.byOwner[owner] == 0 {
+		delete(rs.byOwner, owner)
+	}
 }
 
 // openRemotes opens servers for a run whose client tools are tools, or
@@ -72,14 +109,13 @@ func (s *Server) openRemotes(w http.ResponseWriter, r *http.Request, start time.
 			}
 		}
 	}
-	select {
-	case s.remote.opening <- struct{}{}:
-		defer func() { <-s.remote.opening }()
-	default:
+	owner := s.owner(r)
+	if refused := s.remote.enter(owner, len(s.tenants)); refused != "" {
 		w.Header().Set("Retry-After", "1")
-		s.refuse(w, start, http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("%d requests are connecting to their mcp_servers, the limit; try again later", cap(s.remote.opening)))
+		s.refuse(w, start, http.StatusTooManyRequests, kindOverloaded, refused)
 		return nil, false
 	}
+	defer s.remote.leave(owner)
 	opened, err := remotes.Open(r.Context(), servers)
 	var re *mcpclient.RemoteError
 	switch {

@@ -203,3 +203,51 @@ func BenchmarkMCPServers(b *testing.B) {
 		})
 	}
 }
+
+// TestMCPServersShare: while one token's requests wait for a slow server,
+// they hold that token's share of the places for connecting, not the
+// others': its next request is 429, another token's goes through.
+func TestMCPServersShare(t *testing.T) {
+	fast := newMCPRemote(t)
+	arrived, gate := make(chan struct{}, 1), make(chan struct{})
+	h := spinetest.MCPHandler(spinetest.NewMCPServer(0))
+	slow := spinetest.ServeHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-gate
+		h.ServeHTTP(w, r)
+	}))
+	slowHost := strings.TrimPrefix(slow.URL, "http://")
+	_, ts := newSessionServer(t, nil, &service.Options{Slots: 2, MCPAllow: []string{fast.host, slowHost}, Tokens: []string{"token-a", "token-b"}})
+	a, b := client{t: t, url: ts.URL, token: "token-a"}, client{t: t, url: ts.URL, token: "token-b"}
+	body := func(url string) run {
+		return run{"source": "crm.add(a=1, b=2)['sum']", "mcp_servers": []any{map[string]any{"name": "crm", "url": url}}}
+	}
+	first := make(chan int)
+	go func() { // not a.runWith: no t.Fatal outside the test's goroutine
+		data, _ := json.Marshal(body(slow.URL))
+		req, _ := http.NewRequest("POST", ts.URL+"/v1/run", bytes.NewReader(data))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer token-a")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	<-arrived // token-a's request is connecting, and waits
+	if status, out := a.runWith("/v1/run", body(fast.url)); status != http.StatusTooManyRequests || !strings.Contains(out.Error.Message, "this token has 1 requests connecting") {
+		t.Errorf("token-a's second request: status %d, %+v", status, out.Error)
+	}
+	if status, out := b.runWith("/v1/run", body(fast.url)); status != http.StatusOK || string(out.Value) != "3" {
+		t.Errorf("token-b's request: status %d, %+v", status, out.Error)
+	}
+	close(gate)
+	if status := <-first; status != http.StatusOK {
+		t.Errorf("token-a's first request: status %d", status)
+	}
+}

@@ -246,7 +246,7 @@ type Server struct {
 	metrics  *metrics
 	paused   pausedRuns // the runs with client tools (paused.go)
 
-	remote remoteServers // a run request's mcp_servers (mcpservers.go)
+	remote *remoteServers // a run request's mcp_servers (mcpservers.go)
 
 	// crossOrigin refuses the state-changing requests a browser sends from
 	// another origin.
