@@ -126,6 +126,11 @@ func parseHost(host string) (netip.Addr, string, error) {
 // hostName checks that name is a DNS name (see AllowList) and returns it
 // in lower case without a trailing dot.
 func hostName(name string) (string, error) {
+	for _, c := range []byte(name) { // ASCII before lowering: ToLower maps the Kelvin sign to k
+		if c >= 0x80 {
+			return "", fmt.Errorf("%q is not a host name (an international name goes in its xn-- form)", name)
+		}
+	}
 	name = strings.ToLower(strings.TrimSuffix(name, "."))
 	if name == "" || len(name) > 253 {
 		return "", fmt.Errorf("%q is not a host name", name)

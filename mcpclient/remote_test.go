@@ -47,6 +47,7 @@ func TestAllowList(t *testing.T) {
 		{"::1", "http://[::1]/mcp", true},
 		{"::1", "http://[0:0::1]/mcp", true},
 		{"mcp.example.com", "ftp://mcp.example.com/mcp", false},
+		{"key.example.com", "https://\u212Aey.example.com/mcp", false}, // the Kelvin sign, which lowers to k
 		{"mcp.example.com", "https://user:pw@mcp.example.com/mcp", false},
 	} {
 		allow, err := mcpclient.ParseAllowList([]string{c.entry})
