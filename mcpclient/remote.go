@@ -30,6 +30,14 @@ type Remote struct {
 	// errors of Open and of the tools' calls have them taken out, and the
 	// URL's path and query too (a server's URL may hold a key).
 	Headers map[string]string `json:"headers"`
+
+	// Type and AuthorizationToken are the members of an MCP server in
+	// the Anthropic API's mcp_servers, so that a request may carry the
+	// same object: Type, when set, must be "url"; AuthorizationToken is
+	// sent as "Authorization: Bearer <token>" (not with an Authorization
+	// header too), and kept out of errors as Headers are.
+	Type               string `json:"type,omitempty"`
+	AuthorizationToken string `json:"authorization_token,omitempty"`
 }
 
 // RemoteOptions bound what the servers of one request may take. The zero
@@ -175,9 +183,14 @@ func (r *Remotes) check(servers []Remote) ([]checked, error) {
 		if err := r.opts.Allow.check(out[i].url); err != nil {
 			return nil, fail(err)
 		}
-		if err := checkHeaders(s.Headers); err != nil {
+		headers, err := withToken(s)
+		if err == nil {
+			err = checkHeaders(headers)
+		}
+		if err != nil {
 			return nil, fail(err)
 		}
+		s.Headers, s.AuthorizationToken = headers, ""
 		out[i].Remote = s
 	}
 	return out, nil
@@ -195,6 +208,26 @@ func origin(u *url.URL) string {
 		host = "[" + host + "]"
 	}
 	return u.Scheme + "://" + host + ":" + port
+}
+
+// withToken returns the headers of s with its AuthorizationToken, and
+// checks its Type.
+func withToken(s Remote) (map[string]string, error) {
+	if s.Type != "" && s.Type != "url" {
+		return nil, fmt.Errorf(`"type" is %q: a server is reached at its URL, "url"`, s.Type)
+	}
+	if s.AuthorizationToken == "" {
+		return s.Headers, nil
+	}
+	headers := make(map[string]string, len(s.Headers)+1)
+	for k, v := range s.Headers {
+		if http.CanonicalHeaderKey(k) == "Authorization" {
+			return nil, errors.New(`an "authorization_token" and an Authorization header: give one`)
+		}
+		headers[k] = v
+	}
+	headers["Authorization"] = "Bearer " + s.AuthorizationToken
+	return headers, nil
 }
 
 // reserved are the headers a request may not set: the protocol's, the

@@ -173,6 +173,11 @@ func TestRemoteRefused(t *testing.T) {
 		{with(func(r *mcpclient.Remote) { r.Headers = map[string]string{"mcp-session-id": "x"} }), "set by the protocol"},
 		{with(func(r *mcpclient.Remote) { r.Headers = map[string]string{"X-Key": "SECRET\r\nX-Other: 1"} }), "line break"},
 		{with(func(r *mcpclient.Remote) { r.Headers = map[string]string{"Bad Name": "x"} }), "not a header name"},
+		{with(func(r *mcpclient.Remote) { r.Type = "sse" }), `"type" is "sse"`},
+		{with(func(r *mcpclient.Remote) {
+			r.AuthorizationToken, r.Headers = "SECRETTOKEN", map[string]string{"authorization": "Bearer SECRETOTHER"}
+		}), `an "authorization_token" and an Authorization header`},
+		{with(func(r *mcpclient.Remote) { r.AuthorizationToken = "SECRET\nX-Other: 1" }), "line break"},
 		{[]mcpclient.Remote{ok, ok}, "named twice"},
 		{[]mcpclient.Remote{ok, ok, ok}, "3 MCP servers, over the limit of 2"},
 	} {
@@ -212,14 +217,14 @@ func TestRemoteDown(t *testing.T) {
 	echoHost := strings.TrimPrefix(echo.URL, "http://")
 	allow, _ := mcpclient.ParseAllowList([]string{gone, echoHost})
 	remotes := mcpclient.NewRemotes(&mcpclient.RemoteOptions{Allow: allow})
-	headers := map[string]string{"Authorization": "Bearer SECRETTOKEN-1234"}
+	token := "SECRETTOKEN-1234" // as the Anthropic API's mcp_servers give it
 	for _, c := range []struct{ url, want string }{
 		{"http://" + gone + "/SECRETPATH", "connection refused"},
 		{echo.URL + "/SECRETPATH?key=SECRETKEY", "bad token"},
 		{echo.URL + "/redirect/SECRETPATH", "redirected to http://elsewhere.example:80"},
 		{echo.URL + "/loop/SECRETPATH", "redirected more than 3 times"},
 	} {
-		_, err := remotes.Open(t.Context(), []mcpclient.Remote{{Name: "srv", URL: c.url, Headers: headers}})
+		_, err := remotes.Open(t.Context(), []mcpclient.Remote{{Type: "url", Name: "srv", URL: c.url, AuthorizationToken: token}})
 		var re *mcpclient.RemoteError
 		if !errors.As(err, &re) || re.Refused || re.Server != "srv" || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "SECRET") {
 			t.Errorf("%s: %v, want the server's fault: %s, no secret", c.url, err, c.want)

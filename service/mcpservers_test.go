@@ -76,7 +76,11 @@ func TestMCPServers(t *testing.T) {
 	src := "s = crm.add(a=2, b=40)['sum']\nprint(crm.echo('hi', times=2))\n[s, lookup(key='book')]"
 	for _, token := range []string{"token-a", "token-b"} {
 		c := client{t: t, url: ts.URL, token: token}
-		status, out := c.runWith("/v1/run", run{"source": src, "mcp_servers": []any{remote.server(map[string]string{"Authorization": "Bearer " + token + "-remote"})}})
+		server := remote.server(map[string]string{"Authorization": "Bearer " + token + "-remote"})
+		if token == "token-b" { // the shape of the Anthropic API's mcp_servers
+			server = map[string]any{"type": "url", "name": "crm", "url": remote.url, "authorization_token": token + "-remote"}
+		}
+		status, out := c.runWith("/v1/run", run{"source": src, "mcp_servers": []any{server}})
 		if status != http.StatusOK || string(out.Value) != "[42,21]" || out.Stdout != "hihi\n" || out.ToolCalls != 3 {
 			t.Fatalf("%s: status %d, value %s, stdout %q, error %+v", token, status, out.Value, out.Stdout, out.Error)
 		}
