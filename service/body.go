@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/mcpclient"
 )
 
 // bodyRule is what an endpoint takes as its body's Content-Type.
@@ -84,4 +85,6 @@ type runRequest struct {
 	EarlyReads bool            `json:"early_reads"`
 	Files      []spine.File    `json:"files"` // data in base64
 	Tools      []ClientTool    `json:"tools"` // answered by the caller (paused.go)
+
+	MCPServers []mcpclient.Remote `json:"mcp_servers"` // reached for this run (mcpservers.go)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"sort"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/fleet"
+	"github.com/spine-run/spine/mcpclient"
 )
 
 // A run whose request declares "tools" (client tools, answered by the
@@ -363,7 +365,13 @@ func (pr *pausedRun) freeSlot() {
 // (when sess is not nil) and a slot, starts the run and answers with its
 // first pause or its end. It reports whether the run keeps sess (it
 // releases it when it ends).
-func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, tools []ClientTool, sess *fleet.Session) (kept bool) {
+func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, tools []ClientTool, sess *fleet.Session, remote *mcpclient.RemoteTools) (kept bool) {
+	started := false
+	defer func() {
+		if !started {
+			closeRemote(remote)
+		}
+	}()
 	if _, err := checkClientTools(tools, nil); err != nil { // before the cap: a bad list is 400 whatever the load
 		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, err.Error())
 		return false
@@ -375,6 +383,7 @@ func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Ti
 		return false
 	}
 	manifest, _ := checkClientTools(tools, pr)
+	maps.Copy(manifest, req.Tools) // of the request's mcp_servers (mcpservers.go)
 	req.Tools, req.Waiting = manifest, pr.waiting
 	pr.limit = req.Timeout
 	req.Timeout = 0
@@ -407,7 +416,8 @@ func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Ti
 	pr.slotHeld = true
 	pr.startClock()
 	pr.mu.Unlock()
-	go pr.run(target, req, sess, giveTurn)
+	started = true
+	go pr.run(target, req, sess, func() { giveTurn(); closeRemote(remote) })
 	s.awaitRun(w, r, start, pr)
 	return sess != nil
 }

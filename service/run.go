@@ -75,10 +75,16 @@ func (s *Server) runJSON(w http.ResponseWriter, r *http.Request, start time.Time
 		Timeout:    s.timeout(req.TimeoutMS),
 		Files:      req.Files,
 	}
+	remote, ok := s.openRemotes(w, r, start, req.MCPServers, req.Tools)
+	if !ok {
+		return false
+	}
+	run.Tools = remote.Tools()
 	if len(req.Tools) > 0 {
-		return s.runClient(w, r, start, run, req.Tools, sess)
+		return s.runClient(w, r, start, run, req.Tools, sess, remote)
 	}
 	s.run(w, r, start, run, nil, sess)
+	closeRemote(remote)
 	return false
 }
 

@@ -39,7 +39,8 @@
 // Content-Type (/v1/run and a session's run take application/json;
 // /v1/run/stream any type but none and the three a browser sends
 // cross-origin freely; a restore application/octet-stream), 422 Python
-// error, 429 every slot busy, 499 client went away, 500 Guest failure, 503
+// error, 429 every slot busy, 499 client went away, 500 Guest failure, 502
+// an MCP server the request named failed (mcpservers.go), 503
 // Runner or Server closed, or too many sessions.
 //
 // # Output as it happens
@@ -217,6 +218,12 @@ type Options struct {
 	// another. Default: none, which serves one Server, or a load balancer
 	// that keeps each client on one Server.
 	Replica string
+	// MCPAllow is the hosts that a run request's "mcp_servers" may be on
+	// (mcpclient.AllowList: a name, *.name, an address, each with :PORT
+	// for a port other than 443 or 80; mcpservers.go). Empty, the default:
+	// mcp_servers are refused. New panics on an entry that
+	// mcpclient.ParseAllowList refuses.
+	MCPAllow []string
 }
 
 // DefaultMaxPaused is the default of Options.MaxPaused: as many as the
@@ -246,6 +253,8 @@ type Server struct {
 	metrics  *metrics
 	paused   pausedRuns // the runs with client tools (paused.go)
 	runIDs   runIDs     // their ids (runid.go)
+
+	remote *remoteServers // a run request's mcp_servers (mcpservers.go)
 
 	// crossOrigin refuses the state-changing requests a browser sends from
 	// another origin.
@@ -310,6 +319,7 @@ func New(runner *spine.Runner, opts *Options) *Server {
 	}
 	s.runIDs = newRunIDs(o.Replica)
 	s.drain.init()
+	s.remote = newRemoteServers(&o)
 	s.tenants = newTenants(runner, &o)
 	for _, t := range s.tenants {
 		s.tokens = append(s.tokens, t.digest)

@@ -120,6 +120,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"serve", "--listen", taken.Addr().String()}, exitFailure, "address already in use"},
 		{[]string{"mcp", "--http", taken.Addr().String()}, exitFailure, "address already in use"},
 		{[]string{"serve", "--listen", "0.0.0.0:0"}, exitUsage, "not a loopback address"},
+		{[]string{"serve", "--mcp-allow", "mcp.example.com,127.1"}, exitUsage, `--mcp-allow: entry "127.1"`},
 		{[]string{"soak", "--runs", "0"}, exitUsage, "must be positive"},
 		{[]string{"bench", "first-run"}, exitUsage, "--cache is required"},
 		{[]string{"demo", "extra"}, exitUsage, `unexpected argument "extra"`},

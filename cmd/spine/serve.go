@@ -13,11 +13,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/cloudstore"
 	"github.com/spine-run/spine/codemode"
+	"github.com/spine-run/spine/mcpclient"
 	"github.com/spine-run/spine/service"
 	"github.com/spine-run/spine/sessionstore"
 )
@@ -62,6 +64,9 @@ flags:
   --replica NAME           this replica's name in its paused runs' ids (default $SPINE_REPLICA),
                            so that a load balancer routes their continuations to it; letters,
                            digits and '-' (docs/scaling.md, "Paused runs")
+  --mcp-allow HOST,...     the hosts a run's "mcp_servers" may be on, each a name, *.name or IP
+                           address, with :PORT for a port other than 443 (https) or 80 (http);
+                           none by default: mcp_servers are refused (docs/http.md)
   --token-file FILE        the bearer token, one word (default $SPINE_TOKEN)
   --tokens-file FILE       the tokens, each with a name and its share of the sessions: sessions,
                            live_sessions, hibernated_memory, session_dir_bytes, and store_bytes
@@ -122,6 +127,7 @@ type serveOptions struct {
 	toolWait    time.Duration
 	paused      int
 	replica     string
+	mcpAllow    string
 	maxTimeout  time.Duration
 	grace       time.Duration
 	metrics     string
@@ -163,6 +169,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.toolWait, "tool-wait", service.DefaultToolWait, "")
 	fs.IntVar(&o.paused, "paused", service.DefaultMaxPaused, "")
 	fs.StringVar(&o.replica, "replica", os.Getenv("SPINE_REPLICA"), "")
+	fs.StringVar(&o.mcpAllow, "mcp-allow", "", "")
 	fs.DurationVar(&o.maxTimeout, "max-timeout", service.DefaultMaxTimeout, "")
 	fs.BoolVar(&o.noImages, "no-images", false, "")
 	fs.DurationVar(&o.grace, "grace", defaultGrace, "")
@@ -226,6 +233,10 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		if err := service.ValidReplica(o.replica); err != nil {
 			return usageError(stderr, fs.Name(), serveUsage, "--replica: %v", err)
 		}
+	}
+	mcpAllow := strings.Split(o.mcpAllow, ",")
+	if _, err := mcpclient.ParseAllowList(mcpAllow); err != nil {
+		return usageError(stderr, fs.Name(), serveUsage, "--mcp-allow: %v", err)
 	}
 	if o.streamSlots < 0 || o.streamIdle <= 0 {
 		return usageError(stderr, fs.Name(), serveUsage, "--stream-slots must not be negative and --stream-idle must be positive")
@@ -299,6 +310,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		ToolWait:    o.toolWait,
 		MaxPaused:   o.paused,
 		Replica:     o.replica,
+		MCPAllow:    mcpAllow,
 		MaxTimeout:  o.maxTimeout,
 		Token:       token,
 		Tenants:     tenants,
