@@ -85,3 +85,12 @@ type runRequest struct {
 	Files      []spine.File    `json:"files"` // data in base64
 	Tools      []ClientTool    `json:"tools"` // answered by the caller (paused.go)
 }
+
+// dropBody makes the answer to r close the connection when r has a body the
+// handler will not read: net/http would otherwise read it to its end before
+// answering, and a streamed body may never end.
+func dropBody(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/door"
 	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/mcpserver"
 	"github.com/spine-run/spine/service"
@@ -345,7 +346,7 @@ func TestMCPHTTPTokenAndSlots(t *testing.T) {
 	var stderr bytes.Buffer
 	served := make(chan int, 1)
 	go func() {
-		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, tenants: []service.Tenant{{Name: "default", Token: "s3cret"}}, log: slog.New(slog.DiscardHandler)}, serving{grace: time.Minute, log: serverLog{name: "spine mcp", w: &stderr}})
+		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, tenants: []door.Tenant{{Name: "default", Token: "s3cret"}}, log: slog.New(slog.DiscardHandler)}, serving{grace: time.Minute, log: serverLog{name: "spine mcp", w: &stderr}})
 	}()
 	endpoint := "http://" + ln.Addr().String() + "/mcp"
 
@@ -523,7 +524,7 @@ func TestClientToolsProcess(t *testing.T) {
 }
 
 // TestMCPLogsClipped: the servers' log lines (the SDK's, with --verbose, in
-// both formats) go through service.ClipLogs, as spine mcp sets it up.
+// both formats) go through door.ClipLogs, as spine mcp sets it up.
 func TestMCPLogsClipped(t *testing.T) {
 	for _, format := range []string{"text", "json"} {
 		var b bytes.Buffer
