@@ -335,8 +335,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // while another runs.
 func TestMCPHTTPTokenAndSlots(t *testing.T) {
 	gate := spinetest.NewGate()
-	runner, manifest := demoRunner(t, spine.Manifest{"gate": gate.Tool()})
-	server := mcpserver.NewServer(runner, manifest, &mcpserver.Options{Slots: 1})
+	runner, _ := demoRunner(t, spine.Manifest{"gate": gate.Tool()})
+	server := mcpserver.NewServer(runner, &mcpserver.Options{Slots: 1})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

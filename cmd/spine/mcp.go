@@ -228,7 +228,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		defer mo.Store.Close()
 	}
-	srv = mcpserver.NewServer(runner, manifest, mo)
+	srv = mcpserver.NewServer(runner, mo)
 	server := srv.MCP()
 
 	if o.addr == "" {

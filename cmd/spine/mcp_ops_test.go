@@ -33,7 +33,7 @@ func (l lines) Write(p []byte) (int, error) {
 // with the token's name.
 func TestMCPHTTPOperable(t *testing.T) {
 	runner := spinetest.NewRunner(t, demoTools(), nil)
-	server := mcpserver.NewServer(runner, demoTools(), nil)
+	server := mcpserver.NewServer(runner, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -291,7 +291,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		Health:      health,
 		Logger:      logger,
 		MaxSnapshot: int64(spine.MaxSnapshotSize(sessions.MemoryLimit)),
-		Tool:        codemode.New(runner, manifest, &codemode.Options{Timeout: o.maxTimeout}),
+		Tool:        codemode.New(runner, &codemode.Options{Timeout: o.maxTimeout}),
 
 		SessionStore: store,
 		SessionWrite: policy,
