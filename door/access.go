@@ -39,15 +39,6 @@ func infoOf(ctx context.Context) *requestInfo {
 	return info
 }
 
-// RequestID returns the id AccessLog gave the request of ctx, "" outside
-// one.
-func RequestID(ctx context.Context) string {
-	if info := infoOf(ctx); info != nil {
-		return info.id
-	}
-	return ""
-}
-
 // TokenName returns the name of the token the request of ctx was let in
 // with, as the access log shows it: "default" for service.Options.Token (or
 // RequireToken's token), the name a tokens file gives, "-" when the server

@@ -340,16 +340,16 @@ type Result = codemode.Result
 // FileInfo names a file the program left in its working directory.
 type FileInfo = codemode.FileInfo
 
-// FileURI is the URI of the embedded resource of a file the program left
+// fileURI is the URI of the embedded resource of a file the program left
 // at name in its working directory.
-func FileURI(name string) string {
+func fileURI(name string) string {
 	return (&url.URL{Scheme: "file", Path: "/work/" + name}).String()
 }
 
 // fileResource is a file the program left, as an embedded resource: text
 // when it is UTF-8 without NUL, else a blob.
 func fileResource(f spine.File) *mcp.EmbeddedResource {
-	rc := &mcp.ResourceContents{URI: FileURI(f.Name), MIMEType: mime.TypeByExtension(path.Ext(f.Name))}
+	rc := &mcp.ResourceContents{URI: fileURI(f.Name), MIMEType: mime.TypeByExtension(path.Ext(f.Name))}
 	if len(f.Data) > 0 && utf8.Valid(f.Data) && !bytes.ContainsRune(f.Data, 0) {
 		rc.Text = string(f.Data)
 		if rc.MIMEType == "" {
