@@ -29,7 +29,7 @@ type requestInfo struct {
 	session   string
 	errorKind string // the answer's error kind, when it has one
 	status    int    // the run's status, for an answer sent as events (200)
-	drained   bool   // a 503 a drain gives by design (noteDrained)
+	drained   bool   // a 503 a drain gives by design (NoteDrained)
 }
 
 type requestInfoKey struct{}

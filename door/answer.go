@@ -46,23 +46,23 @@ type Response struct {
 // Error says why a run failed or was refused.
 type Error struct {
 	// Kind is one of python, timeout, too_large, bad_request, overloaded,
-	// canceled, guest, closed, internal, unauthorized, read_timeout (a
-	// /v1/run body that did not arrive in time), stream_idle (a stream that
-	// sent nothing for Options.StreamIdle), forbidden (a Host that is not
-	// loopback on a server without a token, or a browser's cross-origin
-	// request), unsupported_media_type (a body of the wrong Content-Type);
-	// for sessions, not_found (no such session for this token: never made,
-	// deleted or expired), session_gone (a run before left it broken: delete
-	// it), bad_snapshot (a blob Restore refuses; a session holding files
-	// open, which cannot be snapshotted) and too_many_sessions; with
-	// Options.SessionStore, conflict (409: another replica stored the
+	// canceled, guest, closed, internal, unauthorized, read_timeout (a /v1/run
+	// body that did not arrive in time), stream_idle (a stream that sent nothing
+	// for service.Options.StreamIdle), forbidden (a Host that is not loopback on
+	// a server without a token, or a browser's cross-origin request),
+	// unsupported_media_type (a body of the wrong Content-Type); for sessions,
+	// not_found (no such session for this token: never made, deleted or
+	// expired), session_gone (a run before left it broken: delete it),
+	// bad_snapshot (a blob Restore refuses; a session holding files open, which
+	// cannot be snapshotted) and too_many_sessions; with
+	// service.Options.SessionStore, conflict (409: another replica stored the
 	// session's run first, or a restore under another token's id),
-	// store_unavailable (503), other_image (503: a session stored by
-	// another Guest build; header Spine-Snapshot-Image names it) and
-	// stored_snapshot (500: its stored snapshot cannot be restored here);
-	// for client tools (service's paused runs), tool_wait (408: the caller did not send
-	// results within Options.ToolWait), too_many_paused (429:
-	// Options.MaxPaused) and conflict (409: a result twice, or for a run
+	// store_unavailable (503), other_image (503: a session stored by another
+	// Guest build; header Spine-Snapshot-Image names it) and stored_snapshot
+	// (500: its stored snapshot cannot be restored here); for client tools
+	// (service's paused runs), tool_wait (408: the caller did not send results
+	// within service.Options.ToolWait), too_many_paused (429:
+	// service.Options.MaxPaused) and conflict (409: a result twice, or for a run
 	// another request continues).
 	Kind string `json:"kind"`
 	// Type, Line and Traceback are set for a Python error: the exception's

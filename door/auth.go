@@ -106,7 +106,7 @@ func BearerDigest(r *http.Request) ([sha256.Size]byte, bool) {
 }
 
 // Owner is who the sessions made by requests with header h belong to: the
-// SHA-256 of their bearer token in hex (sessionstore.OwnerOf), "" for none.
+// SHA-256 of their bearer token in hex (sessionstore.Owner), "" for none.
 // Both front doors key their sessions' owners so (package fleet's owner).
 func Owner(h http.Header) string {
 	scheme, credentials, ok := strings.Cut(h.Get("Authorization"), " ")
