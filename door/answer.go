@@ -33,11 +33,10 @@ type Response struct {
 	Timing           Timing           `json:"timing"`
 
 	// A run whose request declared "tools" (service's client tools) says
-	// where it is:
-	// Status "tool_calls" (paused: Pending are the calls to answer, Stdout
-	// and Stderr the output so far; the other fields are empty) or "done"
-	// (ended: the answer as without tools). RunID names it to
-	// POST /v1/runs/{run_id}/tool_results.
+	// where it is: Status "tool_calls" (paused: Pending are the calls to
+	// answer, Stdout and Stderr the output so far; the other fields are
+	// empty) or "done" (ended: the answer as without tools). RunID names it
+	// to POST /v1/runs/{run_id}/tool_results.
 	Status  string        `json:"status,omitempty"`
 	RunID   string        `json:"run_id,omitempty"`
 	Pending []PendingCall `json:"pending,omitempty"`
@@ -83,8 +82,7 @@ type Timing struct {
 
 // SetOutput fills r with what a run left: its output, its tool calls, its
 // files, its displays and, when it succeeded (r.Error is nil), its value and
-// the value's display. out may be nil
-// (the run did not start).
+// the value's display. out may be nil (the run did not start).
 func (r *Response) SetOutput(out *spine.Output) {
 	if out == nil {
 		return
