@@ -9,12 +9,13 @@ import (
 	"github.com/spine-run/spine"
 )
 
-// ChainTools are the tools of the chained-read tests (the Guest's suites
-// in package tests, and the root's control without the wake). slow is an early read
-// that answers {"key": key}; probe (not early) first waits until slow has
-// returned for "alpha" and "beta", then says whether the read for
-// "alpha-beta" — the chained one — has started. Events are recorded in order,
-// so the tests prove order with the tools' own gates, never with time.
+// ChainTools are the tools of the chained-read tests (the Guest's suites in
+// package tests, and the root's control without the wake). slow is an early
+// read that answers {"key": key}; probe (not early) first waits until slow
+// has returned for "alpha" and "beta", then says whether the read for
+// "alpha-beta" — the chained one — has started. Events are recorded in
+// order, so the tests prove order with the tools' own gates, never with
+// time.
 type ChainTools struct {
 	mu      sync.Mutex
 	events  []string
