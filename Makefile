@@ -18,8 +18,9 @@ demo: ## run the seed's demo
 PKGS = ./... ./cmd/spine/... ./cloudstore/...
 
 # The slowest tests that -short keeps, which make test leaves to make ci: the differential
-# corpora, memory at its limit, the caches damaged and made again (docs/testing.md).
-SLOW_TESTS = ^(TestDifferentialPrefixMode|TestDifferentialEarlyReads|TestPLMMemoryAtTheLimit|TestSessionRestoreOnOwnImage|TestModuleCache|TestImageCache|TestImageCacheDamaged|TestCacheDamagedRunner)$$
+# corpora and memory at its limit (the Guest's suites, ./tests), a session restored on its
+# own image (the root), the caches damaged and made again (internal/engine; docs/testing.md).
+SLOW_TESTS = ^(TestDifferentialPrefixMode|TestDifferentialEarlyReads|TestPLMMemoryAtTheLimit|TestSessionRestoreOnOwnImage|TestModuleCache|TestImageCache|TestImageCacheDamaged|TestCacheFolderDamaged)$$
 
 test: vet ## the quick suite: vet, then every test with -short but SLOW_TESTS (the real Guest included; soak, corpora and processes skipped)
 	$(PROGRESS) $(GO) test -json -short -skip '$(SLOW_TESTS)' -timeout 20m $(PKGS)

@@ -195,7 +195,7 @@ except OSError as e:
 // TestScratchPerRun: a pooled Guest's next run finds /work and /tmp empty,
 // and starts in /work whatever directory the last run left.
 func TestScratchPerRun(t *testing.T) {
-	r := poolRunner(t)
+	r := spinetest.PoolRunner(t)
 	waitReady := func() {
 		for r.Stats().PoolReady < 1 {
 			runtime.Gosched()

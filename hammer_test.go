@@ -14,22 +14,12 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
-	"github.com/spine-run/spine/internal/engine"
 	"github.com/spine-run/spine/internal/spinetest"
 )
 
 // These tests load a Runner: many runs at once, and ten thousand in a row
 // that must leave nothing behind. The pool's own behaviour (reuse, reset,
 // recovery) is tested in internal/engine.
-
-// poolRunner has one pooled instance, so consecutive runs reuse the same Guest.
-func poolRunner(t testing.TB) *spine.Runner {
-	t.Helper()
-	if !engine.COWSupported {
-		t.Skip("instances are reused only with copy-on-write images")
-	}
-	return spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{PoolSize: 1})
-}
 
 func TestPoolHammer(t *testing.T) {
 	r := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{PoolSize: 2})

@@ -4,6 +4,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"runtime"
 	"time"
 
@@ -306,6 +307,13 @@ func (o *Options) withDefaults() Options {
 // its programs run under (package codemode).
 func (r *Runner) Options() Options {
 	return r.opts
+}
+
+// Manifest returns the tools the Runner was made with, as New checked them.
+// It is a copy; changing it changes nothing. Adapters read the tools'
+// descriptions and schemas in it for their stubs (package codemode).
+func (r *Runner) Manifest() Manifest {
+	return maps.Clone(r.manifest)
 }
 
 // DefaultOptions returns the settings of a Runner made with nil Options:

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -563,5 +565,29 @@ func TestClassify(t *testing.T) {
 	}
 	if got := spine.Classify(fmt.Errorf("%w: a trap", spine.ErrGuest)); got != spine.OutcomeGuest {
 		t.Errorf("ErrGuest is %s", got)
+	}
+}
+
+// TestRunnerManifest: Manifest returns the tools the Runner was made with,
+// as a copy: a tool added to it or taken out is no tool of the Runner's.
+func TestRunnerManifest(t *testing.T) {
+	r := shared(t)
+	m := r.Manifest()
+	want := suiteManifest()
+	if len(m) != len(want) {
+		t.Fatalf("%d tools, want %d", len(m), len(want))
+	}
+	for name := range want {
+		if m[name].Call == nil {
+			t.Errorf("tool %q missing", name)
+		}
+	}
+	delete(m, "lookup")
+	m["added"] = spine.ToolSpec{Call: func(context.Context, json.RawMessage) (any, error) { return 1, nil }}
+	if again := r.Manifest(); again["lookup"].Call == nil || again["added"].Call != nil {
+		t.Fatalf("the Runner's manifest changed with the copy: %v", slices.Sorted(maps.Keys(again)))
+	}
+	if _, err := r.Run(context.Background(), spine.Request{Source: "added()"}); err == nil {
+		t.Fatal("a tool added to the copy ran")
 	}
 }

@@ -206,16 +206,6 @@ func writeSnapshot(w io.Writer, id snapshotIdentity, st *engine.State, page func
 	return sw.n, sw.err
 }
 
-// encodeSnapshot returns st (with its Data) as a snapshot blob for a Runner
-// of identity id.
-func encodeSnapshot(id snapshotIdentity, st *engine.State) []byte {
-	var b bytes.Buffer
-	writeSnapshot(&b, id, st, func(i int, dst []byte) {
-		copy(dst, st.Data[i*engine.StatePageSize:])
-	}, 0)
-	return b.Bytes()
-}
-
 // payloadReader reads a snapshot's payload: the bytes past the header up to
 // the trailer, which it holds back, hashing what it passes.
 type payloadReader struct {
@@ -440,27 +430,6 @@ func (s *snapshotStream) close() {
 		snapshotDecoders.Put(s.dec)
 		s.dec = nil
 	}
-}
-
-// decodeSnapshot reads blob into a State with its Data; every error matches
-// ErrSnapshot or ErrSnapshotMismatch.
-func decodeSnapshot(id snapshotIdentity, blob []byte, maxMemory uint64) (*engine.State, error) {
-	s, err := openSnapshot(bytes.NewReader(blob), id, maxMemory)
-	if err != nil {
-		return nil, err
-	}
-	defer s.close()
-	st := s.st
-	st.Data = make([]byte, len(st.Pages)*engine.StatePageSize)
-	for i := range st.Pages {
-		if err := s.page(true, st.Data[i*engine.StatePageSize:(i+1)*engine.StatePageSize]); err != nil {
-			return nil, err
-		}
-	}
-	if err := s.finish(); err != nil {
-		return nil, err
-	}
-	return st, nil
 }
 
 // chunks is bytes kept in chunks of snapshotChunk, written and read without

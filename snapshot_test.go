@@ -1,6 +1,7 @@
 package spine
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -128,4 +129,35 @@ func decodeChecked(t *testing.T, id snapshotIdentity, blob []byte) {
 			t.Fatalf("decoded an impossible state: %d pages, %d bytes, memory %d", len(st.Pages), len(st.Data), st.Memory)
 		}
 	}
+}
+
+// encodeSnapshot returns st (with its Data) as a snapshot blob for a Runner
+// of identity id.
+func encodeSnapshot(id snapshotIdentity, st *engine.State) []byte {
+	var b bytes.Buffer
+	writeSnapshot(&b, id, st, func(i int, dst []byte) {
+		copy(dst, st.Data[i*engine.StatePageSize:])
+	}, 0)
+	return b.Bytes()
+}
+
+// decodeSnapshot reads blob into a State with its Data; every error matches
+// ErrSnapshot or ErrSnapshotMismatch.
+func decodeSnapshot(id snapshotIdentity, blob []byte, maxMemory uint64) (*engine.State, error) {
+	s, err := openSnapshot(bytes.NewReader(blob), id, maxMemory)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	st := s.st
+	st.Data = make([]byte, len(st.Pages)*engine.StatePageSize)
+	for i := range st.Pages {
+		if err := s.page(true, st.Data[i*engine.StatePageSize:(i+1)*engine.StatePageSize]); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.finish(); err != nil {
+		return nil, err
+	}
+	return st, nil
 }

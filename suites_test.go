@@ -1,80 +1,30 @@
 package spine_test
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/internal/spinetest"
 )
 
-// The black-box suites (package spine_test) test the Runner through its API
-// alone, with spinetest's tools and helpers, and the tools below. They share
-// one Runner of suiteManifest, made on first use and closed when the tests
-// end.
+// The black-box tests (package spine_test) test the Runner through its API
+// alone, with spinetest's tools and helpers. They share one Runner of
+// spinetest.SuiteManifest, made on first use and closed when the tests end;
+// the Guest's behaviour suites, which share one too, are package tests'.
 
-// suiteManifest is spinetest's tools (lookup, gate) and tools whose answers
-// are edge cases of the bridge:
-//
-//	echo(**args)          its arguments
-//	fail()                the tool error "boom"
-//	nothing()             None
-//	unencodable()         a value JSON cannot hold
-//	explode()             a panic
-//	huge()                a 2 MiB string, over the bridge's 1 MiB
-//	wait()                waits for the run to end
-//	market.get_price(*, symbol)  a namespaced tool
-func suiteManifest() spine.Manifest {
-	m := spinetest.NewTools().Manifest()
-	for name, call := range map[string]spine.Tool{
-		"echo":        func(ctx context.Context, args json.RawMessage) (any, error) { return args, nil },
-		"fail":        func(ctx context.Context, args json.RawMessage) (any, error) { return nil, errors.New("boom") },
-		"nothing":     func(ctx context.Context, args json.RawMessage) (any, error) { return nil, nil },
-		"unencodable": func(ctx context.Context, args json.RawMessage) (any, error) { return make(chan int), nil },
-		"explode":     func(ctx context.Context, args json.RawMessage) (any, error) { panic("kaboom") },
-		"huge":        func(ctx context.Context, args json.RawMessage) (any, error) { return strings.Repeat("x", 2<<20), nil },
-		"wait": func(ctx context.Context, args json.RawMessage) (any, error) {
-			<-ctx.Done()
-			return nil, ctx.Err()
-		},
-		"market.get_price": func(ctx context.Context, args json.RawMessage) (any, error) {
-			var a struct {
-				Symbol string `json:"symbol"`
-			}
-			json.Unmarshal(args, &a)
-			return map[string]any{"symbol": a.Symbol, "price": 100 + len(a.Symbol)}, nil
-		},
-	} {
-		m[name] = spine.ToolSpec{Call: call}
-	}
-	return m
-}
+// suiteManifest is spinetest.SuiteManifest: the test tools and the bridge's
+// edge cases (echo, fail, nothing, unencodable, explode, huge, wait,
+// market.get_price).
+func suiteManifest() spine.Manifest { return spinetest.SuiteManifest() }
 
 // sharedRunner returns a function that gives the Runner of manifest with
-// the default options, made on its first call and closed when the tests end.
+// the default options, made on its first call and closed when the tests end
+// (spinetest.SharedRunner, closed by export_test.go's TestMain).
 func sharedRunner(manifest func() spine.Manifest) func(testing.TB) *spine.Runner {
-	made := sync.OnceValues(func() (*spine.Runner, error) {
-		r, err := spine.New(context.Background(), manifest(), nil)
-		if err == nil {
-			spine.AtTestExit(func() { r.Close(context.Background()) })
-		}
-		return r, err
-	})
-	return func(tb testing.TB) *spine.Runner {
-		tb.Helper()
-		r, err := made()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return r
-	}
+	return spinetest.SharedRunner(manifest, spine.AtTestExit)
 }
 
-// shared returns the suites' shared Runner, of suiteManifest.
+// shared returns the tests' shared Runner, of suiteManifest.
 var shared = sharedRunner(suiteManifest)
 
 // valueOf is out's value as text, for a failure's message.

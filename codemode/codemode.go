@@ -16,7 +16,7 @@
 // (Image says how for each API); bounded by Options.MaxImageBytes and
 // MaxAnswerImageBytes, with what is left out said in the text.
 //
-//	tool := codemode.New(runner, manifest, nil)
+//	tool := codemode.New(runner, nil)
 //	// declare tool.Name(), tool.Description() and tool.Parameters() to the model, then
 //	// for each call the model makes:
 //	res, err := tool.Run(ctx, call.Arguments) // err: ctx ended or the Runner closed
@@ -99,10 +99,10 @@ type Tool struct {
 	check       spine.Tool // checks a call's arguments against the schema (fresh always allowed)
 }
 
-// New returns run_python for runner, whose manifest is manifest: only its
-// descriptions and schemas are read, for the stubs in the description.
+// New returns run_python for runner: only the descriptions and schemas of
+// its tools (Runner.Manifest) are read, for the stubs in the description.
 // runner stays the caller's. opts may be nil.
-func New(runner *spine.Runner, manifest spine.Manifest, opts *Options) *Tool {
+func New(runner *spine.Runner, opts *Options) *Tool {
 	o := withDefaults(opts)
 	limits := runner.Options()
 	t := &Tool{runner: runner, opts: o, timeout: o.Timeout, input: statelessInputSchema}
@@ -112,7 +112,7 @@ func New(runner *spine.Runner, manifest spine.Manifest, opts *Options) *Tool {
 	if o.Sessions {
 		t.input = sessionInputSchema
 	}
-	t.description = describe(manifest, o, t.timeout, &limits)
+	t.description = describe(runner.Manifest(), o, t.timeout, &limits)
 	checked, err := spine.ValidateArguments(spine.ToolSpec{InputSchema: sessionInputSchema,
 		Call: func(context.Context, json.RawMessage) (any, error) { return nil, nil }})
 	if err != nil {

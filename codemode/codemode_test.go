@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestDefinition(t *testing.T) {
-	tool := codemode.New(runner, manifest, nil)
+	tool := codemode.New(runner, nil)
 	if tool.Name() != "run_python" || tool.Timeout() != codemode.DefaultTimeout {
 		t.Errorf("name %q, timeout %v", tool.Name(), tool.Timeout())
 	}
@@ -62,7 +62,7 @@ func TestDefinition(t *testing.T) {
 		t.Errorf("schemas %s %s", tool.InputSchema(), tool.OutputSchema())
 	}
 
-	sessions := codemode.New(runner, manifest, &codemode.Options{Sessions: true, Timeout: time.Minute})
+	sessions := codemode.New(runner, &codemode.Options{Sessions: true, Timeout: time.Minute})
 	props, _ = sessions.Parameters()["properties"].(map[string]any)
 	if props["fresh"] == nil || !strings.Contains(sessions.Description(), "State persists from one call to the next") ||
 		!strings.Contains(sessions.Description(), "stopped after 1m0s") {
@@ -79,7 +79,7 @@ func TestDefinition(t *testing.T) {
 // a shorter time limit of the Runner is the Tool's.
 func TestLimitsFromRunner(t *testing.T) {
 	r := spinetest.NewRunner(t, manifest, &spine.Options{Timeout: 5 * time.Second, MemoryLimit: 64 << 20, MaxToolCalls: 10, MaxOutput: 1000, PoolSize: -1})
-	tool := codemode.New(r, manifest, nil)
+	tool := codemode.New(r, nil)
 	if tool.Timeout() != 5*time.Second {
 		t.Errorf("timeout %v", tool.Timeout())
 	}
@@ -99,7 +99,7 @@ func TestLimitsFromRunner(t *testing.T) {
 }
 
 func TestRun(t *testing.T) {
-	tool := codemode.New(runner, manifest, nil)
+	tool := codemode.New(runner, nil)
 	for _, c := range []struct {
 		name, args string
 		isError    bool
@@ -145,7 +145,7 @@ func TestRun(t *testing.T) {
 func TestTimeout(t *testing.T) {
 	// A limit long enough for the print on a busy machine: the loop never
 	// ends, so the run still times out.
-	tool := codemode.New(runner, manifest, &codemode.Options{Timeout: 2 * time.Second})
+	tool := codemode.New(runner, &codemode.Options{Timeout: 2 * time.Second})
 	res, err := tool.Run(t.Context(), json.RawMessage(`{"source": "print('spinning')\nwhile True:\n    pass"}`))
 	if err != nil || !res.IsError || res.Text() != "TimeoutError: the program did not finish within its time limit of 2s\n\nstdout:\nspinning\n" {
 		t.Errorf("%v: %q", err, res.Text())
@@ -154,7 +154,7 @@ func TestTimeout(t *testing.T) {
 
 // TestCancel: a call whose ctx ends has no Result: nobody waits for one.
 func TestCancel(t *testing.T) {
-	tool := codemode.New(runner, manifest, nil)
+	tool := codemode.New(runner, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
@@ -169,7 +169,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestFiles(t *testing.T) {
-	tool := codemode.New(runner, manifest, nil)
+	tool := codemode.New(runner, nil)
 	res, err := tool.Run(t.Context(), json.RawMessage(`{
 		"source": "rows = open('data/in.csv').read().split()\nopen('out.txt', 'w').write(str(len(rows)))\nopen('blob.bin', 'wb').write(open('raw.bin', 'rb').read()[::-1])\nlen(rows)",
 		"files": [{"name": "data/in.csv", "text": "a\nb\nc\n"}, {"name": "raw.bin", "data": "AAEC"}]}`))
@@ -187,7 +187,7 @@ func TestFiles(t *testing.T) {
 // TestSession: a caller with sessions decodes with Request, runs in its
 // session and maps with Answer.
 func TestSession(t *testing.T) {
-	tool := codemode.New(runner, manifest, &codemode.Options{Sessions: true})
+	tool := codemode.New(runner, &codemode.Options{Sessions: true})
 	s, err := runner.NewSession(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +238,7 @@ func FuzzRequest(f *testing.F) {
 		`{"source": "1", "inputs": null}`, `null`, `"x"`, `{"source": "1"}{`, `{"source": "\u0000"}`} {
 		f.Add([]byte(seed))
 	}
-	tool := codemode.New(runner, manifest, &codemode.Options{Sessions: true})
+	tool := codemode.New(runner, &codemode.Options{Sessions: true})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req, _, err := tool.Request(data)
 		var argErr *codemode.ArgumentError

@@ -34,7 +34,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer runner.Close(ctx)
-	tool := codemode.New(runner, manifest, nil)
+	tool := codemode.New(runner, nil)
 	fmt.Println(tool.Name(), tool.Parameters()["required"])
 
 	// The arguments of two calls, as a model sends them.

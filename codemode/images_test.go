@@ -14,7 +14,7 @@ import (
 func runImages(t *testing.T, opts *codemode.Options, source string) *codemode.Result {
 	t.Helper()
 	args, _ := json.Marshal(map[string]string{"source": spinetest.PNGSource + source})
-	res, err := codemode.New(runner, manifest, opts).Run(t.Context(), args)
+	res, err := codemode.New(runner, opts).Run(t.Context(), args)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func httpReplica(t *testing.T, st sessionstore.Store, write fleet.WritePolicy, l
 func mcpReplica(t *testing.T, st sessionstore.Store, write fleet.WritePolicy, log *slog.Logger) *replica {
 	var hibernated func(*spine.Session, io.Reader)
 	r := newRunner(t, &hibernated)
-	server := mcpserver.NewServer(r, manifest, &mcpserver.Options{Store: st, StoreWrite: write, ServerLog: log})
+	server := mcpserver.NewServer(r, &mcpserver.Options{Store: st, StoreWrite: write, ServerLog: log})
 	hibernated = server.Hibernated
 	clients := map[string]*mcp.ClientSession{}
 	var url string

@@ -230,8 +230,8 @@ func (e *TurnError) Error() string {
 }
 func (e *TurnError) Unwrap() error { return e.Err }
 
-// NewID returns a new session id: 128 random bits as 32 hex digits.
-func NewID() string {
+// newID returns a new session id: 128 random bits as 32 hex digits.
+func newID() string {
 	id := make([]byte, 16)
 	rand.Read(id) // never fails (crypto/rand)
 	return hex.EncodeToString(id)
@@ -283,5 +283,5 @@ func (f *Fleet) Closed() bool {
 // drain's grace period ends, then Close.
 func (f *Fleet) Cut() { f.doCut() }
 
-// IsCut reports whether Cut was called.
-func (f *Fleet) IsCut() bool { return f.cut.Err() != nil }
+// isCut reports whether Cut was called.
+func (f *Fleet) isCut() bool { return f.cut.Err() != nil }

@@ -218,7 +218,7 @@ func (f *Fleet) start(ctx context.Context, owner, id string, open func(context.C
 	}
 	replace := id != ""
 	if !replace {
-		id = NewID()
+		id = newID()
 	}
 	sess, err := open(ctx)
 	if err != nil {
@@ -376,7 +376,7 @@ func (f *Fleet) load(ctx context.Context, e *Session) (s *spine.Session, gen uin
 // caller holds e's lock. A run Cut stops returns ErrCut and leaves e as it
 // was before the run.
 func (f *Fleet) Run(ctx context.Context, e *Session, req spine.Request) (*spine.Output, error) {
-	if f.IsCut() {
+	if f.isCut() {
 		return nil, ErrCut
 	}
 	if err := f.refresh(ctx, e); err != nil {
@@ -399,7 +399,7 @@ func (f *Fleet) Run(ctx context.Context, e *Session, req spine.Request) (*spine.
 	defer cancel()
 	defer context.AfterFunc(f.cut, cancel)()
 	out, err := e.s.Run(runCtx, req)
-	if err != nil && f.IsCut() && !errors.As(err, new(*spine.PythonError)) {
+	if err != nil && f.isCut() && !errors.As(err, new(*spine.PythonError)) {
 		f.undo(ctx, e, dirty, before)
 		return out, ErrCut
 	}

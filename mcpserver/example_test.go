@@ -37,7 +37,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer runner.Close(ctx)
-	server := mcpserver.New(runner, manifest, nil)
+	server := mcpserver.New(runner, nil)
 
 	serverEnd, clientEnd := mcp.NewInMemoryTransports()
 	ss, err := server.Connect(ctx, serverEnd, nil)

@@ -16,7 +16,7 @@ import (
 // files the program made as embedded resources, through the real SDK client
 // over streamable HTTP; files are each call's own, in a session too.
 func TestFiles(t *testing.T) {
-	server := mcpserver.New(runner, manifest, nil)
+	server := mcpserver.New(runner, nil)
 	cs := spinetest.ConnectHTTP(t, spinetest.ServeHTTP(t, spinetest.MCPHandler(server)).URL)
 	res := call(t, cs, map[string]any{
 		"source": `import os

@@ -17,7 +17,7 @@ import (
 // file is not sent again as a resource, other files are; past the caps the
 // text says what was left out.
 func TestImages(t *testing.T) {
-	server := mcpserver.New(runner, manifest, &mcpserver.Options{MaxImageBytes: 40 << 10})
+	server := mcpserver.New(runner, &mcpserver.Options{MaxImageBytes: 40 << 10})
 	cs := spinetest.ConnectHTTP(t, spinetest.ServeHTTP(t, spinetest.MCPHandler(server)).URL)
 	res := call(t, cs, map[string]any{"source": spinetest.PNGSource + `
 open("chart.png", "wb").write(png(4, 3))

@@ -38,7 +38,7 @@
 // The server New returns is the official Go SDK's; serve it over any of its
 // transports:
 //
-//	server := mcpserver.New(runner, manifest, nil)
+//	server := mcpserver.New(runner, nil)
 //	err := server.Run(ctx, &mcp.StdioTransport{})                    // stdio
 //	handler := mcp.NewStreamableHTTPHandler(                          // streamable HTTP
 //		func(*http.Request) *mcp.Server { return server }, nil)
@@ -235,12 +235,12 @@ func withDefaults(runner *spine.Runner, opts *Options) Options {
 }
 
 // New returns an MCP server whose tool run_python runs programs with runner.
-// manifest is the Runner's manifest: only its descriptions and schemas are
-// used, for the stubs in the tool's description. runner stays the caller's:
-// close it when the server is done. opts may be nil. With Options.Store, use
-// NewServer.
-func New(runner *spine.Runner, manifest spine.Manifest, opts *Options) *mcp.Server {
-	return NewServer(runner, manifest, opts).MCP()
+// Only the descriptions and schemas of the Runner's tools (Runner.Manifest)
+// are read, for the stubs in the tool's description. runner stays the
+// caller's: close it when the server is done. opts may be nil. With
+// Options.Store, use NewServer.
+func New(runner *spine.Runner, opts *Options) *mcp.Server {
+	return NewServer(runner, opts).MCP()
 }
 
 // A Server is the MCP server New returns, with what serving its sessions
@@ -255,7 +255,7 @@ type Server struct {
 func (s *Server) MCP() *mcp.Server { return s.mcp }
 
 // NewServer is New, returning the Server.
-func NewServer(runner *spine.Runner, manifest spine.Manifest, opts *Options) *Server {
+func NewServer(runner *spine.Runner, opts *Options) *Server {
 	o := withDefaults(runner, opts)
 	if _, err := fleet.ParseWritePolicy(string(o.StoreWrite)); err != nil {
 		panic("mcpserver: Options.StoreWrite: " + err.Error())
@@ -270,7 +270,7 @@ func NewServer(runner *spine.Runner, manifest spine.Manifest, opts *Options) *Se
 		Logger:                    o.Logger,
 		SupportedProtocolVersions: o.protocolVersions(),
 	})
-	tool := codemode.New(runner, manifest, o.codemode())
+	tool := codemode.New(runner, o.codemode())
 	h := &handler{runner: runner, tool: tool, opts: o, log: o.ServerLog, slots: make(chan struct{}, o.Slots), clients: map[any]*client{}, held: map[string]int{}}
 	h.cut, h.doCut = context.WithCancel(context.Background())
 	if o.Store != nil {
@@ -354,16 +354,16 @@ type Result = codemode.Result
 // FileInfo names a file the program left in its working directory.
 type FileInfo = codemode.FileInfo
 
-// FileURI is the URI of the embedded resource of a file the program left
+// fileURI is the URI of the embedded resource of a file the program left
 // at name in its working directory.
-func FileURI(name string) string {
+func fileURI(name string) string {
 	return (&url.URL{Scheme: "file", Path: "/work/" + name}).String()
 }
 
 // fileResource is a file the program left, as an embedded resource: text
 // when it is UTF-8 without NUL, else a blob.
 func fileResource(f spine.File) *mcp.EmbeddedResource {
-	rc := &mcp.ResourceContents{URI: FileURI(f.Name), MIMEType: mime.TypeByExtension(path.Ext(f.Name))}
+	rc := &mcp.ResourceContents{URI: fileURI(f.Name), MIMEType: mime.TypeByExtension(path.Ext(f.Name))}
 	if len(f.Data) > 0 && utf8.Valid(f.Data) && !bytes.ContainsRune(f.Data, 0) {
 		rc.Text = string(f.Data)
 		if rc.MIMEType == "" {

@@ -94,11 +94,11 @@ func call(t *testing.T, cs *mcp.ClientSession, args map[string]any) *mcp.CallToo
 }
 
 func TestInMemory(t *testing.T) {
-	check(t, spinetest.ConnectInMemory(t, mcpserver.New(runner, manifest, nil)))
+	check(t, spinetest.ConnectInMemory(t, mcpserver.New(runner, nil)))
 }
 
 func TestStreamableHTTP(t *testing.T) {
-	server := mcpserver.New(runner, manifest, &mcpserver.Options{EarlyReads: true, Slots: 8})
+	server := mcpserver.New(runner, &mcpserver.Options{EarlyReads: true, Slots: 8})
 	cs := spinetest.ConnectHTTP(t, spinetest.ServeHTTP(t, spinetest.MCPHandler(server)).URL)
 	check(t, cs)
 
@@ -120,7 +120,7 @@ func TestStreamableHTTP(t *testing.T) {
 func TestTimeout(t *testing.T) {
 	// A limit long enough for the print on a busy machine: the loop never
 	// ends, so the run still times out.
-	cs := spinetest.ConnectInMemory(t, mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: 2 * time.Second}))
+	cs := spinetest.ConnectInMemory(t, mcpserver.New(runner, &mcpserver.Options{Timeout: 2 * time.Second}))
 	res := call(t, cs, map[string]any{"source": "print('spinning')\nwhile True:\n    pass"})
 	if !res.IsError || !strings.HasPrefix(spinetest.Text(res), "TimeoutError: the program did not finish within its time limit of 2s") ||
 		!strings.Contains(spinetest.Text(res), "stdout:\nspinning") {
@@ -140,7 +140,7 @@ func TestDescription(t *testing.T) {
 }
 
 func TestClientCancel(t *testing.T) {
-	cs := spinetest.ConnectInMemory(t, mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: time.Hour}))
+	cs := spinetest.ConnectInMemory(t, mcpserver.New(runner, &mcpserver.Options{Timeout: time.Hour}))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
@@ -164,7 +164,7 @@ func TestClientCancel(t *testing.T) {
 // with "busy, retry" while the others run; a freed slot serves the next call.
 // Each call is a client of its own: the calls of one client take turns.
 func TestSlots(t *testing.T) {
-	server := mcpserver.New(runner, manifest, &mcpserver.Options{Slots: 2})
+	server := mcpserver.New(runner, &mcpserver.Options{Slots: 2})
 	url := spinetest.ServeHTTP(t, spinetest.MCPHandler(server)).URL
 
 	answers := make(chan *mcp.CallToolResult, 2)
@@ -230,7 +230,7 @@ func source(src string) map[string]any { return map[string]any{"source": src} }
 // program defines is there for the next, and a call made while another runs
 // waits for it.
 func TestSessionState(t *testing.T) {
-	cs := spinetest.ConnectInMemory(t, mcpserver.New(runner, manifest, nil))
+	cs := spinetest.ConnectInMemory(t, mcpserver.New(runner, nil))
 	value(t, cs, source("import math\nx = 20\ndef double(v):\n    return 2 * v"))
 	if got := value(t, cs, source("double(x) + math.floor(2.5)")); got != "42" {
 		t.Errorf("the second call: %s", got)
@@ -263,7 +263,7 @@ func TestSessionState(t *testing.T) {
 // TestSessionsApart: two clients, over streamable HTTP and in memory, do not
 // see each other's state.
 func TestSessionsApart(t *testing.T) {
-	server := mcpserver.New(runner, manifest, nil)
+	server := mcpserver.New(runner, nil)
 	url := spinetest.ServeHTTP(t, spinetest.MCPHandler(server)).URL
 	a, b := spinetest.ConnectHTTP(t, url), spinetest.ConnectHTTP(t, url)
 	value(t, a, source("secret = 'a'"))
@@ -286,7 +286,7 @@ func TestSessionsApart(t *testing.T) {
 // TestSessionFresh: fresh=true runs the program in a new, empty session,
 // which later calls keep.
 func TestSessionFresh(t *testing.T) {
-	cs := spinetest.ConnectInMemory(t, mcpserver.New(runner, manifest, nil))
+	cs := spinetest.ConnectInMemory(t, mcpserver.New(runner, nil))
 	tools, err := cs.ListTools(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestSessionFresh(t *testing.T) {
 // session unusable; the client's next call runs in a new session, and its
 // result says the state was lost.
 func TestSessionLost(t *testing.T) {
-	cs := spinetest.ConnectInMemory(t, mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: time.Hour}))
+	cs := spinetest.ConnectInMemory(t, mcpserver.New(runner, &mcpserver.Options{Timeout: time.Hour}))
 	value(t, cs, source("x = 1"))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -345,7 +345,7 @@ func TestSessionLost(t *testing.T) {
 // that does not say the state was lost. The loop never ends, so the time
 // limit is certain to pass, however slow or fast the machine.
 func TestSessionTimeout(t *testing.T) {
-	cs := spinetest.ConnectInMemory(t, mcpserver.New(runner, manifest, &mcpserver.Options{Timeout: time.Millisecond}))
+	cs := spinetest.ConnectInMemory(t, mcpserver.New(runner, &mcpserver.Options{Timeout: time.Millisecond}))
 	res := call(t, cs, source("x = 1\nwhile True:\n    pass"))
 	if text := spinetest.Text(res); !res.IsError || !strings.HasPrefix(text, "TimeoutError") || strings.Contains(text, "lost") || strings.Contains(text, "KeyboardInterrupt") {
 		t.Fatalf("the time-out: IsError %v, %q", res.IsError, text)
@@ -355,7 +355,7 @@ func TestSessionTimeout(t *testing.T) {
 // TestMaxSessions: past MaxSessions, a new client's session takes the place
 // of the one used least recently, whose client is told on its next call.
 func TestMaxSessions(t *testing.T) {
-	server := mcpserver.New(runner, manifest, &mcpserver.Options{MaxSessions: 1})
+	server := mcpserver.New(runner, &mcpserver.Options{MaxSessions: 1})
 	a, b := spinetest.ConnectInMemory(t, server), spinetest.ConnectInMemory(t, server)
 	value(t, a, source("x = 1"))
 	value(t, b, source("y = 2")) // a's session is closed for b's
@@ -372,7 +372,7 @@ func TestMaxSessions(t *testing.T) {
 // TestSessionEnd: a client's session is closed when its MCP session ends.
 func TestSessionEnd(t *testing.T) {
 	r := spinetest.NewRunner(t, manifest, nil)
-	cs := spinetest.ConnectInMemory(t, mcpserver.New(r, manifest, nil))
+	cs := spinetest.ConnectInMemory(t, mcpserver.New(r, nil))
 	value(t, cs, source("x = 1"))
 	if n := r.SessionStats().Sessions; n != 1 {
 		t.Fatalf("%d sessions, want 1", n)
@@ -384,7 +384,7 @@ func TestSessionEnd(t *testing.T) {
 // TestStateless: with Options.Stateless, every call runs on a clean Guest,
 // several at once, and the tool says so.
 func TestStateless(t *testing.T) {
-	server := mcpserver.New(runner, manifest, &mcpserver.Options{Stateless: true, Slots: 8})
+	server := mcpserver.New(runner, &mcpserver.Options{Stateless: true, Slots: 8})
 	cs := spinetest.ConnectHTTP(t, spinetest.ServeHTTP(t, spinetest.MCPHandler(server)).URL)
 	check(t, cs)
 	tools, err := cs.ListTools(t.Context(), nil)

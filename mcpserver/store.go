@@ -10,12 +10,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/codemode"
+	"github.com/spine-run/spine/door"
 	"github.com/spine-run/spine/fleet"
 	"github.com/spine-run/spine/sessionstore"
 )
@@ -60,14 +60,8 @@ func storedID(st sessionstore.Store, req *mcp.CallToolRequest) string {
 }
 
 // ownerOf is the owner of the sessions of requests with header h: the
-// hash of their bearer token, "" for none.
-func ownerOf(h http.Header) string {
-	scheme, credentials, ok := strings.Cut(h.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return ""
-	}
-	return sessionstore.Owner(strings.TrimSpace(credentials))
-}
+// hash of their bearer token, "" for none (door.Owner, as spine serve's).
+func ownerOf(h http.Header) string { return door.Owner(h) }
 
 // storedClient returns the client of id for owner, made on its first call,
 // counted among the calls that have it until leave.

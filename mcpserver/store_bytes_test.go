@@ -34,7 +34,7 @@ func TestStoreBytesOf(t *testing.T) {
 		}
 		t.Cleanup(func() { st.Close() })
 		r := spinetest.NewRunner(t, manifest, nil)
-		server := mcpserver.NewServer(r, manifest, &mcpserver.Options{Store: st, MaxSnapshot: 16 << 20, StoreBytesOf: limits})
+		server := mcpserver.NewServer(r, &mcpserver.Options{Store: st, MaxSnapshot: 16 << 20, StoreBytesOf: limits})
 		t.Cleanup(func() { server.Close(context.Background()) })
 		return &replica{server: server, url: spinetest.ServeHTTP(t, server.HTTPHandler(nil)).URL}
 	}

@@ -50,7 +50,7 @@ func TestStoredSnapshotUnrestorable(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log syncBuffer
-	server := mcpserver.NewServer(runner, manifest, &mcpserver.Options{Store: st, ServerLog: slog.New(slog.NewTextHandler(&log, nil))})
+	server := mcpserver.NewServer(runner, &mcpserver.Options{Store: st, ServerLog: slog.New(slog.NewTextHandler(&log, nil))})
 	t.Cleanup(func() { server.Close(t.Context()) })
 	url := spinetest.ServeHTTP(t, server.HTTPHandler(nil)).URL
 	cs := spinetest.NewRouter(t, url, "", id).Connect(t)

@@ -30,7 +30,7 @@ func newReplica(t *testing.T, storeURL string, write fleet.WritePolicy) *replica
 	}
 	t.Cleanup(func() { st.Close() })
 	r := spinetest.NewRunner(t, manifest, nil)
-	server := mcpserver.NewServer(r, manifest, &mcpserver.Options{Store: st, StoreWrite: write})
+	server := mcpserver.NewServer(r, &mcpserver.Options{Store: st, StoreWrite: write})
 	t.Cleanup(func() { server.Close(context.Background()) })
 	return &replica{server: server, url: spinetest.ServeHTTP(t, server.HTTPHandler(nil)).URL}
 }

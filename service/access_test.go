@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/spine-run/spine/door"
 	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/service"
 )
@@ -45,7 +46,7 @@ func TestAccessLog(t *testing.T) {
 	lines := make(lineSink, 100)
 	logger := slog.New(slog.NewJSONHandler(lines, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	svc := service.New(runner, &service.Options{Token: token})
-	ts := spinetest.ServeHTTP(t, service.AccessLog(logger, nil, svc))
+	ts := spinetest.ServeHTTP(t, door.AccessLog(logger, nil, svc))
 
 	send := func(method, path, id, body string) (*http.Response, map[string]any) {
 		t.Helper()
@@ -58,15 +59,15 @@ func TestAccessLog(t *testing.T) {
 			req.Header.Set("Content-Type", "application/json")
 		}
 		if id != "" {
-			req.Header.Set(service.RequestIDHeader, id)
+			req.Header.Set(door.RequestIDHeader, id)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		got := resp.Header.Get(service.RequestIDHeader)
-		if id != "" && len(id) <= service.MaxRequestID && !strings.ContainsAny(id, " \n\"<") && got != id {
+		got := resp.Header.Get(door.RequestIDHeader)
+		if id != "" && len(id) <= door.MaxRequestID && !strings.ContainsAny(id, " \n\"<") && got != id {
 			t.Errorf("X-Request-Id %q sent back as %q", id, got)
 		}
 		line := accessLine(t, lines, got)
@@ -87,9 +88,9 @@ func TestAccessLog(t *testing.T) {
 
 	// Ids not fit to log are replaced: too long, or with characters a log
 	// line or a header should not carry.
-	for _, bad := range []string{strings.Repeat("x", service.MaxRequestID+1), "a b", `a"b`, "<script>"} {
+	for _, bad := range []string{strings.Repeat("x", door.MaxRequestID+1), "a b", `a"b`, "<script>"} {
 		resp, _ := send("GET", "/livez", bad, "")
-		if got := resp.Header.Get(service.RequestIDHeader); got == bad || len(got) != 32 {
+		if got := resp.Header.Get(door.RequestIDHeader); got == bad || len(got) != 32 {
 			t.Errorf("X-Request-Id %q answered with %q", bad, got)
 		}
 	}
@@ -106,7 +107,7 @@ func TestAccessLog(t *testing.T) {
 	// A session's id, from its creation on.
 	req, _ := http.NewRequest("POST", ts.URL+"/v1/sessions", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set(service.RequestIDHeader, "session-new")
+	req.Header.Set(door.RequestIDHeader, "session-new")
 	r2, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +129,7 @@ func TestAccessLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	r3.Body.Close()
-	if line := accessLine(t, lines, r3.Header.Get(service.RequestIDHeader)); line["status"] != 401.0 || line["token"] != "-" || line["error"] != "unauthorized" {
+	if line := accessLine(t, lines, r3.Header.Get(door.RequestIDHeader)); line["status"] != 401.0 || line["token"] != "-" || line["error"] != "unauthorized" {
 		t.Errorf("no token: %v", line)
 	}
 }
@@ -157,7 +158,7 @@ func TestProbes(t *testing.T) {
 		t.Fatalf("draining: /livez %d, /readyz %d", l, r)
 	}
 	// TokenName outside AccessLog is "".
-	if service.TokenName(context.Background()) != "" {
+	if door.TokenName(context.Background()) != "" {
 		t.Error("TokenName outside a request")
 	}
 }
@@ -172,11 +173,11 @@ func TestAccessLogDrainLevels(t *testing.T) {
 	svc := service.New(runner, nil)
 	var draining atomic.Bool
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /mcp/readyz", func(w http.ResponseWriter, r *http.Request) { service.ServeReady(&draining, w) })
-	mux.Handle("/mcp", service.RefuseWhileDraining(&draining, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	mux.HandleFunc("GET /mcp/readyz", func(w http.ResponseWriter, r *http.Request) { door.ServeReady(&draining, w) })
+	mux.Handle("/mcp", door.RefuseWhileDraining(&draining, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 	mux.HandleFunc("/broken", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
 	mux.Handle("/", svc)
-	ts := spinetest.ServeHTTP(t, service.AccessLog(logger, nil, mux))
+	ts := spinetest.ServeHTTP(t, door.AccessLog(logger, nil, mux))
 	send := func(method, path string) map[string]any {
 		t.Helper()
 		req, _ := http.NewRequest(method, ts.URL+path, strings.NewReader(`{"source": "1"}`))
@@ -186,7 +187,7 @@ func TestAccessLogDrainLevels(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		return accessLine(t, lines, resp.Header.Get(service.RequestIDHeader))
+		return accessLine(t, lines, resp.Header.Get(door.RequestIDHeader))
 	}
 	svc.Drain()
 	draining.Store(true)

@@ -88,3 +88,12 @@ type runRequest struct {
 
 	MCPServers []mcpclient.Remote `json:"mcp_servers"` // reached for this run (mcpservers.go)
 }
+
+// dropBody makes the answer to r close the connection when r has a body the
+// handler will not read: net/http would otherwise read it to its end before
+// answering, and a streamed body may never end.
+func dropBody(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+}

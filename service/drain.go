@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/door"
 )
 
 // A drain (docs/scaling.md, "Rollouts"): Drain makes GET /readyz answer 503
@@ -139,33 +140,19 @@ func (s *Server) continuesHeld(r *http.Request) bool {
 // cutDone reports whether Cut was called.
 func (s *Server) cutDone() bool { return s.drain.cut.Err() != nil }
 
-// drainingMessage is the message of the answer to a request refused by a
-// drain.
-const drainingMessage = "the server is draining (shutting down); send the request to another replica"
-
-// probe reports whether path is one the drain leaves open, and the token
-// check too: a probe carries no credential.
-func probe(path string) bool {
-	switch path {
-	case "/healthz", "/livez", "/readyz":
-		return true
-	}
-	return false
-}
-
 // enterRequest counts r in flight and returns it with a context that Cut ends, or
 // answers 503 and returns nil while draining. Probes and /metrics pass
 // uncounted.
 func (s *Server) enterRequest(w http.ResponseWriter, r *http.Request) (*http.Request, func()) {
-	if probe(r.URL.Path) || r.URL.Path == "/metrics" {
+	if door.IsProbe(r.URL.Path) || r.URL.Path == "/metrics" {
 		return r, func() {}
 	}
 	if !s.drain.enter() && !s.continuesHeld(r) {
 		dropBody(w, r)
 		closeConn(w)
 		w.Header().Set("Retry-After", "1")
-		noteDrained(w)
-		s.refuse(w, time.Now(), http.StatusServiceUnavailable, kindClosed, drainingMessage)
+		door.NoteDrained(w)
+		s.refuse(w, time.Now(), http.StatusServiceUnavailable, kindClosed, door.DrainingMessage)
 		return nil, nil
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -187,13 +174,13 @@ func (s *Server) cutAnswer(w http.ResponseWriter, status int, e *Error) (int, *E
 	return http.StatusServiceUnavailable, &Error{Kind: kindClosed, Message: "the server shut down before the run ended (its grace period for runs in flight ran out); the run was stopped"}
 }
 
-func (s *Server) handleLivez(w http.ResponseWriter, r *http.Request) { ServeLive(w, r) }
+func (s *Server) handleLivez(w http.ResponseWriter, r *http.Request) { door.ServeLive(w, r) }
 
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	if s.drain.isDraining() {
-		noteDrained(w)
-		writeJSON(w, http.StatusServiceUnavailable, Probe{Status: "draining"})
+		door.NoteDrained(w)
+		writeJSON(w, http.StatusServiceUnavailable, door.Probe{Status: "draining"})
 		return
 	}
-	writeJSON(w, http.StatusOK, Probe{Status: "ready", Down: DownComponents(s.opts.Health)})
+	writeJSON(w, http.StatusOK, door.Probe{Status: "ready", Down: door.DownComponents(s.opts.Health)})
 }

@@ -3,7 +3,6 @@ package service_test
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spine-run/spine/door"
 	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/service"
 )
@@ -172,34 +172,8 @@ func TestLogsClipped(t *testing.T) {
 		t.Fatalf("status %d, stderr %d bytes, %v", status, len(out.Stderr), out.Error != nil)
 	}
 	text := logs.String()
-	if len(text) > 2048 || !strings.Contains(text, fmt.Sprintf("… (%d bytes)", len(out.Error.Message))) || strings.Contains(text, strings.Repeat("v", service.MaxLogText+1)) {
+	if len(text) > 2048 || !strings.Contains(text, fmt.Sprintf("… (%d bytes)", len(out.Error.Message))) || strings.Contains(text, strings.Repeat("v", door.MaxLogText+1)) {
 		t.Errorf("the log holds %d bytes:\n%.3000s", len(text), text)
-	}
-}
-
-func TestClipLogs(t *testing.T) {
-	var b bytes.Buffer
-	long := strings.Repeat("é", 300) // two bytes each: a cut must not split one
-	logger := slog.New(service.ClipLogs(slog.NewJSONHandler(&b, nil))).With("with", long)
-	logger.WithGroup("g").Error(long, "s", long, "err", errors.New(long), "bytes", []byte(long), "any", []string{long},
-		slog.Group("inner", "s", long), "short", "kept", "n", 7)
-	var rec map[string]any
-	if err := json.Unmarshal(b.Bytes(), &rec); err != nil {
-		t.Fatalf("%v: %s", err, b.Bytes())
-	}
-	want := strings.Repeat("é", service.MaxLogText/2) + "… (600 bytes)"
-	g, _ := rec["g"].(map[string]any)
-	inner, _ := g["inner"].(map[string]any)
-	for name, got := range map[string]any{"msg": rec["msg"], "with": rec["with"], "s": g["s"], "err": g["err"], "bytes": g["bytes"], "inner.s": inner["s"]} {
-		if got != want {
-			t.Errorf("%s = %v", name, got)
-		}
-	}
-	if s, _ := g["any"].(string); !strings.HasSuffix(s, "bytes)") || len(s) > service.MaxLogText+20 {
-		t.Errorf("any = %v", g["any"])
-	}
-	if g["short"] != "kept" || g["n"] != 7.0 {
-		t.Errorf("short %v, n %v", g["short"], g["n"])
 	}
 }
 
@@ -263,25 +237,6 @@ func TestToken(t *testing.T) {
 	}
 }
 
-func TestRequireToken(t *testing.T) {
-	h := service.RequireToken("tok", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "in") }))
-	ts := spinetest.ServeHTTP(t, h)
-	for auth, want := range map[string]int{"": 401, "Bearer tok2": 401, "Bearer tok": 200} {
-		req, _ := http.NewRequestWithContext(t.Context(), "GET", ts.URL, nil)
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != want || (want == 401) != (resp.Header.Get("WWW-Authenticate") != "") || (want == 401) != resp.Close {
-			t.Errorf("%q: status %d, WWW-Authenticate %q, close %v", auth, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), resp.Close)
-		}
-	}
-}
-
 // TestHealthComponents: Options.Health's components show in /healthz, which
 // says degraded (still 200) when one is unhealthy; without the token the
 // error texts are hidden.
@@ -322,7 +277,7 @@ func TestHealthComponents(t *testing.T) {
 	states["docs"] = "dial tcp 10.0.0.7:9000: connection refused " + strings.Repeat("x", 500)
 	mu.Unlock()
 	h := get(ts.URL, "")
-	if h.Status != "degraded" || h.Components["github"] != "ok" || !strings.HasPrefix(h.Components["docs"], "dial tcp 10.0.0.7:9000: connection refused") || len(h.Components["docs"]) > service.MaxLogText+20 {
+	if h.Status != "degraded" || h.Components["github"] != "ok" || !strings.HasPrefix(h.Components["docs"], "dial tcp 10.0.0.7:9000: connection refused") || len(h.Components["docs"]) > door.MaxLogText+20 {
 		t.Errorf("degraded: %+v", h)
 	}
 
@@ -331,7 +286,7 @@ func TestHealthComponents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ready service.Probe
+	var ready door.Probe
 	json.NewDecoder(resp.Body).Decode(&ready)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || ready.Status != "ready" || !slices.Equal(ready.Down, []string{"docs"}) {

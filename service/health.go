@@ -1,9 +1,9 @@
 package service
 
 import (
-	"maps"
 	"net/http"
-	"slices"
+
+	"github.com/spine-run/spine/door"
 )
 
 // HealthReport is the body of GET /healthz.
@@ -18,7 +18,7 @@ type HealthReport struct {
 	StreamSlots int    `json:"stream_slots"`
 	StreamsBusy int    `json:"streams_busy"`
 	// Components are Options.Health's, by name: "ok", or the error text
-	// (cut to MaxLogText bytes). With Options.Token set, a request without
+	// (cut to door.MaxLogText bytes). With Options.Token set, a request without
 	// the token sees "unhealthy" instead of the text, which may name
 	// internal addresses.
 	Components map[string]string `json:"components,omitempty"`
@@ -42,7 +42,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 				h.Components[name] = "ok"
 				continue
 			case details:
-				h.Components[name] = clip(problem)
+				h.Components[name] = door.Clip(problem)
 			default:
 				h.Components[name] = "unhealthy"
 			}
@@ -50,23 +50,4 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, h)
-}
-
-// DownComponents returns the names of the components of health (Options.Health)
-// that are not healthy, in order; nil for none. /readyz lists them as its
-// detail, and stays ready: a component is a dependency every replica shares
-// (an MCP server), and taking every replica out of the load balancer over it
-// would stop the programs that do not need it too.
-func DownComponents(health func() map[string]string) []string {
-	if health == nil {
-		return nil
-	}
-	states := health()
-	var down []string
-	for _, name := range slices.Sorted(maps.Keys(states)) {
-		if states[name] != "" {
-			down = append(down, name)
-		}
-	}
-	return down
 }

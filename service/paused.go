@@ -41,14 +41,6 @@ type ClientTool struct {
 	ReadOnly     bool            `json:"read_only"` // early reads may call it (spine.ToolSpec.AllowEarlyRead)
 }
 
-// PendingCall is a call of a client tool the program waits for: the caller
-// answers it by ID.
-type PendingCall struct {
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-}
-
 // toolResult is one entry of tool_results' "results".
 type toolResult struct {
 	ID    string          `json:"id"`

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,133 +9,33 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/door"
 )
 
-// Response is the body of every answer of /v1/run and /v1/run/stream, and
-// what spine run --json prints (with a few fields of its own): the same
-// program gets the same answer from both.
-type Response struct {
-	Value            json.RawMessage  `json:"value"`                        // null when the run failed, or when the value has no faithful JSON form
-	Display          spine.Display    `json:"display,omitempty"`            // the value as a notebook shows it (Output.Display)
-	Displayed        []spine.Display  `json:"displayed,omitempty"`          // what the program passed to display(), in order
-	DisplayedLeftOut int              `json:"displayed_left_out,omitempty"` // displays left out past the result limit
-	Stdout           string           `json:"stdout"`
-	Stderr           string           `json:"stderr"`
-	StdoutTruncated  bool             `json:"stdout_truncated,omitempty"`
-	StderrTruncated  bool             `json:"stderr_truncated,omitempty"`
-	ToolCalls        int              `json:"tool_calls"`
-	Calls            []spine.ToolCall `json:"calls,omitempty"`          // each call the program made (Output.Calls)
-	Files            []spine.File     `json:"files,omitempty"`          // what the program left in its working directory, data in base64
-	FilesLeftOut     int              `json:"files_left_out,omitempty"` // files left out of Files by the caps on files
-	Error            *Error           `json:"error"`                    // null on success
-	Timing           Timing           `json:"timing"`
-
-	// A run whose request declared "tools" (paused.go) says where it is:
-	// Status "tool_calls" (paused: Pending are the calls to answer, Stdout
-	// and Stderr the output so far; the other fields are empty) or "done"
-	// (ended: the answer as without tools). RunID names it to
-	// POST /v1/runs/{run_id}/tool_results.
-	Status  string        `json:"status,omitempty"`
-	RunID   string        `json:"run_id,omitempty"`
-	Pending []PendingCall `json:"pending,omitempty"`
-}
-
-// Error says why a run failed or was refused.
-type Error struct {
-	// Kind is one of python, timeout, too_large, bad_request, overloaded,
-	// canceled, guest, closed, internal, unauthorized, read_timeout (a
-	// /v1/run body that did not arrive in time), stream_idle (a stream that
-	// sent nothing for Options.StreamIdle), forbidden (a Host that is not
-	// loopback on a server without a token, or a browser's cross-origin
-	// request), unsupported_media_type (a body of the wrong Content-Type);
-	// for sessions, not_found (no such session for this token: never made,
-	// deleted or expired), session_gone (a run before left it broken: delete
-	// it), bad_snapshot (a blob Restore refuses; a session holding files
-	// open, which cannot be snapshotted) and too_many_sessions; with
-	// Options.SessionStore, conflict (409: another replica stored the
-	// session's run first, or a restore under another token's id),
-	// store_unavailable (503), other_image (503: a session stored by
-	// another Guest build; header Spine-Snapshot-Image names it) and
-	// stored_snapshot (500: its stored snapshot cannot be restored here);
-	// for client tools (paused.go), tool_wait (408: the caller did not send
-	// results within Options.ToolWait), too_many_paused (429:
-	// Options.MaxPaused) and conflict (409: a result twice, or for a run
-	// another request continues).
-	Kind string `json:"kind"`
-	// Type, Line and Traceback are set for a Python error: the exception's
-	// class, the line of the program it points to (0 when unknown) and the
-	// formatted traceback.
-	Type      string `json:"type"`
-	Message   string `json:"message"`
-	Line      int    `json:"line"`
-	Traceback string `json:"traceback"`
-}
-
-// Timing is where the time of a request went, in milliseconds.
-type Timing struct {
-	TotalMS float64 `json:"total_ms"`           // from the handler's start to the answer
-	RunMS   float64 `json:"run_ms"`             // inside Runner.Run (for a stream, reading it included)
-	SetupMS float64 `json:"setup_ms,omitempty"` // spine run only: loading the tools and starting the sandbox
-}
-
-// SetOutput fills r with what a run left: its output, its tool calls, its
-// files, its displays and, when it succeeded (r.Error is nil), its value and
-// the value's display. out may be nil
-// (the run did not start).
-func (r *Response) SetOutput(out *spine.Output) {
-	if out == nil {
-		return
-	}
-	r.Stdout, r.Stderr = out.Stdout, out.Stderr
-	r.StdoutTruncated, r.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
-	r.ToolCalls = out.ToolCalls
-	r.Calls = out.Calls
-	r.Files, r.FilesLeftOut = out.Files, out.FilesLeftOut
-	r.Displayed, r.DisplayedLeftOut = out.Displayed, out.DisplayedLeftOut
-	if r.Error == nil {
-		r.Value, r.Display = out.Value, out.Display
-	}
-}
-
-// ErrorOf is the Error of a run that ended with err, nil for success: a
-// Python error's exception, else the kind of its spine.Outcome and its text.
-// limit is the run's time limit, which a time-out's message names.
-func ErrorOf(err error, limit time.Duration) *Error {
-	if err == nil {
-		return nil
-	}
-	var pyErr *spine.PythonError
-	if errors.As(err, &pyErr) {
-		return &Error{Kind: kindPython, Type: pyErr.Type, Message: pyErr.Message, Line: pyErr.Line, Traceback: pyErr.Traceback}
-	}
-	outcome := spine.Classify(err)
-	e := &Error{Kind: string(outcome), Message: err.Error()}
-	switch outcome {
-	case spine.OutcomeTimeout:
-		e.Message = timeoutMessage(limit)
-	case spine.OutcomeClosed:
-		e.Message = "the server is shutting down"
-	}
-	return e
-}
-
-func timeoutMessage(limit time.Duration) string {
-	return fmt.Sprintf("the run did not finish within its time limit of %v", limit)
-}
+// The answer of every run and of every refused request, and how a run's
+// error is told in it (door.ErrorOf), are package door's, which spine mcp
+// --http and spine run --json share with the Server; these aliases keep
+// the names the HTTP API's Go clients have used.
+type (
+	Response    = door.Response
+	Error       = door.Error
+	Timing      = door.Timing
+	PendingCall = door.PendingCall
+)
 
 // The error kinds, also the label values of spine_errors_total.
 const (
-	kindPython     = "python"
+	kindPython     = door.KindPython
 	kindTimeout    = "timeout"
 	kindTooLarge   = "too_large"
 	kindBadRequest = "bad_request"
 	kindOverloaded = "overloaded"
 	kindCanceled   = "canceled"
 	kindGuest      = "guest"
-	kindClosed     = "closed"
+	kindClosed     = door.KindClosed
 	kindInternal   = "internal"
 
-	kindUnauthorized = "unauthorized"
+	kindUnauthorized = door.KindUnauthorized
 	kindReadTimeout  = "read_timeout"
 	kindStreamIdle   = "stream_idle"
 
@@ -160,7 +59,7 @@ func classify(ctx context.Context, limit time.Duration, err error, body *streamB
 		return http.StatusOK, nil
 	}
 	if errors.As(err, new(*spine.PythonError)) {
-		return http.StatusUnprocessableEntity, ErrorOf(err, limit)
+		return http.StatusUnprocessableEntity, door.ErrorOf(err, limit)
 	}
 	// The Runner keeps only the text of a failed read: ask the body.
 	var (
@@ -180,13 +79,13 @@ func classify(ctx context.Context, limit time.Duration, err error, body *streamB
 	case errors.As(readErr, &tooBig):
 		return http.StatusRequestEntityTooLarge, &Error{Kind: kindTooLarge, Message: fmt.Sprintf("the streamed program is over the %d-byte limit", tooBig.Limit)}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return http.StatusRequestTimeout, &Error{Kind: kindTimeout, Message: timeoutMessage(limit)}
+		return http.StatusRequestTimeout, &Error{Kind: kindTimeout, Message: door.TimeoutMessage(limit)}
 	case ctx.Err() != nil:
 		return statusClientClosed, &Error{Kind: kindCanceled, Message: "the client went away; the run was stopped"}
 	case readErr != nil:
 		return statusClientClosed, &Error{Kind: kindCanceled, Message: "reading the program failed: " + readErr.Error()}
 	}
-	return outcomeStatus[spine.Classify(err)], ErrorOf(err, limit)
+	return outcomeStatus[spine.Classify(err)], door.ErrorOf(err, limit)
 }
 
 // outcomeStatus is the HTTP status of each way a run can end.
@@ -218,23 +117,11 @@ func (s *Server) refuse(w http.ResponseWriter, start time.Time, status int, kind
 	})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)            // one line, ending in a newline
-	enc.SetEscapeHTML(false)              // tracebacks show <agent>, not \u003cagent\u003e
-	if err := enc.Encode(v); err != nil { // Output.Value is valid JSON: never
-		status = http.StatusInternalServerError
-		b.Reset()
-		b.WriteString(`{"value":null,"error":{"kind":"internal","message":"encoding the answer failed"}}` + "\n")
-	}
-	if resp, ok := v.(Response); ok && resp.Error != nil {
-		noteAnswer(w, status, resp.Error.Kind)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	w.Write(b.Bytes())
-}
+// The names the Server's files use for door's helpers.
+func writeJSON(w http.ResponseWriter, status int, v any)        { door.WriteJSON(w, status, v) }
+func noteAnswer(w http.ResponseWriter, status int, kind string) { door.NoteAnswer(w, status, kind) }
+func timeoutMessage(limit time.Duration) string                 { return door.TimeoutMessage(limit) }
+func closeConn(w http.ResponseWriter)                           { door.CloseConn(w) }
 
 func ms(d time.Duration) float64 {
 	return float64(d.Microseconds()) / 1000

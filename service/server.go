@@ -74,8 +74,9 @@
 // # Exposure
 //
 // With Options.Token (or Options.Tokens) set, every request but the probes
-// (GET /healthz, /livez, /readyz) must carry "Authorization: Bearer <token>" (RequireToken); a session is
-// then its token's alone. Without one, the Server
+// (GET /healthz, /livez, /readyz) must carry "Authorization: Bearer
+// <token>" (door.RequireToken); a session is then its token's alone.
+// Without one, the Server
 // answers only requests whose Host header names the loopback interface
 // (localhost, 127.0.0.0/8, [::1]): serve it on loopback only. Either way it
 // refuses browsers' cross-origin requests and bodies of the types a web
@@ -102,6 +103,7 @@ import (
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/codemode"
+	"github.com/spine-run/spine/door"
 	"github.com/spine-run/spine/fleet"
 	"github.com/spine-run/spine/sessionstore"
 )
@@ -137,7 +139,7 @@ type Options struct {
 
 	// Token, when set, must come with every request but the probes (GET
 	// /healthz, /livez, /readyz) as "Authorization: Bearer <token>"; others
-	// get 401 (RequireToken). Its name in the access log is "default".
+	// get 401 (door.RequireToken). Its name in the access log is "default".
 	Token string
 
 	// Tokens are more tokens, each accepted as Token is: one for each
@@ -145,7 +147,7 @@ type Options struct {
 	// another token it does not exist (404).
 	Tokens []string
 
-	// Tenants are more tokens, each with a name for logs (TokenName) and
+	// Tenants are more tokens, each with a name for logs (door.TokenName) and
 	// its share of the Runner's sessions (Tenant).
 	Tenants []Tenant
 
@@ -154,7 +156,7 @@ type Options struct {
 	// client cannot take all of the Runner's SessionOptions.Max; past it a
 	// create or restore gets 503 too_many_sessions. Default 0: with several
 	// tokens (or one with limits of its own), an even share of
-	// SessionOptions.Max, as the Runner's other limits are (Shares); with
+	// SessionOptions.Max, as the Runner's other limits are (door.Shares); with
 	// one token, the Runner's.
 	SessionsPerToken int
 
@@ -176,7 +178,7 @@ type Options struct {
 
 	// Logger receives a line for each failed run the Server cannot blame on
 	// the request (Guest failures) and, at debug level, one for every run.
-	// Texts in the lines are cut to MaxLogText bytes (ClipLogs).
+	// Texts in the lines are cut to door.MaxLogText bytes (door.ClipLogs).
 	// nil means no logging.
 	Logger *slog.Logger
 
@@ -300,7 +302,7 @@ func New(runner *spine.Runner, opts *Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	} else {
-		o.Logger = slog.New(ClipLogs(o.Logger.Handler()))
+		o.Logger = slog.New(door.ClipLogs(o.Logger.Handler()))
 	}
 	s := &Server{
 		runner:   runner,
@@ -383,16 +385,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	who := s.identify(r)
 	authed := len(s.tokens) == 0 || who != nil
-	if !authed && !probe(r.URL.Path) {
-		w.Header().Set("WWW-Authenticate", wwwAuthenticate)
+	if !authed && !door.IsProbe(r.URL.Path) {
+		w.Header().Set("WWW-Authenticate", door.WWWAuthenticate)
 		closeConn(w) // a client without the token holds no connection
-		s.refuse(w, time.Now(), http.StatusUnauthorized, kindUnauthorized, unauthorizedMessage)
+		s.refuse(w, time.Now(), http.StatusUnauthorized, kindUnauthorized, door.UnauthorizedMessage)
 		return
 	}
 	if !authed {
 		closeConn(w) // a probe: answered, but no keep-alive without the token
 	} else if who != nil {
-		SetTokenName(r.Context(), who.name)
+		door.SetTokenName(r.Context(), who.name)
 	}
 	r, done := s.enterRequest(w, r)
 	if r == nil {
@@ -400,7 +402,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer done()
 	s.mux.ServeHTTP(w, r)
-	setSession(r.Context(), r.PathValue("id")) // the mux set it on r
+	door.SetSession(r.Context(), r.PathValue("id")) // the mux set it on r
 }
 
 // authorized reports whether r may use the Server: it carries one of the

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/door"
 	"github.com/spine-run/spine/fleet"
-	"github.com/spine-run/spine/sessionstore"
 )
 
 // The session endpoints (docs/http.md; docs/sessions.md):
@@ -60,8 +60,7 @@ func (s *Server) owner(r *http.Request) string {
 	if len(s.tokens) == 0 {
 		return ""
 	}
-	sum, _ := bearerDigest(r)
-	return sessionstore.OwnerOf(sum)
+	return door.Owner(r.Header)
 }
 
 // lookup returns the session of r's {id} for r's token, in use until
@@ -177,7 +176,7 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, begin time
 		return
 	}
 	s.sessionOp(op, "ok")
-	setSession(r.Context(), id)
+	door.SetSession(r.Context(), id)
 	w.Header().Set("Location", "/v1/sessions/"+id)
 	writeJSON(w, http.StatusCreated, SessionInfo{ID: id})
 }

@@ -8,33 +8,18 @@ import (
 	"net/http"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/door"
 	"github.com/spine-run/spine/fleet"
-	"github.com/spine-run/spine/sessionstore"
 )
 
-// A Tenant is a client of the Server: its token, a name for logs (never the
-// token), and its share of the Runner's sessions. A zero field of Limits is
-// an even share: the Runner's limit (spine.SessionOptions: Max, MaxLive,
-// HibernatedMemory, DirBytes) divided by the number of tokens the Server
-// has, so that with several tokens none can take another's share (Shares);
-// Sessions 0 is Options.SessionsPerToken when that is positive.
-//
-// StoreBytes, when positive, caps the bytes the token's sessions keep in
-// Options.SessionStore, each counted at its newest snapshot's size, across
-// every replica on the store: a write past it is refused as a snapshot over
-// MaxSnapshot is (409 too_large, the run undone). 0 is no cap: the store
-// has no total of its own to share.
-type Tenant struct {
-	Name       string
-	Token      string
-	Limits     spine.TenantLimits
-	StoreBytes uint64
-}
+// A Tenant is a client of the Server (door.Tenant): its token, a name for
+// logs and its share of the Runner's sessions (Options.Tenants).
+type Tenant = door.Tenant
 
 // tenant is a token the Server accepts, with its share of the Runner.
 type tenant struct {
 	digest     [sha256.Size]byte
-	owner      string // digest in hex: the owner of its sessions (sessionstore.OwnerOf)
+	owner      string // digest in hex: the owner of its sessions (door.Owner)
 	name       string
 	share      *spine.Tenant // nil: the Server has one token, whose share is the Runner
 	storeBytes int64         // its cap in the session store; 0: none
@@ -60,7 +45,7 @@ func newTenants(runner *spine.Runner, o *Options) []*tenant {
 	if len(given) == 1 && given[0].Limits == (spine.TenantLimits{}) {
 		return []*tenant{newTenant(given[0], nil)}
 	}
-	shares := Shares(given, runner.Options().Sessions, o.SessionsPerToken)
+	shares := door.Shares(given, runner.Options().Sessions, o.SessionsPerToken)
 	out := make([]*tenant, 0, len(given))
 	for i, g := range given {
 		out = append(out, newTenant(g, runner.NewTenant(g.Name, shares[i])))
@@ -68,43 +53,10 @@ func newTenants(runner *spine.Runner, o *Options) []*tenant {
 	return out
 }
 
-// Shares returns the share of a Runner whose SessionOptions are so that
-// each of tenants gets from a Server: its Limits, a zero field filled with
-// an even share of the Runner's, the Runner's limit divided by the number
-// of tokens (1 at least for Sessions and Live); Sessions with
-// sessionsPerToken first, when positive (Options.SessionsPerToken). With
-// more tokens than the Runner has places (or limits given that add up to
-// more than it has), the shares add up to more than the Runner: one token
-// filling its share can take another's, which spine serve warns of.
-func Shares(tenants []Tenant, so spine.SessionOptions, sessionsPerToken int) []spine.TenantLimits {
-	n := len(tenants)
-	out := make([]spine.TenantLimits, n)
-	for i, t := range tenants {
-		l := t.Limits
-		if l.Sessions == 0 {
-			l.Sessions = sessionsPerToken
-		}
-		if l.Sessions == 0 {
-			l.Sessions = max(1, so.Max/n)
-		}
-		if l.Live == 0 {
-			l.Live = max(1, so.MaxLive/n)
-		}
-		if l.HibernatedMemory == 0 {
-			l.HibernatedMemory = so.HibernatedMemory / uint64(n)
-		}
-		if l.DirBytes == 0 {
-			l.DirBytes = so.DirBytes / uint64(n)
-		}
-		out[i] = l
-	}
-	return out
-}
-
 // newTenant is t as the Server keeps it, with its share of the Runner.
 func newTenant(t Tenant, share *spine.Tenant) *tenant {
 	digest := sha256.Sum256([]byte(t.Token))
-	return &tenant{digest: digest, owner: sessionstore.OwnerOf(digest), name: t.Name, share: share, storeBytes: storeCap(t)}
+	return &tenant{digest: digest, owner: t.Owner(), name: t.Name, share: share, storeBytes: storeCap(t)}
 }
 
 // storeCap is t's StoreBytes as a store's limit.
@@ -130,7 +82,7 @@ func (s *Server) shareOf(owner string) fleet.Share {
 // identify returns the tenant whose token r carries; nil when it carries
 // none of them. Every token is compared, in constant time.
 func (s *Server) identify(r *http.Request) *tenant {
-	got, ok := bearerDigest(r)
+	got, ok := door.BearerDigest(r)
 	var found *tenant
 	for _, t := range s.tenants {
 		if subtle.ConstantTimeCompare(got[:], t.digest[:]) == 1 {

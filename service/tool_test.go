@@ -37,7 +37,7 @@ func callTool(t *testing.T, url, args string) (int, service.ToolAnswer, http.Hea
 // and sends the model's calls to POST /v1/tool/call, whose text it gives
 // the model back, whatever the outcome.
 func TestTool(t *testing.T) {
-	tool := codemode.New(runner, tools.Manifest(), nil)
+	tool := codemode.New(runner, nil)
 	url := newServer(t, &service.Options{Tool: tool, Slots: 1}).URL
 
 	resp, err := http.Get(url + "/v1/tool")

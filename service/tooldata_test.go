@@ -16,7 +16,7 @@ import (
 // ?file_data=images and every file's with ?file_data=all; without it, the
 // names and sizes only; another value is 400.
 func TestToolFileData(t *testing.T) {
-	url := newServer(t, &service.Options{Tool: codemode.New(runner, tools.Manifest(), nil)}).URL
+	url := newServer(t, &service.Options{Tool: codemode.New(runner, nil)}).URL
 	args, _ := json.Marshal(map[string]string{"source": spinetest.PNGSource + `
 open("chart.png", "wb").write(png(4, 3))
 open("notes.txt", "w").write("hello")

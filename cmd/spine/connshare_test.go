@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spine-run/spine/service"
+	"github.com/spine-run/spine/door"
 )
 
 // TestUnauthenticatedShare: connections that have not shown the token hold at
@@ -29,7 +29,7 @@ func TestUnauthenticatedShare(t *testing.T) {
 	watched := &countingListener{Listener: inner, accepted: make(chan struct{}, flood+4)}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "served") })
 	limits := httpLimits{maxConns: maxConns, readTimeout: time.Hour, idleTimeout: time.Hour, tokens: []string{"tok"}}
-	addr := serveInProcess(t, service.RequireToken("tok", ok), limits, watched)
+	addr := serveInProcess(t, door.RequireToken("tok", ok), limits, watched)
 
 	conns := make([]net.Conn, flood)
 	for i := range conns {
@@ -75,7 +75,7 @@ func TestUnauthenticatedCutoff(t *testing.T) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	mux := http.NewServeMux()
 	mux.Handle("/open", ok) // as /healthz: no token needed
-	mux.Handle("/", service.RequireToken("tok", ok))
+	mux.Handle("/", door.RequireToken("tok", ok))
 
 	short := httpLimits{readTimeout: time.Hour, idleTimeout: time.Hour, tokens: []string{"tok"}, unauthTimeout: 50 * time.Millisecond}
 	c, r := rawRequest(t, serveInProcess(t, mux, short, nil), "GET /open HTTP/1.1\r\nHost: localhost\r\n")

@@ -189,36 +189,3 @@ func serveDrained(ctx context.Context, stop func(), ln net.Listener, svc *servic
 	}
 	return code
 }
-
-// serveHTTP serves handler on ln until ctx ends (a signal), then shuts down:
-// drain (when set) starts the drain (/readyz 503, new requests refused);
-// the listener stays open for the drain delay; then it stops accepting,
-// waits for the requests in flight until grace after the drain began, and
-// closes what is left. stop restores the signals' default behaviour, so
-// that a second Ctrl-C ends the process at once. onShutdown functions run
-// (each in its own goroutine) when the listener closes.
-func serveHTTP(ctx context.Context, stop func(), ln net.Listener, handler http.Handler, s serving, drain func(), onShutdown ...func()) int {
-	srv, served := startHTTP(ln, handler, s, onShutdown...)
-	select {
-	case err := <-served:
-		s.log.error(err.Error())
-		return exitFailure
-	case <-ctx.Done():
-	}
-	stop()
-	if drain != nil {
-		drain()
-	}
-	delayed := s.drainDelay(ctx)
-	s.log.info(fmt.Sprintf("shutting down; waiting up to %v for requests in flight", s.grace), "grace", s.grace.String())
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.grace)
-	defer cancel()
-	<-delayed
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		s.log.error(fmt.Sprintf("requests still in flight after %v; stopping them", s.grace))
-		srv.Close()
-		return exitFailure
-	}
-	s.log.info("stopped")
-	return exitOK
-}

@@ -88,7 +88,7 @@ func checkClosed(t *testing.T, addr string) {
 // opens); then the listener closes and the server returns 0. On both front
 // doors: spine serve and spine mcp --http.
 func TestDrainDelayHoldsListener(t *testing.T) {
-	runner, manifest := demoRunner(t, nil)
+	runner, _ := demoRunner(t, nil)
 	for _, door := range []struct {
 		name                            string
 		serve                           func(ctx context.Context, stop func(), ln net.Listener, s serving) int
@@ -99,7 +99,7 @@ func TestDrainDelayHoldsListener(t *testing.T) {
 			return serveDrained(ctx, stop, ln, svc, svc, s)
 		}, "POST", "/v1/run", "application/json", `{"source": "1 + 1"}`},
 		{"mcp", func(ctx context.Context, stop func(), ln net.Listener, s serving) int {
-			server := mcpserver.NewServer(runner, manifest, nil)
+			server := mcpserver.NewServer(runner, nil)
 			return serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, log: slog.New(slog.DiscardHandler)}, s)
 		}, "POST", "/mcp", "application/json", `{"jsonrpc":"2.0","id":1,"method":"ping"}`},
 	} {

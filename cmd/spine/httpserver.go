@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spine-run/spine/service"
+	"github.com/spine-run/spine/door"
 )
 
 // The defaults of the flags spine serve and spine mcp --http share.
@@ -91,7 +91,7 @@ func addHTTPFlags(fs *flag.FlagSet) httpFlags {
 
 // tenants returns the token a server listening on addr (the value of the
 // flag named listenFlag) requires (token), or the tenants of --tokens-file.
-func (f httpFlags) tenants(listenFlag, addr string, stderr io.Writer) (string, []service.Tenant, error) {
+func (f httpFlags) tenants(listenFlag, addr string, stderr io.Writer) (string, []door.Tenant, error) {
 	if *f.tokensFile == "" {
 		token, err := f.token(listenFlag, addr)
 		return token, nil, err
@@ -104,7 +104,7 @@ func (f httpFlags) tenants(listenFlag, addr string, stderr io.Writer) (string, [
 }
 
 // tokenList is every token the server accepts: token, or the tenants'.
-func tokenList(token string, tenants []service.Tenant) []string {
+func tokenList(token string, tenants []door.Tenant) []string {
 	if token != "" {
 		return []string{token}
 	}
@@ -361,7 +361,7 @@ func showsToken(r *http.Request, tokens []string) bool {
 	}
 	shows := false
 	for _, token := range tokens { // every one compared: the time tells nothing
-		if service.Authorized(r, token) {
+		if door.Authorized(r, token) {
 			shows = true
 		}
 	}

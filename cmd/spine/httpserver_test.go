@@ -21,6 +21,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/door"
 	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/mcpserver"
 	"github.com/spine-run/spine/service"
@@ -335,8 +336,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // while another runs.
 func TestMCPHTTPTokenAndSlots(t *testing.T) {
 	gate := spinetest.NewGate()
-	runner, manifest := demoRunner(t, spine.Manifest{"gate": gate.Tool()})
-	server := mcpserver.NewServer(runner, manifest, &mcpserver.Options{Slots: 1})
+	runner, _ := demoRunner(t, spine.Manifest{"gate": gate.Tool()})
+	server := mcpserver.NewServer(runner, &mcpserver.Options{Slots: 1})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -346,7 +347,7 @@ func TestMCPHTTPTokenAndSlots(t *testing.T) {
 	var stderr bytes.Buffer
 	served := make(chan int, 1)
 	go func() {
-		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, tenants: []service.Tenant{{Name: "default", Token: "s3cret"}}, log: slog.New(slog.DiscardHandler)}, serving{grace: time.Minute, log: serverLog{name: "spine mcp", w: &stderr}})
+		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, tenants: []door.Tenant{{Name: "default", Token: "s3cret"}}, log: slog.New(slog.DiscardHandler)}, serving{grace: time.Minute, log: serverLog{name: "spine mcp", w: &stderr}})
 	}()
 	endpoint := "http://" + ln.Addr().String() + "/mcp"
 
@@ -524,7 +525,7 @@ func TestClientToolsProcess(t *testing.T) {
 }
 
 // TestMCPLogsClipped: the servers' log lines (the SDK's, with --verbose, in
-// both formats) go through service.ClipLogs, as spine mcp sets it up.
+// both formats) go through door.ClipLogs, as spine mcp sets it up.
 func TestMCPLogsClipped(t *testing.T) {
 	for _, format := range []string{"text", "json"} {
 		var b bytes.Buffer
@@ -540,4 +541,37 @@ func TestMCPLogsClipped(t *testing.T) {
 	if _, err := (&logFlags{format: "xml"}).logger(io.Discard); err == nil {
 		t.Fatal("--log-format xml accepted")
 	}
+}
+
+// serveHTTP serves handler on ln until ctx ends (a signal), then shuts down:
+// drain (when set) starts the drain (/readyz 503, new requests refused);
+// the listener stays open for the drain delay; then it stops accepting,
+// waits for the requests in flight until grace after the drain began, and
+// closes what is left. stop restores the signals' default behaviour, so
+// that a second Ctrl-C ends the process at once. onShutdown functions run
+// (each in its own goroutine) when the listener closes.
+func serveHTTP(ctx context.Context, stop func(), ln net.Listener, handler http.Handler, s serving, drain func(), onShutdown ...func()) int {
+	srv, served := startHTTP(ln, handler, s, onShutdown...)
+	select {
+	case err := <-served:
+		s.log.error(err.Error())
+		return exitFailure
+	case <-ctx.Done():
+	}
+	stop()
+	if drain != nil {
+		drain()
+	}
+	delayed := s.drainDelay(ctx)
+	s.log.info(fmt.Sprintf("shutting down; waiting up to %v for requests in flight", s.grace), "grace", s.grace.String())
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.grace)
+	defer cancel()
+	<-delayed
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		s.log.error(fmt.Sprintf("requests still in flight after %v; stopping them", s.grace))
+		srv.Close()
+		return exitFailure
+	}
+	s.log.info("stopped")
+	return exitOK
 }

@@ -25,10 +25,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/cloudstore"
+	"github.com/spine-run/spine/door"
 	"github.com/spine-run/spine/fleet"
 	"github.com/spine-run/spine/mcpserver"
-	"github.com/spine-run/spine/service"
-	"github.com/spine-run/spine/sessionstore"
 )
 
 const mcpUsage = `usage: spine mcp [flags]
@@ -173,7 +172,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var (
 		limits  httpLimits
 		token   string
-		tenants []service.Tenant
+		tenants []door.Tenant
 	)
 	if o.addr != "" {
 		if limits, err = o.http.limits(); err != nil {
@@ -184,7 +183,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		if token != "" {
-			tenants = []service.Tenant{{Name: "default", Token: token}}
+			tenants = []door.Tenant{{Name: "default", Token: token}}
 		}
 	} else if *o.http.tokensFile != "" || *o.http.tokenFile != "" {
 		return usageError(stderr, fs.Name(), mcpUsage, "--token-file and --tokens-file need --http")
@@ -236,7 +235,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		defer mo.Store.Close()
 	}
-	srv = mcpserver.NewServer(runner, manifest, mo)
+	srv = mcpserver.NewServer(runner, mo)
 	server := srv.MCP()
 
 	if o.addr == "" {
@@ -295,7 +294,7 @@ func (o *mcpOptions) storeWrite() (fleet.WritePolicy, error) {
 // stored. Beside /mcp: GET /healthz (the tools' servers), /livez, /readyz
 // (with the MCP servers that are down) and /metrics (the Runner's, Go's and
 // the process's). With tokens, every request but the probes must carry one
-// (service.RequireTenants). Every request is refused when a browser sends it
+// (door.RequireTenants). Every request is refused when a browser sends it
 // from another origin (403), and gets a line in the access log.
 func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.Server, m mcpHTTP, s serving) int {
 	server := srv.MCP()
@@ -306,27 +305,27 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.
 	handler = withClientAddress(handler)
 	s.limits.tokens = tokenList("", m.tenants)
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(service.RunnerCollector(m.runner), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(door.RunnerCollector(m.runner), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 	if len(m.tenants) > 0 {
-		handler = service.RequireTenants(m.tenants, handler)
-		metrics = service.RequireTenants(m.tenants, metrics)
+		handler = door.RequireTenants(m.tenants, handler)
+		metrics = door.RequireTenants(m.tenants, metrics)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", service.RefuseWhileDraining(&draining, handler))
+	mux.Handle("/mcp", door.RefuseWhileDraining(&draining, handler))
 	mux.Handle("GET /metrics", metrics)
-	mux.HandleFunc("GET /livez", service.ServeLive)
+	mux.HandleFunc("GET /livez", door.ServeLive)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if draining.Load() {
-			service.ServeReady(&draining, w)
+			door.ServeReady(&draining, w)
 			return
 		}
 		// Ready, with the MCP servers that are down as detail.
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(service.Probe{Status: "ready", Down: service.DownComponents(m.health)})
+		json.NewEncoder(w).Encode(door.Probe{Status: "ready", Down: door.DownComponents(m.health)})
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { serveMCPHealth(w, m.health, len(m.tenants) == 0) })
-	hs, served := startHTTP(ln, service.AccessLog(m.log, m.tracer, http.NewCrossOriginProtection().Handler(mux)), s)
+	hs, served := startHTTP(ln, door.AccessLog(m.log, m.tracer, http.NewCrossOriginProtection().Handler(mux)), s)
 	code := exitOK
 	var delayed <-chan struct{}
 	select {
@@ -382,7 +381,7 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.
 type mcpHTTP struct {
 	runner  *spine.Runner
 	health  func() map[string]string // the tools' servers; nil for none
-	tenants []service.Tenant         // the tokens; none for none
+	tenants []door.Tenant            // the tokens; none for none
 	log     *slog.Logger             // the access log's and the server's
 	traffic *slog.Logger             // the MCP traffic's events (--verbose), or nil
 	tracer  trace.TracerProvider     // nil for no spans
@@ -507,12 +506,12 @@ func clientToken(req *mcp.CallToolRequest) string {
 	if req.Extra == nil || req.Extra.Header == nil {
 		return ""
 	}
-	return service.RequestToken(req.Extra.Header)
+	return door.RequestToken(req.Extra.Header)
 }
 
 // tenantSessions returns the cap of each tenant's MCP sessions, by name:
 // its "sessions" in the tokens file (0: --sessions-per-client's).
-func tenantSessions(tenants []service.Tenant) func(string) int {
+func tenantSessions(tenants []door.Tenant) func(string) int {
 	caps := map[string]int{}
 	for _, t := range tenants {
 		caps[t.Name] = t.Limits.Sessions
@@ -521,11 +520,11 @@ func tenantSessions(tenants []service.Tenant) func(string) int {
 }
 
 // tenantStoreBytes returns each tenant's store_bytes, by the owner its
-// token makes (sessionstore.Owner).
-func tenantStoreBytes(tenants []service.Tenant) func(string) int64 {
+// token makes (door.Tenant.Owner).
+func tenantStoreBytes(tenants []door.Tenant) func(string) int64 {
 	caps := map[string]int64{}
 	for _, t := range tenants {
-		caps[sessionstore.Owner(t.Token)] = int64(min(t.StoreBytes, math.MaxInt64))
+		caps[t.Owner()] = int64(min(t.StoreBytes, math.MaxInt64))
 	}
 	return func(owner string) int64 { return caps[owner] }
 }

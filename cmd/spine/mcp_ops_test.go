@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spine-run/spine/door"
 	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/mcpserver"
-	"github.com/spine-run/spine/service"
 )
 
 // lines hands on each JSON log line, decoded.
@@ -33,7 +33,7 @@ func (l lines) Write(p []byte) (int, error) {
 // with the token's name.
 func TestMCPHTTPOperable(t *testing.T) {
 	runner := spinetest.NewRunner(t, demoTools(), nil)
-	server := mcpserver.NewServer(runner, demoTools(), nil)
+	server := mcpserver.NewServer(runner, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func TestMCPHTTPOperable(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	log := make(lines, 100)
-	m := mcpHTTP{runner: runner, tenants: []service.Tenant{{Name: "default", Token: "mcp-ops-token"}}, log: slog.New(slog.NewJSONHandler(log, nil)),
+	m := mcpHTTP{runner: runner, tenants: []door.Tenant{{Name: "default", Token: "mcp-ops-token"}}, log: slog.New(slog.NewJSONHandler(log, nil)),
 		health: func() map[string]string {
 			return map[string]string{"crm": "", "docs": "mcp server docs is down: connecting: refused; reconnecting"}
 		}}
@@ -90,7 +90,7 @@ func TestMCPHTTPOperable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ready service.Probe
+	var ready door.Probe
 	json.NewDecoder(resp.Body).Decode(&ready)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || ready.Status != "ready" || len(ready.Down) != 1 || ready.Down[0] != "docs" {

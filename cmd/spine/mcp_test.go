@@ -154,7 +154,7 @@ func TestMCPGracefulShutdown(t *testing.T) {
 	manifest := demoTools()
 	manifest["gate"] = gate.Tool()
 	runner := spinetest.NewRunner(t, manifest, nil)
-	server := mcpserver.NewServer(runner, manifest, nil)
+	server := mcpserver.NewServer(runner, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/spine-run/spine"
-	"github.com/spine-run/spine/service"
+	"github.com/spine-run/spine/door"
 )
 
 // cacheUsage is the usage text of the cache flags, the same for every
@@ -70,7 +70,7 @@ func (l *logFlags) flags(fs *flag.FlagSet) {
 }
 
 // logger returns the logger the flags ask for, writing to w, its texts cut
-// (service.ClipLogs): Info and up, Debug too with --verbose.
+// (door.ClipLogs): Info and up, Debug too with --verbose.
 func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	level := slog.LevelInfo
 	if l.verbose {
@@ -86,7 +86,7 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("--log-format %q: want text or json", l.format)
 	}
-	return slog.New(service.ClipLogs(h)), nil
+	return slog.New(door.ClipLogs(h)), nil
 }
 
 // serverLog is where the server named name says what it does: records of

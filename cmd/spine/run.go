@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/door"
 	"github.com/spine-run/spine/internal/atomicfile"
-	"github.com/spine-run/spine/service"
 )
 
 const runUsage = `usage: spine run [flags] [FILE|-]
@@ -246,9 +246,9 @@ func readSource(file string, stdin io.Reader) (source, filename string, err erro
 }
 
 // runResult is the object --json prints: the HTTP API's answer to the same
-// program (service.Response), then what only spine run knows.
+// program (door.Response), then what only spine run knows.
 type runResult struct {
-	service.Response
+	door.Response
 	ExitCode int           `json:"exit_code"`
 	Session  *runSession   `json:"session,omitempty"`
 	Written  []string      `json:"written,omitempty"` // where --out wrote Files, in their order
@@ -265,7 +265,7 @@ type runSession struct {
 
 // kindFailure is the error kind of a failure of spine run's own, around the
 // run: loading the tools, --session FILE, --out DIR. The run's own errors
-// have the HTTP API's kinds (service.ErrorOf).
+// have the HTTP API's kinds (door.ErrorOf).
 const kindFailure = "failure"
 
 func runMillis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -286,17 +286,17 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	tools, err := loadManifest(ctx, inv.o.config, inv.o.demoTools, serverLogs{verbose: inv.o.verbose, stderr: stderr}, false)
 	if err != nil {
-		return rep.finish(loadExitCode(err), &service.Error{Kind: kindFailure, Message: err.Error()})
+		return rep.finish(loadExitCode(err), &door.Error{Kind: kindFailure, Message: err.Error()})
 	}
 	defer tools.close()
 	tracer, stopTracing, err := tracing(ctx, slog.New(slog.NewTextHandler(stderr, nil)))
 	if err != nil {
-		return rep.finish(exitUsage, &service.Error{Kind: kindFailure, Message: err.Error()})
+		return rep.finish(exitUsage, &door.Error{Kind: kindFailure, Message: err.Error()})
 	}
 	defer stopTracing(context.Background())
 	opts := inv.o.cache.apply(&spine.Options{PoolSize: -1, TracerProvider: tracer}, nil, stderr)
 	if err := inv.o.guest.apply(opts); err != nil {
-		return rep.finish(exitUsage, &service.Error{Kind: kindFailure, Message: err.Error()})
+		return rep.finish(exitUsage, &door.Error{Kind: kindFailure, Message: err.Error()})
 	}
 	runner, err := spine.New(ctx, tools.manifest, opts)
 	if err != nil {
@@ -304,7 +304,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if errors.Is(err, spine.ErrPackages) { // --packages or --preload
 			code = exitUsage
 		}
-		return rep.finish(code, &service.Error{Kind: kindFailure, Message: err.Error()})
+		return rep.finish(code, &door.Error{Kind: kindFailure, Message: err.Error()})
 	}
 	defer runner.Close(context.Background())
 	run := runner.Run
@@ -313,7 +313,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rep.res.Session = &runSession{File: inv.o.session}
 		session, code, err = openSession(ctx, runner, inv)
 		if err != nil {
-			return rep.finish(code, &service.Error{Kind: kindFailure, Message: err.Error()})
+			return rep.finish(code, &door.Error{Kind: kindFailure, Message: err.Error()})
 		}
 		rep.res.Session.Restored = inv.saved != nil
 		defer session.Close(context.Background())
@@ -417,7 +417,7 @@ func openSession(ctx context.Context, runner *spine.Runner, inv runInvocation) (
 // execute runs the program with run and records its output in rep. It
 // returns the Output (nil when the run did not start), the exit code and
 // the error to report (nil for success).
-func execute(ctx context.Context, run func(context.Context, spine.Request) (*spine.Output, error), inv runInvocation, rep *runReport) (*spine.Output, int, *service.Error) {
+func execute(ctx context.Context, run func(context.Context, spine.Request) (*spine.Output, error), inv runInvocation, rep *runReport) (*spine.Output, int, *door.Error) {
 	res := &rep.res
 	began := time.Now()
 	req := spine.Request{
@@ -434,7 +434,7 @@ func execute(ctx context.Context, run func(context.Context, spine.Request) (*spi
 	out, err := run(ctx, req)
 	res.Timing.RunMS = runMillis(time.Since(began))
 	outcome := spine.Classify(err)
-	res.Error = service.ErrorOf(err, inv.o.timeout)
+	res.Error = door.ErrorOf(err, inv.o.timeout)
 	res.SetOutput(out)
 	switch outcome {
 	case spine.OutcomeOK:
@@ -457,7 +457,7 @@ func execute(ctx context.Context, run func(context.Context, spine.Request) (*spi
 // writeOut writes the files the program left to --out dir and records where,
 // and which it refused. A file refused, or dir failing, becomes the run's
 // error when it had none, else it is printed.
-func (rep *runReport) writeOut(dir string, files []spine.File, code int, e *service.Error) (int, *service.Error) {
+func (rep *runReport) writeOut(dir string, files []spine.File, code int, e *door.Error) (int, *door.Error) {
 	written, refused, err := writeFiles(dir, files)
 	rep.res.Written, rep.res.Refused = written, refused
 	var msg string
@@ -470,7 +470,7 @@ func (rep *runReport) writeOut(dir string, files []spine.File, code int, e *serv
 		return code, e
 	}
 	if e == nil {
-		return exitFailure, &service.Error{Kind: kindFailure, Message: msg}
+		return exitFailure, &door.Error{Kind: kindFailure, Message: msg}
 	}
 	fmt.Fprintf(rep.stderr, "spine run: %s\n", rep.errText(msg))
 	return code, e
@@ -481,11 +481,11 @@ func (rep *runReport) writeOut(dir string, files []spine.File, code int, e *serv
 // whole, as in a notebook: it is saved like any other; only a session the
 // run lost is not. A run that went well but whose session could not be
 // saved fails.
-func (rep *runReport) save(ctx context.Context, session *spine.Session, file string, code int, e *service.Error) (int, *service.Error) {
+func (rep *runReport) save(ctx context.Context, session *spine.Session, file string, code int, e *door.Error) (int, *door.Error) {
 	if err := saveSession(context.WithoutCancel(ctx), session, file); err != nil {
 		rep.res.Session.Note = err.Error()
 		if code == exitOK { // the program ran, but its session is not where it was asked to be
-			return exitFailure, &service.Error{Kind: kindFailure, Message: err.Error()}
+			return exitFailure, &door.Error{Kind: kindFailure, Message: err.Error()}
 		}
 		return code, e
 	}
@@ -524,7 +524,7 @@ func newRunReport(o runOptions, stdout, stderr io.Writer) *runReport {
 
 // finish prints the result of a run that ended with exit code code and error
 // e (nil for success), and returns code.
-func (rep *runReport) finish(code int, e *service.Error) int {
+func (rep *runReport) finish(code int, e *door.Error) int {
 	res := &rep.res
 	stdout, stderr, errText := rep.stdout, rep.stderr, rep.errText
 	res.Error, res.ExitCode = e, code

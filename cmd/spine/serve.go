@@ -19,6 +19,7 @@ import (
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/cloudstore"
 	"github.com/spine-run/spine/codemode"
+	"github.com/spine-run/spine/door"
 	"github.com/spine-run/spine/mcpclient"
 	"github.com/spine-run/spine/service"
 	"github.com/spine-run/spine/sessionstore"
@@ -317,7 +318,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		Health:      health,
 		Logger:      logger,
 		MaxSnapshot: int64(spine.MaxSnapshotSize(sessions.MemoryLimit)),
-		Tool:        codemode.New(runner, manifest, o.toolOptions()),
+		Tool:        codemode.New(runner, o.toolOptions()),
 
 		SessionStore: store,
 		SessionWrite: policy,
@@ -334,7 +335,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		defer stopMetrics()
 	}
 	limits.tokens = tokenList(token, tenants)
-	return serveDrained(ctx, stop, ln, svc, service.AccessLog(logger, tracer, svc), serving{
+	return serveDrained(ctx, stop, ln, svc, door.AccessLog(logger, tracer, svc), serving{
 		limits: limits, grace: o.grace, delay: o.drainDelay,
 		log: out, what: fmt.Sprintf("(%d tools)", len(manifest)),
 	})

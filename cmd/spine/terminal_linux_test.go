@@ -80,7 +80,7 @@ func TestRunRealTerminal(t *testing.T) {
 // TestRunStdinTerminalNotice: spine run with no file and a terminal on
 // standard input says it is reading the program there before it waits; the
 // program typed after the notice runs. Standard input from a pipe gets no
-// notice (TestRunFromStdin and the others).
+// notice (TestRunStdin and the others).
 func TestRunStdinTerminalNotice(t *testing.T) {
 	master, terminal := openPTY(t)
 	cmd := exec.Command(os.Args[0], "run")

@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/spine-run/spine"
-	"github.com/spine-run/spine/service"
+	"github.com/spine-run/spine/door"
 )
 
 // The tokens file of spine serve --tokens-file (docs/http.md, "Tenants"): a JSON
@@ -25,7 +25,7 @@ import (
 //	 "store_bytes": "1GiB"}
 //
 // name and token are required; a limit left out is an even share of the
-// server's (service.Tenant), but store_bytes, the bytes the token's sessions
+// server's (door.Tenant), but store_bytes, the bytes the token's sessions
 // keep in --session-store, which is no limit when left out (the store has
 // no total to share). Sizes are a number of bytes or a string of a whole
 // number and a unit: B, KiB, MiB, GiB. Anything else — an unknown member, a
@@ -57,7 +57,7 @@ var tenantName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // readTokensFile reads and checks the tokens file at path. It warns on
 // stderr when others than its owner may read it.
-func readTokensFile(path string, stderr io.Writer) ([]service.Tenant, error) {
+func readTokensFile(path string, stderr io.Writer) ([]door.Tenant, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("--tokens-file: %w", err)
@@ -81,7 +81,7 @@ func readTokensFile(path string, stderr io.Writer) ([]service.Tenant, error) {
 }
 
 // parseTokensFile checks a tokens file's content and returns its tenants.
-func parseTokensFile(data []byte) ([]service.Tenant, error) {
+func parseTokensFile(data []byte) ([]door.Tenant, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var file tokensFile
@@ -99,7 +99,7 @@ func parseTokensFile(data []byte) ([]service.Tenant, error) {
 	}
 	names := map[string]bool{}
 	tokens := map[string]string{}
-	out := make([]service.Tenant, 0, len(file.Tokens))
+	out := make([]door.Tenant, 0, len(file.Tokens))
 	for i, raw := range file.Tokens {
 		where := fmt.Sprintf("tokens[%d]", i)
 		e, err := decodeEntry(raw)
@@ -124,7 +124,7 @@ func parseTokensFile(data []byte) ([]service.Tenant, error) {
 		}
 		names[e.Name] = true
 		tokens[e.Token] = e.Name
-		out = append(out, service.Tenant{Name: e.Name, Token: e.Token, Limits: spine.TenantLimits{
+		out = append(out, door.Tenant{Name: e.Name, Token: e.Token, Limits: spine.TenantLimits{
 			Sessions:         e.Sessions,
 			Live:             e.LiveSessions,
 			HibernatedMemory: uint64(e.HibernatedMemory),
@@ -211,15 +211,15 @@ func (b *byteCount) UnmarshalJSON(data []byte) error {
 }
 
 // checkShares warns on stderr when the tokens' shares (each as the server
-// makes it: a limit left out is an even share, service.Shares) add up to
+// makes it: a limit left out is an even share, door.Shares) add up to
 // more than the server's: then one token filling its share can take
 // another's (with more tokens than --live-sessions, each still has one
 // live session, and one token's new session can cost another's session
 // that holds files open); and when a token has a store_bytes but the
 // server no store.
-func checkShares(tenants []service.Tenant, so spine.SessionOptions, store bool, stderr io.Writer) {
+func checkShares(tenants []door.Tenant, so spine.SessionOptions, store bool, stderr io.Writer) {
 	var sessions, live, hib, dir uint64
-	for i, l := range service.Shares(tenants, so, 0) {
+	for i, l := range door.Shares(tenants, so, 0) {
 		sessions += uint64(l.Sessions)
 		live += uint64(l.Live)
 		hib += l.HibernatedMemory

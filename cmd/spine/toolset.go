@@ -15,9 +15,9 @@ import (
 	"sort"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/door"
 	"github.com/spine-run/spine/internal/seed"
 	"github.com/spine-run/spine/mcpconfig"
-	"github.com/spine-run/spine/service"
 )
 
 // toolset is what a command's programs may call: the tools of the MCP
@@ -88,7 +88,7 @@ func loadManifest(ctx context.Context, path string, demo bool, logs serverLogs, 
 	if logs.json {
 		h = slog.NewJSONHandler(logs.stderr, &slog.HandlerOptions{Level: level})
 	}
-	opts.Logger = slog.New(service.ClipLogs(h))
+	opts.Logger = slog.New(door.ClipLogs(h))
 	var err error
 	t.servers, err = mcpconfig.Load(ctx, path, opts)
 	if err != nil {
@@ -105,7 +105,7 @@ func loadManifest(ctx context.Context, path string, demo bool, logs serverLogs, 
 // the tokens file's token its request came with (spine serve, spine mcp
 // --http), or "" — everyone alike — without a tokens file.
 func tokenCaller(ctx context.Context) string {
-	switch name := service.TokenName(ctx); name {
+	switch name := door.TokenName(ctx); name {
 	case "-", "default":
 		return ""
 	default:

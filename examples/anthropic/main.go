@@ -85,7 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer runner.Close(ctx)
-	tool := codemode.New(runner, m, nil)
+	tool := codemode.New(runner, nil)
 	var schema anthropic.ToolInputSchemaParam
 	if err := json.Unmarshal(tool.InputSchema(), &schema); err != nil {
 		fmt.Fprintln(stderr, err)

@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer runner.Close(ctx)
-	tool := codemode.New(runner, m, nil)
+	tool := codemode.New(runner, nil)
 
 	params := openai.ChatCompletionNewParams{
 		Model:    *model,

@@ -2,7 +2,7 @@
 
 - natively: ``/usr/bin/python3.11 guest/tests/test_plm.py`` (exactly CPython 3.11.2, like
   the Guest); the harness puts guest/python on sys.path and a fake ``_spine`` in sys.modules;
-- in the real Guest: plm_test.go runs each guest/tests/test_*.py as a program, passing this
+- in the real Guest: tests/plm_test.go runs each guest/tests/test_*.py as a program, passing this
   file's source in ``inputs["harness"]``; the test sets ``result`` to the summary.
 
 Either way a test talks to a ``FakeSpine`` (patched into plm.futures, the Guest's only

@@ -1,6 +1,6 @@
 """Unit tests of the PLM pass (guest/python/plm/) and of the Guest's futures.
 
-Run natively with /usr/bin/python3.11 guest/tests/test_plm.py; plm_test.go runs this
+Run natively with /usr/bin/python3.11 guest/tests/test_plm.py; tests/plm_test.go runs this
 file in the real Guest too.
 """
 
@@ -9,7 +9,7 @@ import sys
 
 try:
     import harness
-except ImportError:  # in the Guest: plm_test.go passes harness.py's source in inputs
+except ImportError:  # in the Guest: tests/plm_test.go passes harness.py's source in inputs
     import types
 
     harness = types.ModuleType("harness")

@@ -1,7 +1,7 @@
 """Unit tests of prefix mode (plm.prefix, through bootstrap.prefix_begin / prefix_feed, and
 execute's "prefix").
 
-Run natively with /usr/bin/python3.11 guest/tests/test_prefix.py; plm_test.go runs this
+Run natively with /usr/bin/python3.11 guest/tests/test_prefix.py; tests/plm_test.go runs this
 file in the real Guest too.
 """
 
@@ -11,7 +11,7 @@ import sys
 
 try:
     import harness
-except ImportError:  # in the Guest: plm_test.go passes harness.py's source in inputs
+except ImportError:  # in the Guest: tests/plm_test.go passes harness.py's source in inputs
     import types
 
     harness = types.ModuleType("harness")

@@ -1,7 +1,7 @@
 """Unit tests of plm.wire.bind: a tool's proxy binds a call as a def with the tool's stub's
 signature would, with CPython's own errors.
 
-Run natively with /usr/bin/python3.11 guest/tests/test_wire.py; plm_test.go runs this
+Run natively with /usr/bin/python3.11 guest/tests/test_wire.py; tests/plm_test.go runs this
 file in the real Guest too.
 """
 
@@ -10,7 +10,7 @@ import sys
 
 try:
     import harness
-except ImportError:  # in the Guest: plm_test.go passes harness.py's source in inputs
+except ImportError:  # in the Guest: tests/plm_test.go passes harness.py's source in inputs
     import types
 
     harness = types.ModuleType("harness")

@@ -3,8 +3,8 @@
 // the Host's imports, every function the Guest imports from the Host (module
 // "spine") and every function it exports, each with its WebAssembly
 // signature. The Guest's side is guest/c/spine.c, which exports the limits to
-// its Python (_spine.MAX_MESSAGE, _spine.MAX_ERROR_TEXT); abi_test.go checks
-// spine.c, the Guest's Python and docs/abi.md against this table.
+// its Python (_spine.MAX_MESSAGE, _spine.MAX_ERROR_TEXT); contract_test.go
+// checks spine.c, the Guest's Python and docs/abi.md against this table.
 package abi
 
 import (

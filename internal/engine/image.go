@@ -169,15 +169,6 @@ func imageHeader(data []byte) []byte {
 	return h
 }
 
-// readImage returns the bytes of the image cached at path (see loadImage).
-func readImage(path string, limit uint64) ([]byte, error) {
-	img, err := loadImage(path, limit, false)
-	if err != nil {
-		return nil, err
-	}
-	return img.data, nil
-}
-
 // loadImage returns the image cached at path: in a sealed memfd when cow,
 // else as bytes. A file that is not a whole, intact image of this format, or
 // one larger than limit, is removed and reported as an error, so that the
@@ -332,7 +323,7 @@ func pruneFiles(dir, keep, ext string, max int) {
 
 // writeImage stores data at path: whole or not at all, since it is written
 // to a temporary file renamed into place. Nothing is synced: after a crash the
-// file may hold anything, and readImage's checksum rejects it.
+// file may hold anything, and loadImage's checksum rejects it.
 func writeImage(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err

@@ -248,3 +248,12 @@ func FuzzLoadImage(f *testing.F) {
 		}
 	})
 }
+
+// readImage returns the bytes of the image cached at path (see loadImage).
+func readImage(path string, limit uint64) ([]byte, error) {
+	img, err := loadImage(path, limit, false)
+	if err != nil {
+		return nil, err
+	}
+	return img.data, nil
+}

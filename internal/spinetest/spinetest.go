@@ -1,11 +1,12 @@
 // Package spinetest is what the tests of Spine's packages share: the test
 // tools and a Runner made with them, a gate that holds a program inside a
-// tool until the test lets it go, the test MCP server, and small helpers for
-// HTTP, MCP sessions, metrics and waiting.
+// tool until the test lets it go, the manifest and the shared Runner of the
+// black-box suites (suite.go), the chained reads' tools (chain.go), the test
+// MCP server, and small helpers for HTTP, MCP sessions, metrics and waiting.
 //
 // The root package's white-box tests cannot import it (it imports the root
 // package); they keep their few helpers in helpers_test.go. Its black-box
-// suites (package spine_test) use it.
+// tests (package spine_test) and the Guest's suites (package tests) use it.
 package spinetest
 
 import (
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/engine"
 )
 
 // Prices are what lookup knows.
@@ -153,6 +155,17 @@ func NewRunner(tb testing.TB, manifest spine.Manifest, opts *spine.Options) *spi
 	return r
 }
 
+// PoolRunner returns a Runner of the test tools with one pooled instance,
+// so consecutive runs reuse the same Guest; it skips the test where
+// instances are not reused (no copy-on-write images).
+func PoolRunner(tb testing.TB) *spine.Runner {
+	tb.Helper()
+	if !engine.COWSupported {
+		tb.Skip("instances are reused only with copy-on-write images")
+	}
+	return NewRunner(tb, NewTools().Manifest(), &spine.Options{PoolSize: 1})
+}
+
 // MustRun runs req on r and fails tb unless the run succeeds; a Python
 // error's traceback goes in the failure.
 func MustRun(tb testing.TB, r *spine.Runner, req spine.Request) *spine.Output {
@@ -214,6 +227,15 @@ func Main(m *testing.M, runner **spine.Runner, manifest spine.Manifest, opts *sp
 	r.Close(ctx)
 	os.Exit(code)
 }
+
+// ErrReader is a stream (a Request's Stream) that fails with
+// ErrConnectionReset.
+type ErrReader struct{}
+
+// ErrConnectionReset is ErrReader's error.
+var ErrConnectionReset = errors.New("connection reset")
+
+func (ErrReader) Read([]byte) (int, error) { return 0, ErrConnectionReset }
 
 // ServeHTTP serves h on a loopback port until the test ends.
 func ServeHTTP(tb testing.TB, h http.Handler) *httptest.Server {

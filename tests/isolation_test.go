@@ -1,4 +1,4 @@
-package spine_test
+package tests
 
 import (
 	"context"
@@ -41,7 +41,7 @@ func TestIsolationHostileSuite(t *testing.T) {
 	fresh := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{PoolSize: -1})
 	want := spinetest.MustRun(t, fresh, spine.Request{Source: isolationProbe})
 
-	r := poolRunner(t)
+	r := spinetest.PoolRunner(t)
 	const maxFDs = 64 // the default MaxDescriptors
 	ordinary := func(after string) {
 		t.Helper()
@@ -169,7 +169,7 @@ result = [len(held) + len(fds), err, again > 2]`})
 // differs; runs that import from the archive, open and close files or stat
 // the preopened folder leave it reusable.
 func TestIsolationReuse(t *testing.T) {
-	r := poolRunner(t)
+	r := spinetest.PoolRunner(t)
 	spinetest.MustRun(t, r, spine.Request{Source: "1"})
 	// A run that finds its Guest still being reset makes a new one rather
 	// than wait; so each run here waits for the pool to hold its Guest.

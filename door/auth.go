@@ -1,4 +1,4 @@
-package service
+package door
 
 import (
 	"crypto/sha256"
@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+
+	"github.com/spine-run/spine/sessionstore"
 )
 
 // RequireToken returns a handler that passes a request to next only when it
@@ -16,12 +18,12 @@ import (
 // constant time, so neither the token's bytes nor its length show in the
 // time of an answer. token must not be empty.
 //
-// It is the check the Server makes itself when Options.Token is set; use it
-// for other handlers served beside it, such as an MCP endpoint. The token's
-// name, for the access log (TokenName), is "default".
+// It is the check service.Server makes itself when its Options.Token is
+// set; use it for other handlers served beside it, such as an MCP endpoint.
+// The token's name, for the access log (TokenName), is "default".
 func RequireToken(token string, next http.Handler) http.Handler {
 	if token == "" {
-		panic("service: RequireToken with an empty token")
+		panic("door: RequireToken with an empty token")
 	}
 	return RequireTenants([]Tenant{{Name: "default", Token: token}}, next)
 }
@@ -32,17 +34,17 @@ func RequireToken(token string, next http.Handler) http.Handler {
 // tenants must not be empty, nor any token.
 func RequireTenants(tenants []Tenant, next http.Handler) http.Handler {
 	if len(tenants) == 0 {
-		panic("service: RequireTenants without a token")
+		panic("door: RequireTenants without a token")
 	}
 	digests := make([][sha256.Size]byte, len(tenants))
 	for i, t := range tenants {
 		if t.Token == "" {
-			panic("service: RequireTenants with an empty token")
+			panic("door: RequireTenants with an empty token")
 		}
 		digests[i] = sha256.Sum256([]byte(t.Token))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := bearerDigest(r)
+		got, ok := BearerDigest(r)
 		found := -1
 		for i, want := range digests {
 			if subtle.ConstantTimeCompare(got[:], want[:]) == 1 && ok {
@@ -50,11 +52,11 @@ func RequireTenants(tenants []Tenant, next http.Handler) http.Handler {
 			}
 		}
 		if found < 0 {
-			w.Header().Set("WWW-Authenticate", wwwAuthenticate)
-			closeConn(w)
-			writeJSON(w, http.StatusUnauthorized, Response{
+			w.Header().Set("WWW-Authenticate", WWWAuthenticate)
+			CloseConn(w)
+			WriteJSON(w, http.StatusUnauthorized, Response{
 				Value: json.RawMessage("null"),
-				Error: &Error{Kind: kindUnauthorized, Message: unauthorizedMessage},
+				Error: &Error{Kind: KindUnauthorized, Message: UnauthorizedMessage},
 			})
 			return
 		}
@@ -79,21 +81,23 @@ func Authorized(r *http.Request, token string) bool {
 	return authorized(r, sha256.Sum256([]byte(token)))
 }
 
+// The answer to a request without the token: its WWW-Authenticate header
+// and its error's message (kind KindUnauthorized).
 const (
-	wwwAuthenticate     = `Bearer realm="spine"`
-	unauthorizedMessage = `this server needs "Authorization: Bearer <token>"`
+	WWWAuthenticate     = `Bearer realm="spine"`
+	UnauthorizedMessage = `this server needs "Authorization: Bearer <token>"`
 )
 
 // authorized reports whether r carries the bearer token whose SHA-256 digest
 // is want.
 func authorized(r *http.Request, want [sha256.Size]byte) bool {
-	got, ok := bearerDigest(r)
+	got, ok := BearerDigest(r)
 	return ok && subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
-// bearerDigest returns the SHA-256 digest of r's bearer token, and false
-// when r has none. A session is marked with it as its owner's.
-func bearerDigest(r *http.Request) ([sha256.Size]byte, bool) {
+// BearerDigest returns the SHA-256 digest of r's bearer token, and false
+// when r has none. A session is marked with it as its owner's (Owner).
+func BearerDigest(r *http.Request) ([sha256.Size]byte, bool) {
 	scheme, credentials, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return [sha256.Size]byte{}, false
@@ -101,16 +105,18 @@ func bearerDigest(r *http.Request) ([sha256.Size]byte, bool) {
 	return sha256.Sum256([]byte(strings.TrimSpace(credentials))), true
 }
 
-// closeConn makes the answer close its connection.
-func closeConn(w http.ResponseWriter) {
-	w.Header().Set("Connection", "close")
+// Owner is who the sessions made by requests with header h belong to: the
+// SHA-256 of their bearer token in hex (sessionstore.Owner), "" for none.
+// Both front doors key their sessions' owners so (package fleet's owner).
+func Owner(h http.Header) string {
+	scheme, credentials, ok := strings.Cut(h.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return sessionstore.Owner(strings.TrimSpace(credentials))
 }
 
-// dropBody makes the answer to r close the connection when r has a body the
-// handler will not read: net/http would otherwise read it to its end before
-// answering, and a streamed body may never end.
-func dropBody(w http.ResponseWriter, r *http.Request) {
-	if r.ContentLength != 0 {
-		w.Header().Set("Connection", "close")
-	}
+// CloseConn makes the answer close its connection.
+func CloseConn(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
 }

@@ -1,4 +1,4 @@
-package service
+package door
 
 import (
 	"context"
@@ -29,7 +29,7 @@ type requestInfo struct {
 	session   string
 	errorKind string // the answer's error kind, when it has one
 	status    int    // the run's status, for an answer sent as events (200)
-	drained   bool   // a 503 a drain gives by design (noteDrained)
+	drained   bool   // a 503 a drain gives by design (NoteDrained)
 }
 
 type requestInfoKey struct{}
@@ -39,17 +39,8 @@ func infoOf(ctx context.Context) *requestInfo {
 	return info
 }
 
-// RequestID returns the id AccessLog gave the request of ctx, "" outside
-// one.
-func RequestID(ctx context.Context) string {
-	if info := infoOf(ctx); info != nil {
-		return info.id
-	}
-	return ""
-}
-
 // TokenName returns the name of the token the request of ctx was let in
-// with, as the access log shows it: "default" for Options.Token (or
+// with, as the access log shows it: "default" for service.Options.Token (or
 // RequireToken's token), the name a tokens file gives, "-" when the server
 // needs none or the request carried none. It never returns a token. ""
 // outside AccessLog.
@@ -69,16 +60,18 @@ func SetTokenName(ctx context.Context, name string) {
 	}
 }
 
-// setSession records the session the request of ctx is about.
-func setSession(ctx context.Context, id string) {
+// SetSession records the session the request of ctx is about, for the
+// access log; outside AccessLog, or with id "", it does nothing.
+func SetSession(ctx context.Context, id string) {
 	if info := infoOf(ctx); info != nil && id != "" {
 		info.session = id
 	}
 }
 
-// noteAnswer records the error kind of an answer and, for one sent as
-// events, its status.
-func noteAnswer(w http.ResponseWriter, status int, kind string) {
+// NoteAnswer records the error kind of an answer and, for one sent as
+// events, its status, for the access log. WriteJSON notes the answers it
+// writes.
+func NoteAnswer(w http.ResponseWriter, status int, kind string) {
 	for {
 		switch x := w.(type) {
 		case *accessWriter:
@@ -92,10 +85,10 @@ func noteAnswer(w http.ResponseWriter, status int, kind string) {
 	}
 }
 
-// noteDrained records that the answer is one a drain gives by design: GET
+// NoteDrained records that the answer is one a drain gives by design: GET
 // /readyz's 503, a request refused because the server is draining. The
 // access log puts it at Info, not Error.
-func noteDrained(w http.ResponseWriter) {
+func NoteDrained(w http.ResponseWriter) {
 	for {
 		switch x := w.(type) {
 		case *accessWriter:
@@ -122,7 +115,7 @@ func noteDrained(w http.ResponseWriter) {
 func AccessLog(logger *slog.Logger, tp trace.TracerProvider, next http.Handler) http.Handler {
 	var tracer trace.Tracer
 	if tp != nil {
-		tracer = tp.Tracer("github.com/spine-run/spine/service")
+		tracer = tp.Tracer("github.com/spine-run/spine/service") // the scope its spans have always had
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -130,7 +123,7 @@ func AccessLog(logger *slog.Logger, tp trace.TracerProvider, next http.Handler) 
 		w.Header().Set(RequestIDHeader, info.id)
 		ctx := context.WithValue(r.Context(), requestInfoKey{}, info)
 		var span trace.Span
-		if tracer != nil && !(probe(r.URL.Path) || r.URL.Path == "/metrics") {
+		if tracer != nil && !(IsProbe(r.URL.Path) || r.URL.Path == "/metrics") {
 			ctx, span = tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
 				attribute.String("http.request.method", r.Method),
 				attribute.String("url.path", r.URL.Path),

@@ -1,4 +1,4 @@
-package spine_test
+package tests
 
 import (
 	"context"

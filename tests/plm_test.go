@@ -1,4 +1,4 @@
-package spine_test
+package tests
 
 import (
 	"context"
@@ -24,11 +24,11 @@ import (
 // real Guest. Each file talks to a fake _spine (guest/tests/harness.py, passed
 // in inputs) and sets result to {"passed": [...], "failed": [...]}.
 func TestPLMGuestUnitTests(t *testing.T) {
-	harness, err := os.ReadFile(filepath.Join("guest", "tests", "harness.py"))
+	harness, err := os.ReadFile(filepath.Join("..", "guest", "tests", "harness.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, _ := filepath.Glob(filepath.Join("guest", "tests", "test_*.py"))
+	files, _ := filepath.Glob(filepath.Join("..", "guest", "tests", "test_*.py"))
 	if len(files) == 0 {
 		t.Fatal("no guest/tests/test_*.py")
 	}
@@ -77,7 +77,7 @@ func TestPLMGuestUnitTestsNative(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(version)) != "3.11.2" {
 		t.Skipf("%s 3.11.2 not available", python)
 	}
-	files, _ := filepath.Glob(filepath.Join("guest", "tests", "test_*.py"))
+	files, _ := filepath.Glob(filepath.Join("..", "guest", "tests", "test_*.py"))
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			cmd := exec.Command(python, "-B", "-E", "-s", file)

@@ -1,4 +1,4 @@
-package spine_test
+package tests
 
 import (
 	"context"
@@ -203,8 +203,8 @@ func TestPrefixOversizedStream(t *testing.T) {
 		t.Fatalf("a read past the limit started: %v", started)
 	}
 	// A stream that fails while it is drained reports its own failure.
-	_, err := r.Run(context.Background(), spine.Request{Stream: io.MultiReader(strings.NewReader(src), errReader{})})
-	if !errors.Is(err, errConnectionReset) || errors.Is(err, spine.ErrTooLarge) || errors.Is(err, spine.ErrGuest) {
+	_, err := r.Run(context.Background(), spine.Request{Stream: io.MultiReader(strings.NewReader(src), spinetest.ErrReader{})})
+	if !errors.Is(err, spinetest.ErrConnectionReset) || errors.Is(err, spine.ErrTooLarge) || errors.Is(err, spine.ErrGuest) {
 		t.Fatalf("err = %v", err)
 	}
 }

@@ -1,129 +1,15 @@
-package spine_test
+package tests
 
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/internal/spinetest"
 )
-
-// chainTools are the tools of the chained-read tests. slow is an early read
-// that answers {"key": key}; probe (not early) first waits until slow has
-// returned for "alpha" and "beta", then says whether the read for
-// "alpha-beta" — the chained one — has started. Events are recorded in order,
-// so the tests prove order with the tools' own gates, never with time.
-type chainTools struct {
-	mu      sync.Mutex
-	events  []string
-	started map[string]bool
-	left    int
-	ab      chan struct{} // closed once alpha and beta have returned
-}
-
-func newChainTools() *chainTools {
-	return &chainTools{started: map[string]bool{}, left: 2, ab: make(chan struct{})}
-}
-
-// ungated is for a run with early reads off, where a and b start only when
-// the program reaches them: probe does not wait for them.
-func (c *chainTools) ungated() *chainTools {
-	close(c.ab)
-	c.left = -1
-	return c
-}
-
-func (c *chainTools) manifest() spine.Manifest {
-	return spine.Manifest{
-		"slow": {AllowEarlyRead: true, Call: func(ctx context.Context, args json.RawMessage) (any, error) {
-			var a struct {
-				Key string `json:"key"`
-			}
-			if err := json.Unmarshal(args, &a); err != nil {
-				return nil, err
-			}
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			c.events = append(c.events, "start:"+a.Key)
-			c.started[a.Key] = true
-			if a.Key == "alpha" || a.Key == "beta" {
-				if c.left--; c.left == 0 {
-					close(c.ab)
-				}
-			}
-			return map[string]string{"key": a.Key}, nil
-		}},
-		"probe": {Call: func(ctx context.Context, _ json.RawMessage) (any, error) {
-			select {
-			case <-c.ab:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			ok := c.started["alpha-beta"]
-			if ok {
-				c.events = append(c.events, "probe:true")
-			} else {
-				c.events = append(c.events, "probe:false")
-			}
-			return ok, nil
-		}},
-	}
-}
-
-// chainOptions leave the probe loops room: a probe is a tool call, and how many
-// the program makes before the wake depends on when the reads' goroutines
-// get to run.
-var chainOptions = &spine.Options{MaxToolCalls: 1 << 20}
-
-func (c *chainTools) log() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.events...)
-}
-
-// index is where event first occurs in events, -1 if it does not.
-func index(events []string, event string) int {
-	for i, e := range events {
-		if e == event {
-			return i
-		}
-	}
-	return -1
-}
-
-// chainSource waits (probe) until a and b have arrived and then, up to limit
-// rounds, until the chained read of c has started; only then does the program
-// reach a, b and c. The reads of a and b are prepared at its top.
-func chainSource(limit int, between string) string {
-	return "for i in range(" + itoa(limit) + "):\n    if probe():\n        break\n" +
-		"a = slow(key=\"alpha\")\nb = slow(key=\"beta\")\n" + between +
-		"c = slow(key=a[\"key\"] + \"-\" + b[\"key\"])\nresult = c\n"
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
-}
-
-// lastSlow is the record of the program's last call of slow: c's.
-func lastSlow(t *testing.T, out *spine.Output) spine.ToolCall {
-	t.Helper()
-	var last *spine.ToolCall
-	for i := range out.Calls {
-		if out.Calls[i].Tool == "slow" {
-			last = &out.Calls[i]
-		}
-	}
-	if last == nil {
-		t.Fatalf("no call of slow in %+v", out.Calls)
-	}
-	return *last
-}
 
 // TestWholeProgramChainStartsEarly: with EarlyReads on, c's read, whose key
 // needs the values of a and b, starts once they have arrived — while the
@@ -131,53 +17,27 @@ func lastSlow(t *testing.T, out *spine.Output) spine.ToolCall {
 // ends only because the read started (probe says so), before the program
 // reached c.
 func TestWholeProgramChainStartsEarly(t *testing.T) {
-	tools := newChainTools()
-	r := spinetest.NewRunner(t, tools.manifest(), chainOptions)
-	out, err := r.Run(context.Background(), spine.Request{Source: chainSource(1<<30, ""), EarlyReads: true})
+	tools := spinetest.NewChainTools()
+	r := spinetest.NewRunner(t, tools.Manifest(), spinetest.ChainOptions)
+	out, err := r.Run(context.Background(), spine.Request{Source: spinetest.ChainSource(1<<30, ""), EarlyReads: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(out.Value) != `{"key":"alpha-beta"}` {
 		t.Fatalf("value %s", out.Value)
 	}
-	events := tools.log()
-	start, probed := index(events, "start:alpha-beta"), index(events, "probe:true")
+	events := tools.Log()
+	start, probed := spinetest.Index(events, "start:alpha-beta"), spinetest.Index(events, "probe:true")
 	if start < 0 || probed < 0 || start > probed {
 		t.Fatalf("the chained read did not start before the program reached it: %v", events)
 	}
-	if c := lastSlow(t, out); !c.Early {
+	if c := spinetest.LastSlow(t, out); !c.Early {
 		t.Fatalf("c's call was not answered by the chained read: %+v", out.Calls)
 	}
 	if n := strings.Count(strings.Join(events, " "), "start:alpha-beta"); n != 1 {
 		t.Fatalf("c's read started %d times: %v", n, events)
 	}
 	t.Logf("%d probes before the chained read had started", out.ToolCalls-3)
-}
-
-// TestWholeProgramChainNeedsTheWake is the negative control: the same program
-// on a Runner that never wakes the Guest. Nothing starts c's read while the
-// program loops; it starts only when the program reaches c.
-func TestWholeProgramChainNeedsTheWake(t *testing.T) {
-	tools := newChainTools()
-	r := spinetest.NewRunner(t, tools.manifest(), chainOptions)
-	spine.NoWake(r)
-	out, err := r.Run(context.Background(), spine.Request{Source: chainSource(200, ""), EarlyReads: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(out.Value) != `{"key":"alpha-beta"}` {
-		t.Fatalf("value %s", out.Value)
-	}
-	events := tools.log()
-	if index(events, "probe:true") >= 0 {
-		t.Fatalf("c's read started while the program looped, without a wake: %v", events)
-	}
-	if start := index(events, "start:alpha-beta"); start < len(events)-1 {
-		t.Fatalf("c's read started before the loop ended: %v", events)
-	}
-	if c := lastSlow(t, out); c.Early {
-		t.Fatalf("c's call was answered early without a wake: %+v", out.Calls)
-	}
 }
 
 // TestWholeProgramChainMismatch: the program changes a's value (through
@@ -189,20 +49,20 @@ func TestWholeProgramChainNeedsTheWake(t *testing.T) {
 func TestWholeProgramChainMismatch(t *testing.T) {
 	between := "alias = a\nalias[\"key\"] = \"gamma\"\n"
 	run := func(early bool, limit int) (*spine.Output, []string) {
-		tools := newChainTools()
+		tools := spinetest.NewChainTools()
 		if !early {
-			tools.ungated()
+			tools.Ungated()
 		}
-		r := spinetest.NewRunner(t, tools.manifest(), chainOptions)
-		out, err := r.Run(context.Background(), spine.Request{Source: chainSource(limit, between), EarlyReads: early})
+		r := spinetest.NewRunner(t, tools.Manifest(), spinetest.ChainOptions)
+		out, err := r.Run(context.Background(), spine.Request{Source: spinetest.ChainSource(limit, between), EarlyReads: early})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return out, tools.log()
+		return out, tools.Log()
 	}
 	on, events := run(true, 1<<30)
 	off, _ := run(false, 1)
-	if index(events, "start:alpha-beta") < 0 || index(events, "start:gamma-beta") < 0 {
+	if spinetest.Index(events, "start:alpha-beta") < 0 || spinetest.Index(events, "start:gamma-beta") < 0 {
 		t.Fatalf("want the chained read and then the program's own call: %v", events)
 	}
 	if string(on.Value) != `{"key":"gamma-beta"}` || string(on.Value) != string(off.Value) {
@@ -216,7 +76,7 @@ func TestWholeProgramChainMismatch(t *testing.T) {
 		}
 		return n
 	}
-	if slows(on) != 3 || slows(off) != 3 || lastSlow(t, on).Early {
+	if slows(on) != 3 || slows(off) != 3 || spinetest.LastSlow(t, on).Early {
 		t.Fatalf("calls of slow: on %+v, off %+v", on.Calls, off.Calls)
 	}
 	if on.ToolCalls != len(on.Calls) || off.ToolCalls != len(off.Calls) {
@@ -231,18 +91,18 @@ func TestWholeProgramChainMismatch(t *testing.T) {
 // and the next run of the session, whatever wake is still pending, is not
 // disturbed.
 func TestSessionChainStartsEarly(t *testing.T) {
-	tools := newChainTools()
-	r := spinetest.NewRunner(t, tools.manifest(), chainOptions)
+	tools := spinetest.NewChainTools()
+	r := spinetest.NewRunner(t, tools.Manifest(), spinetest.ChainOptions)
 	s := spinetest.NewSession(t, r)
-	out, err := s.Run(context.Background(), spine.Request{Source: chainSource(1<<30, ""), EarlyReads: true})
+	out, err := s.Run(context.Background(), spine.Request{Source: spinetest.ChainSource(1<<30, ""), EarlyReads: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := tools.log()
-	if start, probed := index(events, "start:alpha-beta"), index(events, "probe:true"); start < 0 || probed < 0 || start > probed {
+	events := tools.Log()
+	if start, probed := spinetest.Index(events, "start:alpha-beta"), spinetest.Index(events, "probe:true"); start < 0 || probed < 0 || start > probed {
 		t.Fatalf("the chained read did not start early in a session: %v", events)
 	}
-	if !lastSlow(t, out).Early {
+	if !spinetest.LastSlow(t, out).Early {
 		t.Fatalf("c's call was not answered by the chained read: %+v", out.Calls)
 	}
 	out, err = s.Run(context.Background(), spine.Request{Source: "d = slow(key=c[\"key\"] + \"!\")\nresult = [a, b, c, d]\n", EarlyReads: true})
@@ -259,8 +119,8 @@ func TestSessionChainStartsEarly(t *testing.T) {
 // own windows), and the old way of asking, a call of the tool "" with
 // {"peek": id}, is a call of an unknown tool.
 func TestProgramCannotPeekThroughPeek(t *testing.T) {
-	tools := newChainTools()
-	r := spinetest.NewRunner(t, tools.manifest(), chainOptions)
+	tools := spinetest.NewChainTools()
+	r := spinetest.NewRunner(t, tools.Manifest(), spinetest.ChainOptions)
 	src := `import _spine
 probe()
 seen = [_spine.peek(h) for h in range(4)]
@@ -289,8 +149,8 @@ result = [seen, raw.decode() if isinstance(raw, bytes) else raw, a, b]
 // early with none of it run for the step: no frame of the step printed,
 // nothing of the patches.
 func TestChainStepRunsNoProgramCode(t *testing.T) {
-	tools := newChainTools()
-	r := spinetest.NewRunner(t, tools.manifest(), chainOptions)
+	tools := spinetest.NewChainTools()
+	r := spinetest.NewRunner(t, tools.Manifest(), spinetest.ChainOptions)
 	hostile := `import sys, json
 def loud(*args, **kwargs):
     print("program code ran")
@@ -298,7 +158,7 @@ json.loads = loud
 json._default_decoder = None
 sys.settrace(print)
 `
-	src := hostile + chainSource(1<<30, "") + "sys.settrace(None)\n"
+	src := hostile + spinetest.ChainSource(1<<30, "") + "sys.settrace(None)\n"
 	out, err := r.Run(context.Background(), spine.Request{Source: src, EarlyReads: true})
 	if err != nil {
 		t.Fatal(err)
@@ -317,8 +177,8 @@ sys.settrace(print)
 	if strings.Contains(out.Stdout, "program code ran") || out.Stderr != "" {
 		t.Fatalf("output %q %q", out.Stdout, out.Stderr)
 	}
-	events := tools.log()
-	if start, probed := index(events, "start:alpha-beta"), index(events, "probe:true"); start < 0 || probed < 0 || start > probed {
+	events := tools.Log()
+	if start, probed := spinetest.Index(events, "start:alpha-beta"), spinetest.Index(events, "probe:true"); start < 0 || probed < 0 || start > probed {
 		t.Fatalf("the chained read did not start early: %v", events)
 	}
 }
@@ -350,7 +210,7 @@ func TestHandedReadsAreAccounted(t *testing.T) {
 		return `import sys, _spine
 ch = sys.modules["plm.chain"]
 h = _spine.prepare(b'{"tool":"secret","args":{}}')
-for _ in range(` + itoa(calls) + `):
+for _ in range(` + strconv.Itoa(calls) + `):
     wait()
 seen = []
 class Evil:

@@ -1,4 +1,4 @@
-package service
+package door
 
 import (
 	"context"
@@ -16,7 +16,7 @@ const MaxLogText = 200
 // byte slices, Stringers and anything else longer than that once formatted,
 // in groups too. A program's output, traceback or error message can be a
 // mebibyte, and a log is not the place to keep it; the answer of the run has
-// it whole. The Server logs through it; give it the logger of anything else
+// it whole. service.Server logs through it; give it the logger of anything else
 // that may log what programs wrote.
 func ClipLogs(h slog.Handler) slog.Handler {
 	if c, ok := h.(clipHandler); ok {
@@ -32,7 +32,7 @@ func (c clipHandler) Enabled(ctx context.Context, level slog.Level) bool {
 }
 
 func (c clipHandler) Handle(ctx context.Context, r slog.Record) error {
-	out := slog.NewRecord(r.Time, r.Level, clip(r.Message), r.PC)
+	out := slog.NewRecord(r.Time, r.Level, Clip(r.Message), r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		out.AddAttrs(clipAttr(a))
 		return true
@@ -60,7 +60,7 @@ func clipAttr(a slog.Attr) slog.Attr {
 	v := a.Value.Resolve()
 	switch v.Kind() {
 	case slog.KindString:
-		return slog.String(a.Key, clip(v.String()))
+		return slog.String(a.Key, Clip(v.String()))
 	case slog.KindGroup:
 		return slog.Attr{Key: a.Key, Value: slog.GroupValue(clipAttrs(v.Group())...)}
 	case slog.KindAny:
@@ -76,15 +76,15 @@ func clipAttr(a slog.Attr) slog.Attr {
 			text = fmt.Sprintf("%+v", x)
 		}
 		if len(text) > MaxLogText {
-			return slog.String(a.Key, clip(text))
+			return slog.String(a.Key, Clip(text))
 		}
 	}
 	return slog.Attr{Key: a.Key, Value: v}
 }
 
-// clip cuts s to MaxLogText bytes (at a character's start) and says how
-// long it was.
-func clip(s string) string {
+// Clip cuts s to MaxLogText bytes (at a character's start) and says how
+// long it was, as ClipLogs cuts a log's texts.
+func Clip(s string) string {
 	if len(s) <= MaxLogText {
 		return s
 	}

@@ -1,0 +1,18 @@
+// Package door is the kit of Spine's front doors, the HTTP servers of spine
+// serve (package service) and spine mcp --http: what both do the same way
+// lives here, once.
+//
+//   - Tokens and owners: RequireTenants lets in a request with one of the
+//     Tenants' bearer tokens, compared in constant time, and names it for
+//     the log (TokenName, RequestToken); Owner keys the sessions a token
+//     makes; Shares divides a Runner's sessions among the Tenants.
+//   - The access log: AccessLog, one line (and a span) per request, with
+//     its id (RequestIDHeader), token name, session and error kind.
+//   - Probes and the drain: ServeLive, ServeReady (503 once draining),
+//     RefuseWhileDraining, DownComponents for /readyz's detail, and
+//     RunnerCollector for /metrics.
+//   - Logs clipped: ClipLogs cuts every text of a record to MaxLogText.
+//   - The answer: Response, the body of every run's answer and of every
+//     refused request, which spine run --json prints too, and ErrorOf, how
+//     a run's error (spine.Classify's Outcome) is told in it.
+package door
