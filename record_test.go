@@ -1,0 +1,123 @@
+package spine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// recordedProgram uses everything a run takes from the Host: random
+// numbers, the clock, uuid4, files' times and three tool calls.
+const recordedProgram = `
+import os, random, time, uuid
+a = lookup(key="book")
+b = lookup(key="pen")
+c = echo(n=random.randint(0, 10**9))
+with open("out.txt", "w") as f:
+    f.write("x")
+print(random.random(), time.time(), time.monotonic(), uuid.uuid4(), os.urandom(4).hex(), os.stat("out.txt").st_mtime_ns)
+result = {"a": a, "b": b, "c": c, "t": time.time()}
+`
+
+// countingManifest is testManifest whose tools count their calls.
+func countingManifest(calls *atomic.Int64) Manifest {
+	m := testManifest()
+	for name, spec := range m {
+		call := spec.Call
+		spec.Call = func(ctx context.Context, args json.RawMessage) (any, error) {
+			calls.Add(1)
+			return call(ctx, args)
+		}
+		m[name] = spec
+	}
+	return m
+}
+
+// recordRun runs req with a record on r and returns the output.
+func recordRun(t *testing.T, r *Runner, req Request) *Output {
+	t.Helper()
+	req.Record = true
+	out, err := r.Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Record == nil || out.Record.Incomplete != "" {
+		t.Fatalf("record: %+v", out.Record)
+	}
+	return out
+}
+
+// sameOutput fails the test unless a replay's output is the recorded run's.
+func sameOutput(t *testing.T, want, got *Output) {
+	t.Helper()
+	if string(want.Value) != string(got.Value) || want.Stdout != got.Stdout || want.Stderr != got.Stderr {
+		t.Fatalf("replay differs:\nrecorded %s %q %q\nreplayed %s %q %q", want.Value, want.Stdout, want.Stderr, got.Value, got.Stdout, got.Stderr)
+	}
+}
+
+func TestRecordReplay(t *testing.T) {
+	for _, early := range []bool{false, true} {
+		var calls atomic.Int64
+		r := newRunner(t, countingManifest(&calls), nil)
+		out := recordRun(t, r, Request{Source: recordedProgram, EarlyReads: early})
+		rec := out.Record
+		if n := len(rec.Calls); n != 3 || calls.Load() != 3 {
+			t.Fatalf("early %v: %d calls recorded, %d made", early, n, calls.Load())
+		}
+		if len(rec.Clock.Wall) == 0 || len(rec.Clock.Mono) == 0 || len(rec.Random) == 0 {
+			t.Fatalf("early %v: clock %d/%d reads, %d random bytes", early, len(rec.Clock.Wall), len(rec.Clock.Mono), len(rec.Random))
+		}
+		encoded, err := rec.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed, err := ParseRecord(encoded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls.Store(0)
+		var traced []string
+		replayed, err := r.Replay(context.Background(), parsed, &ReplayOptions{Trace: func(c ReplayedCall) { traced = append(traced, c.Tool) }})
+		if err != nil {
+			t.Fatalf("early %v: %v", early, err)
+		}
+		sameOutput(t, out, replayed)
+		if calls.Load() != 0 || strings.Join(traced, " ") != "lookup lookup echo" {
+			t.Fatalf("early %v: the replay called %d tools, traced %v", early, calls.Load(), traced)
+		}
+		// A second run is another run: other numbers.
+		again := recordRun(t, r, Request{Source: recordedProgram, EarlyReads: early})
+		if again.Stdout == out.Stdout {
+			t.Fatalf("two runs printed the same: %q", out.Stdout)
+		}
+	}
+}
+
+func TestReplayDiverges(t *testing.T) {
+	r := newRunner(t, testManifest(), nil)
+	out := recordRun(t, r, Request{Source: recordedProgram})
+	edited := *out.Record
+	edited.Source = strings.Replace(recordedProgram, `b = lookup(key="pen")`, `b = echo(key="pen")`, 1)
+	_, err := r.Replay(context.Background(), &edited, nil)
+	if !errors.Is(err, ErrDiverged) || !strings.Contains(err.Error(), `call 2: the program called echo({"key":"pen"}) where the record has lookup({"key":"pen"})`) {
+		t.Fatalf("edited program: %v", err)
+	}
+	edited.Source = strings.Replace(recordedProgram, `b = lookup(key="pen")`, `b = lookup(key="pen"); fail()`, 1)
+	_, err = r.Replay(context.Background(), &edited, nil)
+	if !errors.Is(err, ErrDiverged) || !strings.Contains(err.Error(), "call 3: the program called fail({})") {
+		t.Fatalf("edited program: %v", err)
+	}
+	edited.Source = strings.Replace(recordedProgram, `c = echo(n=random.randint(0, 10**9))`, `c = 1`, 1)
+	_, err = r.Replay(context.Background(), &edited, nil)
+	if !errors.Is(err, ErrDiverged) || !strings.Contains(err.Error(), "the record holds 3, the next echo(") {
+		t.Fatalf("edited program: %v", err)
+	}
+	other := *out.Record
+	other.Guest.Artifact = "0123456789abcdef"
+	if _, err = r.Replay(context.Background(), &other, nil); !errors.Is(err, ErrDiverged) || !strings.Contains(err.Error(), "another Guest build") {
+		t.Fatalf("other build: %v", err)
+	}
+}
