@@ -121,3 +121,114 @@ func TestReplayDiverges(t *testing.T) {
 		t.Fatalf("other build: %v", err)
 	}
 }
+
+// TestReplayModes records and replays programs with asyncio, an executor,
+// a failing tool, a sleep, and a program streamed in (prefix mode).
+func TestReplayModes(t *testing.T) {
+	asyncProgram := `
+import asyncio, random, time
+async def one(k):
+    await asyncio.sleep(random.random() / 1000)
+    return await asyncio.to_thread(lookup, key=k)
+async def main():
+    return await asyncio.gather(one("book"), one("pen"), one("book"))
+print(asyncio.run(main()), time.perf_counter())
+`
+	executorProgram := `
+from concurrent.futures import ThreadPoolExecutor, as_completed
+import uuid
+with ThreadPoolExecutor() as ex:
+    fs = [ex.submit(lookup, key=k) for k in ("book", "pen", "book")]
+    got = sorted(f.result() for f in as_completed(fs))
+try:
+    fail()
+except RuntimeError as e:
+    print("failed:", e)
+import time
+time.sleep(0.05)
+print(got, uuid.uuid4(), time.time())
+`
+	cases := []struct {
+		name   string
+		req    Request
+		stream bool
+	}{
+		{name: "asyncio", req: Request{Source: asyncProgram}},
+		{name: "asyncio early", req: Request{Source: asyncProgram, EarlyReads: true}},
+		{name: "executor", req: Request{Source: executorProgram}},
+		{name: "executor early", req: Request{Source: executorProgram, EarlyReads: true}},
+		{name: "prefix", req: Request{Source: recordedProgram}, stream: true},
+		{name: "prefix executor", req: Request{Source: executorProgram}, stream: true},
+	}
+	var calls atomic.Int64
+	r := newRunner(t, countingManifest(&calls), nil)
+	for _, c := range cases {
+		if c.stream {
+			c.req.Stream, c.req.Source = strings.NewReader(c.req.Source), ""
+		}
+		calls.Store(0)
+		out := recordRun(t, r, c.req)
+		made := calls.Load()
+		if c.stream && !out.Record.Prefix {
+			t.Fatalf("%s: the record does not say prefix mode", c.name)
+		}
+		calls.Store(0)
+		replayed, err := r.Replay(context.Background(), out.Record, nil)
+		if err != nil {
+			t.Fatalf("%s: %v (stdout %q)", c.name, err, out.Stdout)
+		}
+		sameOutput(t, out, replayed)
+		if calls.Load() != 0 || made < 3 {
+			t.Fatalf("%s: %d tool calls recorded, the replay made %d", c.name, made, calls.Load())
+		}
+	}
+}
+
+// TestReplayRunner replays a record on a Runner made from it (rec.Manifest),
+// as spine replay does, with a run's own tools.
+func TestReplayRunner(t *testing.T) {
+	r := newRunner(t, testManifest(), nil)
+	own := Manifest{"ask": {Call: func(context.Context, json.RawMessage) (any, error) { return "yes", nil }, Description: "Ask."}}
+	out := recordRun(t, r, Request{Source: `print(ask(q=1), lookup(key="pen"))`, Tools: own})
+	if len(out.Record.RunTools) != 1 || out.Stdout != "yes 2\n" {
+		t.Fatalf("run tools %+v, stdout %q", out.Record.RunTools, out.Stdout)
+	}
+	other := newRunner(t, out.Record.Manifest(), nil)
+	replayed, err := other.Replay(context.Background(), out.Record, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameOutput(t, out, replayed)
+	third := newRunner(t, Manifest{"lookup": testManifest()["lookup"]}, nil)
+	if _, err := third.Replay(context.Background(), out.Record, nil); !errors.Is(err, ErrDiverged) || !strings.Contains(err.Error(), "the record has the tool echo") {
+		t.Fatalf("other tools: %v", err)
+	}
+}
+
+// TestRecordBounds: a record past Options.MaxRecord says it is incomplete
+// and does not replay; a session's record names the session.
+func TestRecordBounds(t *testing.T) {
+	r := newRunner(t, testManifest(), &Options{MaxRecord: 4 << 10})
+	out, err := r.Run(context.Background(), Request{Source: `import os; print(len(os.urandom(8000)))`, Record: true})
+	if err != nil || out.Stdout != "8000\n" {
+		t.Fatal(err, out.Stdout)
+	}
+	if !strings.Contains(out.Record.Incomplete, "4096-byte limit") {
+		t.Fatalf("incomplete: %q", out.Record.Incomplete)
+	}
+	if _, err := r.Replay(context.Background(), out.Record, nil); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("replay of an incomplete record: %v", err)
+	}
+	s := newSession(t, r)
+	step(t, s, "x = 1")
+	out, err = s.Run(context.Background(), Request{Source: "x + 1", Record: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := out.Record.Session; rs == nil || rs.Runs != 1 || rs.ID != s.id || rs.Image != r.guest.Image {
+		t.Fatalf("session record: %+v", rs)
+	}
+	if _, err := r.Replay(context.Background(), out.Record, nil); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "session") {
+		t.Fatalf("replay of a session's record: %v", err)
+	}
+}
