@@ -74,6 +74,7 @@ func (s *Server) runJSON(w http.ResponseWriter, r *http.Request, start time.Time
 		EarlyReads: req.EarlyReads,
 		Timeout:    s.timeout(req.TimeoutMS),
 		Files:      req.Files,
+		Record:     req.Record,
 	}
 	if len(req.Tools) > 0 {
 		return s.runClient(w, r, start, run, req.Tools, sess)
