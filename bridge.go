@@ -139,11 +139,9 @@ func (r *Runner) hostCall(ctx context.Context, m api.Module, ptr, size, out, cap
 	if err != nil {
 		response = encodeResponse(nil, err)
 	} else if st := runOf(ctx); st.replay != nil && !isDiscovery(request.Tool) {
-		response = st.replay.call(request) // a replay: the record answers
+		response = st.replayed(request) // a replay: the record answers
 	} else if st.rec != nil && !isDiscovery(request.Tool) {
-		start := time.Now()
-		response = r.invoke(ctx, request)
-		st.rec.call(request, response, start, time.Since(start), false, false)
+		response = st.invokeNoted(ctx, request)
 	} else {
 		response = r.invoke(ctx, request)
 	}

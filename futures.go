@@ -105,17 +105,17 @@ func (st *runState) prepare(request callRequest) uint32 {
 // for handle 0 or an unknown handle, the call is made normally.
 func (st *runState) resolve(id uint32, request callRequest) []byte {
 	if st.replay != nil {
-		return st.replay.call(request) // a replay: no read started, the record answers
+		return st.replayed(request) // a replay: no read started, the record answers
 	}
 	f := st.take(id)
 	if f == nil {
-		return st.invokeNoted(request)
+		return st.invokeNoted(st.ctx, request)
 	}
 	if f.request.Tool != request.Tool || !bytes.Equal(f.request.Args, request.Args) {
 		f.cancel()
 		f.settle("spine.early_read.cancelled")
 		st.unclaimed(f)
-		return st.invokeNoted(request)
+		return st.invokeNoted(st.ctx, request)
 	}
 	if err := st.spend(); err != nil {
 		f.cancel()
@@ -123,7 +123,7 @@ func (st *runState) resolve(id uint32, request callRequest) []byte {
 		st.limitOnce(&st.loggedBudget, "MaxToolCalls")
 		response := encodeResponse(nil, err)
 		if st.rec != nil {
-			st.rec.call(request, response, time.Now(), 0, false, false)
+			st.rec.call(request, response, time.Since(st.begun), 0, false, false)
 		}
 		return response
 	}
@@ -137,22 +137,11 @@ func (st *runState) resolve(id uint32, request callRequest) []byte {
 	f.settle("spine.early_read.claimed")
 	st.called(request.Tool, f.start, f.took, true, f.err)
 	if st.rec != nil {
-		st.rec.call(request, f.response, f.start, f.took, true, false)
+		st.rec.call(request, f.response, f.start.Sub(st.begun), f.took, true, false)
 	}
 	return f.response
 }
 
-// invokeNoted makes the program's call of request, on the run's record
-// when it has one.
-func (st *runState) invokeNoted(request callRequest) []byte {
-	if st.rec == nil {
-		return st.runner.invoke(st.ctx, request)
-	}
-	start := time.Now()
-	response := st.runner.invoke(st.ctx, request)
-	st.rec.call(request, response, start, time.Since(start), false, false)
-	return response
-}
 
 func (st *runState) take(id uint32) *future {
 	if id == 0 {

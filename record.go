@@ -115,6 +115,14 @@ type RecordedCall struct {
 	Duration time.Duration `json:"duration_ns"`
 }
 
+// Failed says the call raised in the program: its response is an error.
+func (c RecordedCall) Failed() bool {
+	var response struct {
+		Error *string `json:"error"`
+	}
+	return json.Unmarshal(c.Response, &response) == nil && response.Error != nil
+}
+
 // RecordClock is the Guest's clock reads, in the order it made them: Wall
 // (CLOCK_REALTIME, and the times of its files) and Mono (CLOCK_MONOTONIC),
 // each in nanoseconds, the first read as it was and every later one as its

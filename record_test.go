@@ -85,6 +85,9 @@ func TestRecordReplay(t *testing.T) {
 			t.Fatalf("early %v: %v", early, err)
 		}
 		sameOutput(t, out, replayed)
+		if replayed.ToolCalls != 3 || len(replayed.Calls) != 3 || replayed.Calls[0] != out.Calls[0] {
+			t.Fatalf("early %v: the replay's calls %d %+v, the run's %+v", early, replayed.ToolCalls, replayed.Calls, out.Calls)
+		}
 		if calls.Load() != 0 || strings.Join(traced, " ") != "lookup lookup echo" {
 			t.Fatalf("early %v: the replay called %d tools, traced %v", early, calls.Load(), traced)
 		}

@@ -2,6 +2,7 @@ package spine
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -19,11 +20,10 @@ type recorder struct {
 	wall     int64 // the last reads, which the next are noted against
 	mono     int64
 	monoBase time.Time
-	begun    time.Time // the run's start, for the calls' times
 }
 
 func newRecorder(max int, begun time.Time) *recorder {
-	return &recorder{max: max, monoBase: begun, begun: begun, rec: Record{Version: RecordVersion, Calls: []RecordedCall{}}}
+	return &recorder{max: max, monoBase: begun, rec: Record{Version: RecordVersion, Calls: []RecordedCall{}}}
 }
 
 // room spends n bytes of the record's bound: false once it is reached, when
@@ -72,12 +72,28 @@ func (rc *recorder) Random(p []byte) {
 func (rc *recorder) Sleep(int64) bool { return true }
 
 // call notes one call of the program, or an early read it did not claim.
-func (rc *recorder) call(request callRequest, response []byte, start time.Time, took time.Duration, early, unclaimed bool) {
+func (rc *recorder) call(request callRequest, response []byte, start, took time.Duration, early, unclaimed bool) {
 	if !rc.room(len(request.Tool) + len(request.Args) + len(response) + 64) {
 		return
 	}
 	rc.rec.Calls = append(rc.rec.Calls, RecordedCall{Tool: request.Tool, Args: bytes.Clone(request.Args), Response: bytes.Clone(response),
-		Early: early, Unclaimed: unclaimed, Start: start.Sub(rc.begun), Duration: took})
+		Early: early, Unclaimed: unclaimed, Start: start, Duration: took})
+}
+
+// invokeNoted makes the program's call of request, and notes it on the
+// run's record when it has one, with the times Output.Calls has.
+func (st *runState) invokeNoted(ctx context.Context, request callRequest) []byte {
+	if st.rec == nil {
+		return st.runner.invoke(ctx, request)
+	}
+	n, start := len(st.record), time.Now()
+	response := st.runner.invoke(ctx, request)
+	took, at := time.Since(start), start.Sub(st.begun)
+	if len(st.record) > n { // invoke put it on Output.Calls: the same times
+		at, took = st.record[n].Start, st.record[n].Duration
+	}
+	st.rec.call(request, response, at, took, false, false)
+	return response
 }
 
 // program notes what the run was asked to run.
@@ -180,24 +196,38 @@ type ReplayedCall struct {
 	RecordedCall
 }
 
-// call answers the program's call of request with the record's next call,
-// when it is the same request; otherwise the replay has diverged.
-func (p *replayer) call(request callRequest) []byte {
+// replayed answers the program's call of request in a replay, from the
+// record, and puts the recorded call on the Output (Calls, ToolCalls).
+func (st *runState) replayed(request callRequest) []byte {
+	c, ok := st.replay.call(request)
+	if !ok {
+		return encodeResponse(nil, st.replay.err)
+	}
+	st.calls++
+	if len(st.record) < st.runner.opts.MaxToolCalls {
+		st.record = append(st.record, ToolCall{Tool: c.Tool, Start: c.Start, Duration: c.Duration, Early: c.Early, Failed: c.Failed()})
+	}
+	return c.Response
+}
+
+// call is the record's next call, when it is the program's call of request;
+// otherwise the replay has diverged (false).
+func (p *replayer) call(request callRequest) (RecordedCall, bool) {
 	n := p.next + 1
 	if p.next >= len(p.calls) {
 		p.diverge("call %d: the program called %s, the record has no more calls (it holds %d)", n, showCall(request.Tool, request.Args), len(p.calls))
-		return encodeResponse(nil, p.err)
+		return RecordedCall{}, false
 	}
 	c := p.calls[p.next]
 	if c.Tool != request.Tool || !sameArgs(c.Args, request.Args) {
 		p.diverge("call %d: the program called %s where the record has %s", n, showCall(request.Tool, request.Args), showCall(c.Tool, c.Args))
-		return encodeResponse(nil, p.err)
+		return RecordedCall{}, false
 	}
 	p.next++
 	if p.trace != nil {
 		p.trace(ReplayedCall{N: n, RecordedCall: c})
 	}
-	return c.Response
+	return c, true
 }
 
 // end checks, once the run is over, that the program made every call the

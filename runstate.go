@@ -142,7 +142,7 @@ func (st *runState) unclaimed(f *future) {
 	if f.handed {
 		st.record = append(st.record, ToolCall{Tool: f.request.Tool, Start: f.start.Sub(st.begun), Duration: f.took, Early: true, Failed: f.err != nil, Unclaimed: true})
 		if st.rec != nil {
-			st.rec.call(f.request, f.response, f.start, f.took, true, true)
+			st.rec.call(f.request, f.response, f.start.Sub(st.begun), f.took, true, true)
 		}
 	}
 }
