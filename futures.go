@@ -142,7 +142,6 @@ func (st *runState) resolve(id uint32, request callRequest) []byte {
 	return f.response
 }
 
-
 func (st *runState) take(id uint32) *future {
 	if id == 0 {
 		return nil

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"reflect"
 	"time"
+
+	"github.com/spine-run/spine/internal/engine"
 )
 
 // recorder writes a run's Record as the run goes: the engine's Source of its
@@ -80,6 +82,31 @@ func (rc *recorder) call(request callRequest, response []byte, start, took time.
 		Early: early, Unclaimed: unclaimed, Start: start, Duration: took})
 }
 
+// boundary sets up the run's record (Request.Record) or its replay
+// (Runner.Replay). A streamed program is noted once it has arrived.
+func (st *runState) boundary(req *Request, inputs json.RawMessage, s *Session) {
+	if req.Record {
+		st.rec = newRecorder(st.runner.opts.MaxRecord, st.begun)
+		if req.Stream == nil {
+			st.rec.program(st.runner, req, req.Source, inputs, s)
+		}
+	}
+	if st.replay = req.replay; st.replay != nil {
+		st.replay.stop = st.stop
+	}
+}
+
+// use makes the record or the replay the Guest's source of time and random
+// bytes for the run.
+func (st *runState) use(inst *engine.Instance) {
+	switch {
+	case st.rec != nil:
+		inst.Use(st.rec)
+	case st.replay != nil:
+		inst.Use(st.replay)
+	}
+}
+
 // invokeNoted makes the program's call of request, and notes it on the
 // run's record when it has one, with the times Output.Calls has.
 func (st *runState) invokeNoted(ctx context.Context, request callRequest) []byte {
@@ -96,8 +123,11 @@ func (st *runState) invokeNoted(ctx context.Context, request callRequest) []byte
 	return response
 }
 
-// program notes what the run was asked to run.
+// program notes what the run was asked to run; nothing without a record.
 func (rc *recorder) program(r *Runner, req *Request, source string, inputs json.RawMessage, session *Session) {
+	if rc == nil {
+		return
+	}
 	rc.rec.Guest = r.guest
 	if session != nil {
 		rc.rec.Session = &RecordSession{ID: session.id, Image: r.guest.Image, Runs: session.runs}

@@ -378,16 +378,7 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (_ *Outpu
 
 	st := newRunState(r, ctx, (req.EarlyReads || req.Stream != nil) && req.replay == nil)
 	st.tools, st.waiting, st.stop = req.Tools, req.Waiting, cancel
-	if req.Record {
-		st.rec = newRecorder(r.opts.MaxRecord, st.begun)
-		if req.Stream == nil {
-			st.rec.program(r, &req, req.Source, inputs, s)
-		}
-	}
-	st.replay = req.replay
-	if st.replay != nil {
-		st.replay.stop = cancel
-	}
+	st.boundary(&req, inputs, s)
 	defer st.close()
 	var inst *engine.Instance
 	if session {
@@ -399,11 +390,7 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (_ *Outpu
 		return nil, r.runError(ctx, err)
 	}
 	st.output = inst.Output
-	if st.rec != nil {
-		inst.Use(st.rec)
-	} else if st.replay != nil {
-		inst.Use(st.replay)
-	}
+	st.use(inst)
 	// The Guest goes back when the run is over. clean says it may serve
 	// another run, set once its run has ended and its answer is read; cause
 	// is the error its run ended with, for a session whose Guest broke.
@@ -429,9 +416,7 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (_ *Outpu
 		var source string
 		if source, err = r.readStream(guestCtx, inst, req.Stream, inputs, extra, session); err == nil {
 			request, err = r.encodeExecute(req, source, inputs, extra, true, session)
-			if st.rec != nil {
-				st.rec.program(r, &req, source, inputs, s)
-			}
+			st.rec.program(r, &req, source, inputs, s) // a streamed program, once it has arrived
 		} else {
 			tooLarge = errors.Is(err, ErrTooLarge)
 		}
