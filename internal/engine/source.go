@@ -24,8 +24,8 @@ type Source interface {
 }
 
 // Use makes src the Guest's source of time and random bytes for its next
-// run, from its Begin to its End; nil: the system's. A session's Guest gives
-// its own files, made in an earlier run, the times they had.
+// run, from its Begin to its End (which goes back to the system's); nil: the
+// system's.
 func (inst *Instance) Use(src Source) {
 	inst.src = src
 	if src != nil {
