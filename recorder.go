@@ -87,8 +87,12 @@ func (rc *recorder) call(request callRequest, response []byte, start, took time.
 func (st *runState) boundary(req *Request, inputs json.RawMessage, s *Session) {
 	if req.Record {
 		st.rec = newRecorder(st.runner.opts.MaxRecord, st.begun)
+		st.rec.rec.Guest = st.runner.guest
+		if s != nil {
+			st.rec.rec.Session = &RecordSession{ID: s.id, Image: st.runner.guest.Image, Runs: s.runs}
+		}
 		if req.Stream == nil {
-			st.rec.program(st.runner, req, req.Source, inputs, s)
+			st.rec.program(st.runner, req, req.Source, inputs)
 		}
 	}
 	if st.replay = req.replay; st.replay != nil {
@@ -124,13 +128,9 @@ func (st *runState) invokeNoted(ctx context.Context, request callRequest) []byte
 }
 
 // program notes what the run was asked to run; nothing without a record.
-func (rc *recorder) program(r *Runner, req *Request, source string, inputs json.RawMessage, session *Session) {
+func (rc *recorder) program(r *Runner, req *Request, source string, inputs json.RawMessage) {
 	if rc == nil {
 		return
-	}
-	rc.rec.Guest = r.guest
-	if session != nil {
-		rc.rec.Session = &RecordSession{ID: session.id, Image: r.guest.Image, Runs: session.runs}
 	}
 	rc.rec.Source, rc.rec.Filename, rc.rec.Inputs = source, req.Filename, bytes.Clone(inputs)
 	rc.rec.Files = req.Files

@@ -416,7 +416,7 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (_ *Outpu
 		var source string
 		if source, err = r.readStream(guestCtx, inst, req.Stream, inputs, extra, session); err == nil {
 			request, err = r.encodeExecute(req, source, inputs, extra, true, session)
-			st.rec.program(r, &req, source, inputs, s) // a streamed program, once it has arrived
+			st.rec.program(r, &req, source, inputs) // a streamed program, once it has arrived
 		} else {
 			tooLarge = errors.Is(err, ErrTooLarge)
 		}
