@@ -235,3 +235,18 @@ func TestRecordBounds(t *testing.T) {
 		t.Fatalf("replay of a session's record: %v", err)
 	}
 }
+
+// TestRecordSessionClock: a session's recorded run reads the clock its
+// other runs read: the monotonic clock never goes back between them.
+func TestRecordSessionClock(t *testing.T) {
+	r := newRunner(t, testManifest(), nil)
+	s := newSession(t, r)
+	step(t, s, "import time; t0 = time.monotonic()")
+	out, err := s.Run(context.Background(), Request{Source: "t1 = time.monotonic(); t1 >= t0", Record: true})
+	if err != nil || string(out.Value) != "true" || len(out.Record.Clock.Mono) != 1 {
+		t.Fatalf("recorded run: %v %s %+v", err, out.Value, out.Record.Clock)
+	}
+	if got := step(t, s, "time.monotonic() >= t1"); got != "true" {
+		t.Fatalf("unrecorded run after it: %s", got)
+	}
+}

@@ -21,11 +21,10 @@ type recorder struct {
 	size     int   // what the record holds so far, roughly as encoded
 	wall     int64 // the last reads, which the next are noted against
 	mono     int64
-	monoBase time.Time
 }
 
-func newRecorder(max int, begun time.Time) *recorder {
-	return &recorder{max: max, monoBase: begun, rec: Record{Version: RecordVersion, Calls: []RecordedCall{}}}
+func newRecorder(max int) *recorder {
+	return &recorder{max: max, rec: Record{Version: RecordVersion, Calls: []RecordedCall{}}}
 }
 
 // room spends n bytes of the record's bound: false once it is reached, when
@@ -56,7 +55,7 @@ func (rc *recorder) Walltime() int64 {
 }
 
 func (rc *recorder) Nanotime() int64 {
-	ns := int64(time.Since(rc.monoBase)) + 1 // never 0, as a clock that has run
+	ns := engine.Nanotime() // the clock of the Guest's unrecorded runs
 	if rc.room(clockRoom) {
 		rc.rec.Clock.Mono = append(rc.rec.Clock.Mono, ns-rc.mono)
 		rc.mono = ns
@@ -86,7 +85,7 @@ func (rc *recorder) call(request callRequest, response []byte, start, took time.
 // (Runner.Replay). A streamed program is noted once it has arrived.
 func (st *runState) boundary(req *Request, inputs json.RawMessage, s *Session) {
 	if req.Record {
-		st.rec = newRecorder(st.runner.opts.MaxRecord, st.begun)
+		st.rec = newRecorder(st.runner.opts.MaxRecord)
 		st.rec.rec.Guest = st.runner.guest
 		if s != nil {
 			st.rec.rec.Session = &RecordSession{ID: s.id, Image: st.runner.guest.Image, Runs: s.runs}

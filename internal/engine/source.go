@@ -55,8 +55,13 @@ func (inst *Instance) nanotime() int64 {
 	if inst.src != nil {
 		return inst.src.Nanotime()
 	}
-	return int64(time.Since(nanoBase))
+	return Nanotime()
 }
+
+// Nanotime is the monotonic clock Guests read without a Source: a Source
+// that takes the system's time reads it, so that a session's runs see one
+// clock whether recorded or not.
+func Nanotime() int64 { return int64(time.Since(nanoBase)) }
 
 type guestRandom struct {
 	inst   *Instance
