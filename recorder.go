@@ -16,11 +16,11 @@ import (
 // time and random bytes (which it takes from the system and notes), and the
 // bridge's note of each call. Everything reaches it on the run's goroutine.
 type recorder struct {
-	rec      Record
-	max      int   // Options.MaxRecord
-	size     int   // what the record holds so far, roughly as encoded
-	wall     int64 // the last reads, which the next are noted against
-	mono     int64
+	rec  Record
+	max  int   // Options.MaxRecord
+	size int   // what the record holds so far, roughly as encoded
+	wall int64 // the last reads, which the next are noted against
+	mono int64
 }
 
 func newRecorder(max int) *recorder {
