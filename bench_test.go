@@ -229,3 +229,46 @@ func BenchmarkRunTools(b *testing.B) {
 	b.ReportMetric(float64(twenty[len(twenty)/2]), "p50-20-ns")
 	b.ReportMetric(float64(extra[len(extra)/2]), "p50-extra-ns")
 }
+
+// BenchmarkRecordedRun is BenchmarkRunDemo with and without a record,
+// interleaved run by run so that the machine's noise falls on both: the
+// medians of each, how much more a recorded run costs, and the size of the
+// seed demo's record as Encode writes it.
+func BenchmarkRecordedRun(b *testing.B) {
+	r := benchShared(b)
+	ctx := context.Background()
+	req := spine.Request{Source: "price = lookup(key=\"book\")\nresult = price * inputs[\"quantity\"]\n", Inputs: map[string]any{"quantity": 3}}
+	plain := make([]time.Duration, 0, b.N)
+	recorded := make([]time.Duration, 0, b.N)
+	size := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, record := range []bool{i%2 == 0, i%2 != 0} {
+			req.Record = record
+			start := time.Now()
+			out, err := r.Run(ctx, req)
+			took := time.Since(start)
+			if err != nil || string(out.Value) != "63" || (out.Record != nil) != record {
+				b.Fatal(out, err)
+			}
+			if !record {
+				plain = append(plain, took)
+				continue
+			}
+			recorded = append(recorded, took)
+			data, err := out.Record.Encode()
+			if err != nil {
+				b.Fatal(err)
+			}
+			size = len(data)
+		}
+	}
+	b.StopTimer()
+	sort.Slice(plain, func(i, j int) bool { return plain[i] < plain[j] })
+	sort.Slice(recorded, func(i, j int) bool { return recorded[i] < recorded[j] })
+	p, q := plain[len(plain)/2], recorded[len(recorded)/2]
+	b.ReportMetric(float64(p)/float64(time.Millisecond), "p50-ms")
+	b.ReportMetric(float64(q)/float64(time.Millisecond), "p50-recorded-ms")
+	b.ReportMetric(100*(float64(q)/float64(p)-1), "recorded-%")
+	b.ReportMetric(float64(size), "record-bytes")
+}

@@ -138,6 +138,10 @@ func (r *Runner) hostCall(ctx context.Context, m api.Module, ptr, size, out, cap
 	var response []byte
 	if err != nil {
 		response = encodeResponse(nil, err)
+	} else if st := runOf(ctx); st.replay != nil && !isDiscovery(request.Tool) {
+		response = st.replayed(request) // a replay: the record answers
+	} else if st.rec != nil && !isDiscovery(request.Tool) {
+		response = st.invokeNoted(ctx, request)
 	} else {
 		response = r.invoke(ctx, request)
 	}

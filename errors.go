@@ -44,6 +44,12 @@ var (
 
 	// ErrArtifact wraps every problem with the Guest artifact found by New.
 	ErrArtifact = engine.ErrArtifact
+
+	// ErrDiverged wraps the error of a replay (Runner.Replay) whose program
+	// asked for something else than its record holds: another tool, other
+	// arguments, another order, more clock reads or random bytes; or whose
+	// record is of another Guest build. The error names the first difference.
+	ErrDiverged = errors.New("spine: replay diverged from its record")
 )
 
 // Outcome is how a run ended, in the one classification that the CLI, the
@@ -75,7 +81,7 @@ func Classify(err error) Outcome {
 		return OutcomeOK
 	case errors.As(err, &pyErr):
 		return OutcomePython
-	case errors.Is(err, ErrBadRequest):
+	case errors.Is(err, ErrBadRequest), errors.Is(err, ErrDiverged):
 		return OutcomeBadRequest
 	case errors.Is(err, ErrTooLarge):
 		return OutcomeTooLarge

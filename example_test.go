@@ -241,3 +241,50 @@ func ExampleRunner_NewSession() {
 	fmt.Println(string(out.Value))
 	// Output: 230
 }
+
+// A recorded run replays anywhere: here on a Runner made from the record
+// alone, whose tools are stand-ins no call reaches. The random number, the
+// clock and the tool's result are the recorded ones; an edited program
+// stops at its first difference.
+func ExampleRunner_Replay() {
+	ctx := context.Background()
+	r, err := spine.New(ctx, spine.Manifest{"lookup": {Call: lookup}}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close(ctx)
+	src := "import random, time\nprint(lookup(key='book'), random.random(), time.time())\n"
+	out, err := r.Run(ctx, spine.Request{Source: src, Record: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	data, err := out.Record.Encode() // to a file, a database, another machine
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	rec, err := spine.ParseRecord(data)
+	if err != nil {
+		log.Fatal(err)
+	}
+	elsewhere, err := spine.New(ctx, rec.Manifest(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer elsewhere.Close(ctx)
+	again, err := elsewhere.Replay(ctx, rec, &spine.ReplayOptions{
+		Trace: func(c spine.ReplayedCall) { fmt.Printf("call %d: %s(%s) -> %s\n", c.N, c.Tool, c.Args, c.Response) },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("same output:", again.Stdout == out.Stdout)
+
+	rec.Source = strings.Replace(src, "'book'", "'pen'", 1)
+	_, err = elsewhere.Replay(ctx, rec, nil)
+	fmt.Println(errors.Is(err, spine.ErrDiverged), err)
+	// Output:
+	// call 1: lookup({"key":"book"}) -> {"value":21}
+	// same output: true
+	// true spine: replay diverged from its record: call 1: the program called lookup({"key":"pen"}) where the record has lookup({"key":"book"})
+}

@@ -104,21 +104,28 @@ func (st *runState) prepare(request callRequest) uint32 {
 // result (value or error) is delivered as it is, never retried. Otherwise, or
 // for handle 0 or an unknown handle, the call is made normally.
 func (st *runState) resolve(id uint32, request callRequest) []byte {
+	if st.replay != nil {
+		return st.replayed(request) // a replay: no read started, the record answers
+	}
 	f := st.take(id)
 	if f == nil {
-		return st.runner.invoke(st.ctx, request)
+		return st.invokeNoted(st.ctx, request)
 	}
 	if f.request.Tool != request.Tool || !bytes.Equal(f.request.Args, request.Args) {
 		f.cancel()
 		f.settle("spine.early_read.cancelled")
 		st.unclaimed(f)
-		return st.runner.invoke(st.ctx, request)
+		return st.invokeNoted(st.ctx, request)
 	}
 	if err := st.spend(); err != nil {
 		f.cancel()
 		f.settle("spine.early_read.cancelled")
 		st.limitOnce(&st.loggedBudget, "MaxToolCalls")
-		return encodeResponse(nil, err)
+		response := encodeResponse(nil, err)
+		if st.rec != nil {
+			st.rec.call(request, response, time.Since(st.begun), 0, false, false)
+		}
+		return response
 	}
 	select {
 	case <-f.done:
@@ -129,6 +136,9 @@ func (st *runState) resolve(id uint32, request callRequest) []byte {
 	f.cancel()
 	f.settle("spine.early_read.claimed")
 	st.called(request.Tool, f.start, f.took, true, f.err)
+	if st.rec != nil {
+		st.rec.call(request, f.response, f.start.Sub(st.begun), f.took, true, false)
+	}
 	return f.response
 }
 

@@ -37,6 +37,11 @@ type Options struct {
 	// Default 1 MiB.
 	MaxOutput int
 
+	// MaxRecord caps a run's Record (Request.Record), in bytes as encoded,
+	// before compression: past it the record stops, says so (Incomplete),
+	// and cannot be replayed; the run goes on. Default 16 MiB.
+	MaxRecord int
+
 	// MaxPendingEarlyReads caps the early reads a run has started and not yet
 	// claimed; past it, prepare answers 0 and the call is made normally later.
 	// Default 64.
@@ -268,6 +273,7 @@ func (o *Options) withDefaults() Options {
 	setInt(&opts.MaxInputs, 1<<20)
 	setInt(&opts.MaxResult, 1<<20)
 	setInt(&opts.MaxOutput, 1<<20)
+	setInt(&opts.MaxRecord, 16<<20)
 	setInt(&opts.MaxPendingEarlyReads, 64)
 	setInt(&opts.MaxEarlyReads, 1024)
 	setInt(&opts.MaxDescriptors, 64)

@@ -99,6 +99,13 @@ type Request struct {
 	// stops forwarding to it for the rest of the run; the run goes on.
 	Stdout io.Writer
 	Stderr io.Writer
+
+	// Record asks for the run's Record in Output.Record: everything its
+	// outcome depends on, from which Runner.Replay runs it again, byte for
+	// byte, calling no tool (docs/sandbox.md, "Records").
+	Record bool
+
+	replay *replayer // set by Replay: the run answers from a record
 }
 
 // ToolWait is what Request.Waiting is told when the program waits for a
@@ -157,6 +164,10 @@ type Output struct {
 	// because they would take Files past Options.MaxFiles or MaxFileBytes.
 	Files        []File
 	FilesLeftOut int
+
+	// Record is the run's Record, when Request.Record asked for one (set
+	// also when the run failed, once it started).
+	Record *Record
 }
 
 // Runner runs programs against one Manifest. It is safe for concurrent use;
@@ -171,6 +182,7 @@ type Runner struct {
 	world        world          // the package archives and the warm-up
 	engine       *engine.Engine // the Guests: compiled, imaged, pooled
 	identity     snapshotIdentity
+	guest        RecordGuest // the Guest build, as records name it
 	sessions     *sessions
 	tracer       trace.Tracer // nil: no spans
 	log          *slog.Logger // nil: no log
@@ -228,6 +240,7 @@ func New(ctx context.Context, manifest Manifest, options *Options) (*Runner, err
 	id := artifactID(artifact)
 	key := imageKey(id, r.world.digest, r.tools)
 	r.identity = newSnapshotIdentity(id, r.tools, key)
+	r.guest = RecordGuest{Artifact: artifactName(id), Image: key}
 	r.engine, err = engine.New(ctx, engine.Config{
 		Wasm:           artifact.Wasm,
 		StdlibZip:      artifact.StdlibZip,
@@ -331,7 +344,7 @@ func (r *Runner) checkRequest(req *Request) (inputs, extra json.RawMessage, err 
 }
 
 // execute is run's work.
-func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output, error) {
+func (r *Runner) execute(ctx context.Context, req Request, s *Session) (_ *Output, outErr error) {
 	inputs, extra, err := r.checkRequest(&req)
 	if err != nil {
 		return nil, err
@@ -365,8 +378,9 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 		}()
 	}
 
-	st := newRunState(r, ctx, req.EarlyReads || req.Stream != nil)
-	st.tools, st.waiting = req.Tools, req.Waiting
+	st := newRunState(r, ctx, (req.EarlyReads || req.Stream != nil) && req.replay == nil)
+	st.tools, st.waiting, st.stop = req.Tools, req.Waiting, cancel
+	st.boundary(&req, inputs, s)
 	defer st.close()
 	var inst *engine.Instance
 	if session {
@@ -378,6 +392,7 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 		return nil, r.runError(ctx, err)
 	}
 	st.output = inst.Output
+	st.use(inst)
 	// The Guest goes back when the run is over. clean says it may serve
 	// another run, set once its run has ended and its answer is read; cause
 	// is the error its run ended with, for a session whose Guest broke.
@@ -403,6 +418,7 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 		var source string
 		if source, err = r.readStream(guestCtx, inst, req.Stream, inputs, extra, session); err == nil {
 			request, err = r.encodeExecute(req, source, inputs, extra, true, session)
+			st.rec.program(r, &req, source, inputs) // a streamed program, once it has arrived
 		} else {
 			tooLarge = errors.Is(err, ErrTooLarge)
 		}
@@ -418,6 +434,9 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (*Output,
 	}
 	st.recordUnclaimed()
 	out := &Output{ToolCalls: st.calls, Calls: st.record}
+	if st.rec != nil {
+		defer func() { out.Record = st.rec.finish(out, outErr) }()
+	}
 	out.Stdout, out.Stderr, out.StdoutTruncated, out.StderrTruncated = inst.Output()
 	out.Files, out.FilesLeftOut = outputFiles(inst, &r.opts)
 	if err != nil || ctx.Err() != nil {

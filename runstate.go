@@ -34,6 +34,10 @@ type runState struct {
 	early  bool            // early reads allowed for this run
 	tools  Manifest        // the run's own tools (Request.Tools), beside the Runner's
 
+	stop   context.CancelFunc // ends the run
+	rec    *recorder          // Request.Record's; nil: not recorded
+	replay *replayer          // Replay's; nil: not a replay
+
 	waiting func(ToolWait)                      // Request.Waiting
 	output  func() (string, string, bool, bool) // the Guest's output so far, for waiting
 	// ownCalls numbers the calls of the run's own tools as they start
@@ -137,6 +141,9 @@ func (st *runState) spend() error {
 func (st *runState) unclaimed(f *future) {
 	if f.handed {
 		st.record = append(st.record, ToolCall{Tool: f.request.Tool, Start: f.start.Sub(st.begun), Duration: f.took, Early: true, Failed: f.err != nil, Unclaimed: true})
+		if st.rec != nil {
+			st.rec.call(f.request, f.response, f.start.Sub(st.begun), f.took, true, true)
+		}
 	}
 }
 

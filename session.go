@@ -43,6 +43,7 @@ type Session struct {
 	file   string                // the snapshot's file, while hibernated in SessionOptions.Dir
 	size   int64                 // the bytes of that file
 	lost   error                 // why the Guest is gone, once a run broke it
+	runs   int                   // runs it made in this Runner (a Record's RecordSession.Runs)
 	ended  error                 // ErrSessionClosed, with why, once closed
 	broken atomic.Pointer[error] // lost or ended, for Err, which holds no turn
 
@@ -234,6 +235,7 @@ func (s *Session) wake(ctx context.Context, rd io.Reader) (*engine.Instance, err
 // runEnded is called by run when a run of the session has ended; failed says
 // the Guest broke (a call into it did not return).
 func (s *Session) runEnded(failed bool, cause error) {
+	s.runs++
 	if !failed {
 		return
 	}

@@ -31,6 +31,7 @@ type Response struct {
 	FilesLeftOut     int              `json:"files_left_out,omitempty"` // files left out of Files by the caps on files
 	Error            *Error           `json:"error"`                    // null on success
 	Timing           Timing           `json:"timing"`
+	Record           *spine.Record    `json:"record,omitempty"` // the run's record, when the request asked for it
 
 	// A run whose request declared "tools" (service's client tools) says
 	// where it is: Status "tool_calls" (paused: Pending are the calls to
@@ -93,6 +94,7 @@ func (r *Response) SetOutput(out *spine.Output) {
 	r.Calls = out.Calls
 	r.Files, r.FilesLeftOut = out.Files, out.FilesLeftOut
 	r.Displayed, r.DisplayedLeftOut = out.Displayed, out.DisplayedLeftOut
+	r.Record = out.Record
 	if r.Error == nil {
 		r.Value, r.Display = out.Value, out.Display
 	}

@@ -83,8 +83,9 @@ type runRequest struct {
 	Inputs     json.RawMessage `json:"inputs"`
 	TimeoutMS  int64           `json:"timeout_ms"`
 	EarlyReads bool            `json:"early_reads"`
-	Files      []spine.File    `json:"files"` // data in base64
-	Tools      []ClientTool    `json:"tools"` // answered by the caller (paused.go)
+	Files      []spine.File    `json:"files"`  // data in base64
+	Tools      []ClientTool    `json:"tools"`  // answered by the caller (paused.go)
+	Record     bool            `json:"record"` // answer with the run's record (spine.Request.Record)
 
 	MCPServers []mcpclient.Remote `json:"mcp_servers"` // reached for this run (mcpservers.go)
 }

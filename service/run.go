@@ -74,6 +74,7 @@ func (s *Server) runJSON(w http.ResponseWriter, r *http.Request, start time.Time
 		EarlyReads: req.EarlyReads,
 		Timeout:    s.timeout(req.TimeoutMS),
 		Files:      req.Files,
+		Record:     req.Record,
 	}
 	remote, ok := s.openRemotes(w, r, start, req.MCPServers, req.Tools)
 	if !ok {

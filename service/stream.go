@@ -50,6 +50,13 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	var record bool
+	if v := param("record", "Spine-Record"); v != "" {
+		if record, err = strconv.ParseBool(v); err != nil {
+			s.refuse(w, start, http.StatusBadRequest, kindBadRequest, fmt.Sprintf("record %q is not a boolean", v))
+			return
+		}
+	}
 	body := &streamBody{
 		body:       http.MaxBytesReader(w, r.Body, s.opts.MaxBody),
 		controller: http.NewResponseController(w),
@@ -60,6 +67,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		Inputs:     inputs,
 		EarlyReads: true,
 		Timeout:    s.timeout(timeoutMS),
+		Record:     record,
 	}, body, nil)
 }
 

@@ -18,6 +18,7 @@ var usages = map[string]struct {
 }{
 	"demo":            {demoUsage, new(cacheFlags).flags},
 	"run":             {runUsage, new(runOptions).flags},
+	"replay":          {replayUsage, new(replayOptions).flags},
 	"tools":           {toolsUsage, new(toolsOptions).flags},
 	"bench":           {benchUsage, new(benchOptions).flags},
 	"bench first-run": {firstRunUsage, new(firstRunOptions).flags},

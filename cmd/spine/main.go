@@ -45,6 +45,7 @@ const usage = `usage: spine <command> [flags]
 commands:
   demo    run the seed's demo: Python multiplies a looked-up price by a quantity
   run     run a Python program with MCP servers' tools (spine run -h)
+  replay  run a recorded run again from its record, calling no tool (spine replay -h)
   tools   print the Python stubs of the tools a program can call (spine tools -h)
   bench   measure runs in every start mode against native python3 (spine bench -h)
   serve   serve the HTTP API: runs, streamed runs, sessions, the code-mode tool
@@ -71,6 +72,7 @@ exit codes: 0 ok, 1 Python error, 2 usage error, 3 time-out, 4 other failure
 var commands = map[string]func(args []string, stdin io.Reader, stdout, stderr io.Writer) int{
 	"demo":    demoCommand,
 	"run":     runCommand,
+	"replay":  replayCommand,
 	"tools":   toolsCommand,
 	"bench":   benchCommand,
 	"serve":   serveCommand,

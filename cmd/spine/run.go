@@ -41,6 +41,7 @@ flags:
   --session FILE        run in the Python session saved in FILE (a new one when FILE does not exist) and save it back there
   --file [NAME=]PATH    place the file at PATH in the program's working directory as NAME (default: its base name); repeatable
   --out DIR             write the files the program created or changed in its working directory to DIR, and list them
+  --record FILE         write the run's record to FILE (mode 0600), which spine replay runs again, calling no tool
   --guest data|DIR      the Guest to run on: the data Guest (numpy, pandas, sympy: docs/packages.md), or a folder
                         holding a Guest build's spine.wasm (with its python311.zip and packages.zip when it has them)
   --packages DIR        the program's own pure-Python packages, as site-packages holds them (compiled modules are refused)
@@ -84,6 +85,7 @@ type runOptions struct {
 	session    string // --session FILE
 	files      fileFlags
 	out        string // --out DIR
+	record     string // --record FILE
 	guest      guestOptions
 	cache      cacheFlags
 }
@@ -196,6 +198,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.session, "session", "", "")
 	fs.Var(&o.files, "file", "")
 	fs.StringVar(&o.out, "out", "", "")
+	fs.StringVar(&o.record, "record", "", "")
 	o.guest.flags(fs)
 	o.cache.flags(fs)
 }
@@ -251,8 +254,9 @@ type runResult struct {
 	door.Response
 	ExitCode int           `json:"exit_code"`
 	Session  *runSession   `json:"session,omitempty"`
-	Written  []string      `json:"written,omitempty"` // where --out wrote Files, in their order
-	Refused  []refusedFile `json:"refused,omitempty"` // the Files --out did not write, and why
+	Recorded string        `json:"recorded,omitempty"` // where --record wrote the run's record
+	Written  []string      `json:"written,omitempty"`  // where --out wrote Files, in their order
+	Refused  []refusedFile `json:"refused,omitempty"`  // the Files --out did not write, and why
 }
 
 // runSession is what --json says of --session FILE.
@@ -324,6 +328,9 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	out, code, e := execute(ctx, run, inv, rep)
 	if inv.o.out != "" && out != nil && len(out.Files) > 0 {
 		code, e = rep.writeOut(inv.o.out, out.Files, code, e)
+	}
+	if inv.o.record != "" && out != nil && out.Record != nil {
+		code, e = rep.writeRecord(inv.o.record, out.Record, code, e)
 	}
 	if session != nil {
 		code, e = rep.save(ctx, session, inv.o.session, code, e)
@@ -427,6 +434,7 @@ func execute(ctx context.Context, run func(context.Context, spine.Request) (*spi
 		EarlyReads: inv.o.earlyReads,
 		Timeout:    inv.o.timeout,
 		Files:      inv.files,
+		Record:     inv.o.record != "",
 	}
 	if !inv.o.json {
 		req.Stdout, req.Stderr = rep.streamOut, rep.streamErr
@@ -472,7 +480,32 @@ func (rep *runReport) writeOut(dir string, files []spine.File, code int, e *door
 	if e == nil {
 		return exitFailure, &door.Error{Kind: kindFailure, Message: msg}
 	}
-	fmt.Fprintf(rep.stderr, "spine run: %s\n", rep.errText(msg))
+	fmt.Fprintf(rep.stderr, "%s: %s\n", rep.name, rep.errText(msg))
+	return code, e
+}
+
+// writeRecord writes the run's record to file (--record), readable by the
+// owner only: it holds the program's inputs and its tools' results. A record
+// that cannot be written fails a run that went well.
+func (rep *runReport) writeRecord(file string, rec *spine.Record, code int, e *door.Error) (int, *door.Error) {
+	data, err := rec.Encode()
+	if err == nil { // a temporary file, 0600, renamed into place
+		err = atomicfile.Write(file, data, atomicfile.Options{})
+	}
+	msg := ""
+	switch {
+	case err != nil:
+		msg = fmt.Sprintf("--record: %v", err)
+	case rec.Incomplete != "":
+		msg = fmt.Sprintf("--record: %s is incomplete, and cannot be replayed: %s", file, rec.Incomplete)
+	default:
+		rep.res.Recorded = file
+		return code, e
+	}
+	if e == nil && err != nil {
+		return exitFailure, &door.Error{Kind: kindFailure, Message: msg}
+	}
+	fmt.Fprintf(rep.stderr, "%s: %s\n", rep.name, rep.errText(msg))
 	return code, e
 }
 
@@ -496,6 +529,7 @@ func (rep *runReport) save(ctx context.Context, session *spine.Session, file str
 // runReport is what spine run prints: the program's output as it runs
 // (without --json), then the result, as text or as one JSON object.
 type runReport struct {
+	name                 string // the command, which its messages start with
 	json                 bool
 	stdout, stderr       io.Writer
 	outText, outJSON     func(string) string // what goes to stdout, neutralized on a terminal
@@ -508,7 +542,7 @@ type runReport struct {
 func newRunReport(o runOptions, stdout, stderr io.Writer) *runReport {
 	// What the program wrote, and what came from it (a traceback, an
 	// exception's message, its value), goes to a terminal neutralized.
-	rep := &runReport{json: o.json, stdout: stdout, stderr: stderr, outText: plain, outJSON: plain, errText: plain}
+	rep := &runReport{name: "spine run", json: o.json, stdout: stdout, stderr: stderr, outText: plain, outJSON: plain, errText: plain}
 	if !o.raw && isTerminal(stdout) {
 		rep.outText, rep.outJSON = terminalText, terminalJSON
 	}
@@ -574,26 +608,26 @@ func (rep *runReport) finish(code int, e *door.Error) int {
 	case e.Kind == "python":
 		fmt.Fprintf(stderr, "%s: %s\n", errText(e.Type), errText(e.Message))
 	default:
-		fmt.Fprintf(stderr, "spine run: %s\n", errText(e.Message))
+		fmt.Fprintf(stderr, "%s: %s\n", rep.name, errText(e.Message))
 	}
 	if res.Session != nil && res.Session.Note != "" {
-		fmt.Fprintf(stderr, "spine run: %s\n", res.Session.Note)
+		fmt.Fprintf(stderr, "%s: %s\n", rep.name, res.Session.Note)
 	}
 	written, refused := res.Written, res.Refused
 	for _, f := range res.Files {
 		switch {
 		case len(refused) > 0 && refused[0].Name == f.Name:
-			fmt.Fprintf(stderr, "spine run: not written: %s: %s\n", errText(f.Name), errText(refused[0].Reason))
+			fmt.Fprintf(stderr, "%s: not written: %s: %s\n", rep.name, errText(f.Name), errText(refused[0].Reason))
 			refused = refused[1:]
 		case len(written) > 0:
-			fmt.Fprintf(stderr, "spine run: wrote %s (%d bytes)\n", errText(written[0]), len(f.Data))
+			fmt.Fprintf(stderr, "%s: wrote %s (%d bytes)\n", rep.name, errText(written[0]), len(f.Data))
 			written = written[1:]
 		default:
-			fmt.Fprintf(stderr, "spine run: the program left %s (%d bytes); --out DIR writes it\n", errText(f.Name), len(f.Data))
+			fmt.Fprintf(stderr, "%s: the program left %s (%d bytes); --out DIR writes it\n", rep.name, errText(f.Name), len(f.Data))
 		}
 	}
 	if res.FilesLeftOut > 0 {
-		fmt.Fprintf(stderr, "spine run: %d more files left out, past the limit on files\n", res.FilesLeftOut)
+		fmt.Fprintf(stderr, "%s: %d more files left out, past the limit on files\n", rep.name, res.FilesLeftOut)
 	}
 	return code
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
+	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/spine-run/spine/guest"
 	"github.com/spine-run/spine/internal/abi"
@@ -36,6 +37,7 @@ type Instance struct {
 	session        bool         // a session's: a run out of time is interrupted before it is stopped
 	ran            bool         // it was handed to a run (and given the hot pages)
 	runCtx         context.Context
+	src            Source // the run's time and random bytes (Use); nil: the system's
 }
 
 // guestFunctions are the Guest's exports the Host calls, looked up once.
@@ -77,9 +79,10 @@ func (e *Engine) newInstance(ctx context.Context, img *image, maxMemory uint64) 
 		WithStartFunctions(). // _initialize runs below, after the data segments
 		WithFSConfig(wazero.NewFSConfig().WithFSMount(inst.fds, guest.StdlibMount).(sysfs.FSConfig).
 			WithSysFSMount(inst.fds.scratch, ScratchMount)).
-		WithSysWalltime().
-		WithSysNanotime().
-		WithRandSource(randSource(ctx)).
+		// wazero's resolutions for its system clocks (WithSysWalltime, WithSysNanotime).
+		WithWalltime(inst.walltime, sys.ClockResolution(time.Microsecond)).
+		WithNanotime(inst.nanotime, 1).
+		WithRandSource(guestRandom{inst: inst, system: randSource(ctx)}).
 		WithStdout(inst.stdout).
 		WithStderr(inst.stderr).
 		WithNanosleep(inst.sleep)
@@ -264,7 +267,12 @@ func (inst *Instance) Scratch() *scratch.Tree { return inst.fds.scratch.Tree() }
 
 // End drops the run's scratch tree: its files are gone, and any the Guest
 // still holds open answer EBADF.
-func (inst *Instance) End() { inst.fds.scratch.End() }
+func (inst *Instance) End() {
+	inst.fds.scratch.End()
+	if inst.src != nil {
+		inst.Use(nil)
+	}
+}
 
 // reusable reports whether, after a run that ended without a trap or a stop,
 // the instance can be reset and run again: whether all of its state is the
@@ -398,7 +406,7 @@ func (inst *Instance) Close() {
 // run). The Guest's interrupt only sets flags.
 func (inst *Instance) sleep(ns int64) {
 	ctx := inst.runCtx
-	sleep(ctx, ns)
+	inst.pause(ctx, ns)
 	if ctx != nil && ctx.Err() != nil && inst.session && inst.fns.interrupt != nil {
 		_, _ = inst.fns.interrupt.Call(context.WithoutCancel(ctx))
 	}

@@ -4,7 +4,6 @@ import (
 	"io"
 	"io/fs"
 	"slices"
-	"time"
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 	"github.com/tetratelabs/wazero/sys"
@@ -217,7 +216,7 @@ func (h *handle) Pwrite(buf []byte, off int64) (int, experimentalsys.Errno) {
 	}
 	copy(n.data[off:], buf)
 	n.changed = true
-	n.mtim = time.Now().UnixNano()
+	n.mtim = t.now()
 	return len(buf), 0
 }
 
@@ -237,7 +236,7 @@ func (h *handle) Truncate(size int64) experimentalsys.Errno {
 		return h.fs.noSpace()
 	}
 	n.changed = true
-	n.mtim = time.Now().UnixNano()
+	n.mtim = t.now()
 	return 0
 }
 

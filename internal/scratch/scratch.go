@@ -64,22 +64,28 @@ type FS struct {
 	open    *atomic.Int64 // descriptors held open, shared with the Guest's other file systems
 	tree    *Tree         // the current run's; nil between runs
 	restate uint32        // the errno the last failure meant, where wazero can only say EIO
+	clock   func() int64  // the trees' clock (SetClock); nil: the system's
 }
 
 // New returns an FS serving an empty tree, until the first Begin. open
 // counts the files and directories held open through it.
 func New(limits Limits, open *atomic.Int64) *FS {
 	f := &FS{limits: limits, open: open}
-	f.tree = newTree(limits)
+	f.tree = newTree(limits, nil)
 	return f
 }
 
 // Begin drops the current tree and serves a new, empty one, which it returns.
 func (f *FS) Begin() *Tree {
 	f.End()
-	f.tree = newTree(f.limits)
+	f.tree = newTree(f.limits, f.clock)
 	return f.tree
 }
+
+// SetClock makes clock, in nanoseconds since the epoch, the time the trees
+// Begin makes from now on give their files (nil: the system's). A recorded
+// run's clock is its record's (the Guest sees these times through stat).
+func (f *FS) SetClock(clock func() int64) { f.clock = clock }
 
 // End drops the current tree: its contents are freed at once, and every
 // file and directory still open in it answers EBADF from now on.
@@ -120,6 +126,15 @@ type Tree struct {
 	entries int   // files and directories counted against limits.MaxEntries
 	lastIno uint64
 	dead    bool
+	clock   func() int64 // nil: the system's
+}
+
+// now is the time a file or directory of the tree is made or changed.
+func (t *Tree) now() int64 {
+	if t.clock != nil {
+		return t.clock()
+	}
+	return time.Now().UnixNano()
 }
 
 type node struct {
@@ -137,8 +152,8 @@ type node struct {
 	counted bool // counts as an entry
 }
 
-func newTree(limits Limits) *Tree {
-	t := &Tree{limits: limits}
+func newTree(limits Limits, clock func() int64) *Tree {
+	t := &Tree{limits: limits, clock: clock}
 	t.root = t.newNode(true)
 	for _, name := range []string{WorkDir, TmpDir} {
 		d := t.newNode(true)
@@ -150,7 +165,7 @@ func newTree(limits Limits) *Tree {
 
 func (t *Tree) newNode(dir bool) *node {
 	t.lastIno++
-	now := time.Now().UnixNano()
+	now := t.now()
 	n := &node{ino: t.lastIno, dir: dir, perm: 0o644, atim: now, mtim: now, ctim: now}
 	if dir {
 		n.kids = map[string]*node{}
@@ -352,7 +367,7 @@ func (f *FS) OpenFile(path string, flag experimentalsys.Oflag, perm fs.FileMode)
 		if flag&experimentalsys.O_TRUNC != 0 && writes && len(n.data) > 0 {
 			t.resize(n, 0)
 			n.changed = true
-			n.mtim = time.Now().UnixNano()
+			n.mtim = t.now()
 		}
 	}
 	h := &handle{fs: f, tree: t, node: n, read: access != experimentalsys.O_WRONLY, write: writes,
@@ -481,7 +496,7 @@ func (f *FS) Rename(from, to string) experimentalsys.Errno {
 	}
 	delete(fromDir.kids, fromName)
 	toDir.kids[toName] = n
-	now := time.Now().UnixNano()
+	now := t.now()
 	fromDir.mtim, toDir.mtim, n.ctim = now, now, now
 	markChanged(n)
 	return 0
@@ -562,7 +577,7 @@ func (f *FS) Unlink(path string) experimentalsys.Errno {
 // back once nothing holds it open.
 func (t *Tree) unlink(dir *node, name string, n *node) {
 	delete(dir.kids, name)
-	dir.mtim = time.Now().UnixNano()
+	dir.mtim = t.now()
 	n.removed = true
 	t.release(n)
 }
