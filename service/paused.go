@@ -13,6 +13,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -218,6 +219,8 @@ type pausedRun struct {
 	// held; cancel is set, and the run started, before the run is in
 	// pausedRuns' reach with it.
 	finished chan struct{}
+	stream   *runStream  // the run is answered as events (pausedstream.go); else nil
+	body     *streamBody // prefix mode: the program as it streams in; else nil
 
 	mu       sync.Mutex
 	calls    map[int]*clientCall // reached their Call, not answered
@@ -229,6 +232,7 @@ type pausedRun struct {
 	ended    bool
 	final    runEvent // when ended
 	slotHeld bool
+	streamed bool          // holds one of the stream slots too (prefix mode, until it pauses or ends)
 	limit    time.Duration // the run's time limit, of its own running only
 	used     time.Duration
 	since    time.Time
@@ -244,6 +248,9 @@ func (pr *pausedRun) call(name string) spine.Tool {
 		pr.mu.Lock()
 		pr.entered++
 		pr.calls[c.n] = c
+		if pr.stream != nil {
+			pr.announce(c)
+		}
 		pr.check()
 		pr.mu.Unlock()
 		select {
@@ -283,6 +290,17 @@ func (pr *pausedRun) check() {
 	pr.paused = true
 	pr.stopClock()
 	pr.freeSlot()
+	pr.waitEnd = time.AfterFunc(pr.s.opts.ToolWait, func() {
+		pr.mu.Lock()
+		if pr.paused && !pr.ended {
+			pr.expired = true
+			pr.cancel(errToolWait)
+		}
+		pr.mu.Unlock()
+	})
+	if pr.stream != nil {
+		return // every pending call was a tool_call event as it reached its Call
+	}
 	nums := make([]int, 0, len(pr.calls))
 	for n := range pr.calls {
 		nums = append(nums, n)
@@ -294,20 +312,17 @@ func (pr *pausedRun) check() {
 		pr.asked[callID(n)] = false
 		resp.Pending = append(resp.Pending, PendingCall{ID: callID(n), Name: c.name, Arguments: c.args})
 	}
-	pr.waitEnd = time.AfterFunc(pr.s.opts.ToolWait, func() {
-		pr.mu.Lock()
-		if pr.paused && !pr.ended {
-			pr.expired = true
-			pr.cancel(errToolWait)
-		}
-		pr.mu.Unlock()
-	})
 	pr.send(runEvent{http.StatusOK, resp})
 }
 
 // send hands ev to the request waiting on the run, in place of one nobody
-// read. Under pr.mu.
+// read; for a run answered as events, ev is the end, the stream's last.
+// Under pr.mu.
 func (pr *pausedRun) send(ev runEvent) {
+	if pr.stream != nil {
+		pr.stream.push(streamItem{})
+		return
+	}
 	select {
 	case <-pr.events:
 	default:
@@ -330,22 +345,36 @@ func (pr *pausedRun) stopClock() {
 	}
 }
 
-// freeSlot gives the run's slot back. Under pr.mu.
+// freeSlot gives the run's slot back, and its stream slot: a paused stream
+// has its whole program, and continues as any run. Under pr.mu.
 func (pr *pausedRun) freeSlot() {
 	if pr.slotHeld {
 		pr.slotHeld = false
 		<-pr.s.slots
 		pr.s.metrics.inFlight.Dec()
 	}
+	if pr.streamed {
+		pr.streamed = false
+		<-pr.s.streams
+		pr.s.metrics.streamsInFlight.Dec()
+	}
 }
 
 // runClient runs req, whose request declared tools: it takes sess's turn
 // (when sess is not nil) and a slot, starts the run and answers with its
-// first pause or its end. It reports whether the run keeps sess (it
+// first pause or its end, or, for a request that asked for events, with
+// the run's events to its end. body is the streamed program of prefix
+// mode, nil for a JSON request. It reports whether the run keeps sess (it
 // releases it when it ends).
-func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, tools []ClientTool, sess *fleet.Session) (kept bool) {
-	if _, err := checkClientTools(tools, nil); err != nil { // before the cap: a bad list is 400 whatever the load
-		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, err.Error())
+func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, tools []ClientTool, sess *fleet.Session, body *streamBody) (kept bool) {
+	// Before the cap: a bad list is 400 whatever the load, and before any
+	// event, a name of the server's tools too.
+	checked, err := checkClientTools(tools, nil)
+	if err == nil {
+		err = s.runner.CheckTools(checked)
+	}
+	if err != nil {
+		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, strings.TrimPrefix(err.Error(), "spine: bad request: "))
 		return false
 	}
 	pr, refused := s.addRun(s.owner(r))
@@ -374,7 +403,7 @@ func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Ti
 			return s.fleet.Run(ctx, sess, req)
 		}
 	}
-	if !s.admit(w, start, false, func() {
+	if !s.admit(w, start, body != nil, func() {
 		if sess != nil {
 			sess.Unlock()
 		}
@@ -383,12 +412,28 @@ func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Ti
 		return false
 	}
 	s.metrics.inFlight.Inc()
+	if body != nil {
+		s.metrics.streamsInFlight.Inc()
+		w.Header().Del("Connection") // the run reads the body
+	}
+	pr.body = body
+	if wantsEvents(r) {
+		if body != nil {
+			_ = http.NewResponseController(w).EnableFullDuplex() // events while the program arrives
+		}
+		pr.stream = newRunStream(w)
+		req.Stdout, req.Stderr = pr.stream.stdout, pr.stream.stderr
+	}
 	pr.mu.Lock()
-	pr.slotHeld = true
+	pr.slotHeld, pr.streamed = true, body != nil
 	pr.startClock()
 	pr.mu.Unlock()
 	go pr.run(target, req, sess, giveTurn)
-	s.awaitRun(w, r, start, pr)
+	if pr.stream != nil {
+		s.streamRun(r, start, pr)
+	} else {
+		s.awaitRun(w, r, start, pr)
+	}
 	return sess != nil
 }
 
@@ -405,8 +450,14 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 	defer close(pr.finished)
 	runStart := time.Now()
 	out, err := target(pr.ctx, req)
+	if pr.body != nil {
+		pr.body.finish() // how reading ended is known before the run is judged
+	}
 	status, e := http.StatusOK, (*Error)(nil)
 	switch cause := context.Cause(pr.ctx); {
+	case pr.body != nil && (pr.body.idled() || errors.As(pr.body.failure(), new(*http.MaxBytesError))):
+		// Before the cause: the read that failed also ended the request.
+		status, e = classify(context.Background(), pr.limit, err, pr.body)
 	case errors.Is(cause, errToolWait):
 		status, e = http.StatusRequestTimeout, &Error{Kind: kindToolWait, Message: fmt.Sprintf("the caller did not send the tool results within %v (--tool-wait); the run was stopped", s.opts.ToolWait)}
 	case errors.Is(cause, errRunLimit):
@@ -416,7 +467,7 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 	case errors.Is(cause, errGone):
 		status, e = statusClientClosed, &Error{Kind: kindCanceled, Message: "the client went away; the run was stopped"}
 	case err != nil:
-		status, e = classify(context.Background(), pr.limit, err, nil)
+		status, e = classify(context.Background(), pr.limit, err, pr.body)
 	}
 	if sess != nil && e != nil {
 		status, e = s.sessionRunError(context.Background(), sess, err, status, e)
@@ -466,6 +517,9 @@ func (s *Server) awaitRun(w http.ResponseWriter, r *http.Request, start time.Tim
 		writeJSON(w, ev.status, ev.resp)
 	case <-r.Context().Done():
 		pr.cancel(errGone)
+		if pr.body != nil {
+			<-pr.finished // the run reads the body, which is the handler's
+		}
 	}
 }
 
@@ -493,7 +547,11 @@ func (s *Server) handleToolResults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status, kind, msg := pr.checkResults(body.Results)
-	if msg == "" {
+	// The run goes on when the call it waits for is answered: with every
+	// result of its pause, or, for a run answered as events, with the
+	// result of that call, whatever else comes.
+	resume := msg == "" && (pr.stream == nil || pr.paused && answers(body.Results, callID(pr.wait.Call)))
+	if resume {
 		select {
 		case s.slots <- struct{}{}:
 			s.metrics.inFlight.Inc()
@@ -507,9 +565,11 @@ func (s *Server) handleToolResults(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, start, status, kind, msg)
 		return
 	}
-	pr.paused, pr.slotHeld, pr.wait = false, true, spine.ToolWait{}
-	pr.waitEnd.Stop()
-	pr.startClock()
+	if resume {
+		pr.paused, pr.slotHeld, pr.wait = false, true, spine.ToolWait{}
+		pr.waitEnd.Stop()
+		pr.startClock()
+	}
 	for _, res := range body.Results {
 		n, _ := strconv.Atoi(res.ID[len("call_"):])
 		pr.asked[res.ID] = true
@@ -519,7 +579,28 @@ func (s *Server) handleToolResults(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	pr.mu.Unlock()
+	if pr.stream != nil {
+		writeJSON(w, http.StatusAccepted, ResultsAccepted{RunID: pr.id, Accepted: len(body.Results)})
+		return
+	}
 	s.awaitRun(w, r, start, pr)
+}
+
+// ResultsAccepted is the answer of tool_results for a run answered as
+// events: its next calls and its end come on its stream.
+type ResultsAccepted struct {
+	RunID    string `json:"run_id"`
+	Accepted int    `json:"accepted"` // the results taken, every one of the request's
+}
+
+// answers reports whether results hold one for call id.
+func answers(results []toolResult, id string) bool {
+	for _, res := range results {
+		if res.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // checkResults says what is wrong with results for pr's pause: a status,
@@ -528,7 +609,7 @@ func (pr *pausedRun) checkResults(results []toolResult) (int, string, string) {
 	if pr.expired {
 		return http.StatusRequestTimeout, kindToolWait, fmt.Sprintf("the results came after %v (--tool-wait): the run was stopped", pr.s.opts.ToolWait)
 	}
-	if !pr.paused {
+	if !pr.paused && pr.stream == nil {
 		return http.StatusConflict, kindConflict, "the run is not waiting for results: another request is continuing it"
 	}
 	if len(results) == 0 {
@@ -550,6 +631,9 @@ func (pr *pausedRun) checkResults(results []toolResult) (int, string, string) {
 			return http.StatusBadRequest, kindBadRequest, fmt.Sprintf(`results[%d] (%s): "error" needs a "message"`, i, res.ID)
 		}
 		seen[res.ID] = true
+	}
+	if pr.stream != nil {
+		return 0, "", "" // results as they come: each call is its own
 	}
 	var missing []string
 	for id, answered := range pr.asked {

@@ -76,7 +76,7 @@ func (s *Server) runJSON(w http.ResponseWriter, r *http.Request, start time.Time
 		Files:      req.Files,
 	}
 	if len(req.Tools) > 0 {
-		return s.runClient(w, r, start, run, req.Tools, sess)
+		return s.runClient(w, r, start, run, req.Tools, sess, nil)
 	}
 	s.run(w, r, start, run, nil, sess)
 	return false
