@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -80,6 +81,8 @@ type Tool struct {
 	opts        Options
 	timeout     time.Duration // the limit a run really has
 	description string
+	manifest    spine.Manifest // the Runner's, for DescriptionWith
+	limits      spine.Options
 	input       json.RawMessage
 	check       spine.Tool // checks a call's arguments against the schema (fresh always allowed)
 }
@@ -90,7 +93,7 @@ type Tool struct {
 func New(runner *spine.Runner, manifest spine.Manifest, opts *Options) *Tool {
 	o := withDefaults(opts)
 	limits := runner.Options()
-	t := &Tool{runner: runner, opts: o, timeout: o.Timeout, input: statelessInputSchema}
+	t := &Tool{runner: runner, opts: o, timeout: o.Timeout, input: statelessInputSchema, manifest: maps.Clone(manifest), limits: limits}
 	if limits.Timeout > 0 && limits.Timeout < t.timeout {
 		t.timeout = limits.Timeout
 	}
@@ -125,6 +128,19 @@ func (t *Tool) Name() string { return ToolName }
 // runs, what it can and cannot do, the limits, and the Python stubs of the
 // tools it can call.
 func (t *Tool) Description() string { return t.description }
+
+// DescriptionWith returns the description for runs that bring tools of
+// their own (spine.Request.Tools): the stubs are the Runner's tools' and
+// these, each written as a Go tool's is. A tool with a name of the Runner's
+// is left out (Runner.CheckTools refuses such a list).
+func (t *Tool) DescriptionWith(tools spine.Manifest) string {
+	if len(tools) == 0 {
+		return t.description
+	}
+	all := maps.Clone(tools)
+	maps.Copy(all, t.manifest)
+	return describe(all, t.opts, t.timeout, &t.limits)
+}
 
 // Timeout returns the time limit of a run: Options.Timeout, or the Runner's
 // shorter one.

@@ -13,11 +13,11 @@ import (
 	"os"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/codemode"
 	"github.com/spine-run/spine/fleet"
 )
 
@@ -195,6 +195,17 @@ func (t *pausedRuns) get(id, owner string) *pausedRun {
 type runEvent struct {
 	status int
 	resp   Response
+	answer *ToolAnswer // for a run of POST /v1/tool/call: written in place of resp
+}
+
+// write answers w with ev.
+func (ev runEvent) write(w http.ResponseWriter, start time.Time) {
+	if ev.answer != nil {
+		writeJSON(w, ev.status, ev.answer)
+		return
+	}
+	ev.resp.Timing.TotalMS = ms(time.Since(start))
+	writeJSON(w, ev.status, ev.resp)
 }
 
 // clientCall is a call of a client tool that reached its Call.
@@ -219,8 +230,9 @@ type pausedRun struct {
 	// held; cancel is set, and the run started, before the run is in
 	// pausedRuns' reach with it.
 	finished chan struct{}
-	stream   *runStream  // the run is answered as events (pausedstream.go); else nil
-	body     *streamBody // prefix mode: the program as it streams in; else nil
+	stream   *runStream     // the run is answered as events (pausedstream.go); else nil
+	body     *streamBody    // prefix mode: the program as it streams in; else nil
+	tool     *codemode.Tool // a run of POST /v1/tool/call, answered as it answers (pausedtool.go); else nil
 
 	mu       sync.Mutex
 	calls    map[int]*clientCall // reached their Call, not answered
@@ -312,7 +324,11 @@ func (pr *pausedRun) check() {
 		pr.asked[callID(n)] = false
 		resp.Pending = append(resp.Pending, PendingCall{ID: callID(n), Name: c.name, Arguments: c.args})
 	}
-	pr.send(runEvent{http.StatusOK, resp})
+	ev := runEvent{status: http.StatusOK, resp: resp}
+	if pr.tool != nil {
+		ev.answer = &ToolAnswer{Status: resp.Status, RunID: resp.RunID, Pending: resp.Pending}
+	}
+	pr.send(ev)
 }
 
 // send hands ev to the request waiting on the run, in place of one nobody
@@ -360,30 +376,38 @@ func (pr *pausedRun) freeSlot() {
 	}
 }
 
-// runClient runs req, whose request declared tools: it takes sess's turn
-// (when sess is not nil) and a slot, starts the run and answers with its
-// first pause or its end, or, for a request that asked for events, with
-// the run's events to its end. body is the streamed program of prefix
-// mode, nil for a JSON request. It reports whether the run keeps sess (it
-// releases it when it ends).
-func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, tools []ClientTool, sess *fleet.Session, body *streamBody) (kept bool) {
+// clientRun is how a run with client tools came: the tools, the session to
+// run in (nil: a Guest of the pool), the streamed program of prefix mode
+// (nil: a JSON request), and run_python's Tool for POST /v1/tool/call,
+// whose answers are the model's (nil: a run's answers).
+type clientRun struct {
+	tools []ClientTool
+	sess  *fleet.Session
+	body  *streamBody
+	tool  *codemode.Tool
+}
+
+// runClient runs req, whose request declared tools: it takes the session's
+// turn and a slot, starts the run and answers with its first pause or its
+// end, or, for a request that asked for events, with the run's events to
+// its end. It reports whether the run keeps the session (it releases it
+// when it ends).
+func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, c clientRun) (kept bool) {
+	sess, body := c.sess, c.body
 	// Before the cap: a bad list is 400 whatever the load, and before any
 	// event, a name of the server's tools too.
-	checked, err := checkClientTools(tools, nil)
-	if err == nil {
-		err = s.runner.CheckTools(checked)
-	}
-	if err != nil {
-		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, strings.TrimPrefix(err.Error(), "spine: bad request: "))
+	if err := s.checkTools(c.tools); err != nil {
+		s.refuseClient(w, start, c.tool, http.StatusBadRequest, kindBadRequest, err.Error())
 		return false
 	}
 	pr, refused := s.addRun(s.owner(r))
 	if pr == nil {
 		w.Header().Set("Retry-After", "1")
-		s.refuse(w, start, http.StatusTooManyRequests, kindTooManyRuns, refused)
+		s.refuseClient(w, start, c.tool, http.StatusTooManyRequests, kindTooManyRuns, refused)
 		return false
 	}
-	manifest, _ := checkClientTools(tools, pr)
+	pr.tool = c.tool
+	manifest, _ := checkClientTools(c.tools, pr)
 	req.Tools, req.Waiting = manifest, pr.waiting
 	pr.limit = req.Timeout
 	req.Timeout = 0
@@ -403,11 +427,7 @@ func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Ti
 			return s.fleet.Run(ctx, sess, req)
 		}
 	}
-	if !s.admit(w, start, body != nil, func() {
-		if sess != nil {
-			sess.Unlock()
-		}
-	}) {
+	if !s.admitClient(w, start, c) {
 		pr.abandon()
 		return false
 	}
@@ -498,7 +518,10 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 		resp.Value = json.RawMessage("null")
 	}
 	pr.mu.Lock()
-	pr.final = runEvent{status, resp}
+	pr.final = runEvent{status: status, resp: resp}
+	if pr.tool != nil {
+		pr.final.status, pr.final.answer = pr.toolEnd(status, e, out, err)
+	}
 	pr.send(pr.final)
 	pr.mu.Unlock()
 	keep := time.Duration(0)
@@ -513,8 +536,7 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 func (s *Server) awaitRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun) {
 	select {
 	case ev := <-pr.events:
-		ev.resp.Timing.TotalMS = ms(time.Since(start))
-		writeJSON(w, ev.status, ev.resp)
+		ev.write(w, start)
 	case <-r.Context().Done():
 		pr.cancel(errGone)
 		if pr.body != nil {
@@ -543,7 +565,7 @@ func (s *Server) handleToolResults(w http.ResponseWriter, r *http.Request) {
 	if pr.ended {
 		ev := pr.final
 		pr.mu.Unlock()
-		writeJSON(w, ev.status, ev.resp)
+		ev.write(w, start)
 		return
 	}
 	status, kind, msg := pr.checkResults(body.Results)
@@ -584,23 +606,6 @@ func (s *Server) handleToolResults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.awaitRun(w, r, start, pr)
-}
-
-// ResultsAccepted is the answer of tool_results for a run answered as
-// events: its next calls and its end come on its stream.
-type ResultsAccepted struct {
-	RunID    string `json:"run_id"`
-	Accepted int    `json:"accepted"` // the results taken, every one of the request's
-}
-
-// answers reports whether results hold one for call id.
-func answers(results []toolResult, id string) bool {
-	for _, res := range results {
-		if res.ID == id {
-			return true
-		}
-	}
-	return false
 }
 
 // checkResults says what is wrong with results for pr's pause: a status,

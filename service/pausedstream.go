@@ -123,3 +123,20 @@ func (st *runStream) caughtUp(item streamItem, gone <-chan struct{}, pr *pausedR
 	}
 	return true
 }
+
+// ResultsAccepted is the answer of tool_results for a run answered as
+// events: its next calls and its end come on its stream.
+type ResultsAccepted struct {
+	RunID    string `json:"run_id"`
+	Accepted int    `json:"accepted"` // the results taken, every one of the request's
+}
+
+// answers reports whether results hold one for call id.
+func answers(results []toolResult, id string) bool {
+	for _, res := range results {
+		if res.ID == id {
+			return true
+		}
+	}
+	return false
+}

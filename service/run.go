@@ -76,7 +76,7 @@ func (s *Server) runJSON(w http.ResponseWriter, r *http.Request, start time.Time
 		Files:      req.Files,
 	}
 	if len(req.Tools) > 0 {
-		return s.runClient(w, r, start, run, req.Tools, sess, nil)
+		return s.runClient(w, r, start, run, clientRun{tools: req.Tools, sess: sess})
 	}
 	s.run(w, r, start, run, nil, sess)
 	return false

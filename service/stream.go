@@ -53,12 +53,10 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var tools []ClientTool
-	if v := param("tools", "Spine-Tools"); v != "" {
-		if err := decodeTools(v, &tools); err != nil {
-			s.refuse(w, start, http.StatusBadRequest, kindBadRequest, "tools: "+err.Error())
-			return
-		}
+	tools, err := clientToolsSetting(r)
+	if err != nil {
+		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, err.Error())
+		return
 	}
 	body := &streamBody{
 		body:       http.MaxBytesReader(w, r.Body, s.opts.MaxBody),
@@ -72,7 +70,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		Timeout:    s.timeout(timeoutMS),
 	}
 	if len(tools) > 0 {
-		s.runClient(w, r, start, req, tools, nil, body)
+		s.runClient(w, r, start, req, clientRun{tools: tools, body: body})
 		return
 	}
 	s.run(w, r, start, req, body, nil)
