@@ -437,7 +437,7 @@ func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Ti
 		w.Header().Del("Connection") // the run reads the body
 	}
 	pr.body = body
-	if wantsEvents(r) {
+	if wantsEvents(r) && c.tool == nil { // run_python's answers are JSON only
 		if body != nil {
 			_ = http.NewResponseController(w).EnableFullDuplex() // events while the program arrives
 		}

@@ -54,8 +54,9 @@ func TestToolClientTools(t *testing.T) {
 		}
 	}
 
+	// JSON whatever the Accept: run_python's answers are not events.
 	args := []byte(`{"source": "w = get_weather('Paris')\nprint(w)\nw['temp'] + lookup(key='book')"}`)
-	status, raw, _ = c.send("POST", "/v1/tool/call", "application/json", args, "Spine-Tools", string(list))
+	status, raw, _ = c.send("POST", "/v1/tool/call", "application/json", args, "Spine-Tools", string(list), "Accept", "text/event-stream")
 	a := c.toolAnswer(status, raw)
 	if status != http.StatusOK || a.Status != "tool_calls" || !strings.HasPrefix(a.RunID, "run_") || len(a.Pending) != 1 ||
 		a.Pending[0].Name != "get_weather" || string(a.Pending[0].Arguments) != `{"city":"Paris"}` {
