@@ -522,13 +522,17 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 	if pr.tool != nil {
 		pr.final.status, pr.final.answer = pr.toolEnd(status, e, out, err)
 	}
-	pr.send(pr.final)
 	pr.mu.Unlock()
 	keep := time.Duration(0)
 	if e != nil && e.Kind == kindToolWait {
 		keep = max(s.opts.ToolWait, time.Minute) // a late continuation learns what happened
 	}
+	// Out of the table before the end is answered: a caller that has it
+	// finds no run there any more.
 	s.paused.ended(pr, keep)
+	pr.mu.Lock()
+	pr.send(pr.final)
+	pr.mu.Unlock()
 }
 
 // awaitRun answers r with pr's next pause or its end; a client that goes
@@ -563,6 +567,9 @@ func (s *Server) handleToolResults(w http.ResponseWriter, r *http.Request) {
 	}
 	pr.mu.Lock()
 	if pr.ended {
+		pr.mu.Unlock()
+		<-pr.finished // its answer is made: the end, kept after --tool-wait
+		pr.mu.Lock()
 		ev := pr.final
 		pr.mu.Unlock()
 		ev.write(w, start)
