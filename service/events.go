@@ -79,6 +79,24 @@ func (e *eventStream) send(event string, data []byte) error {
 
 var errEventsFailed = io.ErrClosedPipe
 
+// comment writes a comment line, which clients ignore: to keep a quiet
+// stream's connection open.
+func (e *eventStream) comment(text string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.failed {
+		return errEventsFailed
+	}
+	_, err := io.WriteString(e.w, ": "+text+"\n\n")
+	if err == nil {
+		err = e.flusher.Flush()
+	}
+	if err != nil {
+		e.failed = true
+	}
+	return err
+}
+
 // stop sends nothing more, once a send in progress has ended: the handler
 // is about to return, after which its ResponseWriter must not be used.
 func (e *eventStream) stop() {

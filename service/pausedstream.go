@@ -17,6 +17,12 @@ import (
 // pauses, holding no slot, while it waits for a call not yet answered, and
 // goes on when that call's result comes.
 
+// keepAlive is how often a run's stream waiting for what comes next sends
+// a comment (": keep-alive"), which clients ignore: a proxy in front closes
+// a connection silent for long (nginx after a minute), and a run may wait
+// for its caller for --tool-wait.
+var keepAlive = 15 * time.Second
+
 // runStream is the event stream of a run with client tools.
 type runStream struct {
 	events         *eventStream
@@ -72,6 +78,8 @@ func (s *Server) streamRun(r *http.Request, start time.Time, pr *pausedRun) {
 	st := pr.stream
 	defer st.events.stop()
 	gone := r.Context().Done()
+	quiet := time.NewTicker(keepAlive)
+	defer quiet.Stop()
 	for {
 		pr.mu.Lock()
 		var item streamItem
@@ -87,6 +95,10 @@ func (s *Server) streamRun(r *http.Request, start time.Time, pr *pausedRun) {
 			case <-gone:
 				pr.cancel(errGone)
 				gone = nil
+			case <-quiet.C:
+				if st.events.comment("keep-alive") != nil {
+					pr.cancel(errGone)
+				}
 			}
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/service"
@@ -24,7 +25,8 @@ type toolCall struct {
 }
 
 // eventsOf sends req, which asks for events, and returns them as they
-// arrive (closed at the end of the stream).
+// arrive (closed at the end of the stream), a comment as an event named
+// "comment".
 func eventsOf(t *testing.T, req *http.Request) <-chan event {
 	t.Helper()
 	req.Header.Set("Accept", "text/event-stream")
@@ -49,6 +51,8 @@ func eventsOf(t *testing.T, req *http.Request) <-chan event {
 			case line == "":
 				ch <- e
 				e = event{}
+			case strings.HasPrefix(line, ": "):
+				e = event{"comment", line[len(": "):]}
 			case strings.HasPrefix(line, "event: "):
 				e.name = line[len("event: "):]
 			case strings.HasPrefix(line, "data: "):
@@ -82,7 +86,7 @@ func upTo(t *testing.T, ch <-chan event, name string) (event, string) {
 			return e, stdout
 		case "stdout":
 			stdout += text(t, e)
-		case "stderr":
+		case "stderr", "comment":
 		default:
 			t.Fatalf("event %s %s while waiting for %s", e.name, e.data, name)
 		}
@@ -302,5 +306,27 @@ func TestClientToolsStream(t *testing.T) {
 		if status, out, _ := do(t, req); status != http.StatusBadRequest || out.Error.Kind != "bad_request" {
 			t.Errorf("tools %s: status %d %+v", tools, status, out.Error)
 		}
+	}
+}
+
+// TestClientToolsEventsKeepAlive: a stream waiting for its caller sends
+// comments, which keep a proxy from closing it, and goes on after them.
+func TestClientToolsEventsKeepAlive(t *testing.T) {
+	defer service.SetKeepAlive(time.Millisecond)()
+	_, ts := newSessionServer(t, nil, nil)
+	c := client{t: t, url: ts.URL}
+	ch := c.runEvents(t.Context(), "/v1/run", run{"source": "get_weather('x')", "tools": []any{weather}})
+	e, _ := upTo(t, ch, "tool_call")
+	call := callOf(t, e)
+	for e := range ch {
+		if e.name == "comment" && e.data == "keep-alive" {
+			break
+		}
+		t.Fatalf("event %s %s, want a comment", e.name, e.data)
+	}
+	c.accepted(call.RunID, value(call.ID, "fog"))
+	e, _ = upTo(t, ch, "result")
+	if status, out := resultOf(t, e); status != http.StatusOK || string(out.Value) != `"fog"` {
+		t.Fatalf("result %s", e.data)
 	}
 }
