@@ -330,3 +330,22 @@ func TestClientToolsEventsKeepAlive(t *testing.T) {
 		t.Fatalf("result %s", e.data)
 	}
 }
+
+// TestClientToolsEventsSession: a session's run asked as events pauses as
+// any, and the session keeps what it did.
+func TestClientToolsEventsSession(t *testing.T) {
+	_, ts := newSessionServer(t, nil, nil)
+	c := client{t: t, url: ts.URL}
+	id := c.create()
+	ch := c.runEvents(t.Context(), "/v1/sessions/"+id+"/run", run{"source": "w = get_weather('Oslo')\nw", "tools": []any{weather}})
+	e, _ := upTo(t, ch, "tool_call")
+	call := callOf(t, e)
+	c.accepted(call.RunID, value(call.ID, "snow"))
+	e, _ = upTo(t, ch, "result")
+	if status, out := resultOf(t, e); status != http.StatusOK || string(out.Value) != `"snow"` {
+		t.Fatalf("result %s", e.data)
+	}
+	if got := c.mustRun(id, "w"); got != `"snow"` {
+		t.Errorf("the session after the run: %s", got)
+	}
+}
