@@ -125,6 +125,15 @@ func (r *Runner) runTools(tools Manifest) (Manifest, json.RawMessage, error) {
 	return copied, r.runToolCache.encode(copied), nil
 }
 
+// CheckTools reports whether tools may be a run's own (Request.Tools), as
+// Run checks them: an error wrapping ErrBadRequest that names the first
+// tool refused, a name of the Runner's among them. A server checks a
+// request's tools with it before it answers anything of the run.
+func (r *Runner) CheckTools(tools Manifest) error {
+	_, _, err := r.runTools(tools)
+	return err
+}
+
 // guestToolCache keeps the Guest's form of the tools runs brought
 // (Request.Tools), by what it is made of: a caller sends the same tools with
 // every run of an agent's loop, and writing a tool's stub costs more than a

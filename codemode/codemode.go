@@ -33,6 +33,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -95,6 +96,8 @@ type Tool struct {
 	opts        Options
 	timeout     time.Duration // the limit a run really has
 	description string
+	manifest    spine.Manifest // the Runner's, for DescriptionWith
+	limits      spine.Options
 	input       json.RawMessage
 	check       spine.Tool // checks a call's arguments against the schema (fresh always allowed)
 }
@@ -105,14 +108,15 @@ type Tool struct {
 func New(runner *spine.Runner, opts *Options) *Tool {
 	o := withDefaults(opts)
 	limits := runner.Options()
-	t := &Tool{runner: runner, opts: o, timeout: o.Timeout, input: statelessInputSchema}
+	manifest := runner.Manifest() // a copy
+	t := &Tool{runner: runner, opts: o, timeout: o.Timeout, input: statelessInputSchema, manifest: manifest, limits: limits}
 	if limits.Timeout > 0 && limits.Timeout < t.timeout {
 		t.timeout = limits.Timeout
 	}
 	if o.Sessions {
 		t.input = sessionInputSchema
 	}
-	t.description = describe(runner.Manifest(), o, t.timeout, &limits)
+	t.description = describe(manifest, o, t.timeout, &limits)
 	checked, err := spine.ValidateArguments(spine.ToolSpec{InputSchema: sessionInputSchema,
 		Call: func(context.Context, json.RawMessage) (any, error) { return nil, nil }})
 	if err != nil {
@@ -146,6 +150,19 @@ func (t *Tool) Name() string { return ToolName }
 // runs, what it can and cannot do, the limits, and the Python stubs of the
 // tools it can call.
 func (t *Tool) Description() string { return t.description }
+
+// DescriptionWith returns the description for runs that bring tools of
+// their own (spine.Request.Tools): the stubs are the Runner's tools' and
+// these, each written as a Go tool's is. A tool with a name of the Runner's
+// is left out (Runner.CheckTools refuses such a list).
+func (t *Tool) DescriptionWith(tools spine.Manifest) string {
+	if len(tools) == 0 {
+		return t.description
+	}
+	all := maps.Clone(tools)
+	maps.Copy(all, t.manifest)
+	return describe(all, t.opts, t.timeout, &t.limits)
+}
 
 // Timeout returns the time limit of a run: Options.Timeout, or the Runner's
 // shorter one.

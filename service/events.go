@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -33,6 +34,9 @@ type eventStream struct {
 	w       io.Writer
 	flusher *http.ResponseController
 	failed  bool
+	// moved is signalled each time an output takes a Write (a run with
+	// client tools waits for its output before a tool_call event).
+	moved chan struct{}
 }
 
 // startEvents answers 200 with an event stream; the run's outcome comes in
@@ -43,7 +47,7 @@ func startEvents(w http.ResponseWriter) *eventStream {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	e := &eventStream{w: w, flusher: http.NewResponseController(w)}
+	e := &eventStream{w: w, flusher: http.NewResponseController(w), moved: make(chan struct{}, 1)}
 	e.flusher.Flush()
 	return e
 }
@@ -75,6 +79,32 @@ func (e *eventStream) send(event string, data []byte) error {
 
 var errEventsFailed = io.ErrClosedPipe
 
+// comment writes a comment line, which clients ignore: to keep a quiet
+// stream's connection open.
+func (e *eventStream) comment(text string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.failed {
+		return errEventsFailed
+	}
+	_, err := io.WriteString(e.w, ": "+text+"\n\n")
+	if err == nil {
+		err = e.flusher.Flush()
+	}
+	if err != nil {
+		e.failed = true
+	}
+	return err
+}
+
+// stop sends nothing more, once a send in progress has ended: the handler
+// is about to return, after which its ResponseWriter must not be used.
+func (e *eventStream) stop() {
+	e.mu.Lock()
+	e.failed = true
+	e.mu.Unlock()
+}
+
 // result sends the result event: resp with status.
 func (e *eventStream) result(status int, resp Response) {
 	kind := ""
@@ -100,13 +130,20 @@ type output struct {
 	events *eventStream
 	name   string
 	held   []byte
+	taken  atomic.Int64 // bytes Write took, sent or not
 }
 
 func (o *output) Write(p []byte) (int, error) {
 	data := append(o.held, p...)
 	keep := incompleteRune(data)
 	o.held = append([]byte(nil), data[len(data)-keep:]...)
-	if err := o.emit(data[:len(data)-keep]); err != nil {
+	err := o.emit(data[:len(data)-keep])
+	o.taken.Add(int64(len(p)))
+	select {
+	case o.events.moved <- struct{}{}:
+	default:
+	}
+	if err != nil {
 		return 0, err
 	}
 	return len(p), nil

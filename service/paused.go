@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/codemode"
 	"github.com/spine-run/spine/fleet"
 	"github.com/spine-run/spine/mcpclient"
 )
@@ -208,6 +209,17 @@ func (t *pausedRuns) get(id, owner string) *pausedRun {
 type runEvent struct {
 	status int
 	resp   Response
+	answer *ToolAnswer // for a run of POST /v1/tool/call: written in place of resp
+}
+
+// write answers w with ev.
+func (ev runEvent) write(w http.ResponseWriter, start time.Time) {
+	if ev.answer != nil {
+		writeJSON(w, ev.status, ev.answer)
+		return
+	}
+	ev.resp.Timing.TotalMS = ms(time.Since(start))
+	writeJSON(w, ev.status, ev.resp)
 }
 
 // clientCall is a call of a client tool that reached its Call.
@@ -232,6 +244,10 @@ type pausedRun struct {
 	// held; cancel is set, and the run started, before the run is in
 	// pausedRuns' reach with it.
 	finished chan struct{}
+	stream   *runStream     // the run is answered as events (pausedstream.go); else nil
+	body     *streamBody    // prefix mode: the program as it streams in; else nil
+	tool     *codemode.Tool // a run of POST /v1/tool/call, answered as it answers (pausedtool.go); else nil
+	fileData fileData       // its ?file_data= (tooldata.go)
 
 	mu       sync.Mutex
 	calls    map[int]*clientCall // reached their Call, not answered
@@ -243,6 +259,7 @@ type pausedRun struct {
 	ended    bool
 	final    runEvent // when ended
 	slotHeld bool
+	streamed bool          // holds one of the stream slots too (prefix mode, until it pauses or ends)
 	limit    time.Duration // the run's time limit, of its own running only
 	used     time.Duration
 	since    time.Time
@@ -258,6 +275,9 @@ func (pr *pausedRun) call(name string) spine.Tool {
 		pr.mu.Lock()
 		pr.entered++
 		pr.calls[c.n] = c
+		if pr.stream != nil {
+			pr.announce(c)
+		}
 		pr.check()
 		pr.mu.Unlock()
 		select {
@@ -297,6 +317,17 @@ func (pr *pausedRun) check() {
 	pr.paused = true
 	pr.stopClock()
 	pr.freeSlot()
+	pr.waitEnd = time.AfterFunc(pr.s.opts.ToolWait, func() {
+		pr.mu.Lock()
+		if pr.paused && !pr.ended {
+			pr.expired = true
+			pr.cancel(errToolWait)
+		}
+		pr.mu.Unlock()
+	})
+	if pr.stream != nil {
+		return // every pending call was a tool_call event as it reached its Call
+	}
 	nums := make([]int, 0, len(pr.calls))
 	for n := range pr.calls {
 		nums = append(nums, n)
@@ -308,20 +339,21 @@ func (pr *pausedRun) check() {
 		pr.asked[callID(n)] = false
 		resp.Pending = append(resp.Pending, PendingCall{ID: callID(n), Name: c.name, Arguments: c.args})
 	}
-	pr.waitEnd = time.AfterFunc(pr.s.opts.ToolWait, func() {
-		pr.mu.Lock()
-		if pr.paused && !pr.ended {
-			pr.expired = true
-			pr.cancel(errToolWait)
-		}
-		pr.mu.Unlock()
-	})
-	pr.send(runEvent{http.StatusOK, resp})
+	ev := runEvent{status: http.StatusOK, resp: resp}
+	if pr.tool != nil {
+		ev.answer = &ToolAnswer{Status: resp.Status, RunID: resp.RunID, Pending: resp.Pending}
+	}
+	pr.send(ev)
 }
 
 // send hands ev to the request waiting on the run, in place of one nobody
-// read. Under pr.mu.
+// read; for a run answered as events, ev is the end, the stream's last.
+// Under pr.mu.
 func (pr *pausedRun) send(ev runEvent) {
+	if pr.stream != nil {
+		pr.stream.push(streamItem{})
+		return
+	}
 	select {
 	case <-pr.events:
 	default:
@@ -344,37 +376,62 @@ func (pr *pausedRun) stopClock() {
 	}
 }
 
-// freeSlot gives the run's slot back. Under pr.mu.
+// freeSlot gives the run's slot back, and its stream slot: a paused stream
+// has its whole program, and continues as any run. Under pr.mu.
 func (pr *pausedRun) freeSlot() {
 	if pr.slotHeld {
 		pr.slotHeld = false
 		<-pr.s.slots
 		pr.s.metrics.inFlight.Dec()
 	}
+	if pr.streamed {
+		pr.streamed = false
+		<-pr.s.streams
+		pr.s.metrics.streamsInFlight.Dec()
+	}
 }
 
-// runClient runs req, whose request declared tools: it takes sess's turn
-// (when sess is not nil) and a slot, starts the run and answers with its
-// first pause or its end. It reports whether the run keeps sess (it
-// releases it when it ends).
-func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, tools []ClientTool, sess *fleet.Session, remote *mcpclient.RemoteTools) (kept bool) {
+// clientRun is how a run with client tools came: the tools, the session to
+// run in (nil: a Guest of the pool), the streamed program of prefix mode
+// (nil: a JSON request), and run_python's Tool for POST /v1/tool/call,
+// whose answers are the model's (nil: a run's answers).
+type clientRun struct {
+	tools []ClientTool
+	sess  *fleet.Session
+	body  *streamBody
+	tool  *codemode.Tool
+
+	remote *mcpclient.RemoteTools // the request's mcp_servers' tools (mcpservers.go), closed when the run ends
+	data   fileData               // run_python's ?file_data= (tooldata.go)
+}
+
+// runClient runs req, whose request declared tools: it takes the session's
+// turn and a slot, starts the run and answers with its first pause or its
+// end, or, for a request that asked for events, with the run's events to
+// its end. It reports whether the run keeps the session (it releases it
+// when it ends).
+func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, c clientRun) (kept bool) {
+	sess, body := c.sess, c.body
 	started := false
 	defer func() {
 		if !started {
-			closeRemote(remote)
+			closeRemote(c.remote)
 		}
 	}()
-	if _, err := checkClientTools(tools, nil); err != nil { // before the cap: a bad list is 400 whatever the load
-		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, err.Error())
+	// Before the cap: a bad list is 400 whatever the load, and before any
+	// event, a name of the server's tools too.
+	if err := s.checkTools(c.tools); err != nil {
+		s.refuseClient(w, start, c.tool, http.StatusBadRequest, kindBadRequest, err.Error())
 		return false
 	}
 	pr, refused := s.addRun(s.owner(r))
 	if pr == nil {
 		w.Header().Set("Retry-After", "1")
-		s.refuse(w, start, http.StatusTooManyRequests, kindTooManyRuns, refused)
+		s.refuseClient(w, start, c.tool, http.StatusTooManyRequests, kindTooManyRuns, refused)
 		return false
 	}
-	manifest, _ := checkClientTools(tools, pr)
+	pr.tool, pr.fileData = c.tool, c.data
+	manifest, _ := checkClientTools(c.tools, pr)
 	maps.Copy(manifest, req.Tools) // of the request's mcp_servers (mcpservers.go)
 	req.Tools, req.Waiting = manifest, pr.waiting
 	pr.limit = req.Timeout
@@ -395,22 +452,34 @@ func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Ti
 			return s.fleet.Run(ctx, sess, req)
 		}
 	}
-	if !s.admit(w, start, false, func() {
-		if sess != nil {
-			sess.Unlock()
-		}
-	}) {
+	if !s.admitClient(w, start, c) {
 		pr.abandon()
 		return false
 	}
 	s.metrics.inFlight.Inc()
+	if body != nil {
+		s.metrics.streamsInFlight.Inc()
+		w.Header().Del("Connection") // the run reads the body
+	}
+	pr.body = body
+	if wantsEvents(r) && c.tool == nil { // run_python's answers are JSON only
+		if body != nil {
+			_ = http.NewResponseController(w).EnableFullDuplex() // events while the program arrives
+		}
+		pr.stream = newRunStream(w)
+		req.Stdout, req.Stderr = pr.stream.stdout, pr.stream.stderr
+	}
 	pr.mu.Lock()
-	pr.slotHeld = true
+	pr.slotHeld, pr.streamed = true, body != nil
 	pr.startClock()
 	pr.mu.Unlock()
 	started = true
-	go pr.run(target, req, sess, func() { giveTurn(); closeRemote(remote) })
-	s.awaitRun(w, r, start, pr)
+	go pr.run(target, req, sess, func() { giveTurn(); closeRemote(c.remote) })
+	if pr.stream != nil {
+		s.streamRun(r, start, pr)
+	} else {
+		s.awaitRun(w, r, start, pr)
+	}
 	return sess != nil
 }
 
@@ -427,8 +496,14 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 	defer close(pr.finished)
 	runStart := time.Now()
 	out, err := target(pr.ctx, req)
+	if pr.body != nil {
+		pr.body.finish() // how reading ended is known before the run is judged
+	}
 	status, e := http.StatusOK, (*Error)(nil)
 	switch cause := context.Cause(pr.ctx); {
+	case pr.body != nil && (pr.body.idled() || errors.As(pr.body.failure(), new(*http.MaxBytesError))):
+		// Before the cause: the read that failed also ended the request.
+		status, e = classify(context.Background(), pr.limit, err, pr.body)
 	case errors.Is(cause, errToolWait):
 		status, e = http.StatusRequestTimeout, &Error{Kind: kindToolWait, Message: fmt.Sprintf("the caller did not send the tool results within %v (--tool-wait); the run was stopped", s.opts.ToolWait)}
 	case errors.Is(cause, errRunLimit):
@@ -438,7 +513,7 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 	case errors.Is(cause, errGone):
 		status, e = statusClientClosed, &Error{Kind: kindCanceled, Message: "the client went away; the run was stopped"}
 	case err != nil:
-		status, e = classify(context.Background(), pr.limit, err, nil)
+		status, e = classify(context.Background(), pr.limit, err, pr.body)
 	}
 	if sess != nil && e != nil {
 		status, e = s.sessionRunError(context.Background(), sess, err, status, e)
@@ -469,14 +544,21 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 		resp.Value = json.RawMessage("null")
 	}
 	pr.mu.Lock()
-	pr.final = runEvent{status, resp}
-	pr.send(pr.final)
+	pr.final = runEvent{status: status, resp: resp}
+	if pr.tool != nil {
+		pr.final.status, pr.final.answer = pr.toolEnd(status, e, out, err)
+	}
 	pr.mu.Unlock()
 	keep := time.Duration(0)
 	if e != nil && e.Kind == kindToolWait {
 		keep = max(s.opts.ToolWait, time.Minute) // a late continuation learns what happened
 	}
+	// Out of the table before the end is answered: a caller that has it
+	// finds no run there any more.
 	s.paused.ended(pr, keep)
+	pr.mu.Lock()
+	pr.send(pr.final)
+	pr.mu.Unlock()
 }
 
 // awaitRun answers r with pr's next pause or its end; a client that goes
@@ -484,10 +566,12 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 func (s *Server) awaitRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun) {
 	select {
 	case ev := <-pr.events:
-		ev.resp.Timing.TotalMS = ms(time.Since(start))
-		writeJSON(w, ev.status, ev.resp)
+		ev.write(w, start)
 	case <-r.Context().Done():
 		pr.cancel(errGone)
+		if pr.body != nil {
+			<-pr.finished // the run reads the body, which is the handler's
+		}
 	}
 }
 
@@ -510,13 +594,20 @@ func (s *Server) handleToolResults(w http.ResponseWriter, r *http.Request) {
 	}
 	pr.mu.Lock()
 	if pr.ended {
+		pr.mu.Unlock()
+		<-pr.finished // its answer is made: the end, kept after --tool-wait
+		pr.mu.Lock()
 		ev := pr.final
 		pr.mu.Unlock()
-		writeJSON(w, ev.status, ev.resp)
+		ev.write(w, start)
 		return
 	}
 	status, kind, msg := pr.checkResults(body.Results)
-	if msg == "" {
+	// The run goes on when the call it waits for is answered: with every
+	// result of its pause, or, for a run answered as events, with the
+	// result of that call, whatever else comes.
+	resume := msg == "" && (pr.stream == nil || pr.paused && answers(body.Results, callID(pr.wait.Call)))
+	if resume {
 		select {
 		case s.slots <- struct{}{}:
 			s.metrics.inFlight.Inc()
@@ -530,9 +621,11 @@ func (s *Server) handleToolResults(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, start, status, kind, msg)
 		return
 	}
-	pr.paused, pr.slotHeld, pr.wait = false, true, spine.ToolWait{}
-	pr.waitEnd.Stop()
-	pr.startClock()
+	if resume {
+		pr.paused, pr.slotHeld, pr.wait = false, true, spine.ToolWait{}
+		pr.waitEnd.Stop()
+		pr.startClock()
+	}
 	for _, res := range body.Results {
 		n, _ := strconv.Atoi(res.ID[len("call_"):])
 		pr.asked[res.ID] = true
@@ -542,6 +635,10 @@ func (s *Server) handleToolResults(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	pr.mu.Unlock()
+	if pr.stream != nil {
+		writeJSON(w, http.StatusAccepted, ResultsAccepted{RunID: pr.id, Accepted: len(body.Results)})
+		return
+	}
 	s.awaitRun(w, r, start, pr)
 }
 
@@ -551,7 +648,7 @@ func (pr *pausedRun) checkResults(results []toolResult) (int, string, string) {
 	if pr.expired {
 		return http.StatusRequestTimeout, kindToolWait, fmt.Sprintf("the results came after %v (--tool-wait): the run was stopped", pr.s.opts.ToolWait)
 	}
-	if !pr.paused {
+	if !pr.paused && pr.stream == nil {
 		return http.StatusConflict, kindConflict, "the run is not waiting for results: another request is continuing it"
 	}
 	if len(results) == 0 {
@@ -573,6 +670,9 @@ func (pr *pausedRun) checkResults(results []toolResult) (int, string, string) {
 			return http.StatusBadRequest, kindBadRequest, fmt.Sprintf(`results[%d] (%s): "error" needs a "message"`, i, res.ID)
 		}
 		seen[res.ID] = true
+	}
+	if pr.stream != nil {
+		return 0, "", "" // results as they come: each call is its own
 	}
 	var missing []string
 	for id, answered := range pr.asked {

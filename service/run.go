@@ -82,7 +82,7 @@ func (s *Server) runJSON(w http.ResponseWriter, r *http.Request, start time.Time
 	}
 	run.Tools = remote.Tools()
 	if len(req.Tools) > 0 {
-		return s.runClient(w, r, start, run, req.Tools, sess, remote)
+		return s.runClient(w, r, start, run, clientRun{tools: req.Tools, sess: sess, remote: remote})
 	}
 	s.run(w, r, start, run, nil, sess)
 	closeRemote(remote)

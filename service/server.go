@@ -11,6 +11,7 @@
 //	POST   /v1/sessions/restore       a snapshot as the body → 201 {"id": "..."}
 //	DELETE /v1/sessions/{id}          → 204
 //	GET    /v1/tool                   run_python's definition for a model (with Options.Tool; tool.go)
+//	POST   /v1/tool                   {"tools"} → the same, for calls that bring client tools (pausedtool.go)
 //	POST   /v1/tool/call              a model's run_python arguments as the body → {"text", "is_error", "result"}
 //	GET    /healthz                   liveness, slot use and the health of Options.Health's components
 //	GET    /livez, GET /readyz        probes: alive; ready, or draining (drain.go)
@@ -354,6 +355,7 @@ func New(runner *spine.Runner, opts *Options) *Server {
 	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.handleDeleteSession)
 	if o.Tool != nil {
 		s.mux.HandleFunc("GET /v1/tool", s.handleTool)
+		s.mux.Handle("POST /v1/tool", s.accept(needJSON, "POST /v1/tool", s.handleToolDescribe))
 		s.mux.Handle("POST /v1/tool/call", s.accept(needJSON, "POST /v1/tool/call", s.handleToolCall))
 	}
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)

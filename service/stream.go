@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,7 +18,9 @@ import (
 // handleStream runs prefix mode: the request body is the program, read as it
 // arrives. Its settings come from the query string or, when absent there,
 // from headers: inputs (Spine-Inputs), timeout_ms (Spine-Timeout-Ms),
-// early_reads (Spine-Early-Reads; accepted, but prefix mode always reads early).
+// early_reads (Spine-Early-Reads; accepted, but prefix mode always reads
+// early), tools (Spine-Tools: the client tools, a JSON array as /v1/run's
+// "tools"; paused.go).
 func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	// Until the stream is admitted: net/http would read the body of a
@@ -57,18 +60,42 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	tools, err := clientToolsSetting(r)
+	if err != nil {
+		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, err.Error())
+		return
+	}
 	body := &streamBody{
 		body:       http.MaxBytesReader(w, r.Body, s.opts.MaxBody),
 		controller: http.NewResponseController(w),
 		idle:       s.opts.StreamIdle,
 	}
-	s.run(w, r, start, spine.Request{
+	req := spine.Request{
 		Stream:     body,
 		Inputs:     inputs,
 		EarlyReads: true,
 		Timeout:    s.timeout(timeoutMS),
 		Record:     record,
-	}, body, nil)
+	}
+	if len(tools) > 0 {
+		s.runClient(w, r, start, req, clientRun{tools: tools, body: body})
+		return
+	}
+	s.run(w, r, start, req, body, nil)
+}
+
+// decodeTools decodes a stream's tools setting: one JSON array of client
+// tools, unknown fields refused as in a /v1/run body.
+func decodeTools(v string, tools *[]ClientTool) error {
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(tools); err != nil {
+		return err
+	}
+	if extra := dec.Decode(&struct{}{}); extra != io.EOF {
+		return errors.New("more than one JSON value")
+	}
+	return nil
 }
 
 // streamBody is the request body of /v1/run/stream as the Runner reads it. It

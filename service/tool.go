@@ -38,6 +38,13 @@ type ToolAnswer struct {
 	Result  *codemode.Result `json:"result"`
 	Images  []ToolImage      `json:"images,omitempty"`
 	Files   []spine.File     `json:"files,omitempty"`
+
+	// A call that brought client tools (pausedtool.go) says where its run
+	// is, as a run's Response does: Status "tool_calls" (paused: answer
+	// Pending at POST /v1/runs/{run_id}/tool_results) or "done".
+	Status  string        `json:"status,omitempty"`
+	RunID   string        `json:"run_id,omitempty"`
+	Pending []PendingCall `json:"pending,omitempty"`
 }
 
 func (s *Server) handleTool(w http.ResponseWriter, r *http.Request) {
@@ -77,6 +84,14 @@ func (s *Server) handleToolCall(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.metrics.errors.WithLabelValues(kindBadRequest).Inc()
 		s.answerTool(w, http.StatusOK, codemode.Failed(err.Error()))
+		return
+	}
+	if tools, err := clientToolsSetting(r); err != nil || len(tools) > 0 { // the caller's, not the model's
+		if err != nil {
+			s.refuseClient(w, start, tool, http.StatusBadRequest, kindBadRequest, err.Error())
+			return
+		}
+		s.runClient(w, r, start, req, clientRun{tools: tools, tool: tool, data: data})
 		return
 	}
 	select {
@@ -122,4 +137,12 @@ func (s *Server) handleToolCall(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) answerTool(w http.ResponseWriter, status int, res *codemode.Result) {
 	s.answerToolData(w, status, res, fileDataNone)
+}
+
+func toolAnswer(res *codemode.Result) ToolAnswer {
+	a := ToolAnswer{Text: res.Text(), IsError: res.IsError}
+	if res.Output != nil || !res.IsError {
+		a.Result = res
+	}
+	return a
 }

@@ -58,10 +58,7 @@ func (a *ToolAnswer) withData(res *codemode.Result, data fileData) {
 
 // answerToolData writes res as a ToolAnswer, with what data asks for.
 func (s *Server) answerToolData(w http.ResponseWriter, status int, res *codemode.Result, data fileData) {
-	a := ToolAnswer{Text: res.Text(), IsError: res.IsError}
-	if res.Output != nil || !res.IsError {
-		a.Result = res
-	}
+	a := toolAnswer(res)
 	a.withData(res, data)
 	writeJSON(w, status, a)
 }

@@ -264,6 +264,8 @@ def _install_tools(namespace, tools):
         proxy = make_tool(name=name, doc=spec.get("doc"), sig=spec.get("sig"), check=check)
         if check is not None:
             wire.keywords[name] = check
+        else:  # not a check of a tool of this name before (prefix_begin's, a run's)
+            wire.keywords.pop(name, None)
         _proxies_by_name[name] = proxy
         if isinstance(target, dict):
             target[parts[-1]] = proxy
@@ -674,8 +676,15 @@ def prefix_begin(raw):
         if request.get("session") is True:
             namespace = _session_namespace(_tools(None)[0])
             tools = [t for t in tools if not t.get("early") or _still_tool(namespace, t["name"])]
-        # The run's own tools are installed when it executes, as they are named here.
-        plm.prefix_begin(request.get("inputs"), tools + (request.get("extra_tools") or []))
+        # The run's own tools are installed when it executes, as they are named here;
+        # their checks now, so that prefix mode binds positional arguments and makes
+        # requests as their proxies will (_install_tools sets them again).
+        extra = request.get("extra_tools") or []
+        for spec in extra:
+            check = wire.check_of(spec.get("params"))
+            if check is not None:
+                wire.keywords[spec["name"]] = check
+        plm.prefix_begin(request.get("inputs"), tools + extra)
         return 0
     except BaseException:
         return -1
