@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spine-run/spine/internal/filelock"
 )
@@ -17,7 +18,8 @@ import (
 // several processes may share DIR, and none leaves snapshots behind it.
 // The folder is made under another name (.spine-new-XXXX), locked, and only
 // then renamed, so that a sweep never takes a folder being made for a
-// folder abandoned.
+// folder abandoned; such a folder left over a minute is a process's that
+// died making it, and is swept too.
 
 const (
 	sessionDirPrefix = ".spine-runner-"
@@ -68,13 +70,16 @@ func sweepSessionDirs(dir string) {
 		return
 	}
 	for _, e := range entries {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), sessionDirPrefix) {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), sessionDirPrefix) && !abandonedNew(e) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
 		lock, err := os.OpenFile(filepath.Join(path, sessionDirLock), os.O_RDWR, 0)
 		if err != nil {
-			continue // no lock file: not a folder this code made
+			if os.IsNotExist(err) && strings.HasPrefix(e.Name(), sessionDirNew) {
+				os.RemoveAll(path) // its maker died before making the lock
+			}
+			continue // else not a folder this code made
 		}
 		if filelock.TryHold(lock) {
 			os.RemoveAll(path)
@@ -83,11 +88,23 @@ func sweepSessionDirs(dir string) {
 	}
 }
 
+// abandonedNew reports whether e is a folder a Runner began to make
+// (.spine-new-*) more than a minute ago: one that is being made is renamed
+// within moments, so such a folder is of a process that died making it.
+// The sweep then takes it only if its lock, when it has one, is free.
+func abandonedNew(e os.DirEntry) bool {
+	if !strings.HasPrefix(e.Name(), sessionDirNew) {
+		return false
+	}
+	info, err := e.Info()
+	return err == nil && time.Since(info.ModTime()) > time.Minute
+}
+
 // close removes the folder and lets its lock go.
 func (d *sessionDir) close() {
 	if d == nil {
 		return
 	}
+	d.lock.Close() // first: where an open file cannot be removed (Windows), it would keep the folder
 	os.RemoveAll(d.path)
-	d.lock.Close()
 }

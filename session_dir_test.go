@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/internal/spinetest"
@@ -79,7 +80,25 @@ func TestSessionDirAbandoned(t *testing.T) {
 		t.Fatalf("folders after the kill: %v", folders)
 	}
 
+	// Folders a process began to make: one it died making long ago, and
+	// one being made now, which the sweep must leave.
+	stale, fresh := filepath.Join(dir, ".spine-new-1"), filepath.Join(dir, ".spine-new-2")
+	for _, d := range []string{stale, fresh} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-time.Hour)
+	os.Chtimes(stale, long, long)
+
 	next := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{PoolSize: -1, Sessions: spine.SessionOptions{Dir: dir}})
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("a folder abandoned while made is left: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a folder being made was swept: %v", err)
+	}
+	os.Remove(fresh)
 	folders, _ := filepath.Glob(filepath.Join(dir, ".spine-runner-*"))
 	if len(folders) != 2 { // the live Runner's and next's
 		t.Fatalf("folders after a new Runner: %v", folders)

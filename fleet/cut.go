@@ -41,7 +41,8 @@ func (f *Fleet) undo(ctx context.Context, e *Session, dirty bool, before *os.Fil
 // keep writes the snapshot of e's live state to a new file, which the
 // caller closes: in the Runner's SessionOptions.Dir, else the system's
 // temporary folder, and removed from it at once (the open file is all that
-// holds it), so that a process killed mid-run leaves nothing behind. It
+// holds it), so that a process killed mid-run leaves nothing behind; where
+// an open file cannot be removed, none is kept. It
 // streams, so it takes no more memory than a write to the store, whatever
 // the session's size. nil when it could not be made; the caller holds e's
 // lock.
@@ -50,7 +51,11 @@ func (f *Fleet) keep(ctx context.Context, e *Session) *os.File {
 	if err != nil {
 		return nil
 	}
-	os.Remove(file.Name())
+	if os.Remove(file.Name()) != nil { // where an open file cannot be removed (Windows): none kept
+		file.Close()
+		os.Remove(file.Name())
+		return nil
+	}
 	bw := bufio.NewWriterSize(file, snapshotBuffer)
 	if _, err = e.s.SnapshotTo(ctx, bw); err == nil {
 		err = bw.Flush()

@@ -389,10 +389,7 @@ func (f *Fleet) Run(ctx context.Context, e *Session, req spine.Request) (*spine.
 	if f.opts.Store != nil && dirty {
 		before = f.keep(ctx, e) // nil (files open, no room): what the store has
 		if before != nil {
-			defer func() {
-				before.Close()
-				os.Remove(before.Name()) // where an open file could not be removed (keep)
-			}()
+			defer before.Close()
 		}
 	}
 	runCtx, cancel := context.WithCancel(ctx)

@@ -130,11 +130,7 @@ func (s *Server) continuesHeld(r *http.Request) bool {
 		return false
 	}
 	id, _, _ := strings.Cut(rest, "/")
-	if !s.paused.holds(id) {
-		return false
-	}
-	s.drain.hold()
-	return true
+	return s.paused.holds(id, s.drain.hold)
 }
 
 // cutDone reports whether Cut was called.

@@ -183,8 +183,10 @@ func (t *pausedRuns) cancelAll(cause error) {
 	}
 }
 
-// holds reports whether run id is held and has not ended.
-func (t *pausedRuns) holds(id string) bool {
+// holds reports whether run id is held and has not ended, and if so calls
+// enter under the run's lock: the run cannot end in between (run sets
+// ended under it first).
+func (t *pausedRuns) holds(id string, enter func()) bool {
 	t.mu.Lock()
 	pr := t.runs[id]
 	t.mu.Unlock()
@@ -193,7 +195,11 @@ func (t *pausedRuns) holds(id string) bool {
 	}
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	return !pr.ended
+	if pr.ended {
+		return false
+	}
+	enter()
+	return true
 }
 
 func (t *pausedRuns) get(id, owner string) *pausedRun {

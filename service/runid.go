@@ -70,7 +70,9 @@ func (ids runIDs) next() string {
 
 // whyNot answers a continuation of id, which this Server does not hold:
 // 421 run_elsewhere when another replica made it, 410 run_lost when an
-// earlier process of this replica did, else 404 not_found.
+// earlier process of this replica did, else 404 not_found (saying so when
+// another process without a name made it: another Server, or this one
+// before a restart, which cannot be told apart).
 func (ids runIDs) whyNot(id string) (status int, kind, msg string) {
 	replica, incarnation, ok := parseRunID(id)
 	switch {
@@ -82,9 +84,13 @@ func (ids runIDs) whyNot(id string) (status int, kind, msg string) {
 		return http.StatusMisdirectedRequest, kindRunElsewhere, fmt.Sprintf(
 			"run %s lives on replica %s, and this is %s: a run paused for its caller stays on the replica that started it, so the load balancer must route /v1/runs/%s/... there by the replica's name in the id (docs/scaling.md); if that replica has stopped, the run ended with it",
 			id, replica, here, id)
-	case ok && replica == ids.replica && incarnation != ids.incarnation:
+	case ok && replica != "" && replica == ids.replica && incarnation != ids.incarnation:
 		return http.StatusGone, kindRunLost, fmt.Sprintf(
 			"run %s was started by an earlier process of this replica, which has stopped (a restart or a crash): a run paused for its caller lives in its replica's memory and ended with it; start the run again",
+			id)
+	case ok && incarnation != ids.incarnation: // neither has a name: which server made it is unknown
+		return http.StatusNotFound, kindNotFound, fmt.Sprintf(
+			"no such run here: run %s was started by another server, or by an earlier process of this one; a run paused for its caller lives in the memory of the server that started it, so behind a load balancer give each server a name (--replica) to route by (docs/scaling.md)",
 			id)
 	}
 	return http.StatusNotFound, kindNotFound, "no such run: it was never started, has ended, or another token started it"

@@ -42,6 +42,16 @@ func TestRunElsewhere(t *testing.T) {
 			}
 		}
 	}
+	// Two Servers without a name cannot tell each other from a restart:
+	// not found, saying why.
+	_, anonStart := newSessionServer(t, nil, nil)
+	status, out = client{t: t, url: anonStart.URL}.runWith("/v1/run", run{"source": "get_weather('Rome')", "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Rome"}`)
+	status, other := client{t: t, url: anon.URL}.results(out.RunID, value(out.Pending[0].ID, 1))
+	wantError(t, "a run of another Server without a name", status, other, http.StatusNotFound, "not_found")
+	if other.Error != nil && !strings.Contains(other.Error.Message, "another server") {
+		t.Errorf("%q does not say another server may hold it", other.Error.Message)
+	}
 	// An id of this process's shape that it never made, and ids of no
 	// Server's shape, are not found.
 	for _, bad := range []string{runID[:len(runID)-1] + "0", "run_x", "run_r1.zz.00", "run_bad_name.12345678.0123456789abcdef0123456789abcdef"} {
