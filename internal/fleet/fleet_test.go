@@ -169,13 +169,16 @@ defaults
   option http-buffer-request
 frontend fleet
   bind %s
+  stats enable
+  stats uri /haproxy-stats
   default_backend replicas
 backend replicas
 %s  option httpchk
   http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost
   default-server inter 200ms fall 1 rise 2
 `, f.lb, lb)
-	for i := range f.addrs { // a paused run's continuation to its replica (docs/scaling.md)
+	cfg += "  option persist\n" // to a draining replica too, and elsewhere when it is dead (docs/scaling.md)
+	for i := range f.addrs {                             // a paused run's continuation to its replica
 		cfg += fmt.Sprintf("  use-server r%d if { path_beg /v1/runs/run_r%d. }\n", i+1, i+1)
 	}
 	for i, a := range f.addrs {

@@ -3,6 +3,8 @@ package fleet
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -128,4 +130,53 @@ func pausedRuns(t *testing.T, f *fleet, base string) {
 	if err == nil || !strings.Contains(err.Error(), "run_lost") {
 		t.Errorf("a continuation reaching the restarted replica: %v, want run_lost", err)
 	}
+	drainPaused(t, f, base)
+}
+
+// drainPaused: a run paused on replica 2, which then drains (SIGTERM),
+// continues through HAProxy once HAProxy sees the replica down (option persist),
+// and the replica exits 0 once the run has ended.
+func drainPaused(t *testing.T, f *fleet, base string) {
+	var p pause
+	for i := 0; !strings.HasPrefix(p.RunID, "run_r2."); i++ {
+		var err error
+		if p, err = startPaused(base, 200+i); err != nil || i > 30 {
+			t.Fatalf("no run started on r2: %v", err)
+		}
+	}
+	f.replicas[1].cmd.Process.Signal(syscall.SIGTERM)
+	waitDown(t, f.lb, "r2")
+	p, err := answer(base, p, "sun")
+	if err == nil {
+		p, err = answer(base, p, "rain")
+	}
+	if err != nil || p.Status != "done" || string(p.Value) != `["sun","rain"]` {
+		t.Errorf("a paused run continued on its draining replica: %v %+v", err, p)
+	}
+	<-f.replicas[1].done
+	if code := f.replicas[1].cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("the drained replica exited %d", code)
+	}
+	fmt.Printf("FLEET paused_drain continued=%v\n", err == nil)
+	f.restart(t, 1)
+}
+
+// waitDown polls HAProxy's statistics until it marks server down (at most
+// a minute, as waitHTTP).
+func waitDown(t *testing.T, lb, server string) {
+	t.Helper()
+	for range 600 {
+		if resp, err := http.Get("http://" + lb + "/haproxy-stats;csv"); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, line := range strings.Split(string(body), "\n") {
+				fields := strings.Split(line, ",")
+				if len(fields) > 17 && fields[0] == "replicas" && fields[1] == server && strings.HasPrefix(fields[17], "DOWN") {
+					return
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("HAProxy never marked %s down", server)
 }
