@@ -16,10 +16,10 @@ class SpineError(Exception):
     header (429, 503), else None.
 
     run_id is the run's id when the run had client tools and got that far
-    (None for a refusal of its first request): an error of its tool results
-    carries it with results, the results that were refused. Those of a run
-    still paused (429 overloaded after the client's retries) can be sent
-    again with Client.resume(run_id, results, tools).
+    (None for a refusal of its first request); an error that answered its
+    tool results carries results too, those the client last sent. Those of
+    a run still paused (429 overloaded after the client's retries) can be
+    sent again with Client.resume(run_id, results, tools).
     A continuation that reached a replica other than the run's is kind
     "run_elsewhere" (421), one that reached its replica after it restarted
     "run_lost" (410): the run ended with its replica, start it again.

@@ -6,10 +6,10 @@ import type { RunResult, ServerError, ToolResult } from "./types.js";
  * its type and traceback). For a run, result holds what it left: its
  * stdout and stderr so far, its tool calls.
  *
- * An error of a run's tool results carries runId and results, those
- * refused: when the client gave up sending them (429 overloaded after its
- * retries) the run is still paused, and Client.resume(runId, results)
- * sends them again. A continuation that reached a replica other than the
+ * An error that answered a run's tool results carries runId and results,
+ * those the client last sent: when it gave up sending them (429 overloaded
+ * after its retries) the run is still paused, and Client.resume(runId,
+ * results) sends them again. A continuation that reached a replica other than the
  * run's is kind run_elsewhere (421), one that reached its replica after it
  * restarted run_lost (410): the run ended with its replica.
  */
@@ -22,7 +22,7 @@ export class SpineError extends Error {
   readonly retryAfter?: number;
   /** The run's id, once a run with client tools has one. */
   runId?: string;
-  /** The tool results the server refused, sent to the run runId. */
+  /** The tool results last sent to the run runId, when the error answered them. */
   results?: ToolResult[];
 
   constructor(
