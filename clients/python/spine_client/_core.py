@@ -13,8 +13,21 @@ from .tools import as_tools
 logger = logging.getLogger("spine_client")
 
 # How many times tool results refused with 429 (every run slot busy: the run
-# waits, the same results are sent again) are sent again, Retry-After apart.
+# waits, the same results are sent again) are sent again by default,
+# Retry-After apart (the TypeScript client's default too).
 RESULT_RETRIES = 60
+
+# The longest wait between two sendings, whatever Retry-After says.
+MAX_RETRY_AFTER = 30.0
+
+
+def retry_wait(retry_after):
+    """The seconds to wait before sending refused results again: Retry-After
+    within [0, MAX_RETRY_AFTER] (a negative one is 0, an infinite one the
+    most), 1 without one."""
+    if retry_after is None or retry_after != retry_after:  # absent, or NaN
+        return 1.0
+    return min(max(float(retry_after), 0.0), MAX_RETRY_AFTER)
 
 
 def run_body(source, tools, inputs, files, timeout, early_reads):

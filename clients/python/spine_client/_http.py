@@ -3,12 +3,12 @@ small pool, safe to use from several threads."""
 
 import http.client
 import json
-import select
+import selectors
 import socket
 import threading
 import urllib.parse
 
-from .errors import error_of
+from .errors import SpineError, error_of
 
 __all__ = ["Transport"]
 
@@ -46,10 +46,48 @@ def _shutdown(conn):
             pass
 
 
+# TCP keepalive on every connection: a request may wait as long as its run
+# takes (the socket has no timeout by default), so a server whose host or
+# network went away without a word is found out by the kernel's probes:
+# the first after KEEPALIVE_IDLE seconds of silence, then one every
+# KEEPALIVE_INTERVAL, the connection reset after KEEPALIVE_COUNT unanswered
+# (a minute in all). A server that is there answers the probes however long
+# its run. Where there is TCP_USER_TIMEOUT (Linux), data sent and not
+# acknowledged for UNACKED_TIMEOUT_MS resets the connection too (probes are
+# not sent while a request's body is unacknowledged).
+KEEPALIVE_IDLE = 30
+KEEPALIVE_INTERVAL = 10
+KEEPALIVE_COUNT = 3
+UNACKED_TIMEOUT_MS = 60000
+
+
+def _keepalive(sock):
+    """Turns TCP keepalive on for sock, with this module's timing where the
+    platform lets it be set (Linux, macOS, Windows 10 and later)."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    except OSError:
+        return
+    # macOS names the idle time TCP_KEEPALIVE.
+    idle = getattr(socket, "TCP_KEEPIDLE", None) or getattr(socket, "TCP_KEEPALIVE", None)
+    for opt, value in ((idle, KEEPALIVE_IDLE),
+                       (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL),
+                       (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_COUNT),
+                       (getattr(socket, "TCP_USER_TIMEOUT", None), UNACKED_TIMEOUT_MS)):
+        if opt is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, opt, value)
+            except OSError:
+                pass
+
+
 class Transport:
     """Requests to one server: base_url (http or https, with an optional
     path prefix), a bearer token, a socket timeout in seconds (None: wait
-    as long as the server takes; the server bounds every run)."""
+    as long as the server takes; the server bounds every run, and TCP
+    keepalive finds a server gone silent). Redirects are not followed: a
+    3xx answer is a SpineError, so that a run's source, inputs and files
+    never go to another address than base_url."""
 
     def __init__(self, base_url, token=None, timeout=None, max_idle=8):
         u = urllib.parse.urlsplit(base_url)
@@ -95,9 +133,10 @@ class Transport:
             headers["Content-Type"] = content_type
         conn = self._connection()
         try:
+            if conn.sock is None:
+                conn.connect()
+                _keepalive(conn.sock)
             if aborter is not None:
-                if conn.sock is None:
-                    conn.connect()
                 aborter._attach(conn)
             conn.request(method, self._prefix + path, body=body, headers=headers)
             resp = conn.getresponse()
@@ -121,6 +160,8 @@ class Transport:
     @staticmethod
     def decode(status, headers, data):
         """The JSON of an answer, or the SpineError it is."""
+        if 300 <= status < 400:
+            raise redirect_error(status, headers)
         try:
             answer = json.loads(data) if data else None
         except ValueError:
@@ -139,6 +180,16 @@ class Transport:
             conn.close()
 
 
+def redirect_error(status, headers):
+    """The SpineError of a 3xx answer, which is never followed: a proxy in
+    front of the server that sends a request elsewhere would have it send
+    the run's source, inputs, files and token there."""
+    where = headers.get("location") or "nowhere"
+    return SpineError(status, {"kind": "http", "message": (
+        "a redirect to %s, which the client does not follow (a run's request would go "
+        "there whole): point base_url at the server itself" % where)})
+
+
 def _retry_after(headers):
     try:
         return float(headers.get("retry-after", ""))
@@ -152,8 +203,11 @@ def _dropped(conn):
     sock = conn.sock
     if sock is None:
         return True
+    # A selector, not select.select, which refuses a descriptor of 1024 or
+    # more (a process with many files open).
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
+        with selectors.DefaultSelector() as sel:
+            sel.register(sock, selectors.EVENT_READ)
+            return bool(sel.select(0))
     except (OSError, ValueError):
         return True
-    return bool(readable)

@@ -8,10 +8,11 @@ import concurrent.futures
 import functools
 import os
 
-from ._core import RESULT_RETRIES, Result, answer_async, run_body
+from ._core import RESULT_RETRIES, Result, answer_async, retry_wait, run_body
 from ._http import Aborter, Transport
 from .client import DEFAULT_URL, _quote
 from .errors import SpineError
+from .tools import as_tools
 
 __all__ = ["AsyncClient", "AsyncSession"]
 
@@ -22,10 +23,11 @@ class AsyncClient:
     the event loop's thread: one that blocks blocks the loop; make it a
     coroutine function with asyncio.to_thread inside)."""
 
-    def __init__(self, base_url=None, token=None, http_timeout=None, max_requests=32):
+    def __init__(self, base_url=None, token=None, http_timeout=None, max_requests=32, retries=RESULT_RETRIES):
         base_url = base_url or os.environ.get("SPINE_URL") or DEFAULT_URL
         token = token if token is not None else os.environ.get("SPINE_TOKEN") or None
         self.base_url = base_url
+        self.retries = retries
         self._http = Transport(base_url, token, http_timeout, max_idle=max_requests)
         # A thread per request waiting for the server: max_requests at once.
         self._pool = concurrent.futures.ThreadPoolExecutor(max_requests, thread_name_prefix="spine-client")
@@ -54,9 +56,14 @@ class AsyncClient:
         body, by_name = run_body(source, tools, inputs, files, timeout, early_reads)
         return await self._drive("/v1/run", body, by_name)
 
+    async def resume(self, run_id, results, tools=None):
+        """Client.resume, awaited."""
+        return await self._drive_from(await self._send_results(run_id, list(results)), as_tools(tools), 1)
+
     async def _drive(self, path, body, tools):
-        answer = await self._json("POST", path, body)
-        pauses = 0
+        return await self._drive_from(await self._json("POST", path, body), tools, 0)
+
+    async def _drive_from(self, answer, tools, pauses):
         while answer.get("status") == "tool_calls":
             results = await answer_async(tools, answer.get("pending") or [])
             pauses += 1
@@ -64,14 +71,19 @@ class AsyncClient:
         return Result(answer, pauses)
 
     async def _send_results(self, run_id, results):
+        """Client._send_results, awaited."""
         path = "/v1/runs/%s/tool_results" % _quote(run_id)
-        for attempt in range(RESULT_RETRIES + 1):
+        attempt = 0
+        while True:
             try:
                 return await self._json("POST", path, {"results": results})
             except SpineError as e:
-                if e.kind != "overloaded" or attempt == RESULT_RETRIES:
+                if e.kind != "overloaded" or attempt >= self.retries:
+                    e.run_id, e.results = run_id, results
                     raise
-                await asyncio.sleep(e.retry_after or 1)
+                wait = retry_wait(e.retry_after)
+            await asyncio.sleep(wait)
+            attempt += 1
 
     async def session(self):
         """A new session; use it in an async with block to delete it at the end."""
@@ -127,7 +139,7 @@ class AsyncSession:
     async def snapshot(self):
         """The session's state as bytes."""
         status, headers, data = await self.client._request("GET", self._path("/snapshot"))
-        if status >= 400:
+        if status >= 300:
             Transport.decode(status, headers, data)
         return data
 

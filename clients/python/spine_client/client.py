@@ -4,9 +4,10 @@ import os
 import time
 import urllib.parse
 
-from ._core import RESULT_RETRIES, Result, answer_sync, run_body
+from ._core import RESULT_RETRIES, Result, answer_sync, retry_wait, run_body
 from ._http import Transport
 from .errors import SpineError
+from .tools import as_tools
 
 __all__ = ["Client", "Session", "DEFAULT_URL"]
 
@@ -27,14 +28,18 @@ class Client:
     base_url defaults to $SPINE_URL, else http://127.0.0.1:8080; token to
     $SPINE_TOKEN (sent as a bearer token); http_timeout is the socket
     timeout in seconds (None: as long as the server takes, which bounds
-    every run). Safe to use from several threads; close() (or a with block)
-    closes its kept-alive connections.
+    every run; TCP keepalive finds a server gone silent within about a
+    minute); retries how many times tool results refused while every slot
+    of the server is busy are sent again, Retry-After apart (at most 30
+    seconds each). Safe to use from several threads; close() (or a with
+    block) closes its kept-alive connections.
     """
 
-    def __init__(self, base_url=None, token=None, http_timeout=None):
+    def __init__(self, base_url=None, token=None, http_timeout=None, retries=RESULT_RETRIES):
         base_url = base_url or os.environ.get("SPINE_URL") or DEFAULT_URL
         token = token if token is not None else os.environ.get("SPINE_TOKEN") or None
         self.base_url = base_url
+        self.retries = retries
         self._http = Transport(base_url, token, http_timeout)
 
     def run(self, source, tools=None, inputs=None, files=None, timeout=None, early_reads=None):
@@ -55,9 +60,18 @@ class Client:
         body, by_name = run_body(source, tools, inputs, files, timeout, early_reads)
         return self._drive("/v1/run", body, by_name)
 
+    def resume(self, run_id, results, tools=None):
+        """Sends results, the tool results of the paused run run_id (a
+        SpineError's run_id and results, when the client gave up sending
+        them), and drives the run on as run does, answering its next pauses
+        with tools; its Result, whose pauses count the one these results
+        answer."""
+        return self._drive_from(self._send_results(run_id, list(results)), as_tools(tools), 1)
+
     def _drive(self, path, body, tools):
-        answer = self._http.json("POST", path, body)
-        pauses = 0
+        return self._drive_from(self._http.json("POST", path, body), tools, 0)
+
+    def _drive_from(self, answer, tools, pauses):
         while answer.get("status") == "tool_calls":
             results = answer_sync(tools, answer.get("pending") or [])
             pauses += 1
@@ -65,14 +79,22 @@ class Client:
         return Result(answer, pauses)
 
     def _send_results(self, run_id, results):
+        """POST /v1/runs/{run_id}/tool_results, again after Retry-After while
+        the server is overloaded; a SpineError carries run_id and results.
+        421 run_elsewhere and 410 run_lost (the run ended with its replica)
+        are not sent again."""
         path = "/v1/runs/%s/tool_results" % _quote(run_id)
-        for attempt in range(RESULT_RETRIES + 1):
+        attempt = 0
+        while True:
             try:
                 return self._http.json("POST", path, {"results": results})
             except SpineError as e:
-                if e.kind != "overloaded" or attempt == RESULT_RETRIES:
+                if e.kind != "overloaded" or attempt >= self.retries:
+                    e.run_id, e.results = run_id, results
                     raise
-                _sleep(e.retry_after or 1)
+                wait = retry_wait(e.retry_after)
+            _sleep(wait)
+            attempt += 1
 
     def session(self):
         """A new session (POST /v1/sessions): its runs keep what each
@@ -135,7 +157,7 @@ class Session:
         another server with the same tools and Spine. It holds everything
         the session's programs saw: keep it as secret."""
         status, headers, data = self.client._http.request("GET", self._path("/snapshot"))
-        if status >= 400:
+        if status >= 300:
             Transport.decode(status, headers, data)
         return data
 

@@ -14,6 +14,15 @@ class SpineError(Exception):
     response the whole answer when it was JSON (a run's answer holds its
     stdout and stderr so far); retry_after the seconds of a Retry-After
     header (429, 503), else None.
+
+    run_id is the run's id when the run had client tools and got that far
+    (None for a refusal of its first request); an error that answered its
+    tool results carries results too, those the client last sent. Those of
+    a run still paused (429 overloaded after the client's retries) can be
+    sent again with Client.resume(run_id, results, tools).
+    A continuation that reached a replica other than the run's is kind
+    "run_elsewhere" (421), one that reached its replica after it restarted
+    "run_lost" (410): the run ended with its replica, start it again.
     """
 
     def __init__(self, status, error, response=None, retry_after=None):
@@ -23,6 +32,8 @@ class SpineError(Exception):
         self.message = self.error.get("message", "")
         self.response = response if response is not None else {}
         self.retry_after = retry_after
+        self.run_id = self.response.get("run_id")
+        self.results = None
         super().__init__("%d %s: %s" % (status, self.kind or "error", self.message))
 
     @property

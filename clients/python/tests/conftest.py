@@ -4,6 +4,7 @@ on a free loopback port with the demo tools and a token, stopped at the end."""
 import contextlib
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -16,6 +17,10 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # spine_client, without installing it
 REPO = HERE.parent.parent.parent
 TOKEN = "spine-client-python-tests-token"
+
+# A run id (service/runid.go): "run_", the replica's name and a dot when the
+# server has one, the process's incarnation (8 hex digits), a dot, 32 hex.
+RUN_ID = re.compile(r"run_(?:[A-Za-z0-9-]{1,63}\.)?[0-9a-f]{8}\.[0-9a-f]{32}")
 
 
 class Server:
@@ -38,13 +43,15 @@ def spine_bin():
 @contextlib.contextmanager
 def serve(binary, *flags):
     """A spine serve on a free loopback port, with the demo tools, the token
-    TOKEN and flags; stopped (SIGTERM, exit code 0) at the end."""
+    TOKEN and flags; stopped (SIGTERM, exit code 0) at the end. It gets
+    this process's environment without its SPINE_* variables, which would
+    change it (SPINE_REPLICA, SPINE_CONFIG, SPINE_TOKEN, ...)."""
     with tempfile.TemporaryDirectory() as tmp:
         token_file = os.path.join(tmp, "token")
         with open(token_file, "w") as f:
             f.write(TOKEN)
         os.chmod(token_file, 0o600)
-        env = dict(os.environ, SPINE_CONFIG="", SPINE_TOKEN="")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SPINE_")}
         args = [binary, "serve", "--listen", "127.0.0.1:0", "--demo-tools", "--drain-delay=0",
                 "--token-file", token_file] + list(flags)
         proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=env)

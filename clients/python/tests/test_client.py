@@ -9,7 +9,7 @@ import pytest
 import spine_client
 from spine_client import Client, ProgramError, SpineError, tool
 
-from conftest import TOKEN
+from conftest import RUN_ID, TOKEN
 
 
 def get_weather(city: str) -> dict:
@@ -51,7 +51,7 @@ def test_get_weather(client):
     assert res.value == 40  # 20 from this process's function, 2 from the server's demo lookup
     assert res.stdout == "asking\n"
     assert res.tool_calls == 2 and res.pauses == 1
-    assert res.run_id.startswith("run_")
+    assert RUN_ID.fullmatch(res.run_id), res.run_id
     assert [c["tool"] for c in res.calls] == ["get_weather", "lookup"]
 
 

@@ -1,5 +1,6 @@
 import { SpineError } from "./errors.js";
 import type {
+  FileData,
   FileInput,
   PendingCall,
   RunOptions,
@@ -7,6 +8,7 @@ import type {
   ServerError,
   ToolAnswer,
   ToolDefinition,
+  ToolResult,
   Tools,
   WireResponse,
 } from "./types.js";
@@ -22,9 +24,34 @@ export interface ClientOptions {
   /**
    * How many times to send a run's tool results again when every slot of
    * the server is busy (429 overloaded: the run waits), after Retry-After
-   * each time (default 5).
+   * each time, within 0 to 30 seconds (default 60, the Python client's too).
    */
   retries?: number;
+}
+
+/** ClientOptions.retries' default. */
+const defaultRetries = 60;
+
+/** The longest wait between two sendings of tool results, whatever Retry-After says. */
+const maxRetryAfterMs = 30_000;
+
+/**
+ * The milliseconds to wait before sending refused tool results again:
+ * Retry-After's seconds within [0, 30] (a negative one is 0, a huge one 30:
+ * setTimeout would fire at once past 2^31 ms), 1 second without one.
+ * @internal
+ */
+export function retryWaitMs(retryAfter: number | undefined): number {
+  if (retryAfter === undefined || Number.isNaN(retryAfter)) {
+    return 1000;
+  }
+  return Math.min(Math.max(retryAfter * 1000, 0), maxRetryAfterMs);
+}
+
+/** Tool results sent to a paused run. */
+interface SentResults {
+  runId: string;
+  results: ToolResult[];
 }
 
 /** One answer of the server: its status, its JSON body and its Retry-After. */
@@ -49,7 +76,7 @@ export class Client {
     this.baseUrl = (opts.baseUrl ?? "http://127.0.0.1:8080").replace(/\/+$/, "");
     this.token = opts.token;
     this.fetch = opts.fetch ?? globalThis.fetch;
-    this.retries = opts.retries ?? 5;
+    this.retries = opts.retries ?? defaultRetries;
     if (typeof this.fetch !== "function") {
       throw new TypeError("no fetch: Node 18 or later has one, or pass ClientOptions.fetch");
     }
@@ -90,9 +117,25 @@ export class Client {
     return (await this.request("GET", "/v1/tool", { signal: opts.signal })).body as ToolDefinition;
   }
 
-  /** Runs run_python's arguments as a model sent them (POST /v1/tool/call), with the server's tools. */
-  async callTool(args: unknown, opts: { signal?: AbortSignal } = {}): Promise<ToolAnswer> {
-    return (await this.request("POST", "/v1/tool/call", { json: args, signal: opts.signal })).body as ToolAnswer;
+  /**
+   * Runs run_python's arguments as a model sent them (POST /v1/tool/call),
+   * with the server's tools. fileData asks for the images' data (images)
+   * or the files' too (all), beside the text (docs/http.md).
+   */
+  async callTool(args: unknown, opts: { fileData?: FileData; signal?: AbortSignal } = {}): Promise<ToolAnswer> {
+    const q = opts.fileData === undefined ? "" : `?file_data=${encodeURIComponent(opts.fileData)}`;
+    return (await this.request("POST", "/v1/tool/call" + q, { json: args, signal: opts.signal })).body as ToolAnswer;
+  }
+
+  /**
+   * Sends results, the tool results of the paused run runId (a SpineError's
+   * runId and results, when the client gave up sending them), and drives the
+   * run on as run does, its next pauses answered by opts.tools. Its rounds
+   * count the pause these results answer.
+   */
+  async resume(runId: string, results: ToolResult[], opts: Pick<RunOptions, "tools" | "signal"> = {}): Promise<RunResult> {
+    const sent = { runId, results };
+    return this.driveFrom(await this.sendResults(sent, opts.signal), opts, 1, sent);
   }
 
   /**
@@ -100,39 +143,60 @@ export class Client {
    * @internal
    */
   async drive(path: string, source: string, opts: RunOptions): Promise<RunResult> {
+    return this.driveFrom(await this.request("POST", path, { json: runBody(source, opts), signal: opts.signal, run: true }), opts, 0);
+  }
+
+  /**
+   * Answers a run's pauses from its answer a on, until it ends; sent is the
+   * last tool results sent, which a SpineError carries with their run's id.
+   */
+  private async driveFrom(a: Answer, opts: Pick<RunOptions, "tools" | "signal">, rounds: number, sent?: SentResults): Promise<RunResult> {
     const tools = opts.tools ?? {};
-    let a = await this.request("POST", path, { json: runBody(source, opts), signal: opts.signal, run: true });
-    let rounds = 0;
     for (;;) {
       if (typeof a.body !== "object" || a.body === null || Array.isArray(a.body)) {
-        throw new SpineError(a.status, { kind: "protocol", message: `${path}: the answer is not a run's JSON object` });
+        throw new SpineError(a.status, { kind: "protocol", message: "the answer is not a run's JSON object" }, { ...sent });
       }
       const resp = a.body as WireResponse;
       if (resp.status !== "tool_calls") {
         const result = toResult(resp, rounds);
         if (a.status >= 300 || resp.error) {
-          throw new SpineError(a.status, resp.error ?? unexpected(a), { result, retryAfter: a.retryAfter });
+          const runId = resp.run_id ?? sent?.runId;
+          throw new SpineError(a.status, resp.error ?? unexpected(a), { result, retryAfter: a.retryAfter, ...sent, runId });
         }
         return result;
       }
       if (!resp.run_id || !Array.isArray(resp.pending)) {
         throw new SpineError(a.status, { kind: "protocol", message: "a pause without run_id or pending" });
       }
-      const results = await answerCalls(tools, resp.pending, resp.run_id);
+      sent = { runId: resp.run_id, results: await answerCalls(tools, resp.pending, resp.run_id) };
       rounds++;
-      a = await this.sendResults(resp.run_id, results, opts.signal);
+      a = await this.sendResults(sent, opts.signal);
     }
   }
 
-  /** POST /v1/runs/{runId}/tool_results, again after Retry-After while the server is overloaded. */
-  private async sendResults(runId: string, results: unknown[], signal?: AbortSignal): Promise<Answer> {
-    const path = `/v1/runs/${encodeURIComponent(runId)}/tool_results`;
+  /**
+   * POST /v1/runs/{runId}/tool_results, again after Retry-After while the
+   * server is overloaded (at most retries times). Its other refusals, 421
+   * run_elsewhere and 410 run_lost included (the run ended with its
+   * replica), are not sent again: driveFrom throws them.
+   */
+  private async sendResults(sent: SentResults, signal?: AbortSignal): Promise<Answer> {
+    const path = `/v1/runs/${encodeURIComponent(sent.runId)}/tool_results`;
     for (let attempt = 0; ; attempt++) {
-      const a = await this.request("POST", path, { json: { results }, signal, run: true });
-      if (a.status !== 429 || (a.body as WireResponse).error?.kind !== "overloaded" || attempt >= this.retries) {
+      let a: Answer;
+      try {
+        a = await this.request("POST", path, { json: { results: sent.results }, signal, run: true });
+      } catch (e) {
+        if (e instanceof SpineError) {
+          e.runId ??= sent.runId;
+          e.results ??= sent.results;
+        }
+        throw e;
+      }
+      if (a.status !== 429 || (a.body as WireResponse | null)?.error?.kind !== "overloaded" || attempt >= this.retries) {
         return a;
       }
-      await sleep((a.retryAfter ?? 1) * 1000, signal);
+      await sleep(retryWaitMs(a.retryAfter), signal);
     }
   }
 
@@ -157,7 +221,20 @@ export class Client {
     } else if (opts.contentType) {
       headers["Content-Type"] = opts.contentType;
     }
-    const resp = await this.fetch(this.baseUrl + path, { method, headers, body, signal: opts.signal });
+    // A redirect is not followed: a proxy's 307 must not send the run's
+    // source, inputs, files and token to another address. "manual" rather
+    // than "error", with which Node's fetch fails a 421 answer to a POST
+    // (it sends the request again on a new connection, as the Fetch
+    // standard says, without its body).
+    const resp = await this.fetch(this.baseUrl + path, { method, headers, body, signal: opts.signal, redirect: "manual" });
+    if (resp.type === "opaqueredirect" || (resp.status >= 300 && resp.status < 400)) {
+      await resp.body?.cancel();
+      const where = resp.headers.get("Location") ?? "an address this runtime does not show";
+      throw new SpineError(resp.status, {
+        kind: "http",
+        message: `${method} ${path}: a redirect to ${where}, which the client does not follow (the request would go there whole): point baseUrl at the server itself`,
+      });
+    }
     const retry = Number(resp.headers.get("Retry-After"));
     const retryAfter = resp.headers.has("Retry-After") && Number.isFinite(retry) ? retry : undefined;
     if (opts.bytes && resp.ok) {
@@ -234,7 +311,7 @@ function runBody(source: string, opts: RunOptions): Record<string, unknown> {
 }
 
 /** Answers every pending call at once: each a value, or an error when its handler threw. */
-async function answerCalls(tools: Tools, pending: PendingCall[], runId: string): Promise<unknown[]> {
+async function answerCalls(tools: Tools, pending: PendingCall[], runId: string): Promise<ToolResult[]> {
   return Promise.all(
     pending.map(async (call) => {
       const tool = Object.prototype.hasOwnProperty.call(tools, call.name) ? tools[call.name] : undefined;

@@ -1,10 +1,17 @@
-import type { RunResult, ServerError } from "./types.js";
+import type { RunResult, ServerError, ToolResult } from "./types.js";
 
 /**
  * A request spine serve failed or refused: status is the HTTP status, error
  * the server's error object (kind "python" for a program that raised, with
  * its type and traceback). For a run, result holds what it left: its
  * stdout and stderr so far, its tool calls.
+ *
+ * An error that answered a run's tool results carries runId and results,
+ * those the client last sent: when it gave up sending them (429 overloaded
+ * after its retries) the run is still paused, and Client.resume(runId,
+ * results) sends them again. A continuation that reached a replica other than the
+ * run's is kind run_elsewhere (421), one that reached its replica after it
+ * restarted run_lost (410): the run ended with its replica.
  */
 export class SpineError extends Error {
   override name = "SpineError";
@@ -13,13 +20,23 @@ export class SpineError extends Error {
   readonly result?: RunResult;
   /** Seconds to wait before trying again, from Retry-After (429, 503). */
   readonly retryAfter?: number;
+  /** The run's id, once a run with client tools has one. */
+  runId?: string;
+  /** The tool results last sent to the run runId, when the error answered them. */
+  results?: ToolResult[];
 
-  constructor(status: number, error: ServerError, opts: { result?: RunResult; retryAfter?: number } = {}) {
+  constructor(
+    status: number,
+    error: ServerError,
+    opts: { result?: RunResult; retryAfter?: number; runId?: string; results?: ToolResult[] } = {},
+  ) {
     super(describe(status, error));
     this.status = status;
     this.error = error;
     this.result = opts.result;
     this.retryAfter = opts.retryAfter;
+    this.runId = opts.runId;
+    this.results = opts.results;
   }
 
   /** The error's kind: python, timeout, overloaded, not_found, tool_wait, ... */

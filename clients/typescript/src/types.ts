@@ -20,6 +20,11 @@ export interface ServerError {
   traceback?: string;
 }
 
+/** The result of a client tool's call, as sent to a paused run: a value, or an error raised in the program. */
+export type ToolResult =
+  | { id: string; value: JSONValue }
+  | { id: string; error: { message: string; type?: string } };
+
 /** A call of a client tool that a paused run waits for. */
 export interface PendingCall {
   id: string;
@@ -164,9 +169,35 @@ export interface ToolDefinition {
   output_schema: JSONSchema;
 }
 
+/**
+ * What POST /v1/tool/call?file_data= adds to its answer: nothing (none, the
+ * default), the images' data (images), or the files' data too (all).
+ */
+export type FileData = "none" | "images" | "all";
+
+/** An image a program made, as result.images lists it; with its data when asked for (fileData). */
+export interface ToolImage {
+  /** Where it comes from: a file the program wrote, a display() of it, or the run's value. */
+  source: "file" | "display" | "value";
+  /** The file's name, for source "file". */
+  name?: string;
+  /** Which display() (from 1), for source "display". */
+  index?: number;
+  mime_type: "image/png" | "image/jpeg" | "image/gif" | "image/webp";
+  width: number;
+  height: number;
+  bytes: number;
+  /** The image's bytes in base64, as the model APIs take them (only in ToolAnswer.images). */
+  data?: string;
+}
+
 /** The answer of POST /v1/tool/call: text is what the model reads back. */
 export interface ToolAnswer {
   text: string;
   is_error: boolean;
   result: { [key: string]: JSONValue } | null;
+  /** With fileData images or all: each of result.images with its data ([] for none). */
+  images?: ToolImage[];
+  /** With fileData all: every file the program left, its data in base64 ([] for none). */
+  files?: { name: string; data: string }[];
 }

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
 import { Client, SpineError, type Tools } from "../src/index.js";
-import { startSpine, type Spine } from "./server.js";
+import { runIdPattern, startSpine, type Spine } from "./server.js";
 
 let spine: Spine;
 
@@ -58,7 +58,7 @@ describe("client tools", () => {
     assert.equal(r.rounds, 1);
     assert.equal(r.toolCalls, 1);
     assert.deepEqual(r.calls.map((c) => [c.tool, c.failed]), [["get_weather", false]]);
-    assert.match(r.runId ?? "", /^run_[0-9a-f]{32}$/);
+    assert.match(r.runId ?? "", runIdPattern);
     assert.deepEqual(seen, [{ args: { city: "Paris" }, name: "get_weather", id: "call_1", runId: r.runId }]);
     assert.deepEqual(requests, ["POST /v1/run", `POST /v1/runs/${r.runId}/tool_results`]);
   });

@@ -1,12 +1,19 @@
 // A real spine serve for the tests: built from this repository with go
 // build into a temporary folder, once for the test file (or $SPINE_BIN),
-// started on a free loopback port with the demo tools, stopped by stop().
+// started on a free loopback port with the demo tools and none of this
+// process's SPINE_* variables, stopped by stop().
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+
+/**
+ * A run id (service/runid.go): "run_", the replica's name and a dot when the
+ * server has one, the process's incarnation (8 hex digits), a dot, 32 hex.
+ */
+export const runIdPattern = /^run_(?:[A-Za-z0-9-]{1,63}\.)?[0-9a-f]{8}\.[0-9a-f]{32}$/;
 
 export interface Spine {
   /** The server's address: http://127.0.0.1:PORT. */
@@ -54,10 +61,19 @@ function spineBinary(): string {
   return built;
 }
 
+/**
+ * This process's environment without its SPINE_* variables, which would
+ * change the server (SPINE_REPLICA, SPINE_CONFIG, SPINE_TOKEN, ...).
+ */
+function serverEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("SPINE_")));
+}
+
 /** Starts spine serve --demo-tools on a free port, with extra flags. */
 export async function startSpine(...flags: string[]): Promise<Spine> {
   const child = spawn(spineBinary(), ["serve", "--listen", "127.0.0.1:0", "--demo-tools", ...flags], {
     stdio: ["ignore", "ignore", "pipe"],
+    env: serverEnv(),
   });
   const killAtExit = () => child.kill("SIGKILL");
   process.on("exit", killAtExit);

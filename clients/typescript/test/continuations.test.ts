@@ -1,0 +1,171 @@
+// What the client does beside a run's own answers: Retry-After out of
+// bounds, giving up and resuming a paused run, continuations that reached
+// the wrong replica, redirects, POST /v1/tool/call's file_data, and the
+// tests' server's environment.
+
+import assert from "node:assert/strict";
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import { type AddressInfo } from "node:net";
+import { after, before, test } from "node:test";
+
+import { Client, SpineError } from "../src/index.js";
+import { retryWaitMs } from "../src/client.js";
+import { runIdPattern, startSpine, type Spine } from "./server.js";
+
+let spine: Spine;
+
+before(async () => {
+  // The server must not see it (test/server.ts): its run ids would name it.
+  process.env.SPINE_REPLICA = "from-the-caller";
+  try {
+    spine = await startSpine();
+  } finally {
+    delete process.env.SPINE_REPLICA;
+  }
+});
+
+after(async () => {
+  await spine?.stop();
+});
+
+/** A Client of the test's server whose requests are recorded as "METHOD path". */
+function counted(): { client: Client; requests: string[] } {
+  const requests: string[] = [];
+  const client = new Client({
+    baseUrl: spine.url,
+    fetch: (input, init) => {
+      requests.push(`${init?.method ?? "GET"} ${new URL(String(input)).pathname}`);
+      return fetch(input, init);
+    },
+  });
+  return { client, requests };
+}
+
+const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+  new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json", ...headers } });
+
+const empty = { value: null, stdout: "", stderr: "", tool_calls: 0, error: null, timing: { total_ms: 1, run_ms: 0 } };
+
+test("Retry-After is kept within 0 to 30 seconds", () => {
+  assert.equal(retryWaitMs(undefined), 1000);
+  assert.equal(retryWaitMs(NaN), 1000);
+  assert.equal(retryWaitMs(-1), 0);
+  assert.equal(retryWaitMs(2.5), 2500);
+  assert.equal(retryWaitMs(1e9), 30_000); // setTimeout would fire at once past 2^31 ms
+  assert.equal(retryWaitMs(Infinity), 30_000);
+});
+
+test("after 60 sendings refused as overloaded the error carries the run id and results", async () => {
+  const inits: RequestInit[] = [];
+  const pause = { ...empty, status: "tool_calls", run_id: "run_1", pending: [{ id: "call_1", name: "one", arguments: {} }] };
+  const overloaded = { ...empty, error: { kind: "overloaded", message: "all 1 run slots are busy" } };
+  const client = new Client({
+    baseUrl: "http://spine.test",
+    fetch: async (_input, init) => {
+      inits.push(init ?? {});
+      return inits.length === 1 ? json(200, pause) : json(429, overloaded, { "Retry-After": "-1" });
+    },
+  });
+  const e = await client.run("one()", { tools: { one: { handler: () => 7 } } }).catch((err: unknown) => err);
+  assert.ok(e instanceof SpineError, String(e));
+  assert.equal(e.kind, "overloaded");
+  assert.equal(inits.length, 1 + 1 + 60); // the run, the results, 60 sendings again
+  assert.equal(e.runId, "run_1");
+  assert.deepEqual(e.results, [{ id: "call_1", value: 7 }]);
+  assert.ok(inits.every((i) => i.redirect === "manual"), "no request follows a redirect");
+});
+
+test("resume sends a paused run's results and drives it on", async () => {
+  const client = new Client({ baseUrl: spine.url });
+  const schema = { type: "object", properties: { n: { type: "integer" } } };
+  const paused = await client.request("POST", "/v1/run", {
+    json: { source: "double(21) + double(1)", tools: [{ name: "double", input_schema: schema }] },
+  });
+  const p = paused.body as { status: string; run_id: string; pending: { id: string }[] };
+  assert.equal(p.status, "tool_calls");
+  assert.match(p.run_id, runIdPattern);
+  assert.ok(!p.run_id.includes("from-the-caller"), "the server saw the caller's SPINE_REPLICA");
+  const r = await client.resume(p.run_id, [{ id: p.pending[0].id, value: 42 }], {
+    tools: { double: { inputSchema: schema, handler: ({ n }) => Number(n) * 2 } },
+  });
+  assert.equal(r.value, 44);
+  assert.equal(r.rounds, 2);
+  assert.equal(r.runId, p.run_id);
+});
+
+test("421 run_elsewhere and 410 run_lost are thrown at once, not sent again", async () => {
+  const { client, requests } = counted();
+  const r = await client.run("ask()", { tools: { ask: { handler: () => 1 } } });
+  const incarnation = r.runId!.slice("run_".length).split(".").at(-2)!;
+  const other = incarnation.slice(0, 7) + (incarnation[7] === "0" ? "1" : "0"); // an earlier process's
+  const results = [{ id: "call_1", value: 1 }];
+  for (const [runId, status, kind] of [
+    [`run_r9.${incarnation}.${"0".repeat(32)}`, 421, "run_elsewhere"],
+    [`run_${other}.${"0".repeat(32)}`, 410, "run_lost"],
+  ] as const) {
+    requests.length = 0;
+    const e = await client.resume(runId, results).catch((err: unknown) => err);
+    assert.ok(e instanceof SpineError, String(e));
+    assert.deepEqual([e.status, e.kind, e.runId, e.results], [status, kind, runId, results]);
+    assert.ok(e.message.includes(runId), e.message);
+    assert.deepEqual(requests, [`POST /v1/runs/${runId}/tool_results`]);
+  }
+});
+
+/** A local HTTP server answering every request with handle's status and headers, recording "METHOD path". */
+async function listen(handle: (req: IncomingMessage) => [number, Record<string, string>]): Promise<{ url: string; seen: string[]; server: Server }> {
+  const seen: string[] = [];
+  const server = createServer((req, res) => {
+    seen.push(`${req.method} ${req.url}`);
+    req.resume();
+    req.on("end", () => {
+      const [status, headers] = handle(req);
+      res.writeHead(status, headers).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, server };
+}
+
+test("a redirect is not followed: the run's request never reaches another address", async () => {
+  const elsewhere = await listen(() => [200, { "Content-Type": "application/json" }]);
+  const proxy = await listen(() => [307, { Location: elsewhere.url + "/v1/run" }]);
+  try {
+    const e = await new Client({ baseUrl: proxy.url }).run("secret = 1", { inputs: { key: "k" } }).catch((err: unknown) => err);
+    assert.ok(e instanceof SpineError, String(e));
+    assert.equal(e.status, 307);
+    assert.equal(e.kind, "http");
+    assert.ok(e.message.includes(elsewhere.url + "/v1/run"), e.message);
+    assert.deepEqual(proxy.seen, ["POST /v1/run"]);
+    assert.deepEqual(elsewhere.seen, []);
+  } finally {
+    proxy.server.close();
+    elsewhere.server.close();
+  }
+});
+
+test("callTool with fileData: the images' data, and the files'", async () => {
+  const client = new Client({ baseUrl: spine.url });
+  // A PNG of 1 by 1 pixel.
+  const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+  const args = { source: `import base64\nopen("dot.png", "wb").write(base64.b64decode("${png}"))\nopen("a.txt", "w").write("hi")` };
+
+  const plain = await client.callTool(args);
+  assert.equal(plain.is_error, false, plain.text);
+  assert.equal(plain.images, undefined);
+  assert.equal(plain.files, undefined);
+
+  const images = await client.callTool(args, { fileData: "images" });
+  assert.deepEqual(
+    images.images?.map((im) => [im.source, im.name, im.mime_type, im.width, im.height, im.data]),
+    [["file", "dot.png", "image/png", 1, 1, png]],
+  );
+  assert.equal(images.files, undefined);
+
+  const all = await client.callTool(args, { fileData: "all" });
+  assert.equal(all.images?.length, 1);
+  assert.deepEqual(
+    all.files?.map((f) => [f.name, f.data]).sort(),
+    [["a.txt", btoa("hi")], ["dot.png", png]],
+  );
+});
