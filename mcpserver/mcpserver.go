@@ -53,11 +53,10 @@
 // wrote (known by their bytes) and the image formats of what it displayed
 // and of its value — follow the text as ImageContent, which a model sees as
 // images, at most Options.MaxImages of them, within MaxImageBytes each and
-// MaxAnswerImageBytes in all
-// ("images" in structuredContent lists them; "images_left_out" says which
-// were left out and why); an image file sent so is not sent again as a
-// resource. The files of the "files" argument are placed in the working
-// directory first.
+// MaxAnswerImageBytes in all ("images" in structuredContent lists them;
+// "images_left_out" says which were left out and why); an image file sent
+// so is not sent again as a resource. The files of the "files" argument
+// are placed in the working directory first.
 // Files belong to one call, in a session too. A program that fails — a Python
 // exception, its time limit, a limit on its size — answers with a tool result
 // whose IsError is set and whose text is the traceback (or the reason) and the
