@@ -10,11 +10,12 @@
 // Result whose Text is what the model reads: the result as JSON, or the
 // Python traceback (or the limit reached) followed by what the program
 // printed, so the model can fix its program and call again. The images the
-// program made — PNG, JPEG, GIF and WebP files it wrote, and the image
+// program made — still PNG, JPEG, GIF and WebP files it wrote, and the image
 // formats of what it displayed — are the Result's Images, which the caller
 // sends after the text, in the same tool result where its API allows
-// (Image says how for each API); bounded by Options.MaxImageBytes and
-// MaxAnswerImageBytes, with what is left out said in the text.
+// (Image says how for each API); bounded by Options.MaxImages,
+// MaxImageBytes and MaxAnswerImageBytes, with what is left out said in the
+// text.
 //
 //	tool := codemode.New(runner, nil)
 //	// declare tool.Name(), tool.Description() and tool.Parameters() to the model, then
@@ -75,13 +76,16 @@ type Options struct {
 	// DefaultStubLimit; a negative limit, the stubs whatever their size.
 	StubLimit int
 
-	// MaxImageBytes caps each image the Result gives the model (Result.Images:
-	// the images a program writes or displays), in bytes before base64;
-	// MaxAnswerImageBytes caps them all together. An image past either is
-	// left out, and Result.ImagesLeftOut says so. 0 means
-	// DefaultMaxImageBytes (1 MiB) and DefaultMaxAnswerImageBytes (4 MiB); a
+	// MaxImages caps how many images the Result gives the model
+	// (Result.Images: the images a program writes or displays),
+	// MaxImageBytes the bytes of each (before base64) and
+	// MaxAnswerImageBytes their bytes together. An image past any cap is
+	// left out, and Result.ImagesLeftOut says so. 0 (or less, but for
+	// MaxImageBytes) means the default: DefaultMaxImages (8),
+	// DefaultMaxImageBytes (1 MiB), DefaultMaxAnswerImageBytes (4 MiB). A
 	// negative MaxImageBytes gives no images at all, for a model that takes
 	// none (the files are still listed).
+	MaxImages           int
 	MaxImageBytes       int
 	MaxAnswerImageBytes int
 }
@@ -133,6 +137,9 @@ func withDefaults(opts *Options) Options {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
+	}
+	if o.MaxImages <= 0 {
+		o.MaxImages = DefaultMaxImages
 	}
 	if o.MaxImageBytes == 0 {
 		o.MaxImageBytes = DefaultMaxImageBytes
@@ -296,8 +303,9 @@ func reason(err error) string {
 //
 //   - success: Value, Stdout, Stderr, the files' names and sizes,
 //     Display when the value has no JSON form, and the Images the program
-//     made (within Options.MaxImageBytes and MaxAnswerImageBytes; what is
-//     left out is said in ImagesLeftOut); Text is that JSON;
+//     made (within Options.MaxImages, MaxImageBytes and
+//     MaxAnswerImageBytes; what is left out is said in ImagesLeftOut); Text
+//     is that JSON;
 //   - a Python exception: IsError, Error the traceback;
 //   - the time limit: IsError, Error "TimeoutError: the program did not
 //     finish within its time limit of 30s";
@@ -328,7 +336,7 @@ func (t *Tool) Answer(ctx context.Context, out *spine.Output, err error) (*Resul
 		if string(out.Value) == "null" && out.Display != nil {
 			res.Display = out.Display.Text()
 		}
-		res.Images, res.ImagesLeftOut = images(out, t.opts.MaxImageBytes, t.opts.MaxAnswerImageBytes)
+		res.Images, res.ImagesLeftOut = images(out, &t.opts)
 		return res, nil
 	case outcome == spine.OutcomePython:
 		var pyErr *spine.PythonError

@@ -16,8 +16,13 @@ import (
 	"github.com/spine-run/spine"
 )
 
-// The defaults of Options.MaxImageBytes and Options.MaxAnswerImageBytes.
+// The defaults of Options.MaxImages, MaxImageBytes and MaxAnswerImageBytes.
+// DefaultMaxImages is small because a request carries every image of the
+// conversation before it: Anthropic's messages API refuses one with more
+// than 100 images (600 for some models), or with more than 20 and one over
+// 2000 pixels a side.
 const (
+	DefaultMaxImages           = 8
 	DefaultMaxImageBytes       = 1 << 20
 	DefaultMaxAnswerImageBytes = 4 << 20
 )
@@ -29,11 +34,21 @@ const MaxImageSide = 8000
 
 // An Image is an image the program made, for the model to see: a file it
 // wrote in its working directory, or an image format (image/png,
-// image/jpeg, ...) of a value it displayed or of the run's value. Only PNG,
-// JPEG, GIF and WebP images are given, those the model APIs take, known by
-// their bytes (not by a file's name) and checked whole enough that an API
-// will not refuse them: a header that decodes, at most MaxImageSide pixels a
-// side, and for a PNG every chunk to the end, checksums included.
+// image/jpeg, ...) of a value it displayed or of the run's value. Only still
+// PNG, JPEG, GIF and WebP images are given, the formats the model APIs take,
+// known by their bytes (not by a file's name). What is checked, since a model
+// API refuses a whole request over one image it cannot take, is the
+// structure, not the pixels: a header that decodes to a size of 1 to
+// MaxImageSide pixels a side; for a PNG every chunk to IEND, checksums
+// included, and no acTL chunk (an animated PNG); for a JPEG the end-of-image
+// marker; for a GIF every block to the trailer and one image in them (not an
+// animation); for a WebP a RIFF size within the data, a VP8, VP8L or VP8X
+// first chunk, and no animation flag in a VP8X. The compressed pixel data is
+// not decoded: an image damaged inside it passes. Nor can the caps of a
+// whole request be checked here (Anthropic's: 100 images, and 2000 pixels a
+// side past 20 images), since a request carries the conversation's earlier
+// images too: Options.MaxImages keeps each answer's count small, and an
+// agent loop whose conversation grows long drops its old turns' images.
 //
 // An agent loop sends each after the Result's text, in the same tool
 // result, in its API's shape:
@@ -86,16 +101,45 @@ func (im *Image) Label() string {
 
 // images are the images of a successful run, in the order a notebook shows
 // them (the displays, then the value's display), then the files in the
-// order of Output.Files; each at most each bytes and all together at most
-// total. leftOut says, for the model, which were left out and why
-// ("2 images left out: over the 1 MiB limit per image (big.png, display
-// 3)"); "" when none was.
-func images(out *spine.Output, each, total int) (kept []Image, leftOut string) {
+// order of Output.Files; at most o.MaxImages of them, each at most
+// o.MaxImageBytes and all together at most o.MaxAnswerImageBytes. leftOut
+// says, for the model, which were left out and why ("2 images left out:
+// over the 1 MiB limit per image (big.png, display 3)"); "" when none was.
+func images(out *spine.Output, o *Options) (kept []Image, leftOut string) {
+	each, total := o.MaxImageBytes, o.MaxAnswerImageBytes
 	if out == nil || each < 0 || total < 0 {
 		return nil, ""
 	}
-	var candidates []Image
-	var skipped []skip
+	candidates, skipped := imageCandidates(out)
+	room := total
+	for _, im := range candidates {
+		im.Bytes = len(im.Data)
+		var why string
+		switch {
+		case im.Bytes > each: // before the check, which reads it all
+			why = "over the " + size(int64(each)) + " limit per image"
+		case im.Bytes > room:
+			why = "over the " + size(int64(total)) + " limit per answer"
+		case len(kept) == o.MaxImages:
+			why = fmt.Sprintf("over the limit of %d images per answer", o.MaxImages)
+		default:
+			im.MIMEType, im.Width, im.Height, why = checkImage(im.Data)
+		}
+		if why != "" {
+			skipped = append(skipped, skip{im.Label(), why})
+			continue
+		}
+		room -= im.Bytes
+		kept = append(kept, im)
+	}
+	return kept, leftOutText(skipped)
+}
+
+// imageCandidates are the images of out before the checks and caps: one
+// for each display with a PNG, JPEG, GIF or WebP format (by its bytes),
+// then each file that is one; skipped has the displays whose image formats
+// are none of those.
+func imageCandidates(out *spine.Output) (candidates []Image, skipped []skip) {
 	fromDisplay := func(d spine.Display, im Image) {
 		types := displayImageTypes(d)
 		for _, mime := range types {
@@ -119,30 +163,15 @@ func images(out *spine.Output, each, total int) (kept []Image, leftOut string) {
 			candidates = append(candidates, Image{Source: "file", Name: f.Name, Data: f.Data})
 		}
 	}
-	room := total
-	for _, im := range candidates {
-		im.Bytes = len(im.Data)
-		var why string
-		switch {
-		case im.Bytes > each: // before the check, which reads it all
-			why = "over the " + size(int64(each)) + " limit per image"
-		case im.Bytes > room:
-			why = "over the " + size(int64(total)) + " limit per answer"
-		default:
-			im.MIMEType, im.Width, im.Height, why = checkImage(im.Data)
-		}
-		if why != "" {
-			skipped = append(skipped, skip{im.Label(), why})
-			continue
-		}
-		room -= im.Bytes
-		kept = append(kept, im)
-	}
-	return kept, leftOutText(skipped)
+	return candidates, skipped
 }
 
 // skip is an image left out: its label, and why.
 type skip struct{ label, why string }
+
+// leftOutLabels is the most images leftOutText names for one reason; it
+// counts the others ("and 240 more"), since the files are listed anyway.
+const leftOutLabels = 10
 
 // leftOutText says which images were left out, grouped by why, in the
 // order of the first of each.
@@ -168,7 +197,12 @@ func leftOutText(skipped []skip) string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "%s (%s)", why, strings.Join(labels[why], ", "))
+		named := labels[why]
+		more := ""
+		if len(named) > leftOutLabels {
+			named, more = named[:leftOutLabels], fmt.Sprintf(" and %d more", len(named)-leftOutLabels)
+		}
+		fmt.Fprintf(&b, "%s (%s%s)", why, strings.Join(named, ", "), more)
 	}
 	return b.String()
 }
@@ -202,9 +236,14 @@ func sniffImage(data []byte) string {
 	return ""
 }
 
+// errAnimated is an image with more than one frame: an animated GIF, PNG
+// (APNG) or WebP, which at least one model API refuses (OpenAI's takes
+// non-animated GIFs only).
+var errAnimated = errors.New("animated")
+
 // checkImage returns data's MIME type and size in pixels, or why it cannot
-// be given to a model: its header does not decode, it is cut short, or it
-// is larger than MaxImageSide.
+// be given to a model: its header does not decode, it is cut short, it is
+// animated, or it is larger than MaxImageSide. Image says what is checked.
 func checkImage(data []byte) (mime string, width, height int, why string) {
 	mime = sniffImage(data)
 	var cfg image.Config
@@ -220,9 +259,8 @@ func checkImage(data []byte) (mime string, width, height int, why string) {
 			err = errors.New("no end of image")
 		}
 	case "image/gif":
-		cfg, err = gif.DecodeConfig(bytes.NewReader(data))
-		if err == nil && data[len(data)-1] != 0x3b {
-			err = errors.New("no trailer")
+		if err = gifStill(data); err == nil {
+			cfg, err = gif.DecodeConfig(bytes.NewReader(data))
 		}
 	case "image/webp":
 		cfg, err = webpConfig(data)
@@ -230,6 +268,8 @@ func checkImage(data []byte) (mime string, width, height int, why string) {
 		return "", 0, 0, "not a PNG, JPEG, GIF or WebP image"
 	}
 	switch {
+	case errors.Is(err, errAnimated):
+		return mime, 0, 0, "animated"
 	case err != nil:
 		return mime, 0, 0, "damaged or cut short"
 	case cfg.Width <= 0 || cfg.Height <= 0:
@@ -241,7 +281,8 @@ func checkImage(data []byte) (mime string, width, height int, why string) {
 }
 
 // pngWhole checks a PNG's chunks from its signature to IEND: each within
-// the data, its CRC right, IHDR first.
+// the data, its CRC right, IHDR first; errAnimated when one is acTL, the
+// animation control of an APNG.
 func pngWhole(data []byte) error {
 	rest := data[8:]
 	for first := true; ; first = false {
@@ -259,15 +300,72 @@ func pngWhole(data []byte) error {
 		if crc32.ChecksumIEEE(rest[4:8+n]) != binary.BigEndian.Uint32(rest[8+n:]) {
 			return errors.New("bad CRC")
 		}
-		if string(kind) == "IEND" {
+		switch string(kind) {
+		case "IEND":
 			return nil
+		case "acTL":
+			return errAnimated
 		}
 		rest = rest[12+n:]
 	}
 }
 
+// gifStill walks a GIF's blocks from its screen descriptor to the trailer:
+// each within the data, one image among them; errAnimated for a second.
+func gifStill(data []byte) error {
+	cut := errors.New("cut short")
+	if len(data) < 13 {
+		return cut
+	}
+	p := 13 // the header and the logical screen descriptor
+	if flags := data[10]; flags&0x80 != 0 {
+		p += 3 << (flags&7 + 1) // the global color table
+	}
+	frames := 0
+	for {
+		if p >= len(data) {
+			return cut
+		}
+		switch data[p] {
+		case 0x3b: // the trailer
+			if frames == 0 {
+				return errors.New("no image")
+			}
+			return nil
+		case 0x21: // an extension: its label, then its sub-blocks
+			p += 2
+		case 0x2c: // an image: its descriptor, local color table, LZW code size, then its sub-blocks
+			if frames++; frames > 1 {
+				return errAnimated
+			}
+			if p+10 > len(data) {
+				return cut
+			}
+			flags := data[p+9]
+			p += 10
+			if flags&0x80 != 0 {
+				p += 3 << (flags&7 + 1)
+			}
+			p++
+		default:
+			return errors.New("not a block")
+		}
+		for { // sub-blocks, each its length then its bytes, to an empty one
+			if p >= len(data) {
+				return cut
+			}
+			n := int(data[p])
+			p += 1 + n
+			if n == 0 {
+				break
+			}
+		}
+	}
+}
+
 // webpConfig reads a WebP's size from its first chunk (VP8, VP8L or VP8X),
-// after checking that the RIFF holds as many bytes as it says.
+// after checking that the RIFF holds as many bytes as it says;
+// errAnimated when a VP8X has the animation flag.
 func webpConfig(data []byte) (image.Config, error) {
 	var cfg image.Config
 	if len(data) < 30 || int64(binary.LittleEndian.Uint32(data[4:])) > int64(len(data)-8) {
@@ -290,6 +388,9 @@ func webpConfig(data []byte) (image.Config, error) {
 		cfg.Width = int(bits&0x3fff) + 1
 		cfg.Height = int(bits>>14&0x3fff) + 1
 	case "VP8X": // flags, then 24 bits each of width-1 and height-1
+		if b[0]&0x02 != 0 { // the animation flag
+			return cfg, errAnimated
+		}
 		cfg.Width = int(uint32(b[4])|uint32(b[5])<<8|uint32(b[6])<<16) + 1
 		cfg.Height = int(uint32(b[7])|uint32(b[8])<<8|uint32(b[9])<<16) + 1
 	default:

@@ -3,6 +3,7 @@ package codemode
 import (
 	"bytes"
 	"encoding/binary"
+	"hash/crc32"
 	"image"
 	"image/color"
 	"image/gif"
@@ -21,8 +22,17 @@ func webpHeader(kind string, head []byte, n int) []byte {
 	return b
 }
 
+// pngWithChunk is p with a chunk of kind and data after its IHDR.
+func pngWithChunk(p []byte, kind string, data []byte) []byte {
+	c := binary.BigEndian.AppendUint32(nil, uint32(len(data)))
+	c = append(append(c, kind...), data...)
+	c = binary.BigEndian.AppendUint32(c, crc32.ChecksumIEEE(c[4:]))
+	return append(append(bytes.Clone(p[:33]), c...), p[33:]...)
+}
+
 // TestCheckImage: each format the APIs take is known by its bytes, with its
-// size in pixels; one cut short, damaged or too large is refused with why.
+// size in pixels; one cut short, damaged, animated or too large is refused
+// with why.
 func TestCheckImage(t *testing.T) {
 	img := image.NewRGBA(image.Rect(0, 0, 7, 5))
 	img.Set(1, 1, color.RGBA{255, 0, 0, 255})
@@ -35,7 +45,16 @@ func TestCheckImage(t *testing.T) {
 	vp8l := webpHeader("VP8L", []byte{0x2f, 6, 0, 1, 0}, 40) // 7 x 5: width-1 = 6, height-1 = 4 at bit 14
 	vp8x := webpHeader("VP8X", []byte{0, 0, 0, 0, 6, 0, 0, 4, 0, 0}, 40)
 	vp8 := webpHeader("VP8 ", []byte{0, 0, 0, 0x9d, 0x01, 0x2a, 7, 0, 5, 0}, 40)
-	wide := webpHeader("VP8X", []byte{0, 0, 0, 0, 0x40, 0x1f, 0, 0, 0, 0}, 40) // 8001 x 1
+	wide := webpHeader("VP8X", []byte{0, 0, 0, 0, 0x40, 0x1f, 0, 0, 0, 0}, 40)  // 8001 x 1
+	animWebP := webpHeader("VP8X", []byte{0x02, 0, 0, 0, 6, 0, 0, 4, 0, 0}, 40) // the animation flag
+	pal := image.NewPaletted(img.Rect, color.Palette{color.White, color.Black})
+	var animGIF, loopGIF bytes.Buffer
+	gif.EncodeAll(&animGIF, &gif.GIF{Image: []*image.Paletted{pal, pal}, Delay: []int{10, 10}})
+	gif.EncodeAll(&loopGIF, &gif.GIF{Image: []*image.Paletted{pal}, Delay: []int{10}, LoopCount: 1}) // extensions, one frame
+	badBlock := bytes.Clone(gifData.Bytes())
+	badBlock[len(badBlock)-1] = 0x2a // no trailer: a byte that begins no block
+	apng := pngWithChunk(pngData.Bytes(), "acTL", []byte{0, 0, 0, 2, 0, 0, 0, 0})
+	withText := pngWithChunk(pngData.Bytes(), "tEXt", []byte("Title\x00a chart"))
 
 	for _, c := range []struct {
 		name string
@@ -56,6 +75,12 @@ func TestCheckImage(t *testing.T) {
 		{"gif cut short", gifData.Bytes()[:gifData.Len()-1], "image/gif", 0, 0, "damaged or cut short"},
 		{"webp cut short", vp8l[:36], "image/webp", 0, 0, "damaged or cut short"},
 		{"webp too wide", wide, "image/webp", 8001, 1, "over 8000 pixels on a side"},
+		{"png with text", withText, "image/png", 7, 5, ""},
+		{"gif with extensions", loopGIF.Bytes(), "image/gif", 7, 5, ""},
+		{"apng", apng, "image/png", 0, 0, "animated"},
+		{"animated gif", animGIF.Bytes(), "image/gif", 0, 0, "animated"},
+		{"animated webp", animWebP, "image/webp", 0, 0, "animated"},
+		{"gif bad block", badBlock, "image/gif", 0, 0, "damaged or cut short"},
 		{"bmp", []byte("BM\x00\x00\x00\x00\x00\x00\x00\x00"), "", 0, 0, "not a PNG, JPEG, GIF or WebP image"},
 		{"empty", nil, "", 0, 0, "not a PNG, JPEG, GIF or WebP image"},
 		{"signature only", []byte("\x89PNG\r\n\x1a\n"), "image/png", 0, 0, "damaged or cut short"},

@@ -115,7 +115,49 @@ display({"image/png": png(3, 3)}, raw=True)
 	if d := codemode.Description(manifest, none); strings.Contains(d, "shown to you as images") {
 		t.Error("the description speaks of images a Tool without them does not give")
 	}
-	if d := codemode.Description(manifest, nil); !strings.Contains(d, "shown to you as images after the result: at most 1 MiB each and 4 MiB per call.") {
+	if d := codemode.Description(manifest, nil); !strings.Contains(d, "shown to you as images after the result: at most 8 per call, 1 MiB each and 4 MiB in all.") {
+		t.Errorf("the description:\n%s", d)
+	}
+}
+
+// TestImagesCount: an answer gives at most Options.MaxImages images (8 by
+// default), however small, since a model API refuses a request with too
+// many; the text names the first of those left out and counts the rest. An
+// animated image (here an APNG) is left out as such.
+func TestImagesCount(t *testing.T) {
+	const source = `
+import struct, zlib
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+still = png(2, 2)
+open("anim.png", "wb").write(still[:33] + chunk(b"acTL", struct.pack(">II", 2, 0)) + still[33:])  # after IHDR
+display({"image/png": png(3, 3)}, raw=True)
+for i in range(30):
+    open(f"p{i:02}.png", "wb").write(png(1, 1))
+`
+	res := runImages(t, nil, source)
+	if res.IsError {
+		t.Fatal(res.Text())
+	}
+	var labels []string
+	for _, im := range res.Images {
+		labels = append(labels, im.Label())
+	}
+	if got := strings.Join(labels, " "); got != "display 1 p00.png p01.png p02.png p03.png p04.png p05.png p06.png" {
+		t.Errorf("images %s", got)
+	}
+	want := "24 images left out: animated (anim.png); over the limit of 8 images per answer " +
+		"(p07.png, p08.png, p09.png, p10.png, p11.png, p12.png, p13.png, p14.png, p15.png, p16.png and 13 more)"
+	if res.ImagesLeftOut != want || len(res.Files) != 31 {
+		t.Errorf("left out:\n%s\nwant\n%s", res.ImagesLeftOut, want)
+	}
+
+	res = runImages(t, &codemode.Options{MaxImages: 2}, source)
+	if len(res.Images) != 2 || !strings.HasPrefix(res.ImagesLeftOut, "30 images left out: animated (anim.png); over the limit of 2 images per answer (p01.png, ") {
+		t.Errorf("MaxImages 2: %d images; %s", len(res.Images), res.ImagesLeftOut)
+	}
+	if d := codemode.Description(manifest, &codemode.Options{MaxImages: 2}); !strings.Contains(d, "(not animated)") ||
+		!strings.Contains(d, "shown to you as images after the result: at most 2 per call, 1 MiB each and 4 MiB in all.") {
 		t.Errorf("the description:\n%s", d)
 	}
 }

@@ -35,8 +35,8 @@ The program calls the tools listed below as ordinary Python functions with the s
 
 The standard library is available (json, re, datetime, math, statistics, collections, itertools, csv, sqlite3, zlib, zoneinfo, asyncio and the rest); third-party packages are not. There is no network (sockets and urllib raise OSError), no environment variables, no subprocesses and no threads (a started thread or an executor's task runs to its end at once). The program's working directory (/work) and /tmp are its own scratch space, empty at the start but for the files of the "files" argument, and gone after the call; the files it creates or changes in the working directory are returned with the result. Host files cannot be reached.`)
 	if o.MaxImageBytes >= 0 {
-		fmt.Fprintf(&b, " The PNG, JPEG, GIF and WebP images it writes there, or shows with display(obj) (an object with _repr_png_, or display(bundle, raw=True) of {\"image/png\": bytes}) or as its value, are shown to you as images after the result: at most %s each and %s per call.",
-			size(int64(o.MaxImageBytes)), size(int64(o.MaxAnswerImageBytes)))
+		fmt.Fprintf(&b, " The PNG, JPEG, GIF and WebP images (not animated) it writes there, or shows with display(obj) (an object with _repr_png_, or display(bundle, raw=True) of {\"image/png\": bytes}) or as its value, are shown to you as images after the result: at most %d per call, %s each and %s in all.",
+			o.MaxImages, size(int64(o.MaxImageBytes)), size(int64(o.MaxAnswerImageBytes)))
 	}
 	if sessions {
 		b.WriteString(" State persists from one call to the next, as in a notebook: the variables, imports, functions and classes a program defines are there for your later programs (`inputs` and `result` are each call's own, and so are the files). Pass \"fresh\": true to start from a new, empty session. A program stopped by its time limit gets KeyboardInterrupt and the state it left stays. If the state was lost (a program that would not stop, or a session unused for long), the next call runs in a new session and its result says so.")

@@ -15,7 +15,7 @@ import (
 // TestImages: the images a run makes reach the client as ImageContent
 // after the text, through the real SDK client over streamable HTTP; an image
 // file is not sent again as a resource, other files are; past the caps the
-// text says what was left out.
+// text says what was left out. Options.MaxImages reaches run_python.
 func TestImages(t *testing.T) {
 	server := mcpserver.New(runner, &mcpserver.Options{MaxImageBytes: 40 << 10})
 	cs := spinetest.ConnectHTTP(t, spinetest.ServeHTTP(t, spinetest.MCPHandler(server)).URL)
@@ -57,7 +57,10 @@ display({"image/png": png(2, 2)}, raw=True)
 		t.Errorf("text %s", text)
 	}
 	tools, err := cs.ListTools(t.Context(), nil)
-	if err != nil || !strings.Contains(tools.Tools[0].Description, "shown to you as images after the result: at most 40 KiB each and 4 MiB per call") {
+	if err != nil || !strings.Contains(tools.Tools[0].Description, "shown to you as images after the result: at most 8 per call, 40 KiB each and 4 MiB in all") {
 		t.Fatalf("description: %v", err)
+	}
+	if d := mcpserver.Description(manifest, &mcpserver.Options{MaxImages: 3}); !strings.Contains(d, "at most 3 per call, 1 MiB each") {
+		t.Errorf("MaxImages 3: the description:\n%s", d)
 	}
 }

@@ -49,14 +49,14 @@
 // its working directory follow as embedded resources (file:///work/NAME;
 // text when UTF-8, else a base64 blob), after the error's text too when a
 // run fails; "files" in structuredContent lists their names and sizes. The
-// images of a successful run — the PNG, JPEG, GIF and WebP files it wrote
-// (known by their bytes) and the image formats of what it displayed and of
-// its value — follow the text as ImageContent, which a model sees as
-// images, within Options.MaxImageBytes each and MaxAnswerImageBytes in all
-// ("images" in structuredContent lists them; "images_left_out" says which
-// were left out and why); an image file sent so is not sent again as a
-// resource. The files of the "files" argument are placed in the working
-// directory first.
+// images of a successful run — the still PNG, JPEG, GIF and WebP files it
+// wrote (known by their bytes) and the image formats of what it displayed
+// and of its value — follow the text as ImageContent, which a model sees as
+// images, at most Options.MaxImages of them, within MaxImageBytes each and
+// MaxAnswerImageBytes in all ("images" in structuredContent lists them;
+// "images_left_out" says which were left out and why); an image file sent
+// so is not sent again as a resource. The files of the "files" argument
+// are placed in the working directory first.
 // Files belong to one call, in a session too. A program that fails — a Python
 // exception, its time limit, a limit on its size — answers with a tool result
 // whose IsError is set and whose text is the traceback (or the reason) and the
@@ -177,9 +177,11 @@ type Options struct {
 	// token's share from a tokens file.
 	SessionsOf func(client string) int
 
-	// MaxImageBytes and MaxAnswerImageBytes cap the images a result gives
-	// the model, each and all together (codemode.Options). Defaults 1 MiB
-	// and 4 MiB; a negative MaxImageBytes sends none.
+	// MaxImages, MaxImageBytes and MaxAnswerImageBytes cap the images a
+	// result gives the model: how many, each and all together
+	// (codemode.Options). Defaults 8, 1 MiB and 4 MiB; a negative
+	// MaxImageBytes sends none.
+	MaxImages           int
 	MaxImageBytes       int
 	MaxAnswerImageBytes int
 
@@ -314,7 +316,7 @@ const sessionless = "2026-07-28"
 // codemode returns the settings of the server's run_python.
 func (o *Options) codemode() *codemode.Options {
 	return &codemode.Options{Timeout: o.Timeout, EarlyReads: o.EarlyReads, Sessions: !o.Stateless,
-		MaxImageBytes: o.MaxImageBytes, MaxAnswerImageBytes: o.MaxAnswerImageBytes}
+		MaxImages: o.MaxImages, MaxImageBytes: o.MaxImageBytes, MaxAnswerImageBytes: o.MaxAnswerImageBytes}
 }
 
 func boolPtr(b bool) *bool { return &b }

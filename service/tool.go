@@ -31,13 +31,14 @@ type ToolDefinition struct {
 // file_data: "images" gives Images, the images of Result.Images with their
 // data, which the agent sends its model after Text (codemode.Image says in
 // what shape for each API); "all" gives Files too, every file the program
-// left, with its data. Both are base64 in the JSON.
+// left, with its data. Both are base64 in the JSON. Asked for, they are []
+// when there are none; absent when the call did not run.
 type ToolAnswer struct {
 	Text    string           `json:"text"`
 	IsError bool             `json:"is_error"`
 	Result  *codemode.Result `json:"result"`
-	Images  []ToolImage      `json:"images,omitempty"`
-	Files   []spine.File     `json:"files,omitempty"`
+	Images  []ToolImage      `json:"images,omitzero"` // [] when asked for and none
+	Files   []spine.File     `json:"files,omitzero"`
 
 	// A call that brought client tools (pausedtool.go) says where its run
 	// is, as a run's Response does: Status "tool_calls" (paused: answer

@@ -3,6 +3,7 @@ package service_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -50,6 +51,27 @@ display({"image/png": png(1, 1)}, raw=True)`})
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || refused.Error == nil || refused.Error.Message != `file_data "yes" is not none, images or all` {
 		t.Errorf("file_data=yes: %d %+v", resp.StatusCode, refused.Error)
+	}
+}
+
+// TestToolFileDataNone: asked for, images and files are [] when a program
+// makes none, as docs/http.md says, and absent when the call did not run.
+func TestToolFileDataNone(t *testing.T) {
+	url := newServer(t, &service.Options{Tool: codemode.New(runner, nil)}).URL
+	for _, c := range []struct{ data, args, want, absent string }{
+		{"images", `{"source": "1 + 1"}`, `"images":[]`, `"files"`},
+		{"all", `{"source": "1 + 1"}`, `"images":[],"files":[]`, ""},
+		{"all", `{"source": "1 + 1", "typo": 1}`, `"is_error":true`, `"images"`}, // bad arguments: it did not run
+	} {
+		resp, err := http.Post(url+"/v1/tool/call?file_data="+c.data, "application/json", strings.NewReader(c.args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), c.want) || c.absent != "" && strings.Contains(string(body), c.absent) {
+			t.Errorf("file_data=%s of %s: %s", c.data, c.args, body)
+		}
 	}
 }
 

@@ -34,36 +34,38 @@ func TestImagesProcess(t *testing.T) {
 		if noImages {
 			args = append(args, "--no-images")
 		}
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "SPINE_CONFIG=")
-		client := mcp.NewClient(&mcp.Implementation{Name: "spine-test", Version: "v0"}, nil)
-		cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"source": imageProgram}})
-		if err != nil || res.IsError {
-			t.Fatalf("%v %v", err, res)
-		}
-		var kinds []string
-		for _, c := range res.Content {
-			switch c := c.(type) {
-			case *mcp.TextContent:
-				kinds = append(kinds, "text")
-			case *mcp.ImageContent:
-				kinds = append(kinds, c.MIMEType)
-			case *mcp.EmbeddedResource:
-				kinds = append(kinds, c.Resource.URI)
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			cmd := exec.Command(bin, args...)
+			cmd.Env = append(os.Environ(), "SPINE_CONFIG=")
+			client := mcp.NewClient(&mcp.Implementation{Name: "spine-test", Version: "v0"}, nil)
+			cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		want := "text image/png file:///work/notes.txt"
-		if noImages {
-			want = "text file:///work/chart.png file:///work/notes.txt"
-		}
-		if got := strings.Join(kinds, " "); got != want {
-			t.Errorf("spine %s: content %s, want %s", strings.Join(args, " "), got, want)
-		}
-		cs.Close()
+			t.Cleanup(func() { cs.Close() }) // ends the child when the subtest ends, failed or not
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"source": imageProgram}})
+			if err != nil || res.IsError {
+				t.Fatalf("%v %v", err, res)
+			}
+			var kinds []string
+			for _, c := range res.Content {
+				switch c := c.(type) {
+				case *mcp.TextContent:
+					kinds = append(kinds, "text")
+				case *mcp.ImageContent:
+					kinds = append(kinds, c.MIMEType)
+				case *mcp.EmbeddedResource:
+					kinds = append(kinds, c.Resource.URI)
+				}
+			}
+			want := "text image/png file:///work/notes.txt"
+			if noImages {
+				want = "text file:///work/chart.png file:///work/notes.txt"
+			}
+			if got := strings.Join(kinds, " "); got != want {
+				t.Errorf("content %s, want %s", got, want)
+			}
+		})
 	}
 
 	for _, noImages := range []bool{false, true} {
