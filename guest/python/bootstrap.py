@@ -34,7 +34,7 @@ read a program while it streams in (prefix mode, in ``plm``).
 #                namespace, the tool proxies (make_tool, invoke_tool), errors, responses
 #   shown        the run's value as JSON and as a notebook shows it; display()
 #   world        the program's world: asyncio's loop, threads, sockets; executor calls on the Host;
-#                the image's random generators, reseeded every run
+#                the image's random generators, seeded again when a run reaches them
 #   plm          reset and the warm-up; the names bootstrap uses
 #   plm.prefix   prefix mode: the program read while it streams in
 #   plm.rewrite  the PLM pass: transform, its plans, run_plans (the __spine_prepare helper)
@@ -596,7 +596,8 @@ def execute(raw):
         plm.prefix.reset()  # its values are of no more use, and the program may need the memory
     if not session or _session is None:
         # A run from the image, or a new session: its own random numbers (a session's
-        # later runs go on with its sequences).
+        # later runs go on with its sequences). The generators the traps guard are seeded
+        # when the run first reaches them; these are the others.
         world.reseed()
     shadowed = {}
     if session:
