@@ -34,7 +34,7 @@ from os import urandom as _urandom
 from plm import futures, wire
 from plm.purity import _key_cache, _keys_scalar
 
-__all__ = ["know_tools", "start", "settle", "find_generators", "reseed", "NO_NETWORK", "DEADLOCK"]
+__all__ = ["know_tools", "know_tool", "start", "settle", "find_generators", "reseed", "NO_NETWORK", "DEADLOCK"]
 
 NO_NETWORK = "no network in the sandbox: a program reaches the world only through its tools"
 DEADLOCK = (
@@ -61,6 +61,11 @@ def know_tools(proxies_by_name, early, decode, namespace_type):
     _early = frozenset(early)
     _decode = decode
     _namespace_type = namespace_type
+
+
+def know_tool(proxy, name):
+    """Learn one more tool proxy: a run's own tool, made when the program reached it."""
+    _tool_names[proxy] = name
 
 
 def _unwrap(fn, args, kwargs):
