@@ -317,11 +317,16 @@ help(crm.search)
 	if out.ToolCalls != 1 || calls.Load() != 1 {
 		t.Errorf("%d tool calls, %d of the run's tools: making a proxy is no call of the program", out.ToolCalls, calls.Load())
 	}
+	streamed := mustRun(t, r, Request{Stream: strings.NewReader(`crm.search("s")`), Tools: tools})
+	if string(streamed.Value) != `"answer to s"` {
+		t.Errorf("a streamed program's crm.search: %s", streamed.Value)
+	}
 	var pyErr *PythonError
 	for src, want := range map[string]string{
 		"crm.nope":           "module 'crm' has no tool 'nope'; its tools are: deep, other, search",
 		"crm.search()":       "crm.search() missing 1 required positional argument: 'q'",
 		"crm.search(1, q=2)": "crm.search() got multiple values for argument 'q'",
+		`import bootstrap` + "\n" + `bootstrap.invoke_tool("__tools__.proxy", {"name": "lookup"})`: `no tool of the run is named "lookup"`,
 	} {
 		_, err := r.Run(context.Background(), Request{Source: src, Tools: tools})
 		if !errors.As(err, &pyErr) || pyErr.Message != want {
