@@ -90,21 +90,28 @@ func TestRandomPreloadedSeededWhenReached(t *testing.T) {
 
 // TestRandomHeldElsewhere: a generator in the image that something other
 // than a module holds is seeded all the same: a Random in an object's
-// attribute is guarded by its own trap (lazily), one whose bound method a
-// list keeps cannot be, and is seeded as every run starts.
+// attribute is guarded by its own trap (lazily); one whose bound method a
+// list keeps cannot be, nor one whose bound method a module's function calls
+// as a global, the function kept in a list: those are seeded as every run
+// starts.
 func TestRandomHeldElsewhere(t *testing.T) {
-	pkg := fstest.MapFS{"holder.py": {Data: []byte(`import random
+	pkg := fstest.MapFS{"holder.py": {Data: []byte(`import random, reach
 class Box:
     pass
 box = Box()
 box.rng = random.Random()
 kept = [random.Random().random]
+`)}, "reach.py": {Data: []byte(`import random
+draw = random.Random().random
+def fresh():
+    return draw()
+kept = [fresh]
 `)}}
 	r := spinetest.NewRunner(t, nil, &spine.Options{Packages: pkg, Preload: []string{"holder"}, PoolSize: 1})
-	if got := spinetest.MustRun(t, r, spine.Request{Source: "import world\n[len(world._lazy), len(world._eager)]"}); string(got.Value) != "[2,1]" {
-		t.Errorf("the image's lazy and eager generators: %s, want [2,1] (random's own, the box's; the kept one's)", got.Value)
+	if got := spinetest.MustRun(t, r, spine.Request{Source: "import world\n[len(world._lazy), len(world._eager)]"}); string(got.Value) != "[2,2]" {
+		t.Errorf("the image's lazy and eager generators: %s, want [2,2] (random's own, the box's; the kept one's, reach's)", got.Value)
 	}
-	for _, draw := range []string{"import holder\nholder.box.rng.random()", "import holder\nholder.kept[0]()"} {
+	for _, draw := range []string{"import holder\nholder.box.rng.random()", "import holder\nholder.kept[0]()", "import reach\nreach.kept[0]()"} {
 		if a, b := spinetest.MustRun(t, r, spine.Request{Source: draw}), spinetest.MustRun(t, r, spine.Request{Source: draw}); string(a.Value) == string(b.Value) {
 			t.Errorf("%q drew %s in two runs", draw, a.Value)
 		}

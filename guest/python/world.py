@@ -434,9 +434,8 @@ def _guarded(generators, owned, every):
     guard them: each such generator whose class can be swapped, and every module holding
     one of them or one of their bound methods. A generator is lazy when nothing else holds
     it (anything may, when its class is swapped: its own trap guards it), its bound
-    methods or its bit generator."""
-    import gc
-
+    methods, its bit generator, or a function that reaches one of those as a global of a
+    module holding it (random's _test, numpy.random.mtrand's sample)."""
     by_id = {id(g): g for g in generators}
     handles = {id(g): [g] for g in generators}  # what reaches a generator's state
     for state in owned.values():
@@ -447,11 +446,52 @@ def _guarded(generators, owned, every):
             owner = by_id.get(id(getattr(obj, "__self__", None)))
             if owner is not None:
                 handles[id(owner)].append(obj)
-    owner_of = {id(h): gid for gid, hs in handles.items() for h in hs}
     module_of = {id(m.__dict__): m for m in list(sys.modules.values()) if isinstance(m, types.ModuleType)}
     swappable = {gid: _swappable(type(g)) for gid, g in by_id.items()}
-    ours = {id(every), id(generators), id(owned), id(by_id), id(handles)} | {id(hs) for hs in handles.values()}
     held = {gid: [] for gid in by_id}  # the modules holding each generator's handles; None: held elsewhere
+    ours = {id(every), id(generators), id(owned), id(by_id), id(handles), id(held)}
+    _holders(handles, by_id, swappable, module_of, held, ours)
+    # A module's own functions reach what it holds as globals, with no attribute of a
+    # trapped object on the way when that is a bound method, or a generator whose class
+    # stays: those functions are handles too.
+    reach = {}  # id of a module's dict -> [(generator id, the names of such handles there)]
+    for gid, modules in held.items():
+        bypass = {id(h) for h in handles[gid] if not swappable[gid] or type(h) is types.BuiltinMethodType}
+        for module in modules or ():
+            names = {k for k, v in module.__dict__.items() if id(v) in bypass}
+            if names:
+                reach.setdefault(id(module.__dict__), []).append((gid, names))
+    more = {gid: [] for gid in by_id}
+    for obj in every:
+        cls = type(obj)
+        if cls is types.FunctionType:
+            for gid, names in reach.get(id(obj.__globals__), ()):
+                if names & _globals_named(obj.__code__):
+                    more[gid].append(obj)
+        elif cls is types.BuiltinFunctionType and isinstance(obj.__self__, types.ModuleType):
+            for gid, _ in reach.get(id(obj.__self__.__dict__), ()):
+                more[gid].append(obj)  # compiled: what it names cannot be told
+    if any(more.values()):
+        ours.add(id(more))
+        _holders(more, by_id, swappable, module_of, held, ours)
+    lazy, guarded = set(), {}
+    for gid, modules in held.items():
+        if modules is None:
+            continue
+        lazy.add(gid)
+        for obj in modules + ([by_id[gid]] if swappable[gid] else []):
+            guarded[id(obj)] = obj
+    return lazy, list(guarded.values())
+
+
+def _holders(handles, by_id, swappable, module_of, held, ours):
+    """Add to held, for each generator (by id), the modules holding its handles (handles:
+    generator id -> [handle]); None when something else holds one of them (anything may
+    hold a generator whose class is swapped). ours: the ids of the caller's containers."""
+    import gc
+
+    owner_of = {id(h): gid for gid, hs in handles.items() for h in hs}
+    ours = ours | {id(hs) for hs in handles.values()}
     everything = [h for hs in handles.values() for h in hs]
     ours.add(id(everything))
     for ref in gc.get_referrers(*everything):
@@ -468,14 +508,16 @@ def _guarded(generators, owned, every):
                 held[gid].append(module)
             elif not (swappable[gid] and target is by_id[gid]):
                 held[gid] = None
-    lazy, guarded = set(), {}
-    for gid, modules in held.items():
-        if modules is None:
-            continue
-        lazy.add(gid)
-        for obj in modules + ([by_id[gid]] if swappable[gid] else []):
-            guarded[id(obj)] = obj
-    return lazy, list(guarded.values())
+
+
+def _globals_named(code):
+    """The global names code reads, and the code it holds (its functions, lambdas and
+    comprehensions)."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for const in code.co_consts:
+        if type(const) is types.CodeType:
+            names |= _globals_named(const)
+    return names
 
 
 _METHOD_TYPES = (types.MethodType, types.BuiltinMethodType)
