@@ -360,8 +360,9 @@ def _fix_zoneinfo(common):
 # access, of any of them, wakes them all (_wake): every class put back, every lazy
 # generator seeded. The traps live in the image's memory, so every run from it (and every
 # new session) starts armed; a session's later runs, a restored one's included, go on
-# with what its earlier runs left. A generator held anywhere else (an object, a closure, a
-# bound method outside a module) is seeded eagerly, by reseed, when the run starts.
+# with what its earlier runs left. A generator a program could reach some other way (held
+# by an object when its class stays, a bound method or a module's function reading one as
+# a global, kept outside those modules) is seeded eagerly, by reseed, when the run starts.
 # Generators a run creates seed themselves from its entropy.
 
 _lazy = ()  # (seed, bits) for each generator a trap guards: seed(an int of bits bits)
