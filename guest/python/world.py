@@ -407,7 +407,10 @@ def find_generators():
                 break
     keep = [i for i, obj in enumerate(found) if id(obj) not in owned]  # RandomState.seed seeds those
     found, how = [found[i] for i in keep], [how[i] for i in keep]
-    lazy, guarded = _guarded(found, owned, every)
+    try:
+        lazy, guarded = _guarded(found, owned, every)
+    except Exception:  # what the collector showed could not be read: every one seeded eagerly
+        lazy, guarded = (), []
     del every, owned, obj
     seeds = [(seed(obj), bits) for obj, (seed, bits) in zip(found, how)]
     armed = []
