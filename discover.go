@@ -19,9 +19,16 @@ import (
 // (a segment starting with "__" is refused by ValidName). They are not tool
 // calls of the program: they are not in Output.Calls nor counted in
 // MaxToolCalls, nor shown to Approve; MaxDiscoveryCalls bounds them instead.
+//
+// A third, discoveryProxy, is the Guest's own: it asks for a run's tool whose
+// proxy it makes when the program first reaches it, given only the tool's
+// name as the run started (guestRunTools): {"name", "sig", "doc", "params"}
+// as the execute request would have carried it. It answers only for the
+// run's own tools, and is not counted with the program's calls either.
 const (
 	discoverySearch   = "__tools__.search"
 	discoveryDescribe = "__tools__.describe"
+	discoveryProxy    = "__tools__.proxy"
 
 	// MaxDiscoveryCalls is how many tools.search and tools.describe calls a
 	// run may make.
@@ -34,11 +41,15 @@ const (
 // isDiscovery reports whether tool is one of the names the Host answers
 // for the Guest's builtin tools.
 func isDiscovery(tool string) bool {
-	return tool == discoverySearch || tool == discoveryDescribe
+	return tool == discoverySearch || tool == discoveryDescribe || tool == discoveryProxy
 }
 
-// discover answers a call of tools.search or tools.describe for the run.
+// discover answers a call of tools.search or tools.describe for the run, or
+// the Guest's discoveryProxy.
 func (st *runState) discover(request callRequest) []byte {
+	if request.Tool == discoveryProxy {
+		return st.proxySpec(request)
+	}
 	if st.discoveries >= MaxDiscoveryCalls {
 		return encodeResponse(nil, fmt.Errorf("tools.search and tools.describe: the run's %d calls are used up", MaxDiscoveryCalls))
 	}
@@ -72,6 +83,23 @@ func (st *runState) discover(request callRequest) []byte {
 		return encodeResponse(nil, fmt.Errorf("tools.search: limit must be at least 1"))
 	}
 	return encodeResponse(searchTools(st.runner.manifest, st.tools, query, min(limit, maxSearchResults)), nil)
+}
+
+// proxySpec answers the Guest's discoveryProxy: the Guest's form of one of
+// the run's own tools (Request.Tools), which the Guest was given by name
+// only. A name that is not one of them is an error.
+func (st *runState) proxySpec(request callRequest) []byte {
+	var args struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(request.Args, &args); err != nil {
+		return encodeResponse(nil, fmt.Errorf("bad arguments: %v", err))
+	}
+	spec, ok := st.tools[args.Name]
+	if !ok {
+		return encodeResponse(nil, fmt.Errorf("no tool of the run is named %q", args.Name))
+	}
+	return encodeResponse(st.runner.runToolCache.tool(args.Name, spec), nil)
 }
 
 // foundTool is one result of tools.search.

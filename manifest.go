@@ -102,24 +102,26 @@ func checkManifest(m Manifest) (Manifest, error) {
 // runTools checks a run's own tools (Request.Tools) as New checks a
 // Manifest, and against the Runner's: none may have a name of the Runner's,
 // nor be the namespace of one of its tools or have one of them as its
-// namespace. It returns a copy, and its encoding for the Guest; nil for none.
-func (r *Runner) runTools(tools Manifest) (Manifest, json.RawMessage, error) {
+// namespace. It returns a copy, and its encoding for the Guest (none for
+// none).
+func (r *Runner) runTools(tools Manifest) (Manifest, guestRunTools, error) {
+	var none guestRunTools
 	if len(tools) == 0 {
-		return nil, nil, nil
+		return nil, none, nil
 	}
 	if len(tools) > MaxRunTools {
-		return nil, nil, fmt.Errorf("%w: %d tools for a run, over the limit of %d", ErrBadRequest, len(tools), MaxRunTools)
+		return nil, none, fmt.Errorf("%w: %d tools for a run, over the limit of %d", ErrBadRequest, len(tools), MaxRunTools)
 	}
 	copied, err := checkManifest(tools)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrBadRequest, strings.TrimPrefix(err.Error(), "spine: "))
+		return nil, none, fmt.Errorf("%w: %v", ErrBadRequest, strings.TrimPrefix(err.Error(), "spine: "))
 	}
 	for name := range copied {
 		if _, clash := r.manifest[name]; clash {
-			return nil, nil, fmt.Errorf("%w: tool %q is one of the Runner's tools", ErrBadRequest, name)
+			return nil, none, fmt.Errorf("%w: tool %q is one of the Runner's tools", ErrBadRequest, name)
 		}
 		if owner := r.namespaceOf(name); owner != "" {
-			return nil, nil, fmt.Errorf("%w: tool %q clashes with the Runner's tool %q (a name cannot be both a tool and a namespace)", ErrBadRequest, name, owner)
+			return nil, none, fmt.Errorf("%w: tool %q clashes with the Runner's tool %q (a name cannot be both a tool and a namespace)", ErrBadRequest, name, owner)
 		}
 	}
 	return copied, r.runToolCache.encode(copied), nil
@@ -139,6 +141,16 @@ func (r *Runner) CheckTools(tools Manifest) error {
 // every run of an agent's loop, and writing a tool's stub costs more than a
 // small run. At most maxCachedGuestTools are kept; past that it starts
 // again.
+//
+// A run's tool under a namespace ("crm.search") that is not an early read
+// goes to the Guest by name alone (guestRunTools): its proxy is made when
+// the program first reaches it (crm.search), from what the Guest then asks
+// the Host for (discoveryProxy). Decoding each tool's stub and schema, and
+// making its proxy, as every run starts would cost a run that declares 20
+// tools most of a millisecond in the Guest (docs/performance.md), though
+// most runs use a few of them. A tool at the top level is a global of the
+// program, and an early read's schema is needed before the program runs:
+// those go whole.
 type guestToolCache struct {
 	mu    sync.Mutex
 	tools map[[sha256.Size]byte]json.RawMessage
@@ -146,38 +158,65 @@ type guestToolCache struct {
 
 const maxCachedGuestTools = 4096
 
-// encode is encodeGuestTools of m, each tool taken from the cache when it
-// holds it.
-func (c *guestToolCache) encode(m Manifest) json.RawMessage {
+// guestRunTools is a run's own tools as the Guest takes them: whole, the
+// JSON list of those it gets whole (encodeGuestTool), as extra_tools; lazy,
+// {"names": [...], "spaces": [...]}, the names of those it gets by name
+// alone and the namespaces that hold them, as lazy_tools. nil for none.
+type guestRunTools struct {
+	whole, lazy json.RawMessage
+}
+
+// encode is m as the Guest takes it: the tools it gets whole taken from the
+// cache when it holds them; the names of the others, and their namespaces,
+// in a list each, which the Guest takes in whole without a step per tool.
+func (c *guestToolCache) encode(m Manifest) guestRunTools {
 	names := make([]string, 0, len(m))
 	for name := range m {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	var b bytes.Buffer
-	b.WriteByte('[')
-	for i, name := range names {
+	var whole, lazy, spaces bytes.Buffer
+	seen := make(map[string]bool)
+	for _, name := range names {
 		spec := m[name]
-		key := guestToolKey(name, spec)
-		c.mu.Lock()
-		encoded, ok := c.tools[key]
-		c.mu.Unlock()
-		if !ok {
-			encoded = encodeGuestTool(name, spec)
-			c.mu.Lock()
-			if c.tools == nil || len(c.tools) >= maxCachedGuestTools {
-				c.tools = make(map[[sha256.Size]byte]json.RawMessage)
+		if dot := strings.LastIndexByte(name, '.'); dot > 0 && !spec.AllowEarlyRead {
+			// A checked name is ASCII letters, digits, _ and dots: no escapes.
+			lazy.WriteString(`,"` + name + `"`)
+			if space := name[:dot]; !seen[space] {
+				spaces.WriteString(`,"` + space + `"`)
+				seen[space] = true
 			}
-			c.tools[key] = encoded
-			c.mu.Unlock()
+			continue
 		}
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(encoded)
+		whole.WriteByte(',')
+		whole.Write(c.tool(name, spec))
 	}
-	b.WriteByte(']')
-	return b.Bytes()
+	var out guestRunTools
+	if whole.Len() > 0 {
+		out.whole = json.RawMessage("[" + whole.String()[1:] + "]")
+	}
+	if lazy.Len() > 0 {
+		out.lazy = json.RawMessage(`{"names":[` + lazy.String()[1:] + `],"spaces":[` + spaces.String()[1:] + `]}`)
+	}
+	return out
+}
+
+// tool is encodeGuestTool of name and spec, from the cache when it holds it.
+func (c *guestToolCache) tool(name string, spec ToolSpec) json.RawMessage {
+	key := guestToolKey(name, spec)
+	c.mu.Lock()
+	encoded, ok := c.tools[key]
+	c.mu.Unlock()
+	if !ok {
+		encoded = encodeGuestTool(name, spec)
+		c.mu.Lock()
+		if c.tools == nil || len(c.tools) >= maxCachedGuestTools {
+			c.tools = make(map[[sha256.Size]byte]json.RawMessage)
+		}
+		c.tools[key] = encoded
+		c.mu.Unlock()
+	}
+	return encoded
 }
 
 // guestToolKey is a digest of everything of a tool that its Guest form is

@@ -17,8 +17,8 @@ const streamChunk = 32 << 10
 // program as it arrives (prefix_begin, prefix_feed), so early reads start while
 // the program is still being written, and returns the whole source at the end
 // of the stream. ctx ending stops it (and closes stream if it can be closed).
-func (r *Runner) readStream(ctx context.Context, inst *engine.Instance, stream io.Reader, inputs, extra json.RawMessage, session bool) (string, error) {
-	begin, err := json.Marshal(prefixBeginRequest{Inputs: inputs, Tools: r.requestTools(), ExtraTools: extra, EarlyReads: true, Session: session})
+func (r *Runner) readStream(ctx context.Context, inst *engine.Instance, stream io.Reader, inputs json.RawMessage, extra guestRunTools, session bool) (string, error) {
+	begin, err := json.Marshal(prefixBeginRequest{Inputs: inputs, Tools: r.requestTools(), ExtraTools: extra.whole, EarlyReads: true, Session: session})
 	if err != nil {
 		return "", err
 	}

@@ -16,6 +16,7 @@ type executeRequest struct {
 	Inputs      json.RawMessage `json:"inputs"`
 	Tools       json.RawMessage `json:"tools,omitempty"`       // omitted: the Guest's image has them installed
 	ExtraTools  json.RawMessage `json:"extra_tools,omitempty"` // the run's own tools (Request.Tools), installed for it alone
+	LazyTools   json.RawMessage `json:"lazy_tools,omitempty"`  // those of them given by name alone (guestRunTools)
 	EarlyReads  bool            `json:"early_reads"`
 	Transformed bool            `json:"transformed,omitempty"`
 	Prefix      bool            `json:"prefix,omitempty"`

@@ -326,18 +326,18 @@ func (r *Runner) run(ctx context.Context, req Request, s *Session) (out *Output,
 // checkRequest refuses a request execute cannot run, before it takes a
 // Guest: it returns the inputs encoded, and the run's own tools as the Guest
 // takes them, req.Tools made the checked copy.
-func (r *Runner) checkRequest(req *Request) (inputs, extra json.RawMessage, err error) {
+func (r *Runner) checkRequest(req *Request) (inputs json.RawMessage, extra guestRunTools, err error) {
 	if req.Stream != nil && req.Source != "" {
-		return nil, nil, fmt.Errorf("%w: a Request has a Source or a Stream, not both", ErrBadRequest)
+		return nil, extra, fmt.Errorf("%w: a Request has a Source or a Stream, not both", ErrBadRequest)
 	}
 	if len(req.Source) > r.opts.MaxSource {
-		return nil, nil, sourceTooLarge(len(req.Source), r.opts.MaxSource)
+		return nil, extra, sourceTooLarge(len(req.Source), r.opts.MaxSource)
 	}
 	if inputs, err = r.CheckInputs(req.Inputs); err != nil {
-		return nil, nil, err
+		return nil, extra, err
 	}
 	if err := r.CheckFiles(req.Files); err != nil {
-		return nil, nil, err
+		return nil, extra, err
 	}
 	req.Tools, extra, err = r.runTools(req.Tools)
 	return inputs, extra, err
@@ -547,13 +547,14 @@ func (r *Runner) CheckInputs(inputs any) (json.RawMessage, error) {
 // tools as the Guest takes them (Request.Tools), prefix says the program was
 // streamed in and its prepared reads are waiting, session that it runs in
 // its session's namespace.
-func (r *Runner) encodeExecute(req Request, source string, inputs, extra json.RawMessage, prefix, session bool) ([]byte, error) {
+func (r *Runner) encodeExecute(req Request, source string, inputs json.RawMessage, extra guestRunTools, prefix, session bool) ([]byte, error) {
 	return json.Marshal(executeRequest{
 		Source:      source,
 		Filename:    req.Filename,
 		Inputs:      inputs,
 		Tools:       r.requestTools(),
-		ExtraTools:  extra,
+		ExtraTools:  extra.whole,
+		LazyTools:   extra.lazy,
 		EarlyReads:  req.EarlyReads || prefix,
 		Transformed: req.Transformed,
 		Prefix:      prefix,

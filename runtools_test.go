@@ -212,24 +212,45 @@ func TestRunToolsFromElsewhere(t *testing.T) {
 }
 
 // TestRunToolsCache: the Guest's form of a run's tools is the same bytes
-// from the cache as written anew, whatever the order they come in.
+// from the cache as written anew, whatever the order they come in; a tool
+// under a namespace that is no early read goes by its name alone, with its
+// namespace, its whole form asked for when the program reaches it
+// (discoveryProxy).
 func TestRunToolsCache(t *testing.T) {
 	var calls atomic.Int32
 	m := testManifest()
 	m["ask"] = askTool(&calls)
 	m["crm.search"] = askTool(&calls)
+	m["crm.deep.find"] = askTool(&calls)
+	m["crm.z"] = askTool(&calls)
+	early := askTool(&calls)
+	early.AllowEarlyRead = true
+	m["crm.early"] = early
 	var c guestToolCache
-	want := encodeGuestTools(m)
+	wholeOnly := Manifest{}
+	for name, spec := range m {
+		if !strings.Contains(name, ".") || spec.AllowEarlyRead {
+			wholeOnly[name] = spec
+		}
+	}
+	want := guestRunTools{whole: encodeGuestTools(wholeOnly),
+		lazy: json.RawMessage(`{"names":["crm.deep.find","crm.search","crm.z"],"spaces":["crm.deep","crm"]}`)}
 	for range 2 {
-		if got := c.encode(m); string(got) != string(want) {
-			t.Fatalf("cached:\n%s\nwritten anew:\n%s", got, want)
+		if got := c.encode(m); string(got.whole) != string(want.whole) || string(got.lazy) != string(want.lazy) {
+			t.Fatalf("cached:\n%s\n%s\nwant:\n%s\n%s", got.whole, got.lazy, want.whole, want.lazy)
+		}
+		if got, want := c.tool("crm.search", m["crm.search"]), encodeGuestTool("crm.search", m["crm.search"]); string(got) != string(want) {
+			t.Fatalf("crm.search asked for: %s, want %s", got, want)
 		}
 	}
 	changed := askTool(&calls)
 	changed.Description = "Ask something else."
 	m["ask"] = changed
-	if got := c.encode(m); string(got) != string(encodeGuestTools(m)) {
+	if got := c.encode(m).whole; !strings.Contains(string(got), "Ask something else.") {
 		t.Errorf("a changed description kept the old form: %s", got)
+	}
+	if got := c.encode(Manifest{"crm.search": m["crm.search"]}); got.whole != nil {
+		t.Errorf("tools all by name alone sent %s whole", got.whole)
 	}
 }
 
@@ -268,6 +289,48 @@ func TestRunToolsWaiting(t *testing.T) {
 		}
 		if got := fmt.Sprint(seen); got != want {
 			t.Errorf("early %v: Waiting saw (call, started) %s, want %s", early, got, want)
+		}
+	}
+}
+
+// TestRunToolsMadeWhenReached: a run's tools under a namespace reach the
+// Guest by name alone and get their proxies when the program first reaches
+// them, with the same signature, documentation, checks and help as a tool
+// sent whole; dir() and the error for a missing tool list them before that.
+func TestRunToolsMadeWhenReached(t *testing.T) {
+	r := newRunner(t, nil, nil)
+	var calls atomic.Int32
+	tools := Manifest{"crm.search": askTool(&calls), "crm.other": askTool(&calls), "crm.deep.find": askTool(&calls)}
+	src := `import bootstrap, inspect
+before = [sorted(bootstrap._lazy_tools), "crm.search" in bootstrap._proxies_by_name, sorted(t for t in dir(crm) if not t.startswith("_"))]
+help(crm.search)
+[before, str(inspect.signature(crm.search)), crm.search.__doc__, crm.search.__name__, crm.search.__qualname__,
+ "crm.other" in bootstrap._lazy_tools, "crm.search" in bootstrap._lazy_tools, crm.deep.find("x"), crm.search is crm.search]`
+	out := mustRun(t, r, Request{Source: src, Tools: tools})
+	want := `[[["crm.deep.find","crm.other","crm.search"],false,["deep","other","search"]],"(q: str) -> Any","Ask a question.","search","crm.search",true,false,"answer to x",true]`
+	if got := string(out.Value); got != want {
+		t.Errorf("value\n%s\nwant\n%s", got, want)
+	}
+	if !strings.Contains(out.Stdout, "search(q: str) -> Any") || !strings.Contains(out.Stdout, "Ask a question.") {
+		t.Errorf("help(crm.search) printed:\n%s", out.Stdout)
+	}
+	if out.ToolCalls != 1 || calls.Load() != 1 {
+		t.Errorf("%d tool calls, %d of the run's tools: making a proxy is no call of the program", out.ToolCalls, calls.Load())
+	}
+	streamed := mustRun(t, r, Request{Stream: strings.NewReader(`crm.search("s")`), Tools: tools})
+	if string(streamed.Value) != `"answer to s"` {
+		t.Errorf("a streamed program's crm.search: %s", streamed.Value)
+	}
+	var pyErr *PythonError
+	for src, want := range map[string]string{
+		"crm.nope":           "module 'crm' has no tool 'nope'; its tools are: deep, other, search",
+		"crm.search()":       "crm.search() missing 1 required positional argument: 'q'",
+		"crm.search(1, q=2)": "crm.search() got multiple values for argument 'q'",
+		`import bootstrap` + "\n" + `bootstrap.invoke_tool("__tools__.proxy", {"name": "lookup"})`: `no tool of the run is named "lookup"`,
+	} {
+		_, err := r.Run(context.Background(), Request{Source: src, Tools: tools})
+		if !errors.As(err, &pyErr) || pyErr.Message != want {
+			t.Errorf("%s: %v, want %q", src, err, want)
 		}
 	}
 }

@@ -237,6 +237,50 @@ func TestRandomFreshEveryRun(t *testing.T) {
 	}
 }
 
+// TestRandomSeededWhenReached: the image's generators are seeded when a run
+// first reaches one (world.find_generators' traps), not as it starts: a run
+// that draws nothing leaves them as the image has them; every way to a
+// generator (a name imported from its module, sympy's own Random, numpy's
+// RandomState) draws anew in every run; a seed the program sets comes after
+// that reseed and holds; and the classes a program sees are the real ones.
+func TestRandomSeededWhenReached(t *testing.T) {
+	if got := run(t, "import world\nlen(world._armed) > 0 and len(world._lazy) == 6 and not world._eager").Value; string(got) != "true" {
+		t.Errorf("a run that draws nothing woke the image's generators, or they are not all lazy: %s", got)
+	}
+	for _, draw := range []string{
+		"from random import random as r\nr()",
+		"from random import getrandbits\ngetrandbits(64)",
+		"import sympy.core.random as sr\nsr.rng.random()",
+		"import numpy.random.mtrand as m\nm._rand.random_sample()",
+		"from numpy.random import randint\nint(randint(1 << 30))",
+	} {
+		if a, b := run(t, draw).Value, run(t, draw).Value; string(a) == string(b) {
+			t.Errorf("%q drew %s in two runs", draw, a)
+		}
+	}
+	for src, want := range map[string]string{
+		"import random\nrandom.seed(42)\nrandom.random()":         "0.6394267984578837",
+		"from random import seed, random\nseed(42)\nrandom()":     "0.6394267984578837",
+		"import numpy as np\nnp.random.seed(1)\nnp.random.rand()": "0.417022004702574",
+		// A bit generator's state set directly (world._seed_bits, for one seeded eagerly):
+		// the same seed the same stream, another another, PCG's increment odd.
+		"import world, numpy as np\nout = []\n" +
+			"for kind in (np.random.PCG64, np.random.PCG64DXSM, np.random.MT19937, np.random.Philox, np.random.SFC64):\n" +
+			"    a, b, c = kind(0), kind(0), kind(0)\n" +
+			"    one, two = int.from_bytes(bytes(range(32)), 'little'), int.from_bytes(bytes(range(100, 132)), 'little')\n" +
+			"    for g, seed in ((a, one), (b, one), (c, two)): world._seed_bits(g, seed)\n" +
+			"    x, y, z = (int(np.random.Generator(g).integers(1 << 62)) for g in (a, b, c))\n" +
+			"    out.append(x == y != z and (not kind.__name__.startswith('PCG') or a.state['state']['inc'] % 2 == 1))\n" +
+			"out": "[true,true,true,true,true]",
+		"import random, types, numpy as np, sympy.core.random as sr\n" +
+			"[type(random._inst) is random.Random, type(np.random) is types.ModuleType, type(sr.rng) is random.Random]": "[true,true,true]",
+	} {
+		if got := run(t, src).Value; string(got) != want {
+			t.Errorf("%q gave %s, want %s", src, got, want)
+		}
+	}
+}
+
 // TestValuesAsNotebookShows: numpy's and sympy's numbers and numpy's arrays
 // get the JSON a user expects; a DataFrame, a Series and what has no faithful
 // JSON form have none, and every value has its display, as IPython shows it.

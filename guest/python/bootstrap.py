@@ -34,7 +34,7 @@ read a program while it streams in (prefix mode, in ``plm``).
 #                namespace, the tool proxies (make_tool, invoke_tool), errors, responses
 #   shown        the run's value as JSON and as a notebook shows it; display()
 #   world        the program's world: asyncio's loop, threads, sockets; executor calls on the Host;
-#                the image's random generators, reseeded every run
+#                the image's random generators, seeded again when a run reaches them
 #   plm          reset and the warm-up; the names bootstrap uses
 #   plm.prefix   prefix mode: the program read while it streams in
 #   plm.rewrite  the PLM pass: transform, its plans, run_plans (the __spine_prepare helper)
@@ -222,43 +222,66 @@ class Namespace:
         return f"<tool namespace {self.__name}>"
 
     def __getattr__(self, attr):
-        # Only for a name the namespace does not hold: say which it does.
+        # Only for a name the namespace does not hold: a run's tool whose proxy is not
+        # made yet (_lazy_tools), or say which it does hold.
         held = object.__getattribute__(self, "__dict__")
         name = held.get("_Namespace__name", "tools")
         if attr.startswith("__"):
             raise AttributeError(f"module '{name}' has no attribute '{attr}'")
+        full = name + "." + attr
+        if full in _lazy_tools:
+            return _make_lazy_tool(self, full)
         tools = _tool_attrs(name)
         listed = ", ".join(key for key, value in held.items() if type(value) is Namespace or key in tools)
+        lazy = sorted(tool for tool in tools if tool not in held)
+        listed = ", ".join(([listed] if listed else []) + lazy)
         raise AttributeError(f"module '{name}' has no tool '{attr}'; its tools are: {listed or 'none'}")
+
+    def __dir__(self):
+        held = object.__getattribute__(self, "__dict__")
+        return sorted(set(object.__dir__(self)) | _tool_attrs(held.get("_Namespace__name", "tools")))
 
 
 def _tool_attrs(space):
-    """The names under which the namespace space (its dotted name) holds a tool's proxy."""
+    """The names under which the namespace space (its dotted name) holds a tool's proxy,
+    or will (_lazy_tools)."""
     prefix = space + "."
-    return {name[len(prefix):] for name in _proxies_by_name
+    return {name[len(prefix):] for names in (_proxies_by_name, _lazy_tools) for name in names
             if name.startswith(prefix) and "." not in name[len(prefix):]}
 
 
 # Every tool's proxy by its full name, as installed.
 _proxies_by_name = {}
+# The full names of the run's own tools given by name alone (the request's lazy_tools,
+# the Host's guestRunTools: those under a namespace that are not early reads): each
+# one's proxy is made when the program first reaches it (Namespace.__getattr__), from
+# what the Host answers then.
+# Decoding every tool's stub and schema and making every proxy as a run starts would cost
+# most of a millisecond for 20 tools, and most runs use few of them.
+_lazy_tools = set()
+
+
+def _make_lazy_tool(space, name):
+    """The proxy of the run's tool name (one of _lazy_tools), held by the namespace space
+    from now on: its signature, documentation and parameters asked of the Host."""
+    spec = invoke_tool("__tools__.proxy", {"name": name})
+    _lazy_tools.discard(name)
+    params = spec.get("params")
+    check = wire.check_of(params)
+    proxy = make_tool(name=name, doc=spec.get("doc"), sig=spec.get("sig"), check=check)
+    if check is not None:
+        wire.keywords[name] = check
+    _proxies_by_name[name] = proxy
+    setattr(space, name.rpartition(".")[2], proxy)
+    world.know_tool(proxy, name)
+    return proxy
 
 
 def _install_tools(namespace, tools):
     for spec in tools:
         name = spec["name"]
         parts = name.split(".")
-        target = namespace
-        prefix = []
-        for part in parts[:-1]:
-            prefix.append(part)
-            current = target.get(part) if isinstance(target, dict) else getattr(target, part, None)
-            if not isinstance(current, Namespace):
-                current = Namespace(".".join(prefix))
-                if isinstance(target, dict):
-                    target[part] = current
-                else:
-                    setattr(target, part, current)
-            target = current
+        target = _namespace_for(namespace, parts[:-1])
         params = spec.get("params")
         check = wire.check_of(params)
         proxy = make_tool(name=name, doc=spec.get("doc"), sig=spec.get("sig"), check=check)
@@ -271,6 +294,24 @@ def _install_tools(namespace, tools):
             target[parts[-1]] = proxy
         else:
             setattr(target, parts[-1], proxy)
+
+
+def _namespace_for(namespace, parts):
+    """What holds a tool under the namespace parts (a list of names) in namespace (the
+    program's globals, a dict): the namespace, made where missing; namespace for none."""
+    target = namespace
+    prefix = []
+    for part in parts:
+        prefix.append(part)
+        current = target.get(part) if isinstance(target, dict) else getattr(target, part, None)
+        if not isinstance(current, Namespace):
+            current = Namespace(".".join(prefix))
+            if isinstance(target, dict):
+                target[part] = current
+            else:
+                setattr(target, part, current)
+        target = current
+    return target
 
 
 # The tools last installed: the proxies by global name, the tool list and the
@@ -301,29 +342,41 @@ def _copy_namespace(space):
     return copied
 
 
-def _run_tools(proxies, early_names, specs):
+def _run_tools(proxies, early_names, specs, lazy):
     """The proxies and the early-read names of a run that brings tools of its own (the
-    Host's Request.Tools): the installed ones and these, for this run alone. A namespace
-    these share with installed tools is copied first, so that the installed one is left
-    as it was (_drop_run_tools takes the run's tools away again where a Guest goes on)."""
+    Host's Request.Tools): the installed ones and these, for this run alone. specs are
+    those the Host sends whole; lazy, {"names", "spaces"}, the names of the others and
+    the namespaces holding them, whose proxies are made when the program reaches them
+    (_lazy_tools). A namespace these share with installed tools is copied first, so
+    that the installed one is left as it was (_drop_run_tools takes the run's tools away
+    again where a Guest goes on)."""
     run = dict(proxies)
-    for spec in specs:
-        top = spec["name"].partition(".")[0]
-        if type(run.get(top)) is Namespace and run[top] is proxies.get(top):
+    spaces = lazy["spaces"] if lazy else ()
+    tops = {name.partition(".")[0] for name in spaces}
+    tops.update(spec["name"].partition(".")[0] for spec in specs)
+    for top in tops.intersection(proxies):
+        if type(run[top]) is Namespace:
             run[top] = _copy_namespace(run[top])
+    for space in spaces:
+        _namespace_for(run, space.split("."))
+    if lazy:
+        _lazy_tools.update(lazy["names"])
+    if not specs:
+        return run, early_names
     _install_tools(run, specs)
     early = frozenset(early_names).union(spec["name"] for spec in specs if spec.get("early"))
     world.know_tools(_proxies_by_name, early, decode, Namespace)
     return run, early
 
 
-def _drop_run_tools(proxies, specs, namespace, shadowed):
+def _drop_run_tools(proxies, specs, lazy, namespace, shadowed):
     """Take a run's own tools away where its Guest goes on (a session): from the tools
     known, and from namespace the names the run bound to them, when they still are,
     with what those names held before the run (shadowed) put back."""
-    for spec in specs:
-        _proxies_by_name.pop(spec["name"], None)
-        wire.keywords.pop(spec["name"], None)
+    for name in [spec["name"] for spec in specs] + (lazy["names"] if lazy else []):
+        _proxies_by_name.pop(name, None)
+        wire.keywords.pop(name, None)
+    _lazy_tools.clear()
     installed, _, early = _tools_installed
     for name, value in proxies.items():
         if installed.get(name) is value or dict.get(namespace, name) is not value:
@@ -579,9 +632,10 @@ def execute(raw):
         filename = request.get("filename") or _DEFAULT_FILENAME
         inputs = request.get("inputs")
         proxies, _, early_names = _tools(request.get("tools"))
-        run_tools = request.get("extra_tools")
-        if run_tools:
-            proxies, early_names = _run_tools(proxies, early_names, run_tools)
+        run_tools = request.get("extra_tools") or []
+        lazy_tools = request.get("lazy_tools")
+        if run_tools or lazy_tools:
+            proxies, early_names = _run_tools(proxies, early_names, run_tools, lazy_tools)
         result_limit = request.get("result_limit") or (1 << 20)
         early = request.get("early_reads") is True
         rendered = {} if request.get("transformed") is True else None
@@ -589,6 +643,7 @@ def execute(raw):
         session = request.get("session") is True
     except Exception as exc:  # the Host sent something this Guest does not understand
         plm.reset()
+        _lazy_tools.clear()
         return _respond(error=_error("SpineError", f"bad execute request: {exc}"))
 
     shown.begin(result_limit)
@@ -598,14 +653,15 @@ def execute(raw):
         plm.prefix.reset()  # its values are of no more use, and the program may need the memory
     if not session or _session is None:
         # A run from the image, or a new session: its own random numbers (a session's
-        # later runs go on with its sequences).
+        # later runs go on with its sequences). The generators the traps guard are seeded
+        # when the run first reaches them; these are the others.
         world.reseed()
     shadowed = {}
     if session:
         main = _session_main(proxies)
         namespace = main.__dict__
         namespace.pop("result", None)  # result is each run's own, as inputs are
-        if run_tools:
+        if run_tools or lazy_tools:
             installed = _tools_installed[0]
             for name, value in proxies.items():
                 if installed.get(name) is not value:
@@ -652,8 +708,8 @@ def execute(raw):
         linecache.cache.pop(filename, None)
         if session:
             _flush_files(namespace)
-            if run_tools:
-                _drop_run_tools(proxies, run_tools, namespace, shadowed)
+            if run_tools or lazy_tools:
+                _drop_run_tools(proxies, run_tools, lazy_tools, namespace, shadowed)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

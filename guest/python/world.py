@@ -34,7 +34,7 @@ from os import urandom as _urandom
 from plm import futures, wire
 from plm.purity import _key_cache, _keys_scalar
 
-__all__ = ["know_tools", "start", "settle", "find_generators", "reseed", "NO_NETWORK", "DEADLOCK"]
+__all__ = ["know_tools", "know_tool", "start", "settle", "find_generators", "reseed", "NO_NETWORK", "DEADLOCK"]
 
 NO_NETWORK = "no network in the sandbox: a program reaches the world only through its tools"
 DEADLOCK = (
@@ -61,6 +61,11 @@ def know_tools(proxies_by_name, early, decode, namespace_type):
     _early = frozenset(early)
     _decode = decode
     _namespace_type = namespace_type
+
+
+def know_tool(proxy, name):
+    """Learn one more tool proxy: a run's own tool, made when the program reached it."""
+    _tool_names[proxy] = name
 
 
 def _unwrap(fn, args, kwargs):
@@ -343,63 +348,270 @@ def _fix_zoneinfo(common):
 # run the same numbers: random's global Random when a module the warm-up imports uses it
 # (--preload random, the data Guest's sympy), numpy's global RandomState, any other Random,
 # RandomState or numpy bit generator alive in the image. find_generators, the warm-up's
-# last step, lists them; reseed, at the start of every run from the image and of a new
-# session, seeds each again from the run's own entropy (WASI's random_get, which the Host
-# fills from the system's). A session's later runs, a restored one's included, go on with
-# its own sequences. Generators a run creates seed themselves from its entropy.
+# last step, lists them, and each is seeded again from the run's own entropy (WASI's
+# random_get, which the Host fills from the system's) before the run can draw from it.
+#
+# Lazily where that can be guarded: a run that never reaches a generator does not touch
+# it, for writing a generator's state (2.5 KB, on pages no other run writes) costs a run
+# from the image more than the rest of a tiny program. find_generators arms a trap on
+# each generator that a program can reach only through attributes: the generator's class
+# (when it can be swapped, as a random.Random's) and every module holding it or one of its
+# bound methods become a subclass of their own (the same name) whose first attribute
+# access, of any of them, wakes them all (_wake): every class put back, every lazy
+# generator seeded. The traps live in the image's memory, so every run from it (and every
+# new session) starts armed; a session's later runs, a restored one's included, go on
+# with what its earlier runs left. A generator a program could reach some other way (held
+# by an object when its class stays, a bound method or a module's function reading one as
+# a global, kept outside those modules) is seeded eagerly, by reseed, when the run starts.
+# Generators a run creates seed themselves from its entropy.
 
-_generators = ()  # (seed, bits) for each generator alive in the image: seed(an int of bits bits)
+_lazy = ()  # (seed, bits) for each generator a trap guards: seed(an int of bits bits)
+_eager = ()  # (seed, bits) for each other one: reseed seeds them
+_armed = ()  # (object, its class) for each object whose class is a trap now
+_traps = {}  # a class -> its trap (the subclass whose attribute access wakes), and back
 
 
 def find_generators():
-    """List the pseudo-random generators alive in the image (the warm-up calls this last,
-    once the modules it preloads are imported)."""
-    global _generators
+    """List the pseudo-random generators alive in the image and arm the traps of those
+    that can be seeded lazily (the warm-up calls this last, once the modules it preloads
+    are imported)."""
+    global _lazy, _eager, _armed
     import gc
 
-    # Each kind's reseeding, cheap enough for every run: a Random from 256 bits (seeding it
+    # Each kind's seeding, cheap enough for every run: a Random from 256 bits (seeding it
     # without an argument reads 2,496 bytes and costs several times as much), numpy's
     # legacy RandomState from 32 (np.random.seed(n)'s kind of seed; without one it builds
-    # a SeedSequence, over half a millisecond in the Guest); a bit generator in full.
-    kinds = []  # (class, how to reseed an instance of it, bits)
+    # a SeedSequence, over half a millisecond in the Guest); a bit generator's state set
+    # from 256 bits (_seed_bits).
+    kinds = []  # (class, how to seed an instance of it, bits)
     random = sys.modules.get("random")
     if random is not None:
-        kinds.append((random.SystemRandom, None, 0))  # no state of its own: nothing to reseed
+        kinds.append((random.SystemRandom, None, 0))  # no state of its own: nothing to seed
         kinds.append((random.Random, lambda g: g.seed, 256))
     np_random = sys.modules.get("numpy.random")
     if np_random is not None:
         kinds.append((np_random.RandomState, lambda g: g.seed, 32))
-        # Generators draw from a bit generator, which is reseeded in place: its state from a
-        # new one of its class, which seeds itself from the entropy.
-        kinds.append((np_random.BitGenerator, lambda g: functools.partial(_reseed_bits, g), 0))
-    found = []
-    owned = set()  # the bit generators of the RandomStates found: seed() reseeds them
-    for obj in gc.get_objects():
-        cls = type(obj)
-        for kind, reseed, bits in kinds:
-            if issubclass(cls, kind):
-                if reseed is not None:
-                    found.append((obj, reseed(obj), bits))
-                    if np_random is not None and cls is np_random.RandomState:
-                        owned.add(id(obj._bit_generator))
+        # Generators draw from a bit generator, which is seeded in place.
+        kinds.append((np_random.BitGenerator, lambda g: functools.partial(_seed_bits, g), 256))
+    every = gc.get_objects()
+    found, how = [], []  # the generators, and (how to seed each, its bits)
+    owned = {}  # id of the bit generator of a RandomState found -> the RandomState
+    for obj in every:
+        for kind, seed, bits in kinds:
+            if issubclass(type(obj), kind):
+                if seed is not None:
+                    found.append(obj)
+                    how.append((seed, bits))
+                    if np_random is not None and type(obj) is np_random.RandomState:
+                        owned[id(obj._bit_generator)] = obj
                 break
-    _generators = tuple((seed, bits) for obj, seed, bits in found if id(obj) not in owned)
+    keep = [i for i, obj in enumerate(found) if id(obj) not in owned]  # RandomState.seed seeds those
+    found, how = [found[i] for i in keep], [how[i] for i in keep]
+    try:
+        lazy, guarded = _guarded(found, owned, every)
+    except Exception:  # what the collector showed could not be read: every one seeded eagerly
+        lazy, guarded = (), []
+    del every, owned, obj
+    seeds = [(seed(obj), bits) for obj, (seed, bits) in zip(found, how)]
+    armed = []
+    try:
+        for obj in guarded:
+            cls = type(obj)
+            if cls not in _traps:
+                trap = type(cls.__name__, (cls,), {
+                    "__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                    "__getattribute__": _trapped_get, "__setattr__": _trapped_set, "__delattr__": _trapped_del})
+                _traps[cls], _traps[trap] = trap, cls
+            object.__setattr__(obj, "__class__", _traps[cls])
+            armed.append((obj, cls))
+    except Exception:  # a class that will not take its trap: every generator seeded eagerly
+        for obj, cls in armed:
+            object.__setattr__(obj, "__class__", cls)
+        armed, lazy = [], ()
+    _lazy = tuple(entry for obj, entry in zip(found, seeds) if id(obj) in lazy)
+    _eager = tuple(entry for obj, entry in zip(found, seeds) if id(obj) not in lazy)
+    _armed = tuple(armed)
 
 
-def _reseed_bits(bits, _):
-    bits.state = type(bits)().state
+def _guarded(generators, owned, every):
+    """The generators that can be seeded lazily (their ids), and the objects whose traps
+    guard them: each such generator whose class can be swapped, and every module holding
+    one of them or one of their bound methods. A generator is lazy when nothing else holds
+    it (anything may, when its class is swapped: its own trap guards it), its bound
+    methods, its bit generator, or a function that reaches one of those as a global of a
+    module holding it (random's _test, numpy.random.mtrand's sample)."""
+    by_id = {id(g): g for g in generators}
+    handles = {id(g): [g] for g in generators}  # what reaches a generator's state
+    for state in owned.values():
+        if id(state) in handles:
+            handles[id(state)].append(state._bit_generator)
+    for obj in every:
+        if type(obj) in _METHOD_TYPES:
+            owner = by_id.get(id(getattr(obj, "__self__", None)))
+            if owner is not None:
+                handles[id(owner)].append(obj)
+    module_of = {id(m.__dict__): m for m in list(sys.modules.values()) if isinstance(m, types.ModuleType)}
+    swappable = {gid: _swappable(type(g)) for gid, g in by_id.items()}
+    held = {gid: [] for gid in by_id}  # the modules holding each generator's handles; None: held elsewhere
+    ours = {id(every), id(generators), id(owned), id(by_id), id(handles), id(held)}
+    _holders(handles, by_id, swappable, module_of, held, ours)
+    # A module's own functions reach what it holds as globals, with no attribute of a
+    # trapped object on the way when that is a bound method, or a generator whose class
+    # stays: those functions are handles too.
+    reach = {}  # id of a module's dict -> [(generator id, the names of such handles there)]
+    for gid, modules in held.items():
+        bypass = {id(h) for h in handles[gid] if not swappable[gid] or type(h) is types.BuiltinMethodType}
+        for module in modules or ():
+            names = {k for k, v in module.__dict__.items() if id(v) in bypass}
+            if names:
+                reach.setdefault(id(module.__dict__), []).append((gid, names))
+    more = {gid: [] for gid in by_id}
+    for obj in every:
+        cls = type(obj)
+        if cls is types.FunctionType:
+            for gid, names in reach.get(id(obj.__globals__), ()):
+                if names & _globals_named(obj.__code__):
+                    more[gid].append(obj)
+        elif cls is types.BuiltinFunctionType and isinstance(obj.__self__, types.ModuleType):
+            for gid, _ in reach.get(id(obj.__self__.__dict__), ()):
+                more[gid].append(obj)  # compiled: what it names cannot be told
+    if any(more.values()):
+        ours.add(id(more))
+        _holders(more, by_id, swappable, module_of, held, ours)
+    lazy, guarded = set(), {}
+    for gid, modules in held.items():
+        if modules is None:
+            continue
+        lazy.add(gid)
+        for obj in modules + ([by_id[gid]] if swappable[gid] else []):
+            guarded[id(obj)] = obj
+    return lazy, list(guarded.values())
 
 
-def reseed():
-    """Seed every generator of the image again from this run's entropy. Never raises."""
-    if not _generators:
+def _holders(handles, by_id, swappable, module_of, held, ours):
+    """Add to held, for each generator (by id), the modules holding its handles (handles:
+    generator id -> [handle]); None when something else holds one of them (anything may
+    hold a generator whose class is swapped). ours: the ids of the caller's containers."""
+    import gc
+
+    owner_of = {id(h): gid for gid, hs in handles.items() for h in hs}
+    ours = ours | {id(hs) for hs in handles.values()}
+    everything = [h for hs in handles.values() for h in hs]
+    ours.add(id(everything))
+    for ref in gc.get_referrers(*everything):
+        # Ours, a handle (a bound method holds its generator), or held by nothing but this
+        # loop (the call's own arguments): no holder.
+        if id(ref) in ours or id(ref) in owner_of or sys.getrefcount(ref) <= 3:
+            continue
+        module = module_of.get(id(ref))
+        for target in gc.get_referents(ref):
+            gid = owner_of.get(id(target))
+            if gid is None or held[gid] is None:
+                continue
+            if module is not None:
+                held[gid].append(module)
+            elif not (swappable[gid] and target is by_id[gid]):
+                held[gid] = None
+
+
+def _globals_named(code):
+    """The global names code reads, and the code it holds (its functions, lambdas and
+    comprehensions)."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for const in code.co_consts:
+        if type(const) is types.CodeType:
+            names |= _globals_named(const)
+    return names
+
+
+_METHOD_TYPES = (types.MethodType, types.BuiltinMethodType)
+_HEAPTYPE, _IMMUTABLETYPE = 1 << 9, 1 << 8  # Py_TPFLAGS_*
+
+
+def _swappable(cls):
+    """Whether an object of class cls can take the class of its trap (a subclass without
+    slots of its own): a module, or an object of a class defined in Python."""
+    return issubclass(cls, types.ModuleType) or (
+        cls.__flags__ & _HEAPTYPE != 0 and cls.__flags__ & _IMMUTABLETYPE == 0)
+
+
+def _wake():
+    """A run reached a guarded generator: put every trapped object's class back and seed
+    every lazy generator from this run's entropy. Never raises."""
+    global _armed
+    armed, _armed = _armed, ()
+    for obj, cls in armed:
+        try:
+            object.__setattr__(obj, "__class__", cls)
+        except Exception:
+            pass
+    _seed(_lazy)
+
+
+def _base(obj):
+    """The class of obj before its trap (once awake, its class)."""
+    cls = type(obj)
+    return _traps.get(cls, cls) if cls.__dict__.get("__getattribute__") is _trapped_get else cls
+
+
+def _trapped_get(self, name):
+    _wake()
+    return _base(self).__getattribute__(self, name)
+
+
+def _trapped_set(self, name, value):
+    _wake()
+    _base(self).__setattr__(self, name, value)
+
+
+def _trapped_del(self, name):
+    _wake()
+    _base(self).__delattr__(self, name)
+
+
+def _seed_bits(bits, seed):
+    """Set the state of the numpy bit generator bits from seed, 256 bits of entropy, as each
+    kind's invariants allow: PCG64's and PCG64DXSM's 128-bit state and odd increment;
+    MT19937's key as init_by_array makes it from 8 words; Philox's key and counter, 128 bits
+    each; SFC64's three words (its counter, the fourth, starting at 1 as when it seeds
+    itself); any other kind from a new one of its class (which draws its own entropy)."""
+    name = type(bits).__name__
+    words = [(seed >> (64 * i)) & 0xFFFFFFFFFFFFFFFF for i in range(4)]
+    if name in ("PCG64", "PCG64DXSM"):
+        bits.state = {"bit_generator": name, "state": {"state": words[1] << 64 | words[0],
+                      "inc": words[3] << 64 | words[2] | 1}, "has_uint32": 0, "uinteger": 0}
         return
-    entropy = _urandom(32 * len(_generators))
-    for i, (seed, bits) in enumerate(_generators):
+    import numpy
+
+    if name == "MT19937":
+        bits._legacy_seeding(numpy.frombuffer(seed.to_bytes(32, "little"), dtype=numpy.uint32))
+    elif name == "Philox":
+        zeros = numpy.zeros(4, dtype=numpy.uint64)
+        bits.state = {"bit_generator": name, "state": {"counter": numpy.array(words[2:] + [0, 0], dtype=numpy.uint64),
+                      "key": numpy.array(words[:2], dtype=numpy.uint64)}, "buffer": zeros, "buffer_pos": 4,
+                      "has_uint32": 0, "uinteger": 0}
+    elif name == "SFC64":
+        bits.state = {"bit_generator": name, "state": {"state": numpy.array(words[:3] + [1], dtype=numpy.uint64)},
+                      "has_uint32": 0, "uinteger": 0}
+    else:
+        bits.state = type(bits)().state
+
+
+def _seed(generators):
+    if not generators:
+        return
+    entropy = _urandom(32 * len(generators))
+    for i, (seed, bits) in enumerate(generators):
         try:
             seed(int.from_bytes(entropy[32 * i : 32 * i + bits // 8], "little"))
         except Exception:  # this one keeps its state; the run goes on
             pass
+
+
+def reseed():
+    """Seed the generators of the image that no trap guards again from this run's entropy
+    (the others are seeded when the run first reaches them). Never raises."""
+    _seed(_eager)
 
 
 # Fixing modules as they are imported --------------------------------------------
