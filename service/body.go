@@ -2,9 +2,12 @@ package service
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spine-run/spine"
@@ -96,5 +99,35 @@ type runRequest struct {
 func dropBody(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 {
 		w.Header().Set("Connection", "close")
+	}
+}
+
+// decodeBody decodes r's JSON body, one value within max bytes, unknown
+// fields refused, into v.
+func decodeBody(w http.ResponseWriter, r *http.Request, max int64, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, max))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if extra := dec.Decode(&struct{}{}); extra != io.EOF {
+			err = extra
+			if err == nil {
+				err = errors.New("more than one JSON value in the body")
+			}
+		}
+	}
+	return err
+}
+
+// bodyRefused answers a body decodeBody refused.
+func (s *Server) bodyRefused(w http.ResponseWriter, start time.Time, err error) {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		s.refuse(w, start, http.StatusRequestEntityTooLarge, kindTooLarge, fmt.Sprintf("the request body is over the %d-byte limit", tooBig.Limit))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		s.refuse(w, start, http.StatusRequestTimeout, kindReadTimeout, "the request body did not arrive within the server's read timeout")
+	default:
+		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, "bad JSON body: "+err.Error())
 	}
 }

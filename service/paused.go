@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
-	"os"
 	"sort"
 	"strconv"
 	"sync"
@@ -99,116 +97,6 @@ func checkClientTools(tools []ClientTool, pr *pausedRun) (spine.Manifest, error)
 			InputSchema: schema, OutputSchema: t.OutputSchema}
 	}
 	return m, nil
-}
-
-// pausedRuns are the runs with client tools, by id.
-type pausedRuns struct {
-	mu      sync.Mutex
-	runs    map[string]*pausedRun
-	live    int            // runs not ended
-	byOwner map[string]int // live runs of each owner
-}
-
-// add makes a run's entry for owner, or says why not: Options.MaxPaused,
-// or the owner's share of it when the Server has several tokens.
-func (s *Server) addRun(owner string) (*pausedRun, string) {
-	t := &s.paused
-	limit := s.opts.MaxPaused
-	if n := len(s.tenants); n > 1 {
-		limit = max(1, limit/n)
-	}
-	pr := &pausedRun{s: s, id: s.runIDs.next(), owner: owner,
-		calls: map[int]*clientCall{}, asked: map[string]bool{}, events: make(chan runEvent, 1), finished: make(chan struct{})}
-	pr.ctx, pr.cancel = context.WithCancelCause(context.Background())
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.live >= s.opts.MaxPaused {
-		return nil, fmt.Sprintf("the server holds %d runs with client tools, its limit (--paused); try again later", t.live)
-	}
-	if t.byOwner[owner] >= limit {
-		return nil, fmt.Sprintf("this token holds %d runs with client tools, its share of the server's limit; answer or abandon one first", limit)
-	}
-	if t.runs == nil {
-		t.runs, t.byOwner = map[string]*pausedRun{}, map[string]int{}
-	}
-	t.runs[pr.id] = pr
-	t.live++
-	t.byOwner[owner]++
-	s.drain.hold() // a drain waits for the run (drain.go)
-	return pr, ""
-}
-
-// ended takes pr out of the live runs, and out of the table after keep.
-func (t *pausedRuns) ended(pr *pausedRun, keep time.Duration) {
-	t.mu.Lock()
-	t.live--
-	if t.byOwner[pr.owner]--; t.byOwner[pr.owner] == 0 {
-		delete(t.byOwner, pr.owner)
-	}
-	if keep <= 0 {
-		delete(t.runs, pr.id)
-	}
-	t.mu.Unlock()
-	pr.s.drain.leave()
-	if keep > 0 {
-		time.AfterFunc(keep, func() {
-			t.mu.Lock()
-			delete(t.runs, pr.id)
-			t.mu.Unlock()
-		})
-	}
-}
-
-// stopAll stops every run with client tools, and waits until each has
-// ended (and given back its session).
-func (t *pausedRuns) stopAll() {
-	t.mu.Lock()
-	runs := make([]*pausedRun, 0, len(t.runs))
-	for _, pr := range t.runs {
-		runs = append(runs, pr)
-	}
-	t.mu.Unlock()
-	for _, pr := range runs {
-		pr.cancel(spine.ErrClosed)
-		<-pr.finished
-	}
-}
-
-// cancelAll stops every run with client tools with cause, not waiting.
-func (t *pausedRuns) cancelAll(cause error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, pr := range t.runs {
-		pr.cancel(cause)
-	}
-}
-
-// holds reports whether run id is held and has not ended, and if so calls
-// enter under the run's lock: the run cannot end in between (run sets
-// ended under it first).
-func (t *pausedRuns) holds(id string, enter func()) bool {
-	t.mu.Lock()
-	pr := t.runs[id]
-	t.mu.Unlock()
-	if pr == nil {
-		return false
-	}
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	if pr.ended {
-		return false
-	}
-	enter()
-	return true
-}
-
-func (t *pausedRuns) get(id, owner string) *pausedRun {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if pr := t.runs[id]; pr != nil && pr.owner == owner {
-		return pr
-	}
-	return nil
 }
 
 // runEvent is what a request waiting on a run answers: a pause or the end.
@@ -691,34 +579,4 @@ func (pr *pausedRun) checkResults(results []toolResult) (int, string, string) {
 		return http.StatusBadRequest, kindBadRequest, fmt.Sprintf("results must answer every pending call: missing %v", missing)
 	}
 	return 0, "", ""
-}
-
-// decodeBody decodes r's JSON body, one value within max bytes, unknown
-// fields refused, into v.
-func decodeBody(w http.ResponseWriter, r *http.Request, max int64, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, max))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if extra := dec.Decode(&struct{}{}); extra != io.EOF {
-			err = extra
-			if err == nil {
-				err = errors.New("more than one JSON value in the body")
-			}
-		}
-	}
-	return err
-}
-
-// bodyRefused answers a body decodeBody refused.
-func (s *Server) bodyRefused(w http.ResponseWriter, start time.Time, err error) {
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		s.refuse(w, start, http.StatusRequestEntityTooLarge, kindTooLarge, fmt.Sprintf("the request body is over the %d-byte limit", tooBig.Limit))
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		s.refuse(w, start, http.StatusRequestTimeout, kindReadTimeout, "the request body did not arrive within the server's read timeout")
-	default:
-		s.refuse(w, start, http.StatusBadRequest, kindBadRequest, "bad JSON body: "+err.Error())
-	}
 }
