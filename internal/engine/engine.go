@@ -405,7 +405,7 @@ type Stats struct {
 func (e *Engine) Stats() Stats {
 	s := Stats{InstancesMade: e.instancesMade.Load(), Start: e.mode, ModuleCached: e.module.cached, HotPages: len(e.hot)}
 	if e.pool != nil {
-		s.PoolSize, s.PoolReady = cap(e.pool.ready), len(e.pool.ready)
+		s.PoolSize, s.PoolReady = e.pool.size, e.pool.readyCount()
 	}
 	return s
 }

@@ -47,15 +47,13 @@ func (e *Engine) NewSession(ctx context.Context, maxMemory uint64) (*Instance, e
 		maxMemory = e.cfg.MemoryLimit
 	}
 	if e.pool != nil {
-		select {
-		case inst := <-e.pool.ready:
+		if inst := e.pool.take(); inst != nil {
 			e.pool.want()
 			if maxMemory == e.cfg.MemoryLimit || inst.cow != nil && inst.cow.setLimit(maxMemory) {
 				inst.session = true
 				return inst, nil
 			}
 			inst.Close()
-		default:
 		}
 	}
 	inst, err := e.newInstance(ctx, e.image, maxMemory)

@@ -25,8 +25,8 @@ func poolEngine(t testing.TB) *Engine {
 	return testEngine(t, Config{PoolSize: 1})
 }
 
-// waitReady waits until the pool has a Guest ready: a run that finds the
-// Guest still being reset makes a new one rather than wait.
+// waitReady waits until the pool has a Guest ready: the refiller makes the
+// pool's Guests in the background, and a run that finds none makes its own.
 func waitReady(e *Engine) {
 	for e.Stats().PoolReady < 1 {
 		runtime.Gosched()
@@ -42,6 +42,46 @@ func TestPoolReusesInstances(t *testing.T) {
 	// One instance for the image, one for the pool; every run reused the pooled one.
 	if made := e.Stats().InstancesMade; made > 2 {
 		t.Fatalf("%d instances made for 5 runs: the pool does not reuse them", made)
+	}
+}
+
+// TestPoolHandsOutTheGuestResetLast: Release resets a Guest before it
+// returns, and the next Acquire gets that Guest back, not another one
+// waiting in the pool (whose pages are no longer in the core's caches).
+func TestPoolHandsOutTheGuestResetLast(t *testing.T) {
+	if !COWSupported {
+		t.Skip("Guests are reused only with copy-on-write images")
+	}
+	e := testEngine(t, Config{PoolSize: 2})
+	for e.Stats().PoolReady < 2 {
+		runtime.Gosched()
+	}
+	ctx := context.Background()
+	made := e.Stats().InstancesMade
+	for i := 0; i < 3; i++ {
+		inst, err := e.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := inst.Execute(inst.Begin(ctx, nil), testRequest("result = 1", nil), 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		inst.End()
+		e.Release(inst, true)
+		if ready := e.Stats().PoolReady; ready != 2 {
+			t.Fatalf("run %d: %d Guests ready just after Release, want 2: the reset is not done", i, ready)
+		}
+		next, err := e.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Release(next, true)
+		if next != inst {
+			t.Fatalf("run %d: Acquire handed out another Guest than the one just reset", i)
+		}
+	}
+	if now := e.Stats().InstancesMade; now != made {
+		t.Fatalf("%d instances made for the runs, want none: the pool's two serve them", now-made)
 	}
 }
 
