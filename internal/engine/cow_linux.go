@@ -176,6 +176,12 @@ type cowMemory struct {
 	entries   []byte       // pagemap entries, reused by reset
 	regions   []pageRegion // PAGEMAP_SCAN's answer, reused by reset
 	private   []pageRegion // the runs of private pages, reused by reset
+	// faults is the process's page-fault count read just before the scan
+	// that found private; scanned says private is that scan's answer (no
+	// reset since dropped pages or read the pagemap instead).
+	faults  int64
+	scanned bool
+	scans   int // PAGEMAP_SCAN walks made, for tests
 }
 
 func (m *memfdImage) newMemory(max uint64) (*cowMemory, error) {
@@ -221,8 +227,15 @@ const maxRestorePages = 4096
 // so the next run writes them without a page fault — a fault costs more than
 // copying a page. Without pagemap, or when too many pages are private, it drops
 // every page instead (MADV_DONTNEED): the image's pages then read the memfd
-// again, on a fault each.
+// again, on a fault each. While the process has taken no page fault since the
+// last scan, the pages it found are still all the private ones, and reset
+// copies them back without asking the kernel again (processFaults).
 func (c *cowMemory) reset() error {
+	if c.scanned && processFaults() == c.faults {
+		c.restore()
+		return nil
+	}
+	c.scanned = false
 	pages := c.imageSize / pageSize
 	if c.image.pagemap != nil && !noPagemapScan.Load() {
 		if done, err := c.resetScan(); err == nil {
@@ -289,6 +302,8 @@ func (c *cowMemory) resetScan() (done bool, err error) {
 	if cap(c.regions) == 0 {
 		c.regions = make([]pageRegion, scanRegionBatch)
 	}
+	faults := processFaults() // before the scan: a fault during it makes the next reset scan again
+	c.scans++
 	regions := c.regions[:cap(c.regions)]
 	base := uint64(uintptr(unsafe.Pointer(&c.buf[0])))
 	end := base + uint64(c.imageSize)
@@ -322,11 +337,39 @@ func (c *cowMemory) resetScan() (done bool, err error) {
 	if count > maxRestorePages {
 		return false, nil
 	}
-	for _, r := range private {
+	c.restore()
+	c.faults, c.scanned = faults, faults >= 0
+	return true, nil
+}
+
+// restore copies the image's bytes over the private pages the last scan found.
+func (c *cowMemory) restore() {
+	base := uint64(uintptr(unsafe.Pointer(&c.buf[0])))
+	for _, r := range c.private {
 		from, to := int(r.start-base), int(r.end-base)
 		copy(c.buf[from:to], c.image.view[from:to])
 	}
-	return true, nil
+}
+
+// processFaults is how many page faults the process has taken, in all its
+// threads, the kernel's faults on its behalf (a read(2) into its memory, an
+// madvise that populates it) included; -1 if getrusage fails.
+//
+// A page of a cowMemory becomes private to it only by a fault: its first
+// write (a page of the image is mapped read-only until then, and one not yet
+// touched is not mapped at all), or the write that brings it back from swap.
+// A page already private is written without one, but the last scan found it.
+// So while the count has not moved since that scan, the pages private now
+// are the ones it found, and reset copies them back without scanning again:
+// PAGEMAP_SCAN walks every page table entry of the image (8,192 for 32 MiB),
+// about half of a reset's time. A fault anywhere in the process (another
+// Guest, the Go heap growing) only makes the next reset scan.
+func processFaults() int64 {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return -1
+	}
+	return ru.Minflt + ru.Majflt
 }
 
 // pagePrivate reads a pagemap entry: present and not file-backed (bit 63 set,
