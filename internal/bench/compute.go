@@ -344,9 +344,10 @@ func measureOverhead(ctx context.Context, runs int) (*Overhead, error) {
 			return nil, err
 		}
 	}
-	// In blocks of overheadBlock of each, alternating: a pooled run's reset
-	// happens in the background, off its path, and would otherwise share
-	// the cores with the bare run after it; only a block's first can.
+	// In blocks of overheadBlock of each, alternating, so that each kind
+	// runs on a Guest whose pages the runs before it left in the caches
+	// (the pool hands out the Guest reset last), and a change of load
+	// falls on both.
 	var p, b []time.Duration
 	for len(p) < runs {
 		for i := 0; i < overheadBlock && len(b) < runs; i++ {
