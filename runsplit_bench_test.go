@@ -3,12 +3,15 @@ package spine
 import (
 	"context"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/spine-run/spine/guest"
 	"github.com/spine-run/spine/internal/abi"
 	"github.com/spine-run/spine/internal/engine"
+	"github.com/spine-run/spine/internal/seed"
 )
 
 // BenchmarkRunEmptySplit splits an empty program's pooled run
@@ -93,4 +96,98 @@ func BenchmarkRunEmptySplit(b *testing.B) {
 		slices.Sort(times)
 		b.ReportMetric(float64(times[len(times)/2])/1e3, name)
 	}
+}
+
+// BenchmarkRunDemoAgainstBare measures issue 35's two other ratios on the
+// seed demo's program (a lookup tool answering 21):
+//
+//	go test -run '^$' -bench RunDemoAgainstBare -benchtime 10x .
+//
+// The bare side runs on Guests of the same Runner taken outside its pool and
+// never reset (the same image, bridge and tool): latency at concurrency 1 in
+// b.N rounds of 20 runs of each side, alternating (bare-µs, pooled-µs and
+// their ratio), then runs per second with two goroutines, each side in turn
+// b.N times 100 runs per goroutine (bare-c2/s, pooled-c2/s, c2-ratio: pooled
+// over bare).
+func BenchmarkRunDemoAgainstBare(b *testing.B) {
+	ctx := context.Background()
+	r, err := New(ctx, Manifest{"lookup": {Call: seed.Lookup, AllowEarlyRead: true}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close(ctx)
+	src := "price = lookup(key=\"book\")\nresult = price * inputs[\"quantity\"]\n"
+	inputs, err := r.CheckInputs(map[string]any{"quantity": 3})
+	if err != nil {
+		b.Fatal(err)
+	}
+	request, err := r.encodeExecute(Request{}, src, inputs, nil, false, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var bare [2]*engine.Instance
+	for i := range bare {
+		if bare[i], err = r.engine.NewInstance(ctx); err != nil {
+			b.Fatal(err)
+		}
+		defer bare[i].Close()
+	}
+	bareRun := func(g *engine.Instance) {
+		st := newRunState(r, ctx, false)
+		out, err := g.Execute(g.Begin(st.ctx, nil), request, 1<<20)
+		g.End()
+		if err != nil || !strings.HasPrefix(string(out), `{"value":63`) {
+			b.Fatalf("%s, %v", out, err)
+		}
+	}
+	pooledRun := func(*engine.Instance) {
+		out, err := r.Run(ctx, Request{Source: src, Inputs: map[string]any{"quantity": 3}})
+		if err != nil || string(out.Value) != "63" {
+			b.Fatalf("%v, %v", out, err)
+		}
+	}
+	sides := []func(*engine.Instance){bareRun, pooledRun}
+	for _, run := range sides { // warm-up
+		for i := 0; i < 30; i++ {
+			run(bare[0])
+		}
+	}
+	var times [2][]time.Duration
+	b.ResetTimer()
+	for round := 0; round < b.N; round++ {
+		for side, run := range sides {
+			for i := 0; i < 20; i++ {
+				start := time.Now()
+				run(bare[0])
+				times[side] = append(times[side], time.Since(start))
+			}
+		}
+	}
+	var perSecond [2]float64
+	for round := 0; round < b.N; round++ {
+		for side, run := range sides {
+			start := time.Now()
+			var wg sync.WaitGroup
+			for _, g := range bare {
+				wg.Go(func() {
+					for i := 0; i < 100; i++ {
+						run(g)
+					}
+				})
+			}
+			wg.Wait()
+			perSecond[side] += 200 / time.Since(start).Seconds()
+		}
+	}
+	var p50 [2]float64
+	for side := range times {
+		slices.Sort(times[side])
+		p50[side] = float64(times[side][len(times[side])/2]) / 1e3
+	}
+	b.ReportMetric(p50[0], "bare-µs")
+	b.ReportMetric(p50[1], "pooled-µs")
+	b.ReportMetric(p50[1]/p50[0], "ratio")
+	b.ReportMetric(perSecond[0]/float64(b.N), "bare-c2/s")
+	b.ReportMetric(perSecond[1]/float64(b.N), "pooled-c2/s")
+	b.ReportMetric(perSecond[1]/perSecond[0], "c2-ratio")
 }
