@@ -45,9 +45,13 @@ func benchImageEngine(b *testing.B) *Engine {
 // BenchmarkEmptyAfterReset times an empty program's execute on a Guest
 // that, just before, was not reset (none), was reset on the same thread
 // (here), was reset by another goroutine (goroutine: where the pool used to
-// reset), was not reset but sat idle for 2 ms (idle), or is one of two
-// Guests taking turns, each reset on this thread (two-guests: a FIFO pool of
-// two). Each of b.N rounds runs 5 of each kind; the metrics are the p50s.
+// reset), was not reset but the thread slept 2 ms (idle), was reset and then
+// slept (reset-idle: a pool that resets as a run ends, then waits for the
+// next) or slept and then was reset (idle-reset: one that resets as the next
+// run begins), or is one of two Guests taking turns, each reset on this
+// thread (two-guests: a FIFO pool of two). Each of b.N rounds runs 5 of each
+// kind; the metrics are the p50s, and the page faults the process took
+// during a run, on average (faults/run).
 func BenchmarkEmptyAfterReset(b *testing.B) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -64,17 +68,20 @@ func BenchmarkEmptyAfterReset(b *testing.B) {
 	}
 	defer func() { other.Close() }()
 	empty := footprintRequest("")
+	var faults int64 // the process's page faults during the timed runs
 	run := func(g *Instance) time.Duration {
+		before := processFaults()
 		start := time.Now()
 		out, err := g.Execute(g.Begin(ctx, nil), empty, 1<<20)
 		d := time.Since(start)
+		faults += processFaults() - before
 		g.End()
 		if err != nil || string(out) != `{"value":null}` {
 			b.Fatalf("%s, %v", out, err)
 		}
 		return d
 	}
-	kinds := []string{"none", "here", "goroutine", "idle", "two-guests"}
+	kinds := []string{"none", "here", "goroutine", "idle", "two-guests", "reset-idle", "idle-reset"}
 	before := map[string]func(){
 		"none": func() {},
 		"here": func() { inst.Reset() },
@@ -84,6 +91,8 @@ func BenchmarkEmptyAfterReset(b *testing.B) {
 			<-done
 		},
 		"idle":       func() { time.Sleep(2 * time.Millisecond) },
+		"reset-idle": func() { inst.Reset(); time.Sleep(2 * time.Millisecond) },
+		"idle-reset": func() { time.Sleep(2 * time.Millisecond); inst.Reset() },
 		"two-guests": func() { inst.Reset(); inst, other = other, inst },
 	}
 	for i := 0; i < 10; i++ {
@@ -91,6 +100,7 @@ func BenchmarkEmptyAfterReset(b *testing.B) {
 		inst.Reset()
 	}
 	times := map[string][]time.Duration{}
+	faults = 0
 	b.ResetTimer()
 	for round := 0; round < b.N; round++ {
 		for _, kind := range kinds {
@@ -102,9 +112,12 @@ func BenchmarkEmptyAfterReset(b *testing.B) {
 			run(inst)
 		}
 	}
+	runs := 0
 	for _, kind := range kinds {
 		b.ReportMetric(p50µs(times[kind]), kind+"-µs")
+		runs += len(times[kind])
 	}
+	b.ReportMetric(float64(faults)/float64(runs), "faults/run")
 }
 
 // BenchmarkResetParts times a reset after an empty run: with PAGEMAP_SCAN
