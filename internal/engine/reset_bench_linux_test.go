@@ -68,13 +68,14 @@ func BenchmarkEmptyAfterReset(b *testing.B) {
 	}
 	defer func() { other.Close() }()
 	empty := footprintRequest("")
-	var faults int64 // the process's page faults during the timed runs
+	var faults, runs int64 // the process's page faults during the runs, and the runs
 	run := func(g *Instance) time.Duration {
 		before := processFaults()
 		start := time.Now()
 		out, err := g.Execute(g.Begin(ctx, nil), empty, 1<<20)
 		d := time.Since(start)
 		faults += processFaults() - before
+		runs++
 		g.End()
 		if err != nil || string(out) != `{"value":null}` {
 			b.Fatalf("%s, %v", out, err)
@@ -100,7 +101,7 @@ func BenchmarkEmptyAfterReset(b *testing.B) {
 		inst.Reset()
 	}
 	times := map[string][]time.Duration{}
-	faults = 0
+	faults, runs = 0, 0
 	b.ResetTimer()
 	for round := 0; round < b.N; round++ {
 		for _, kind := range kinds {
@@ -112,10 +113,8 @@ func BenchmarkEmptyAfterReset(b *testing.B) {
 			run(inst)
 		}
 	}
-	runs := 0
 	for _, kind := range kinds {
 		b.ReportMetric(p50µs(times[kind]), kind+"-µs")
-		runs += len(times[kind])
 	}
 	b.ReportMetric(float64(faults)/float64(runs), "faults/run")
 }
