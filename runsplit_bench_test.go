@@ -42,7 +42,7 @@ func BenchmarkRunEmptySplit(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer bare.Close()
-	request, err := r.encodeExecute(Request{}, "", []byte("{}"), nil, false, false)
+	request, err := r.encodeExecute(Request{}, "", []byte("{}"), guestRunTools{}, false, false)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func BenchmarkRunDemoAgainstBare(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	request, err := r.encodeExecute(Request{}, src, inputs, nil, false, false)
+	request, err := r.encodeExecute(Request{}, src, inputs, guestRunTools{}, false, false)
 	if err != nil {
 		b.Fatal(err)
 	}
