@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	"github.com/spine-run/spine/guest"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/spine-run/spine/internal/abi"
@@ -255,7 +257,11 @@ func (e *Engine) compile(ctx context.Context, dir string) error {
 	if err := e.instantiateHost(ctx); err != nil {
 		return fmt.Errorf("spine: host module: %w", err)
 	}
-	compiled, err := e.runtime.CompileModule(ctx, module.code)
+	// Functions compile on every core: the first compile of a large Guest
+	// (the data Guest's 28 MB) takes its CPU time divided by the cores in
+	// wall time. A module the cache holds is not compiled.
+	compileCtx := experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
+	compiled, err := e.runtime.CompileModule(compileCtx, module.code)
 	if err != nil {
 		if module.cached {
 			os.Remove(modulePath(dir, &e.cfg)) // from the cache: the next New makes it anew
