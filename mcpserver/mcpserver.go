@@ -393,10 +393,12 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	}
 	select {
 	case h.slots <- struct{}{}:
-		defer func() { <-h.slots }()
 	default:
 		return toolResult(codemode.Failed(fmt.Sprintf("busy, retry: all %d run slots are in use; call %s again in a moment", cap(h.slots), ToolName)))
 	}
+	slot := &heldSlot{slots: h.slots, held: true}
+	defer slot.release()
+	request.Approval = approval(req.Session, slot) // approvals.go
 	id := storedID(h.opts.Store, req)
 	if h.opts.Stateless || req.Session == nil || h.opts.Store != nil && id == "" {
 		out, err := h.runner.Run(ctx, request)
