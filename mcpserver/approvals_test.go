@@ -60,18 +60,33 @@ func connect(t *testing.T, server *mcp.Server, url string, opts *mcp.ClientOptio
 const askSource = "try:\n    result = price(item='book')\nexcept PermissionError as e:\n    result = 'refused: ' + str(e)"
 
 // TestApprovalElicits: a call Approve defers is asked of the client's user
-// through elicitation, the tool not called until the answer comes and the
-// run's slot free meanwhile; allowed, the tool runs; refused, the program
-// gets PermissionError with the user's reason.
+// through elicitation — during the call over streamable HTTP on
+// 2025-11-25, by input requests and a retried call in memory on
+// 2026-07-28 — the tool not called until the answer comes and the run's
+// slot free meanwhile; allowed, the tool runs; refused, the program gets
+// PermissionError with the user's reason.
 func TestApprovalElicits(t *testing.T) {
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) { testElicits(t, version) })
+	}
+}
+
+func testElicits(t *testing.T, version string) {
 	var priced atomic.Int32
 	server := askingServer(t, &priced)
 	url := spinetest.ServeHTTP(t, spinetest.MCPHandler(server)).URL
 	asked, answer := make(chan *mcp.ElicitParams), make(chan *mcp.ElicitResult)
-	cs := connect(t, server, url, &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	at := url
+	if version >= "2026-07-28" {
+		at = "" // in memory: streamable HTTP speaks 2025-11-25
+	}
+	cs := connect(t, server, at, &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		asked <- req.Params
 		return <-answer, nil
-	}}, "2025-11-25")
+	}}, version)
+	if v := cs.InitializeResult().ProtocolVersion; v != version {
+		t.Fatalf("the client speaks %s", v)
+	}
 	other := connect(t, server, url, nil, "")
 	for _, c := range []struct {
 		name   string
@@ -113,17 +128,12 @@ func TestApprovalElicits(t *testing.T) {
 	}
 }
 
-// TestApprovalCannotAsk: a client that declares no elicitation, or speaks a
-// protocol version on which a server cannot ask during a call, has the call
-// refused, the program told why; the tool is not called.
+// TestApprovalCannotAsk: a client that declares no elicitation has the
+// call refused, the program told why; the tool is not called.
 func TestApprovalCannotAsk(t *testing.T) {
 	var priced atomic.Int32
 	server := askingServer(t, &priced)
 	url := spinetest.ServeHTTP(t, spinetest.MCPHandler(server)).URL
-	elicits := &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-		t.Error("asked")
-		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"allow": true}}, nil
-	}}
 	for _, c := range []struct {
 		name    string
 		url     string
@@ -131,8 +141,8 @@ func TestApprovalCannotAsk(t *testing.T) {
 		version string
 		want    string
 	}{
-		{"no elicitation", url, nil, "2025-11-25", "this MCP client cannot ask its user (it declares no elicitation capability)"},
-		{"input requests only", "", elicits, "2026-07-28", "speaks protocol version 2026-07-28, on which a server asks the user only through input requests"},
+		{"over HTTP", url, nil, "2025-11-25", "this MCP client cannot ask its user (it declares no elicitation capability)"},
+		{"in memory", "", nil, "2026-07-28", "this MCP client cannot ask its user (it declares no elicitation capability)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cs := connect(t, server, c.url, c.opts, c.version)
@@ -146,5 +156,51 @@ func TestApprovalCannotAsk(t *testing.T) {
 				t.Fatalf("result %s (tool calls %d), want a refusal saying %q", text, priced.Load(), c.want)
 			}
 		})
+	}
+}
+
+// TestApprovalRequestState: on 2026-07-28 the question is the call's
+// result (input requests and a request state), and the run goes on only
+// with a retried call carrying that state, once, to its next question or
+// its end; another state is told the run is no more, and an answer without
+// a boolean "allow" refuses.
+func TestApprovalRequestState(t *testing.T) {
+	var priced atomic.Int32
+	server := askingServer(t, &priced)
+	cs := connect(t, server, "", &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			t.Error("asked during the call")
+			return nil, fmt.Errorf("not here")
+		}}, "2026-07-28")
+	args := map[string]any{"source": "print('a')\n" + askSource + "\ntry:\n    price(item='pen')\nexcept PermissionError as e:\n    result = [result, str(e)]"}
+	res := call(t, cs, args)
+	q, ok := res.InputRequests["approval"].(*mcp.ElicitParams)
+	if !res.NeedsInput() || !ok || res.RequestState == "" || !strings.Contains(q.Message, "call price with") || priced.Load() != 0 {
+		t.Fatalf("result %+v, want a question", res)
+	}
+	allow := map[string]any{"allow": true}
+	retry := func(state string, content map[string]any) *mcp.CallToolResult {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: args, RequestState: state,
+			InputResponses: mcp.InputResponseMap{"approval": &mcp.ElicitResult{Action: "accept", Content: content}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := retry("nonsense", allow); !res.IsError || !strings.Contains(spinetest.Text(res), "the run this call continues is no more") {
+		t.Fatalf("a made-up state: %+v", res)
+	}
+	first := res.RequestState
+	res = retry(first, allow)
+	if q, ok := res.InputRequests["approval"].(*mcp.ElicitParams); !ok || res.RequestState == "" || res.RequestState == first ||
+		!strings.Contains(q.Message, `{"item":"pen"}`) || priced.Load() != 1 {
+		t.Fatalf("the retried call: %+v, want the next question", res)
+	}
+	want := `{"value":[21,"the user's answer has no boolean \"allow\": the call is refused"],"stdout":"a\n"}`
+	if res := retry(res.RequestState, map[string]any{"reason": "?"}); res.IsError || spinetest.Text(res) != want || priced.Load() != 1 {
+		t.Fatalf("the end: %s", spinetest.Text(res))
+	}
+	if res := retry(first, allow); !res.IsError || priced.Load() != 1 {
+		t.Fatalf("a state used twice: %s", spinetest.Text(res))
 	}
 }

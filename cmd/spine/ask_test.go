@@ -45,27 +45,36 @@ func TestAskProcess(t *testing.T) {
 		}
 	})
 
-	t.Run("mcp", func(t *testing.T) {
-		cmd := exec.Command(bin, "mcp", "--demo-tools", "--ask", "lookup")
-		cmd.Env = append(os.Environ(), "SPINE_CONFIG=")
-		var asked string
-		client := mcp.NewClient(&mcp.Implementation{Name: "spine-test", Version: "v0"}, &mcp.ClientOptions{
-			ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-				asked = req.Params.Message
-				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"allow": false, "reason": "ask me tomorrow"}}, nil
-			}})
-		cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
-		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{
-			"source": "try:\n    lookup(key='book')\nexcept PermissionError as e:\n    result = str(e)"}})
-		if err != nil || res.IsError || len(res.Content) == 0 {
-			t.Fatalf("%+v: %v", res, err)
-		}
-		if text := res.Content[0].(*mcp.TextContent).Text; text != `{"value":"ask me tomorrow","stdout":""}` || !strings.Contains(asked, `lookup with {"key":"book"}`) {
-			t.Fatalf("result %s, asked %q", text, asked)
-		}
-	})
+	for _, version := range []string{"2025-11-25", "2026-07-28"} { // elicitation during the call; input requests
+		t.Run("mcp "+version, func(t *testing.T) { askMCP(t, bin, version) })
+	}
+}
+
+// askMCP checks that spine mcp --ask asks its client's user, speaking
+// version over stdio.
+func askMCP(t *testing.T, bin, version string) {
+	cmd := exec.Command(bin, "mcp", "--demo-tools", "--ask", "lookup")
+	cmd.Env = append(os.Environ(), "SPINE_CONFIG=")
+	var asked string
+	client := mcp.NewClient(&mcp.Implementation{Name: "spine-test", Version: "v0"}, &mcp.ClientOptions{
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked = req.Params.Message
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"allow": false, "reason": "ask me tomorrow"}}, nil
+		}})
+	cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != version {
+		t.Fatalf("the client speaks %s", v)
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{
+		"source": "try:\n    lookup(key='book')\nexcept PermissionError as e:\n    result = str(e)"}})
+	if err != nil || res.IsError || len(res.Content) == 0 {
+		t.Fatalf("%+v: %v", res, err)
+	}
+	if text := res.Content[0].(*mcp.TextContent).Text; text != `{"value":"ask me tomorrow","stdout":""}` || !strings.Contains(asked, `lookup with {"key":"book"}`) {
+		t.Fatalf("result %s, asked %q", text, asked)
+	}
 }
