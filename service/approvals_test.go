@@ -148,3 +148,18 @@ func TestApprovalsEvents(t *testing.T) {
 		t.Fatalf("result: status %d %+v", status, out)
 	}
 }
+
+// TestApprovalsSession: a session's run may wait for an approval; the
+// session keeps what the run did.
+func TestApprovalsSession(t *testing.T) {
+	c := client{t: t, url: askingServer(t, nil)}
+	id := c.create()
+	status, out := c.runWith("/v1/sessions/"+id+"/run", run{"source": "p = lookup(key='book')\np"})
+	approval := approvalPause(t, status, out, `lookup{"key":"book"}`)
+	if status, out = c.decide(out.RunID, allow(approval, true, "")); status != http.StatusOK || string(out.Value) != "21" {
+		t.Fatalf("status %d %+v", status, out)
+	}
+	if status, out = c.runWith("/v1/sessions/"+id+"/run", run{"source": "p * 2"}); status != http.StatusOK || string(out.Value) != "42" || out.Status != "done" {
+		t.Fatalf("the next run: status %d %+v", status, out)
+	}
+}
