@@ -9,18 +9,17 @@ import (
 
 // ApproveFunc decides whether a tool call may run: nil lets it, an error
 // refuses it, and the program's call raises PermissionError with the error's
-// message. ErrAsk, or an error wrapping it, defers the decision to a person:
-// the run asks Request.Approval and waits for its answer (a run without one
-// refuses the call, saying so). args are the call's arguments as JSON (read-only), in the
-// canonical form the tool then gets: escapes resolved, each object's keys in
+// message. ErrAsk, or an error wrapping it, defers the decision to a
+// person: the run asks Request.Approval and waits for its answer (a run
+// without one refuses the call, saying so); a deferred early read is not
+// started, as a refused one. args are the call's arguments as JSON
+// (read-only), in the canonical form the tool then gets: escapes resolved, each object's keys in
 // the program's order, no key repeated and no two keys that differ only in
 // case (a call with either is refused before the hook is asked: Go's
 // encoding/json would give a struct's field "key" the value of "KEY"). early says the call is an early read the Host
 // is about to start before the program reaches it (docs/observability.md: a
 // refused early read is not started, and the program's call, if it comes,
 // asks again). It runs on the Guest's goroutine: while it runs the program waits, and ctx ends with the run.
-// A deferred early read is not started, as a refused one: the program's
-// call, when it comes, asks again.
 type ApproveFunc func(ctx context.Context, tool string, args json.RawMessage, early bool) error
 
 // ErrAsk, returned by an ApproveFunc (or wrapped: its message is then the

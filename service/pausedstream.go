@@ -32,8 +32,8 @@ type runStream struct {
 }
 
 // streamItem is what the stream sends next: a tool_call event, after the
-// output the program wrote before the call (stdout and stderr bytes), or,
-// when call is nil, the result event.
+// output the program wrote before the call (stdout and stderr bytes), an
+// approval_required event likewise, or, when neither, the result event.
 type streamItem struct {
 	call           *PendingCall
 	approval       *ApprovalRequest // an approval_required event (approvals.go), when call is nil
