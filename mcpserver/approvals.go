@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -101,7 +102,11 @@ func elicit(ss *mcp.ServerSession, slot *heldSlot) spine.ApprovalFunc {
 func question(call spine.ApprovalCall) *mcp.ElicitParams {
 	args := string(call.Args)
 	if len(args) > maxShownArgs {
-		args = args[:maxShownArgs] + "…"
+		cut := maxShownArgs
+		for cut > 0 && !utf8.RuneStart(args[cut]) {
+			cut-- // not within a character
+		}
+		args = args[:cut] + "…"
 	}
 	return &mcp.ElicitParams{
 		Mode:            "form",
