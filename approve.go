@@ -3,13 +3,17 @@ package spine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
 // ApproveFunc decides whether a tool call may run: nil lets it, an error
 // refuses it, and the program's call raises PermissionError with the error's
-// message. args are the call's arguments as JSON (read-only), in the
-// canonical form the tool then gets: escapes resolved, each object's keys in
+// message. ErrAsk, or an error wrapping it, defers the decision to a
+// person: the run asks Request.Approval and waits for its answer (a run
+// without one refuses the call, saying so); a deferred early read is not
+// started, as a refused one. args are the call's arguments as JSON
+// (read-only), in the canonical form the tool then gets: escapes resolved, each object's keys in
 // the program's order, no key repeated and no two keys that differ only in
 // case (a call with either is refused before the hook is asked: Go's
 // encoding/json would give a struct's field "key" the value of "KEY"). early says the call is an early read the Host
@@ -17,6 +21,36 @@ import (
 // refused early read is not started, and the program's call, if it comes,
 // asks again). It runs on the Guest's goroutine: while it runs the program waits, and ctx ends with the run.
 type ApproveFunc func(ctx context.Context, tool string, args json.RawMessage, early bool) error
+
+// ErrAsk, returned by an ApproveFunc (or wrapped: its message is then the
+// reason the person is shown), defers a call's approval to a person: the
+// run waits in the call, holding its Guest, until Request.Approval decides.
+var ErrAsk = errors.New("the call needs a person's approval")
+
+// ApprovalFunc decides a call that Options.Approve deferred (ErrAsk), by
+// asking a person: nil allows the call, an error refuses it and the
+// program's call raises PermissionError with the error's message. It runs on
+// the run's goroutine, which waits for it: it may take as long as the
+// person does, within the run's ctx and time limit, and should return when
+// ctx ends.
+type ApprovalFunc func(ctx context.Context, call ApprovalCall) error
+
+// ApprovalCall is a call waiting for a person's approval, as
+// Request.Approval is told.
+type ApprovalCall struct {
+	// N numbers the run's deferred calls: 1, 2, … in the order the program
+	// made them.
+	N int
+	// Tool and Args are the call, Args in the canonical form Options.Approve
+	// judged and the tool gets (read-only).
+	Tool string
+	Args json.RawMessage
+	// Reason is the message of the error Options.Approve deferred with.
+	Reason string
+	// Stdout and Stderr are the program's output so far, as Output has them
+	// (within Options.MaxOutput).
+	Stdout, Stderr string
+}
 
 // refusedError is a call Options.Approve refused: the program sees
 // PermissionError.
@@ -43,7 +77,14 @@ func (st *runState) approve(ctx context.Context, request callRequest, early bool
 			args, err = nil, &refusedError{fmt.Sprintf("the approval hook panicked: %v", p)}
 		}
 	}()
-	if err := hook(ctx, request.Tool, args, early); err != nil {
+	err = hook(ctx, request.Tool, args, early)
+	if errors.Is(err, ErrAsk) {
+		if early {
+			return nil, &refusedError{"an early read is not started while its approval is deferred"}
+		}
+		err = st.ask(ctx, request.Tool, args, err)
+	}
+	if err != nil {
 		msg := err.Error()
 		if msg == "" {
 			msg = "tool call refused"
@@ -51,4 +92,19 @@ func (st *runState) approve(ctx context.Context, request callRequest, early bool
 		return nil, &refusedError{msg}
 	}
 	return args, nil
+}
+
+// ask hands a call Options.Approve deferred (reason wraps ErrAsk) to
+// Request.Approval and waits for its decision. A run without
+// Request.Approval refuses it, saying why.
+func (st *runState) ask(ctx context.Context, tool string, args json.RawMessage, reason error) error {
+	if st.approval == nil {
+		return fmt.Errorf("tool call refused: %v, and this run has no one to ask (Request.Approval is unset)", reason)
+	}
+	st.asked++
+	call := ApprovalCall{N: st.asked, Tool: tool, Args: args, Reason: reason.Error()}
+	if st.output != nil {
+		call.Stdout, call.Stderr, _, _ = st.output()
+	}
+	return st.approval(ctx, call) // a panic is the hook's: approve recovers it
 }

@@ -83,6 +83,12 @@ type Request struct {
 	// docs/http.md).
 	Waiting func(ToolWait)
 
+	// Approval decides the calls Options.Approve defers to a person
+	// (ErrAsk): the program waits in its call, holding its Guest, until it
+	// returns (ApprovalFunc). nil: a deferred call is refused, saying that
+	// the run has no one to ask.
+	Approval ApprovalFunc
+
 	// Files are placed in the program's working directory before it runs
 	// (CheckFiles says which are allowed). They are the run's own: gone when
 	// it ends, like everything the program writes there.
@@ -379,7 +385,7 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (_ *Outpu
 	}
 
 	st := newRunState(r, ctx, (req.EarlyReads || req.Stream != nil) && req.replay == nil)
-	st.tools, st.waiting, st.stop = req.Tools, req.Waiting, cancel
+	st.tools, st.waiting, st.approval, st.stop = req.Tools, req.Waiting, req.Approval, cancel
 	st.boundary(&req, inputs, s)
 	defer st.close()
 	var inst *engine.Instance

@@ -38,8 +38,10 @@ type runState struct {
 	rec    *recorder          // Request.Record's; nil: not recorded
 	replay *replayer          // Replay's; nil: not a replay
 
-	waiting func(ToolWait)                      // Request.Waiting
-	output  func() (string, string, bool, bool) // the Guest's output so far, for waiting
+	waiting  func(ToolWait)                      // Request.Waiting
+	approval ApprovalFunc                        // Request.Approval
+	asked    int                                 // calls deferred to approval so far (ApprovalCall.N)
+	output   func() (string, string, bool, bool) // the Guest's output so far, for waiting
 	// ownCalls numbers the calls of the run's own tools as they start
 	// (ToolCallOf); only the Guest's goroutine starts calls.
 	ownCalls int

@@ -38,9 +38,15 @@ type Response struct {
 	// answer, Stdout and Stderr the output so far; the other fields are
 	// empty) or "done" (ended: the answer as without tools). RunID names it
 	// to POST /v1/runs/{run_id}/tool_results.
-	Status  string        `json:"status,omitempty"`
-	RunID   string        `json:"run_id,omitempty"`
-	Pending []PendingCall `json:"pending,omitempty"`
+	//
+	// A run a call of which waits for its caller's approval (the Runner's
+	// Options.Approve deferred it) says so with Status "approval_required":
+	// Approvals are the calls to decide, by POST
+	// /v1/runs/{run_id}/approvals.
+	Status    string            `json:"status,omitempty"`
+	RunID     string            `json:"run_id,omitempty"`
+	Pending   []PendingCall     `json:"pending,omitempty"`
+	Approvals []ApprovalRequest `json:"approvals,omitempty"`
 }
 
 // Error says why a run failed or was refused.
@@ -133,6 +139,16 @@ type PendingCall struct {
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ApprovalRequest is a call waiting for its caller's approval: the caller
+// allows or refuses it by ID. Reason is why it needs one, as the Runner's
+// Options.Approve said.
+type ApprovalRequest struct {
+	ID        string          `json:"id"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+	Reason    string          `json:"reason"`
 }
 
 // The error kinds a front door's own answers have (Error.Kind); service

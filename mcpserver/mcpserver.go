@@ -273,7 +273,8 @@ func NewServer(runner *spine.Runner, opts *Options) *Server {
 		SupportedProtocolVersions: o.protocolVersions(),
 	})
 	tool := codemode.New(runner, o.codemode())
-	h := &handler{runner: runner, tool: tool, opts: o, log: o.ServerLog, slots: make(chan struct{}, o.Slots), clients: map[any]*client{}, held: map[string]int{}}
+	h := &handler{runner: runner, tool: tool, opts: o, log: o.ServerLog, slots: make(chan struct{}, o.Slots), clients: map[any]*client{}, held: map[string]int{},
+		asks: runner != nil && runner.Options().Approve != nil, asking: map[string]*askingCall{}}
 	h.cut, h.doCut = context.WithCancel(context.Background())
 	if o.Store != nil {
 		h.fleet = fleet.New(runner, &fleet.Options{
@@ -348,6 +349,9 @@ type handler struct {
 	open    int             // clients holding a spine.Session, at most opts.MaxSessions
 	held    map[string]int  // of those, by the client (ClientOf) they are of
 	calls   uint64          // calls so far: when a client was used last
+
+	asks   bool                   // the Runner has Options.Approve: calls may wait for the user
+	asking map[string]*askingCall // calls waiting for the user's answer by input request, by their state (approvals.go); under mu
 }
 
 // Result is run_python's structuredContent, and its text as JSON.
@@ -384,6 +388,15 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	if h.cut.Err() != nil {
 		return nil, fleet.ErrCut
 	}
+	if h.asks && (req.Params.RequestState != "" || asksByInputRequests(req.Session)) {
+		return h.callAsking(ctx, req) // approvals.go
+	}
+	return h.run(ctx, req, approval(req.Session))
+}
+
+// run runs the program of req and makes its answer; ask makes its
+// Request.Approval, for the run slot it holds.
+func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, ask func(*heldSlot) spine.ApprovalFunc) (*mcp.CallToolResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(h.cut, cancel)() // Cut stops the call
@@ -393,10 +406,12 @@ func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	}
 	select {
 	case h.slots <- struct{}{}:
-		defer func() { <-h.slots }()
 	default:
 		return toolResult(codemode.Failed(fmt.Sprintf("busy, retry: all %d run slots are in use; call %s again in a moment", cap(h.slots), ToolName)))
 	}
+	slot := &heldSlot{slots: h.slots, held: true}
+	defer slot.release()
+	request.Approval = ask(slot) // approvals.go
 	id := storedID(h.opts.Store, req)
 	if h.opts.Stateless || req.Session == nil || h.opts.Store != nil && id == "" {
 		out, err := h.runner.Run(ctx, request)

@@ -159,6 +159,8 @@ type pausedRun struct {
 	since    time.Time
 	clock    *time.Timer // the time limit while running
 	waitEnd  *time.Timer // Options.ToolWait while paused
+
+	approvals approvals // calls deferred to the caller's approval (approvals.go)
 }
 
 // call is client tool name's Call: it registers the call and waits for its
@@ -327,7 +329,10 @@ func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Ti
 	pr.tool, pr.fileData = c.tool, c.data
 	manifest, _ := checkClientTools(c.tools, pr)
 	maps.Copy(manifest, req.Tools) // of the request's mcp_servers (mcpservers.go)
-	req.Tools, req.Waiting = manifest, pr.waiting
+	req.Tools, req.Waiting, req.Approval = manifest, pr.waiting, pr.approve
+	if c.tool != nil {
+		req.Approval = approvalRefused // run_python's answers are the model's
+	}
 	pr.limit = req.Timeout
 	req.Timeout = 0
 	target := s.runner.Run
@@ -400,6 +405,8 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 		status, e = classify(context.Background(), pr.limit, err, pr.body)
 	case errors.Is(cause, errToolWait):
 		status, e = http.StatusRequestTimeout, &Error{Kind: kindToolWait, Message: fmt.Sprintf("the caller did not send the tool results within %v (--tool-wait); the run was stopped", s.opts.ToolWait)}
+	case errors.Is(cause, errApprovalWait):
+		status, e = http.StatusRequestTimeout, &Error{Kind: kindToolWait, Message: fmt.Sprintf("the caller did not decide the approval within %v (--tool-wait); the run was stopped", s.opts.ToolWait)}
 	case errors.Is(cause, errRunLimit):
 		status, e = http.StatusRequestTimeout, &Error{Kind: kindTimeout, Message: timeoutMessage(pr.limit)}
 	case errors.Is(cause, spine.ErrClosed):

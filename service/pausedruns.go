@@ -31,10 +31,10 @@ func (s *Server) addRun(owner string) (*pausedRun, string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.live >= s.opts.MaxPaused {
-		return nil, fmt.Sprintf("the server holds %d runs with client tools, its limit (--paused); try again later", t.live)
+		return nil, fmt.Sprintf("the server holds %d runs that may pause for their caller (client tools, approvals), its limit (--paused); try again later", t.live)
 	}
 	if t.byOwner[owner] >= limit {
-		return nil, fmt.Sprintf("this token holds %d runs with client tools, its share of the server's limit; answer or abandon one first", limit)
+		return nil, fmt.Sprintf("this token holds %d runs that may pause for their caller (client tools, approvals), its share of the server's limit; answer or abandon one first", limit)
 	}
 	if t.runs == nil {
 		t.runs, t.byOwner = map[string]*pausedRun{}, map[string]int{}

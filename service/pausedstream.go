@@ -32,11 +32,18 @@ type runStream struct {
 }
 
 // streamItem is what the stream sends next: a tool_call event, after the
-// output the program wrote before the call (stdout and stderr bytes), or,
-// when call is nil, the result event.
+// output the program wrote before the call (stdout and stderr bytes), an
+// approval_required event likewise, or, when neither, the result event.
 type streamItem struct {
 	call           *PendingCall
+	approval       *ApprovalRequest // an approval_required event (approvals.go), when call is nil
 	stdout, stderr int
+}
+
+// approvalEvent is an approval_required event's data.
+type approvalEvent struct {
+	ApprovalRequest
+	RunID string `json:"run_id"`
 }
 
 // toolCallEvent is a tool_call event's data.
@@ -102,7 +109,7 @@ func (s *Server) streamRun(r *http.Request, start time.Time, pr *pausedRun) {
 			}
 			continue
 		}
-		if item.call == nil {
+		if item.call == nil && item.approval == nil {
 			st.stdout.flush()
 			st.stderr.flush()
 			final.resp.Timing.TotalMS = ms(time.Since(start))
@@ -113,8 +120,14 @@ func (s *Server) streamRun(r *http.Request, start time.Time, pr *pausedRun) {
 			pr.cancel(errGone)
 			gone = nil
 		}
-		data, _ := json.Marshal(toolCallEvent{*item.call, pr.id})
-		if st.events.send("tool_call", data) != nil {
+		name, data := "tool_call", []byte(nil)
+		if item.call != nil {
+			data, _ = json.Marshal(toolCallEvent{*item.call, pr.id})
+		} else {
+			name = "approval_required"
+			data, _ = json.Marshal(approvalEvent{*item.approval, pr.id})
+		}
+		if st.events.send(name, data) != nil {
 			pr.cancel(errGone)
 		}
 	}

@@ -17,10 +17,11 @@ import (
 // --http and spine run --json share with the Server; these aliases keep
 // the names the HTTP API's Go clients have used.
 type (
-	Response    = door.Response
-	Error       = door.Error
-	Timing      = door.Timing
-	PendingCall = door.PendingCall
+	Response        = door.Response
+	Error           = door.Error
+	Timing          = door.Timing
+	PendingCall     = door.PendingCall
+	ApprovalRequest = door.ApprovalRequest
 )
 
 // The error kinds, also the label values of spine_errors_total.

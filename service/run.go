@@ -81,7 +81,7 @@ func (s *Server) runJSON(w http.ResponseWriter, r *http.Request, start time.Time
 		return false
 	}
 	run.Tools = remote.Tools()
-	if len(req.Tools) > 0 {
+	if len(req.Tools) > 0 || s.asksApproval() {
 		return s.runClient(w, r, start, run, clientRun{tools: req.Tools, sess: sess, remote: remote})
 	}
 	s.run(w, r, start, run, nil, sess)

@@ -7,6 +7,7 @@
 //	POST   /v1/sessions               → 201 {"id": "..."}: a session (sessions.go)
 //	POST   /v1/sessions/{id}/run      as /v1/run, in the session
 //	POST   /v1/runs/{run_id}/tool_results  the results of a paused run's client tools (a request's "tools"; paused.go)
+//	POST   /v1/runs/{run_id}/approvals     the caller's decision on a call waiting for approval (approvals.go)
 //	GET    /v1/sessions/{id}/snapshot → the session's snapshot, application/octet-stream
 //	POST   /v1/sessions/restore       a snapshot as the body → 201 {"id": "..."}
 //	DELETE /v1/sessions/{id}          → 204
@@ -202,13 +203,17 @@ type Options struct {
 	SessionWrite WritePolicy
 
 	// ToolWait bounds how long a run with client tools (a request's
-	// "tools", paused.go) waits for the caller's results: past it the run
-	// is stopped, and a late continuation answered 408 tool_wait with the
+	// "tools", paused.go) waits for the caller's results, and a run for
+	// its caller's approval of a call (approvals.go): past it the run is
+	// stopped, and a late continuation answered 408 tool_wait with the
 	// output so far. Default DefaultToolWait (5 minutes).
 	ToolWait time.Duration
 
 	// MaxPaused caps the runs with client tools at once, paused or
 	// running; past it a request with "tools" gets 429 too_many_paused.
+	// With the Runner's Options.Approve, every run of /v1/run,
+	// /v1/run/stream and a session's run is one such (it may pause for an
+	// approval).
 	// Each holds a Guest (its memory) while paused, but no slot. With
 	// several tokens each may hold an even share (at least 1). Default
 	// DefaultMaxPaused.
@@ -351,6 +356,7 @@ func New(runner *spine.Runner, opts *Options) *Server {
 	s.mux.Handle("POST /v1/sessions/restore", s.accept(needOctets, "POST /v1/sessions/restore", s.handleRestore))
 	s.mux.Handle("POST /v1/sessions/{id}/run", s.accept(needJSON, "POST /v1/sessions/{id}/run", s.handleSessionRun))
 	s.mux.Handle("POST /v1/runs/{run_id}/tool_results", s.accept(needJSON, "POST /v1/runs/{run_id}/tool_results", s.handleToolResults))
+	s.mux.Handle("POST /v1/runs/{run_id}/approvals", s.accept(needJSON, "POST /v1/runs/{run_id}/approvals", s.handleApprovals))
 	s.mux.HandleFunc("GET /v1/sessions/{id}/snapshot", s.handleSnapshot)
 	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.handleDeleteSession)
 	if o.Tool != nil {

@@ -77,7 +77,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		Timeout:    s.timeout(timeoutMS),
 		Record:     record,
 	}
-	if len(tools) > 0 {
+	if len(tools) > 0 || s.asksApproval() {
 		s.runClient(w, r, start, req, clientRun{tools: tools, body: body})
 		return
 	}

@@ -105,6 +105,7 @@ func (s *Server) handleToolCall(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.inFlight.Inc()
 	runStart := time.Now()
+	req.Approval = approvalRefused
 	out, runErr := s.runner.Run(r.Context(), req)
 	runTime := time.Since(runStart)
 	<-s.slots

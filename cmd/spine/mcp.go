@@ -65,6 +65,9 @@ flags:
   --stateless              keep nothing from one call to the next: no sessions, no fresh argument
   --no-images              send no images: image files come as resources like any file (for a
                            client or model that takes no images)
+  --ask PATTERN            calls of the tools whose names match PATTERN (path.Match: files.*,
+                           *.delete) wait for the user's approval, asked through MCP elicitation;
+                           refused when the client cannot ask; repeat for several
   --max-sessions N         Python sessions kept (default 100); past it one is closed: of the client
                            holding the most, the one it used least recently
   --sessions-per-client N  with --http, Python sessions one client (one address; with --tokens-file, one
@@ -125,6 +128,7 @@ type mcpOptions struct {
 	cache      cacheFlags
 	http       httpFlags
 	guest      guestOptions
+	ask        askPatterns
 }
 
 func (o *mcpOptions) flags(fs *flag.FlagSet) {
@@ -146,6 +150,7 @@ func (o *mcpOptions) flags(fs *flag.FlagSet) {
 	o.log.flags(fs)
 	o.cache.flags(fs)
 	o.guest.flags(fs)
+	o.ask.flags(fs)
 	o.http = addHTTPFlags(fs)
 }
 
@@ -209,6 +214,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := o.guest.apply(opts); err != nil {
 		return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
 	}
+	o.ask.apply(opts)
 	runner, manifest, health, closeRunner, code := openRunner(ctx, o.config, o.demo, opts, o.log.servers(stderr), out, true)
 	if runner == nil {
 		return code

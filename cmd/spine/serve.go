@@ -62,6 +62,9 @@ flags:
                            tools a request brings ("tools"); then the run is stopped
   --paused N               runs with such tools at once (default 64), each holding a Guest while
                            it waits; more get 429, and each token an even share
+  --ask PATTERN            calls of the tools whose names match PATTERN (path.Match: files.*,
+                           *.delete) wait for the caller's approval: the run pauses, status
+                           approval_required; repeat for several (docs/http.md, "Approvals that wait")
   --replica NAME           this replica's name in its paused runs' ids (default $SPINE_REPLICA),
                            so that a load balancer routes their continuations to it; letters,
                            digits and '-' (docs/scaling.md, "Paused runs")
@@ -137,6 +140,7 @@ type serveOptions struct {
 	cache       cacheFlags
 	http        httpFlags
 	guest       guestOptions
+	ask         askPatterns
 
 	sessions      int
 	liveSessions  int
@@ -179,6 +183,7 @@ func (o *serveOptions) flags(fs *flag.FlagSet) {
 	o.log.flags(fs)
 	o.cache.flags(fs)
 	o.guest.flags(fs)
+	o.ask.flags(fs)
 	o.http = addHTTPFlags(fs)
 	fs.IntVar(&o.sessions, "sessions", 10000, "")
 	fs.IntVar(&o.liveSessions, "live-sessions", 64, "")
@@ -286,6 +291,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if err := o.guest.apply(opts); err != nil {
 		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
+	o.ask.apply(opts)
 	runner, manifest, health, closeRunner, code := openRunner(ctx, o.config, o.demo, opts, o.log.servers(stderr), out, true)
 	if runner == nil {
 		return code

@@ -1,0 +1,201 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spine-run/spine"
+)
+
+// Approvals that wait. On a Server whose Runner has Options.Approve, every
+// run of /v1/run, /v1/run/stream and a session's run may pause as a run with
+// client tools does (paused.go), and is answered as one (status "done" and
+// a run_id at its end): a call Approve defers to a person (spine.ErrAsk)
+// pauses it, the request waiting on it answered with status
+// "approval_required" and the call, or, for a run answered as events, an
+// approval_required event. POST /v1/runs/{run_id}/approvals allows or
+// refuses the call ({"approvals": [{"id", "allow", "reason"}]}); a refusal
+// raises PermissionError in the program with the reason. While it waits,
+// the run holds its Guest (and its session's turn) but no run slot, and
+// its time limit does not run; Options.ToolWait bounds the wait, as a
+// client tool's.
+
+// statusApproval is the status of a run paused for its caller's approval.
+const statusApproval = "approval_required"
+
+// errApprovalWait is the cause of a run stopped because its caller did not
+// decide within Options.ToolWait.
+var errApprovalWait = errors.New("the caller did not decide the approval in time")
+
+// approvals are a run's calls deferred to its caller. Under the run's mu.
+type approvals struct {
+	pending *approvalCall // the call the program waits in; nil: none
+	last    int           // the number of the last call asked
+}
+
+// approvalCall is a call waiting for its caller's decision.
+type approvalCall struct {
+	call    spine.ApprovalCall
+	decided chan approvalDecision
+}
+
+// approvalDecision is one entry of approvals' "approvals".
+type approvalDecision struct {
+	ID     string `json:"id"`
+	Allow  *bool  `json:"allow"`
+	Reason string `json:"reason"`
+}
+
+func approvalID(n int) string { return "approval_" + strconv.Itoa(n) }
+
+// asksApproval reports whether the Server's runs may wait for approvals:
+// its Runner has Options.Approve, which may defer a call.
+func (s *Server) asksApproval() bool { return s.runner.Options().Approve != nil }
+
+// approvalRefused is Request.Approval of a run whose answers cannot pause
+// for a decision (POST /v1/tool/call's, which are the model's): the call
+// is refused, saying why.
+func approvalRefused(_ context.Context, call spine.ApprovalCall) error {
+	return fmt.Errorf("tool call refused: %s, and a run of POST /v1/tool/call cannot wait for a person (a run of POST /v1/run can)", call.Reason)
+}
+
+// approve is the run's Request.Approval: it pauses the run for its
+// caller's decision on call and waits for it.
+func (pr *pausedRun) approve(ctx context.Context, call spine.ApprovalCall) error {
+	a := &approvalCall{call: call, decided: make(chan approvalDecision, 1)}
+	pr.mu.Lock()
+	pr.approvals.pending, pr.approvals.last = a, call.N
+	pr.pauseFor(a)
+	pr.mu.Unlock()
+	select {
+	case d := <-a.decided:
+		if *d.Allow {
+			return nil
+		}
+		if d.Reason == "" {
+			return errors.New("the caller refused the call")
+		}
+		return errors.New(d.Reason)
+	case <-ctx.Done():
+		pr.mu.Lock()
+		pr.approvals.pending = nil
+		pr.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// pauseFor pauses the run for a's decision: its clock and slot stop, and
+// the caller learns of the call. Under pr.mu.
+func (pr *pausedRun) pauseFor(a *approvalCall) {
+	pr.paused = true
+	pr.stopClock()
+	pr.freeSlot()
+	pr.waitEnd = time.AfterFunc(pr.s.opts.ToolWait, func() {
+		pr.mu.Lock()
+		if pr.paused && !pr.ended {
+			pr.expired = true
+			pr.cancel(errApprovalWait)
+		}
+		pr.mu.Unlock()
+	})
+	req := ApprovalRequest{ID: approvalID(a.call.N), Tool: a.call.Tool, Arguments: a.call.Args, Reason: a.call.Reason}
+	if pr.stream != nil {
+		pr.stream.push(streamItem{approval: &req, stdout: len(a.call.Stdout), stderr: len(a.call.Stderr)})
+		return
+	}
+	pr.send(runEvent{status: http.StatusOK, resp: Response{Value: json.RawMessage("null"), Status: statusApproval, RunID: pr.id,
+		Stdout: a.call.Stdout, Stderr: a.call.Stderr, Approvals: []ApprovalRequest{req}}})
+}
+
+// handleApprovals is POST /v1/runs/{run_id}/approvals: the caller's
+// decision on the call the run waits in.
+func (s *Server) handleApprovals(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var body struct {
+		Approvals []approvalDecision `json:"approvals"`
+	}
+	if err := decodeBody(w, r, s.opts.MaxBody, &body); err != nil {
+		s.bodyRefused(w, start, err)
+		return
+	}
+	pr := s.paused.get(r.PathValue("run_id"), s.owner(r))
+	if pr == nil {
+		status, kind, msg := s.runIDs.whyNot(r.PathValue("run_id"))
+		s.refuse(w, start, status, kind, msg)
+		return
+	}
+	pr.mu.Lock()
+	if pr.ended {
+		pr.mu.Unlock()
+		<-pr.finished // its answer is made: the end, kept after --tool-wait
+		pr.mu.Lock()
+		ev := pr.final
+		pr.mu.Unlock()
+		ev.write(w, start)
+		return
+	}
+	status, kind, msg := pr.checkApprovals(body.Approvals)
+	if msg == "" {
+		select {
+		case s.slots <- struct{}{}:
+			s.metrics.inFlight.Inc()
+		default:
+			w.Header().Set("Retry-After", "1")
+			status, kind, msg = http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d run slots are busy; send the same decision again later (the run waits)", cap(s.slots))
+		}
+	}
+	if msg != "" {
+		pr.mu.Unlock()
+		s.refuse(w, start, status, kind, msg)
+		return
+	}
+	a := pr.approvals.pending
+	pr.approvals.pending = nil
+	pr.paused, pr.slotHeld = false, true
+	pr.waitEnd.Stop()
+	pr.startClock()
+	a.decided <- body.Approvals[0]
+	pr.mu.Unlock()
+	if pr.stream != nil {
+		writeJSON(w, http.StatusAccepted, ResultsAccepted{RunID: pr.id, Accepted: 1})
+		return
+	}
+	s.awaitRun(w, r, start, pr)
+}
+
+// checkApprovals says what is wrong with decisions for pr's pending
+// approval: a status, an error kind and a message, or "" when nothing is.
+// Under pr.mu.
+func (pr *pausedRun) checkApprovals(decisions []approvalDecision) (int, string, string) {
+	if pr.expired {
+		return http.StatusRequestTimeout, kindToolWait, fmt.Sprintf("the decision came after %v (--tool-wait): the run was stopped", pr.s.opts.ToolWait)
+	}
+	if len(decisions) == 0 {
+		return http.StatusBadRequest, kindBadRequest, `"approvals" is missing or empty`
+	}
+	pending := 0
+	if pr.approvals.pending != nil {
+		pending = pr.approvals.pending.call.N
+	}
+	for i, d := range decisions {
+		digits, ok := strings.CutPrefix(d.ID, "approval_")
+		n, err := strconv.Atoi(digits)
+		switch {
+		case !ok || err != nil || n < 1 || n > pr.approvals.last || approvalID(n) != d.ID:
+			return http.StatusBadRequest, kindBadRequest, fmt.Sprintf("approvals[%d]: the run has asked for no approval %q", i, d.ID)
+		case i > 0 && d.ID == decisions[0].ID:
+			return http.StatusBadRequest, kindBadRequest, fmt.Sprintf("approvals[%d]: %q is decided twice", i, d.ID)
+		case n != pending:
+			return http.StatusConflict, kindConflict, fmt.Sprintf("approvals[%d]: %q was decided already", i, d.ID)
+		case d.Allow == nil:
+			return http.StatusBadRequest, kindBadRequest, fmt.Sprintf(`approvals[%d] (%s): "allow" must be true or false`, i, d.ID)
+		}
+	}
+	return 0, "", "" // one entry: a run waits for one decision at a time
+}
