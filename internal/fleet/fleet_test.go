@@ -178,7 +178,8 @@ backend replicas
   default-server inter 200ms fall 1 rise 2
 `, f.lb, lb)
 	cfg += "  option persist\n" // to a draining replica too, and elsewhere when it is dead (docs/scaling.md)
-	for i := range f.addrs {                             // a paused run's continuation to its replica
+	// A paused run's continuation to its replica.
+	for i := range f.addrs {
 		cfg += fmt.Sprintf("  use-server r%d if { path_beg /v1/runs/run_r%d. }\n", i+1, i+1)
 	}
 	for i, a := range f.addrs {
