@@ -123,7 +123,8 @@ func (r *Runner) toolDifference(tools []RecordedTool) string {
 // Record (a continuation that records notes the replayed part too: its
 // record is the whole run's); the program, its inputs and files are the
 // record's, and a req that sets Source, Stream, Inputs, Files or Filename is
-// refused (ErrBadRequest). The Runner must have the record's Guest, as for
+// refused (ErrBadRequest). The Output, and the writers, have the program's
+// output from its start, the replayed part's included. The Runner must have the record's Guest, as for
 // Replay; a program that asks for something else than the record holds
 // before its end stops with an error matching ErrDiverged.
 //
