@@ -161,3 +161,23 @@ func TestDurableDiverged(t *testing.T) {
 		t.Fatalf("lookups: %d", n)
 	}
 }
+
+// TestDurableRestart: a run paused on a server that stops (Close) is
+// continued by the same replica's next process, where without a store it
+// would be 410 run_lost.
+func TestDurableRestart(t *testing.T) {
+	svcs, cs, st := durableServers(t, "a")
+	status, out := cs[0].runWith("/v1/run", run{"source": durableProgram("durable-4"), "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	if err := svcs[0].Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newSessionServer(t, nil, &service.Options{Replica: "a", SessionStore: st})
+	again := client{t: t, url: ts.URL}
+	status, out = again.results(out.RunID, value(out.Pending[0].ID, map[string]any{"next": "Oslo"}))
+	paused(t, status, out, `get_weather{"city":"Oslo"}`)
+	status, out = again.results(out.RunID, value(out.Pending[0].ID, "fog"))
+	if status != http.StatusOK || string(out.Value) != `["Oslo","fog",true]` || lookupsOf("durable-4") != 1 {
+		t.Fatalf("end: %d %s %+v", status, out.Value, out.Error)
+	}
+}
