@@ -139,7 +139,7 @@ func (r *Runner) hostCall(ctx context.Context, m api.Module, ptr, size, out, cap
 	if err != nil {
 		response = encodeResponse(nil, err)
 	} else if st := runOf(ctx); st.replay != nil && !isDiscovery(request.Tool) {
-		response = st.replayed(request) // a replay: the record answers
+		response = st.replayed(ctx, request) // a replay: the record answers
 	} else if st.rec != nil && !isDiscovery(request.Tool) {
 		response = st.invokeNoted(ctx, request)
 	} else {

@@ -105,7 +105,7 @@ func (st *runState) prepare(request callRequest) uint32 {
 // for handle 0 or an unknown handle, the call is made normally.
 func (st *runState) resolve(id uint32, request callRequest) []byte {
 	if st.replay != nil {
-		return st.replayed(request) // a replay: no read started, the record answers
+		return st.replayed(st.ctx, request) // a replay: no read started, the record answers
 	}
 	f := st.take(id)
 	if f == nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/spine-run/spine/internal/engine"
@@ -47,25 +48,39 @@ const clockRoom = 8
 
 func (rc *recorder) Walltime() int64 {
 	ns := time.Now().UnixNano()
-	if rc.room(clockRoom) {
-		rc.rec.Clock.Wall = append(rc.rec.Clock.Wall, ns-rc.wall)
-		rc.wall = ns
-	}
+	rc.noteWall(ns)
 	return ns
 }
 
 func (rc *recorder) Nanotime() int64 {
 	ns := engine.Nanotime() // the clock of the Guest's unrecorded runs
-	if rc.room(clockRoom) {
-		rc.rec.Clock.Mono = append(rc.rec.Clock.Mono, ns-rc.mono)
-		rc.mono = ns
-	}
+	rc.noteMono(ns)
 	return ns
 }
 
 func (rc *recorder) Random(p []byte) {
 	_, _ = rand.Read(p) // crypto/rand never fails
-	if rc.room(len(p) * 4 / 3) {
+	rc.noteRandom(p)
+}
+
+// noteWall, noteMono and noteRandom note what the Guest took; nothing
+// without a record (a continuation that records nothing).
+func (rc *recorder) noteWall(ns int64) {
+	if rc != nil && rc.room(clockRoom) {
+		rc.rec.Clock.Wall = append(rc.rec.Clock.Wall, ns-rc.wall)
+		rc.wall = ns
+	}
+}
+
+func (rc *recorder) noteMono(ns int64) {
+	if rc != nil && rc.room(clockRoom) {
+		rc.rec.Clock.Mono = append(rc.rec.Clock.Mono, ns-rc.mono)
+		rc.mono = ns
+	}
+}
+
+func (rc *recorder) noteRandom(p []byte) {
+	if rc != nil && rc.room(len(p)*4/3) {
 		rc.rec.Random = append(rc.rec.Random, p...)
 	}
 }
@@ -96,6 +111,7 @@ func (st *runState) boundary(req *Request, inputs json.RawMessage, s *Session) {
 	}
 	if st.replay = req.replay; st.replay != nil {
 		st.replay.stop = st.stop
+		st.replay.note = st.rec // a continuation's record notes the replayed part too
 	}
 }
 
@@ -103,10 +119,10 @@ func (st *runState) boundary(req *Request, inputs json.RawMessage, s *Session) {
 // bytes for the run.
 func (st *runState) use(inst *engine.Instance) {
 	switch {
-	case st.rec != nil:
-		inst.Use(st.rec)
 	case st.replay != nil:
 		inst.Use(st.replay)
+	case st.rec != nil:
+		inst.Use(st.rec)
 	}
 }
 
@@ -142,6 +158,15 @@ func (rc *recorder) program(r *Runner, req *Request, source string, inputs json.
 	rc.room(n)
 }
 
+// snapshot is the record so far, for a run that waits (ToolWait.Record):
+// its slices are clipped, so the notes the run makes after do not reach it.
+func (rc *recorder) snapshot() *Record {
+	rec := rc.rec
+	rec.Calls, rec.Random = slices.Clip(rec.Calls), slices.Clip(rec.Random)
+	rec.Clock.Wall, rec.Clock.Mono = slices.Clip(rec.Clock.Wall), slices.Clip(rec.Clock.Mono)
+	return &rec
+}
+
 // finish completes the record with the run's outcome.
 func (rc *recorder) finish(out *Output, err error) *Record {
 	rc.rec.Outcome = outcomeOf(out, err)
@@ -153,6 +178,13 @@ func (rc *recorder) finish(out *Output, err error) *Record {
 // random bytes (the engine's Source) and the program's calls. The first
 // difference between what the program asks and what the record holds
 // stops the run (stop) and is the replay's error.
+//
+// A continuation's replayer (live) goes on where the record ends: the calls
+// past its last are made, the clock reads past its last are the system's
+// (the monotonic clock counting on from the last recorded read), and the
+// random bytes past its last are the system's. What the Guest takes, from
+// the record or live, is noted on the continuation's own record (note),
+// when it keeps one.
 type replayer struct {
 	rec        *Record
 	calls      []RecordedCall // the program's calls, unclaimed reads left out
@@ -164,6 +196,11 @@ type replayer struct {
 	trace      func(ReplayedCall)
 	stop       func() // ends the run
 	err        error  // the first difference
+
+	live    bool      // a continuation (Runner.Continue)
+	monoOff int64     // live: what the system's monotonic clock is moved by
+	monoOn  bool      // live: the monotonic clock reads the system's
+	note    *recorder // the continuation's record; nil: none
 }
 
 func newReplayer(rec *Record, trace func(ReplayedCall)) *replayer {
@@ -187,22 +224,33 @@ func (p *replayer) diverge(format string, args ...any) {
 }
 
 func (p *replayer) Walltime() int64 {
-	if p.nWall >= len(p.rec.Clock.Wall) {
+	switch {
+	case p.nWall < len(p.rec.Clock.Wall):
+		p.wall += p.rec.Clock.Wall[p.nWall]
+		p.nWall++
+	case p.live:
+		p.wall = time.Now().UnixNano()
+	default:
 		p.diverge("the program read the clock (wall) more than the %d times the record holds", len(p.rec.Clock.Wall))
-		return p.wall
 	}
-	p.wall += p.rec.Clock.Wall[p.nWall]
-	p.nWall++
+	p.note.noteWall(p.wall)
 	return p.wall
 }
 
 func (p *replayer) Nanotime() int64 {
-	if p.nMono >= len(p.rec.Clock.Mono) {
+	switch {
+	case p.nMono < len(p.rec.Clock.Mono):
+		p.mono += p.rec.Clock.Mono[p.nMono]
+		p.nMono++
+	case p.live:
+		if !p.monoOn { // from here the system's clock, from the last read on
+			p.monoOn, p.monoOff = true, p.mono-engine.Nanotime()
+		}
+		p.mono = max(p.mono, engine.Nanotime()+p.monoOff)
+	default:
 		p.diverge("the program read the clock (monotonic) more than the %d times the record holds", len(p.rec.Clock.Mono))
-		return p.mono
 	}
-	p.mono += p.rec.Clock.Mono[p.nMono]
-	p.nMono++
+	p.note.noteMono(p.mono)
 	return p.mono
 }
 
@@ -210,12 +258,27 @@ func (p *replayer) Random(b []byte) {
 	n := copy(b, p.random)
 	p.random = p.random[n:]
 	if n < len(b) {
-		clear(b[n:])
-		p.diverge("the program took more random bytes than the %d the record holds", len(p.rec.Random))
+		if p.live {
+			_, _ = rand.Read(b[n:])
+		} else {
+			clear(b[n:])
+			p.diverge("the program took more random bytes than the %d the record holds", len(p.rec.Random))
+		}
 	}
+	p.note.noteRandom(b)
 }
 
-func (p *replayer) Sleep(int64) bool { return false }
+// Sleep waits only once a continuation has read every recorded clock read:
+// before, the time the program reads next is the record's.
+func (p *replayer) Sleep(int64) bool {
+	return p.live && p.nWall >= len(p.rec.Clock.Wall) && p.nMono >= len(p.rec.Clock.Mono)
+}
+
+// over says a continuation has answered every call of its record: the
+// program's next calls are made.
+func (p *replayer) over() bool {
+	return p.live && p.next >= len(p.calls)
+}
 
 // ReplayedCall is one call of a replay, as ReplayOptions.Trace sees it: its
 // number (from 1) and the call as the record holds it, with its times in the
@@ -226,8 +289,12 @@ type ReplayedCall struct {
 }
 
 // replayed answers the program's call of request in a replay, from the
-// record, and puts the recorded call on the Output (Calls, ToolCalls).
-func (st *runState) replayed(request callRequest) []byte {
+// record, and puts the recorded call on the Output (Calls, ToolCalls); a
+// continuation past its record makes the call.
+func (st *runState) replayed(ctx context.Context, request callRequest) []byte {
+	if st.replay.over() {
+		return st.invokeNoted(ctx, request)
+	}
 	c, ok := st.replay.call(request)
 	if !ok {
 		return encodeResponse(nil, st.replay.err)
@@ -235,6 +302,10 @@ func (st *runState) replayed(request callRequest) []byte {
 	st.calls++
 	if len(st.record) < st.runner.opts.MaxToolCalls {
 		st.record = append(st.record, ToolCall{Tool: c.Tool, Start: c.Start, Duration: c.Duration, Early: c.Early, Failed: c.Failed()})
+	}
+	st.own(ctx, request.Tool) // numbered as when it was made (ToolCallOf)
+	if st.rec != nil {
+		st.rec.call(request, c.Response, c.Start, c.Duration, c.Early, false)
 	}
 	return c.Response
 }

@@ -2,6 +2,7 @@ package spine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -105,4 +106,80 @@ func (r *Runner) toolDifference(tools []RecordedTool) string {
 		}
 	}
 	return ""
+}
+
+// Continue carries on a run from its record, which may stop short of the
+// run's end (ToolWait.Record, taken where the run waited for one of its own
+// tools): the recorded part is replayed as Replay does (each call answered
+// with its recorded response, no tool called, the recorded clock reads and
+// random bytes, a sleep not waiting), and where the record ends the run goes
+// on live: its next calls are made, its clock and random bytes are the
+// system's. The run's own tools are numbered as they were (ToolCallOf), so
+// the call the record's run waited for is the same call here, and
+// req.Waiting hears of it again.
+//
+// req gives the run's own tools (the record's, by name, schema and
+// description, with their Calls), Waiting, Stdout, Stderr, Timeout and
+// Record (a continuation that records notes the replayed part too: its
+// record is the whole run's); the program, its inputs and files are the
+// record's, and a req that sets Source, Stream, Inputs, Files or Filename is
+// refused (ErrBadRequest). The Output, and the writers, have the program's
+// output from its start, the replayed part's included. The Runner must have the record's Guest, as for
+// Replay; a program that asks for something else than the record holds
+// before its end stops with an error matching ErrDiverged.
+//
+// The recorded part runs with early reads off, and so does the rest: a
+// record made with early reads on continues from the program's calls in
+// its order, which answer the same, but its own tools' calls may be
+// numbered otherwise (early reads are numbered as they start).
+func (r *Runner) Continue(ctx context.Context, rec *Record, req Request) (*Output, error) {
+	if err := r.replayable(rec); err != nil {
+		return nil, err
+	}
+	if req.Source != "" || req.Stream != nil || req.Inputs != nil || req.Files != nil || req.Filename != "" {
+		return nil, fmt.Errorf("%w: a continuation's program, inputs and files are its record's: the Request sets none", ErrBadRequest)
+	}
+	if diff := toolsDiffer(rec.RunTools, recordedTools(req.Tools)); diff != "" {
+		return nil, fmt.Errorf("%w: the run's own tools are not the record's: %s", ErrBadRequest, diff)
+	}
+	if err := r.begin(); err != nil {
+		return nil, err
+	}
+	defer r.runs.Done()
+	p := newReplayer(rec, nil)
+	p.live = true
+	req.Source, req.Filename, req.Inputs, req.Files, req.EarlyReads = rec.Source, rec.Filename, rec.Inputs, rec.Files, rec.EarlyReads
+	req.replay = p
+	out, err := r.run(ctx, req, nil)
+	if p.err != nil {
+		return out, p.err
+	}
+	return out, err
+}
+
+// toolsDiffer names the first difference between a record's run tools and
+// a continuation's, or "".
+func toolsDiffer(recorded, given []RecordedTool) string {
+	for i := 0; i < max(len(recorded), len(given)); i++ {
+		switch { // both are sorted by name: the smaller name is the one missing
+		case i >= len(given) || i < len(recorded) && recorded[i].Name < given[i].Name:
+			return "the record has the tool " + recorded[i].Name + ", the Request does not"
+		case i >= len(recorded) || recorded[i].Name != given[i].Name:
+			return "the Request has the tool " + given[i].Name + ", the record does not"
+		}
+		a, b := recorded[i], given[i]
+		if a.Description != b.Description || a.KeywordOnly != b.KeywordOnly || a.Early != b.Early ||
+			!sameSchema(a.InputSchema, b.InputSchema) || !sameSchema(a.OutputSchema, b.OutputSchema) {
+			return "the tool " + a.Name + " is declared otherwise than in the record"
+		}
+	}
+	return ""
+}
+
+// sameSchema compares two schemas as JSON values; absent is absent.
+func sameSchema(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	return sameArgs(a, b)
 }

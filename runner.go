@@ -111,7 +111,7 @@ type Request struct {
 	// byte, calling no tool (docs/sandbox.md, "Records").
 	Record bool
 
-	replay *replayer // set by Replay: the run answers from a record
+	replay *replayer // set by Replay and Continue: the run answers from a record
 }
 
 // ToolWait is what Request.Waiting is told when the program waits for a
@@ -124,6 +124,11 @@ type ToolWait struct {
 	// Stdout and Stderr are the program's output so far, as Output has them
 	// (within Options.MaxOutput).
 	Stdout, Stderr string
+	// Record is the run's record so far, when it is recorded
+	// (Request.Record): everything up to this wait, the call waited for not
+	// included, without an Outcome. Runner.Continue carries the run on from
+	// it, in this process or another, to this same wait.
+	Record *Record
 }
 
 // Output is what a run produced.

@@ -112,6 +112,9 @@ func (st *runState) wait(n int) {
 		if st.output != nil {
 			w.Stdout, w.Stderr, _, _ = st.output()
 		}
+		if st.rec != nil {
+			w.Record = st.rec.snapshot()
+		}
 		st.waiting(w)
 	}
 }

@@ -91,10 +91,13 @@ func (d *drainState) isDraining() bool {
 func (s *Server) Drain() {
 	d := &s.drain
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.draining = true
 	if d.inFlight == 0 {
 		d.closeIdle()
+	}
+	d.mu.Unlock()
+	if s.runStore != nil {
+		s.paused.handOffAll() // the store keeps them for another replica (durable.go)
 	}
 }
 

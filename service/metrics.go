@@ -26,10 +26,10 @@ type metrics struct {
 // spine_run_duration_seconds), and every error kind (spine_errors_total).
 var (
 	runOutcomes = []string{"ok", kindPython, kindTimeout, kindTooLarge, kindBadRequest, kindCanceled, kindGuest, kindClosed, kindInternal, kindStreamIdle,
-		kindNotFound, kindSessionGone, kindTooManySessions, kindConflict, kindStoreUnavailable, kindOtherImage}
+		kindNotFound, kindSessionGone, kindTooManySessions, kindConflict, kindStoreUnavailable, kindOtherImage, kindRunDiverged}
 	errorKinds = []string{kindPython, kindTimeout, kindTooLarge, kindGuest, kindBadRequest, kindOverloaded, kindCanceled, kindClosed, kindInternal,
 		kindUnauthorized, kindReadTimeout, kindStreamIdle, kindForbidden, kindUnsupportedMediaType,
-		kindNotFound, kindSessionGone, kindBadSnapshot, kindTooManySessions, kindConflict, kindStoreUnavailable, kindOtherImage}
+		kindNotFound, kindSessionGone, kindBadSnapshot, kindTooManySessions, kindConflict, kindStoreUnavailable, kindOtherImage, kindRunDiverged}
 	sessionOperations = []string{opCreate, opRestore, opSnapshot, opDelete}
 	storeOperations   = []string{"load", "refresh", "write", "conflict"}
 )

@@ -161,6 +161,16 @@ type pausedRun struct {
 	waitEnd  *time.Timer // Options.ToolWait while paused
 
 	approvals approvals // calls deferred to the caller's approval (approvals.go)
+
+	// A run kept in the store (durable.go).
+	durable     bool
+	tools       []ClientTool   // its "tools"
+	askedRecord bool           // its caller asked for its record
+	gen         uint64         // the generation of its key it wrote last; 0: none
+	unsaved     *runEvent      // a pause check made, which save writes, then answers
+	expect      *expectedPause // taken over: the pause it must reach first
+	from        string         // taken over: the run id it continues
+	diverged    string         // why it did not reach that pause
 }
 
 // call is client tool name's Call: it registers the call and waits for its
@@ -176,6 +186,7 @@ func (pr *pausedRun) call(name string) spine.Tool {
 		}
 		pr.check()
 		pr.mu.Unlock()
+		pr.save()
 		select {
 		case res := <-c.answer:
 			if res.Error != nil {
@@ -201,6 +212,7 @@ func (pr *pausedRun) waiting(w spine.ToolWait) {
 	pr.wait = w
 	pr.check()
 	pr.mu.Unlock()
+	pr.save()
 }
 
 // check pauses the run when its program waits for a client call and every
@@ -208,6 +220,10 @@ func (pr *pausedRun) waiting(w spine.ToolWait) {
 // ask before an answer. Under pr.mu.
 func (pr *pausedRun) check() {
 	if pr.paused || pr.ended || pr.wait.Call == 0 || pr.entered < pr.wait.Started || pr.calls[pr.wait.Call] == nil {
+		return
+	}
+	if pr.expect != nil { // taken over: the stored pause, answered already
+		pr.reached(pr.pending())
 		return
 	}
 	pr.paused = true
@@ -224,22 +240,36 @@ func (pr *pausedRun) check() {
 	if pr.stream != nil {
 		return // every pending call was a tool_call event as it reached its Call
 	}
-	nums := make([]int, 0, len(pr.calls))
-	for n := range pr.calls {
-		nums = append(nums, n)
-	}
-	sort.Ints(nums)
 	resp := Response{Value: json.RawMessage("null"), Status: statusToolCalls, RunID: pr.id, Stdout: pr.wait.Stdout, Stderr: pr.wait.Stderr}
-	for _, n := range nums {
-		c := pr.calls[n]
-		pr.asked[callID(n)] = false
-		resp.Pending = append(resp.Pending, PendingCall{ID: callID(n), Name: c.name, Arguments: c.args})
+	resp.Pending = pr.pending()
+	for _, p := range resp.Pending {
+		pr.asked[p.ID] = false
 	}
 	ev := runEvent{status: http.StatusOK, resp: resp}
 	if pr.tool != nil {
 		ev.answer = &ToolAnswer{Status: resp.Status, RunID: resp.RunID, Pending: resp.Pending}
 	}
+	if pr.durable {
+		pr.unsaved = &ev // save writes it to the store, then answers it
+		return
+	}
 	pr.send(ev)
+}
+
+// pending lists the calls that reached their Call, unanswered, in their
+// order. Under pr.mu.
+func (pr *pausedRun) pending() []PendingCall {
+	nums := make([]int, 0, len(pr.calls))
+	for n := range pr.calls {
+		nums = append(nums, n)
+	}
+	sort.Ints(nums)
+	pending := make([]PendingCall, 0, len(nums))
+	for _, n := range nums {
+		c := pr.calls[n]
+		pending = append(pending, PendingCall{ID: callID(n), Name: c.name, Arguments: c.args})
+	}
+	return pending
 }
 
 // send hands ev to the request waiting on the run, in place of one nobody
@@ -327,6 +357,10 @@ func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Ti
 		return false
 	}
 	pr.tool, pr.fileData = c.tool, c.data
+	if s.durable(r, req, c) { // kept in the store (durable.go)
+		pr.durable, pr.tools, pr.askedRecord = true, c.tools, req.Record
+		req.Record = true
+	}
 	manifest, _ := checkClientTools(c.tools, pr)
 	maps.Copy(manifest, req.Tools) // of the request's mcp_servers (mcpservers.go)
 	req.Tools, req.Waiting, req.Approval = manifest, pr.waiting, pr.approve
@@ -411,6 +445,14 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 		status, e = http.StatusRequestTimeout, &Error{Kind: kindTimeout, Message: timeoutMessage(pr.limit)}
 	case errors.Is(cause, spine.ErrClosed):
 		status, e = http.StatusServiceUnavailable, &Error{Kind: kindClosed, Message: "the server is shutting down"}
+	case errors.Is(cause, errHandedOff):
+		status, e = http.StatusServiceUnavailable, &Error{Kind: kindClosed, Message: "the server is shutting down; the run is kept in the session store: send the same results again, and another replica continues it"}
+	case errors.Is(cause, errMoved):
+		status, e = http.StatusConflict, &Error{Kind: kindConflict, Message: "another replica took the run over from the session store, and continues it"}
+	case errors.Is(cause, errDiverged):
+		status, e = http.StatusInternalServerError, &Error{Kind: kindRunDiverged, Message: pr.diverged}
+	case pr.from != "" && errors.Is(err, spine.ErrDiverged):
+		status, e = http.StatusInternalServerError, &Error{Kind: kindRunDiverged, Message: fmt.Sprintf("run %s cannot be continued from its record on this replica: %v", pr.from, err)}
 	case errors.Is(cause, errGone):
 		status, e = statusClientClosed, &Error{Kind: kindCanceled, Message: "the client went away; the run was stopped"}
 	case err != nil:
@@ -438,6 +480,9 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 	s.metrics.duration.WithLabelValues(outcome).Observe(time.Since(runStart).Seconds())
 	resp := Response{Error: e, Status: statusDone, RunID: pr.id, Timing: Timing{RunMS: ms(pr.used)}}
 	resp.SetOutput(out)
+	if pr.durable && !pr.askedRecord {
+		resp.Record = nil // recorded for the store, not for the caller
+	}
 	if out != nil {
 		s.metrics.toolCalls.Add(float64(out.ToolCalls))
 	}
@@ -454,8 +499,20 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 	if e != nil && e.Kind == kindToolWait {
 		keep = max(s.opts.ToolWait, time.Minute) // a late continuation learns what happened
 	}
-	// Out of the table before the end is answered: a caller that has it
-	// finds no run there any more.
+	// Out of the table and the store before the end is answered: a caller
+	// that has it finds no run there any more.
+	if pr.durable && !kept(context.Cause(pr.ctx)) {
+		pr.mu.Lock()
+		ids := []string{}
+		if pr.gen > 0 {
+			ids = append(ids, pr.id)
+		}
+		if pr.from != "" {
+			ids = append(ids, pr.from)
+		}
+		pr.mu.Unlock()
+		s.dropRun(ids...)
+	}
 	s.paused.ended(pr, keep)
 	pr.mu.Lock()
 	pr.send(pr.final)
@@ -488,6 +545,13 @@ func (s *Server) handleToolResults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pr := s.paused.get(r.PathValue("run_id"), s.owner(r))
+	if pr == nil && s.runStore != nil && s.takeOver(w, r, start, r.PathValue("run_id"), body.Results) {
+		return
+	}
+	if pr != nil && pr.durable && pr.moved() {
+		s.refuse(w, start, http.StatusConflict, kindConflict, "another replica took the run over from the session store, and continues it")
+		return
+	}
 	if pr == nil {
 		status, kind, msg := s.runIDs.whyNot(r.PathValue("run_id"))
 		s.refuse(w, start, status, kind, msg)

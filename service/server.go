@@ -259,8 +259,9 @@ type Server struct {
 	mux      *http.ServeMux
 	registry *prometheus.Registry
 	metrics  *metrics
-	paused   pausedRuns // the runs with client tools (paused.go)
-	runIDs   runIDs     // their ids (runid.go)
+	paused   pausedRuns         // the runs with client tools (paused.go)
+	runIDs   runIDs             // their ids (runid.go)
+	runStore sessionstore.Store // the paused runs kept in SessionStore (durable.go); nil without
 
 	remote *remoteServers // a run request's mcp_servers (mcpservers.go)
 
@@ -326,6 +327,9 @@ func New(runner *spine.Runner, opts *Options) *Server {
 		}
 	}
 	s.runIDs = newRunIDs(o.Replica)
+	if o.SessionStore != nil {
+		s.runStore = sessionstore.Runs(o.SessionStore)
+	}
 	s.drain.init()
 	s.remote = newRemoteServers(&o)
 	s.tenants = newTenants(runner, &o)

@@ -109,3 +109,30 @@ func TestStorePrefix(t *testing.T) {
 		t.Fatalf("Get = %q, %+v, %v", data, meta, err)
 	}
 }
+
+// TestRuns: the Store of Runs keeps the same protocol of generations under
+// runs/, apart from the sessions of the same id, and its Close leaves the
+// bucket open for the sessions' Store.
+func TestRuns(t *testing.T) {
+	ctx := context.Background()
+	for name, st := range openStores(t).Stores {
+		runs := sessionstore.Runs(st)
+		storetest.Generations(t, map[string]sessionstore.Store{name: runs})
+		if err := storetest.PutBytes(ctx, runs, "r", []byte("a run"), sessionstore.Meta{Generation: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Head(ctx, "r"); !errors.Is(err, sessionstore.ErrNotFound) {
+			t.Fatalf("%s: the sessions see the run: %v", name, err)
+		}
+		if err := storetest.PutBytes(ctx, runs, "r", []byte("again"), sessionstore.Meta{Generation: 1}); !errors.Is(err, sessionstore.ErrConflict) {
+			t.Fatalf("%s: a second generation 1: %v, want ErrConflict", name, err)
+		}
+		runs.Close()
+		if err := storetest.PutBytes(ctx, st, "s", []byte("a session"), sessionstore.Meta{Generation: 1}); err != nil {
+			t.Fatalf("%s: after the runs' Close: %v", name, err)
+		}
+	}
+	if sessionstore.Runs(nil) != nil {
+		t.Fatal("Runs(nil) is not nil")
+	}
+}

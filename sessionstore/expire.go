@@ -30,14 +30,14 @@ func Expire(ctx context.Context, st Store, before time.Time, keep func(id string
 	if !ok || !mt.hasModTime() {
 		return 0, errors.New("sessionstore: only a file:// store can expire its sessions")
 	}
-	keys, err := s.b.List(ctx, "sessions/")
+	keys, err := s.b.List(ctx, s.root)
 	if err != nil {
 		return 0, fmt.Errorf("sessionstore: listing the sessions: %w", err)
 	}
 	byID := map[string][]string{}
 	var ids []string
 	for _, k := range keys {
-		id, _, ok := strings.Cut(strings.TrimPrefix(k, "sessions/"), "/")
+		id, _, ok := strings.Cut(strings.TrimPrefix(k, s.root), "/")
 		if !ok || CheckID(id) != nil {
 			continue
 		}
@@ -65,7 +65,7 @@ func Expire(ctx context.Context, st Store, before time.Time, keep func(id string
 				return removed, fmt.Errorf("sessionstore: expiring %s: %w", id, err)
 			}
 		}
-		mt.prune(prefix(id))
+		mt.prune(s.prefix(id))
 		removed++
 	}
 	return removed, nil

@@ -12,6 +12,8 @@ import (
 // size that is not negative.
 func FuzzStoreKeys(f *testing.F) {
 	owner := Owner("fuzz-token-0123456789")
+	st := &store{root: sessionsRoot}
+	prefix, key := st.prefix, st.key
 	f.Add(entryKey(owner, "s-1", 7, 4096), "s-1", uint64(7), int64(4096))
 	f.Add(ownerPrefix(owner)+"s/00000000000000000001-+5", "a_b", uint64(1<<63), int64(0))
 	f.Add(ownerPrefix(owner)+"../00000000000000000001-5", "x", uint64(0), int64(-1))

@@ -13,11 +13,15 @@ import (
 // New returns the Store over b: the protocol of generations, create-only
 // writes, sweeps and the owner index, written once for every Bucket. The
 // Store's Close closes b.
-func New(b Bucket) Store { return &store{b: b} }
+func New(b Bucket) Store { return &store{b: b, root: sessionsRoot} }
 
 // store is the Store over a Bucket.
 type store struct {
 	b Bucket
+	// root is where its ids' keys are: "sessions/", or "runs/" for the
+	// Store of Runs, which shares the bucket and does not close it.
+	root   string
+	shared bool
 }
 
 // The metadata keys (lower case: some stores fold them).
@@ -32,10 +36,30 @@ const (
 // keys sort as their generations do.
 const genDigits = 20
 
-func prefix(id string) string { return "sessions/" + id + "/" }
+// sessionsRoot and runsRoot are where the keys of sessions and of runs are.
+const (
+	sessionsRoot = "sessions/"
+	runsRoot     = "runs/"
+)
 
-func key(id string, gen uint64) string {
-	return fmt.Sprintf("%s%0*d", prefix(id), genDigits, gen)
+func (s *store) prefix(id string) string { return s.root + id + "/" }
+
+func (s *store) key(id string, gen uint64) string {
+	return fmt.Sprintf("%s%0*d", s.prefix(id), genDigits, gen)
+}
+
+// Runs returns a Store over st's bucket whose ids are runs paused for their
+// callers rather than sessions (keys runs/<id>/<generation>), with the same
+// protocol of generations: spine serve keeps each paused run's record
+// there, so that another replica can continue it (docs/scaling.md, "Paused
+// runs"). Its Close leaves the bucket to st's. nil when st is not a Store
+// of New.
+func Runs(st Store) Store {
+	s, ok := st.(*store)
+	if !ok {
+		return nil
+	}
+	return &store{b: s.b, root: runsRoot, shared: true}
 }
 
 // parseGen reads a generation as keys write it: genDigits decimal digits,
@@ -55,13 +79,13 @@ func (s *store) generations(ctx context.Context, id string) ([]uint64, error) {
 	if err := CheckID(id); err != nil {
 		return nil, err
 	}
-	keys, err := s.b.List(ctx, prefix(id))
+	keys, err := s.b.List(ctx, s.prefix(id))
 	if err != nil {
 		return nil, fmt.Errorf("sessionstore: listing %s: %w", id, err)
 	}
 	var gens []uint64
 	for _, k := range keys {
-		if gen, ok := parseGen(strings.TrimPrefix(k, prefix(id))); ok {
+		if gen, ok := parseGen(strings.TrimPrefix(k, s.prefix(id))); ok {
 			gens = append(gens, gen) // a listing is in key order
 		}
 	}
@@ -93,7 +117,7 @@ func (s *store) Head(ctx context.Context, id string) (Meta, error) {
 		if gen == 0 {
 			return Meta{}, ErrNotFound
 		}
-		md, err := s.b.Attributes(ctx, key(id, gen))
+		md, err := s.b.Attributes(ctx, s.key(id, gen))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -114,7 +138,7 @@ func (s *store) Get(ctx context.Context, id string, max int64) (io.ReadCloser, M
 		if meta.Deleted {
 			return nil, meta, ErrNotFound
 		}
-		r, size, err := s.b.NewReader(ctx, key(id, meta.Generation))
+		r, size, err := s.b.NewReader(ctx, s.key(id, meta.Generation))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // swept since: a newer generation exists
 		}
@@ -181,7 +205,7 @@ func (s *store) put(ctx context.Context, id string, meta Meta, max int64, write 
 	if meta.Generation == 0 {
 		return errors.New("sessionstore: generation 0 is none")
 	}
-	k := key(id, meta.Generation)
+	k := s.key(id, meta.Generation)
 	size, err := s.create(ctx, k, meta, max, write)
 	switch {
 	case errors.Is(err, ErrTooLarge):
@@ -265,7 +289,7 @@ func (c *cappedWriter) Write(p []byte) (int, error) {
 func (s *store) sweep(ctx context.Context, id string, gens []uint64, gen uint64) {
 	for _, g := range gens {
 		if g < gen {
-			s.b.Delete(ctx, key(id, g))
+			s.b.Delete(ctx, s.key(id, g))
 		}
 	}
 }
@@ -298,7 +322,12 @@ func (s *store) Delete(ctx context.Context, id string) error {
 	return fmt.Errorf("%w: %s kept changing while it was deleted", ErrConflict, id)
 }
 
-func (s *store) Close() error { return s.b.Close() }
+func (s *store) Close() error {
+	if s.shared {
+		return nil
+	}
+	return s.b.Close()
+}
 
 func formatMeta(m Meta) map[string]string {
 	md := map[string]string{

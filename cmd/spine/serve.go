@@ -105,7 +105,9 @@ session flags:
                            restarts (written when they hibernate and at shutdown)
   --session-store URL      keep sessions in an object store, shared by every replica:
                            s3://BUCKET?endpoint=..&region=..&use_path_style=true,
-                           gs://BUCKET, azblob://CONTAINER, file:///DIR, mem://
+                           gs://BUCKET, azblob://CONTAINER, file:///DIR, mem://; the
+                           runs paused for their callers are kept there too, and any
+                           replica continues them (docs/scaling.md, "Paused runs")
   --session-write POLICY   when a session is written to the store: run (after each
                            run, before answering; default), answer (after answering),
                            hibernate (when it hibernates and when the server stops;

@@ -1,0 +1,366 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/sessionstore"
+)
+
+// Durable pauses (docs/scaling.md, "Paused runs"). With a session store, a
+// run with client tools is recorded (spine.Request.Record), and at each
+// pause its record so far (spine.ToolWait.Record) is written to the store,
+// before the pause is answered, as a generation of its own key
+// (sessionstore.Runs: runs/<SHA-256 of the run id>/<generation>). A
+// continuation that reaches a replica not holding the run (its replica
+// drained, died or restarted) loads it there: the replica claims it by
+// writing the next generation, create-only, naming the run's new id (a
+// second replica racing for it loses that write, and answers 409), and
+// continues it from its record (spine.Runner.Continue) to the same pause,
+// whose pending calls must be the stored ones, then applies the results
+// and goes on. The run now lives here under a new id, which its answers
+// carry. Its keys go when it ends; a replica that shuts down (or drains)
+// keeps them for another to continue.
+//
+// Runs kept so: a /v1/run request's with "tools", outside a session, without
+// mcp_servers, answered as JSON (not events). They run with early reads
+// off, so that each pause is one call and a continuation numbers its calls
+// as the run did.
+
+// maxStoredRun bounds a stored run: its record (spine.Options.MaxRecord)
+// and what the service keeps beside it.
+const maxStoredRun = 64 << 20
+
+// kindRunDiverged: a run continued from its record did not reach its pause.
+const kindRunDiverged = "run_diverged"
+
+var (
+	errHandedOff = errors.New("the replica drains: the run is kept in the store for another")
+	errMoved     = errors.New("the run continues on another replica")
+)
+
+// storedRun is what the store holds of a paused run, beside its record.
+type storedRun struct {
+	RunID   string        `json:"run_id"`
+	Replica string        `json:"replica,omitempty"` // the replica that wrote it
+	MovedTo string        `json:"moved_to,omitempty"`
+	Tools   []ClientTool  `json:"tools,omitempty"`
+	Limit   time.Duration `json:"limit_ns,omitempty"`
+	Used    time.Duration `json:"used_ns,omitempty"`
+	Record  bool          `json:"record,omitempty"` // the caller asked for the run's record
+	Call    int           `json:"call,omitempty"`   // the call the run waits for
+	Pending []PendingCall `json:"pending,omitempty"`
+	Run     []byte        `json:"run,omitempty"` // the record so far (spine.Record.Encode)
+}
+
+// runKey is the store's id of run id: ids of the store are shorter than
+// run ids, and have no '.'.
+func runKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}
+
+// storeCtx bounds one call of the store.
+func (s *Server) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), s.opts.MaxTimeout)
+}
+
+// putRun writes generation gen of run id's key.
+func (s *Server) putRun(id, owner string, gen uint64, sr storedRun) error {
+	data, err := json.Marshal(sr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.storeCtx()
+	defer cancel()
+	return s.runStore.Put(ctx, runKey(id), sessionstore.Meta{Generation: gen, Owner: owner}, maxStoredRun, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// getRun reads run id's newest generation.
+func (s *Server) getRun(id string) (storedRun, sessionstore.Meta, error) {
+	ctx, cancel := s.storeCtx()
+	defer cancel()
+	r, meta, err := s.runStore.Get(ctx, runKey(id), maxStoredRun)
+	if err != nil {
+		return storedRun{}, meta, err
+	}
+	defer r.Close()
+	var sr storedRun
+	data, err := io.ReadAll(r)
+	if err == nil {
+		err = json.Unmarshal(data, &sr)
+	}
+	return sr, meta, err
+}
+
+// dropRun removes run id's keys (a tombstone stays).
+func (s *Server) dropRun(ids ...string) {
+	for _, id := range ids {
+		ctx, cancel := s.storeCtx()
+		if err := s.runStore.Delete(ctx, runKey(id)); err != nil {
+			s.opts.Logger.Warn("service: removing a paused run from the store", "run_id", id, "error", err)
+		}
+		cancel()
+	}
+}
+
+// durable says whether a run that came so is kept in the store. A run
+// that asked for early reads is not: its read-only calls are asked for
+// together, which a continuation from the record cannot yet number as the
+// first run did, so it keeps its one round trip for a loop of reads and
+// lives on its replica.
+func (s *Server) durable(r *http.Request, req spine.Request, c clientRun) bool {
+	return s.runStore != nil && c.sess == nil && c.body == nil && c.tool == nil && len(req.Tools) == 0 && !wantsEvents(r) && !req.EarlyReads
+}
+
+// save writes the pause check made (pr.unsaved) to the store, then answers
+// it; a write that lost (another replica took the run over) stops the run.
+// Called without pr.mu, after check.
+func (pr *pausedRun) save() {
+	pr.mu.Lock()
+	ev := pr.unsaved
+	pr.unsaved = nil
+	if ev == nil || pr.ended {
+		pr.mu.Unlock()
+		return
+	}
+	rec, gen := pr.wait.Record, pr.gen+1
+	sr := storedRun{RunID: pr.id, Replica: pr.s.opts.Replica, Tools: pr.tools, Limit: pr.limit, Used: pr.used,
+		Record: pr.askedRecord, Call: pr.wait.Call, Pending: ev.resp.Pending}
+	pr.mu.Unlock()
+	var err error
+	switch {
+	case rec == nil || rec.Incomplete != "":
+		err = errors.New("the run's record is incomplete (spine.Options.MaxRecord)")
+	default:
+		if sr.Run, err = rec.Encode(); err == nil {
+			err = pr.s.putRun(pr.id, pr.owner, gen, sr)
+		}
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	switch {
+	case err == nil:
+		pr.gen = gen
+	case errors.Is(err, sessionstore.ErrConflict):
+		pr.cancel(errMoved)
+		return
+	default: // the run goes on in this replica's memory only
+		pr.s.opts.Logger.Warn("service: a paused run is not kept in the store", "run_id", pr.id, "error", err)
+	}
+	if !pr.ended {
+		pr.send(*ev)
+	}
+	if pr.s.drain.isDraining() {
+		pr.handOff()
+	}
+}
+
+// handOff stops a paused run the store keeps, for another replica to
+// continue: the drain does not wait for it. Under pr.mu.
+func (pr *pausedRun) handOff() {
+	if pr.paused && pr.gen > 0 && !pr.ended {
+		pr.cancel(errHandedOff)
+	}
+}
+
+// handOffAll hands off every paused run the store keeps (Drain).
+func (t *pausedRuns) handOffAll() {
+	t.mu.Lock()
+	runs := make([]*pausedRun, 0, len(t.runs))
+	for _, pr := range t.runs {
+		runs = append(runs, pr)
+	}
+	t.mu.Unlock()
+	for _, pr := range runs {
+		pr.mu.Lock()
+		pr.handOff()
+		pr.mu.Unlock()
+	}
+}
+
+// moved reports, for a continuation of a run held here, whether another
+// replica took it over since its last pause; then the run stops here.
+func (pr *pausedRun) moved() bool {
+	pr.mu.Lock()
+	gen := pr.gen
+	pr.mu.Unlock()
+	if gen == 0 {
+		return false
+	}
+	ctx, cancel := pr.s.storeCtx()
+	defer cancel()
+	newer, err := pr.s.runStore.Newer(ctx, runKey(pr.id), gen)
+	if newer {
+		pr.cancel(errMoved)
+	}
+	return newer && err == nil
+}
+
+// kept says whether the run's keys stay when it ends with cause: it was
+// handed off, taken over, or the server shuts down.
+func kept(cause error) bool {
+	return errors.Is(cause, errHandedOff) || errors.Is(cause, errMoved) || errors.Is(cause, spine.ErrClosed)
+}
+
+// takeOver answers a continuation of run id, which this replica does not
+// hold, from the store: false when the store does not have it either.
+func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, start time.Time, id string, results []toolResult) bool {
+	sr, meta, err := s.getRun(id)
+	switch {
+	case errors.Is(err, sessionstore.ErrNotFound) && meta.Deleted && meta.Owner == s.owner(r):
+		s.refuse(w, start, http.StatusNotFound, kindNotFound, fmt.Sprintf("run %s has ended", id))
+		return true
+	case errors.Is(err, sessionstore.ErrNotFound) || errors.Is(err, sessionstore.ErrBadID):
+		return false
+	case err != nil:
+		s.refuse(w, start, http.StatusServiceUnavailable, kindStoreUnavailable, fmt.Sprintf("run %s: the store could not be read: %v", id, err))
+		return true
+	case meta.Owner != s.owner(r):
+		return false
+	case sr.MovedTo != "":
+		s.refuse(w, start, http.StatusConflict, kindConflict, fmt.Sprintf("run %s continues as run %s (replica %s): a continuation of it was answered already", id, sr.MovedTo, sr.Replica))
+		return true
+	}
+	rec, err := spine.ParseRecord(sr.Run)
+	if err != nil {
+		s.refuse(w, start, http.StatusInternalServerError, kindInternal, fmt.Sprintf("run %s: its stored record: %v", id, err))
+		return true
+	}
+	pr, refused := s.addRun(meta.Owner)
+	if pr == nil {
+		w.Header().Set("Retry-After", "1")
+		s.refuse(w, start, http.StatusTooManyRequests, kindTooManyRuns, refused)
+		return true
+	}
+	for _, p := range sr.Pending {
+		pr.asked[p.ID] = false
+	}
+	pr.paused = true
+	status, kind, msg := pr.checkResults(results)
+	if msg == "" {
+		select {
+		case s.slots <- struct{}{}:
+			s.metrics.inFlight.Inc()
+		default:
+			w.Header().Set("Retry-After", "1")
+			status, kind, msg = http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d run slots are busy; send the same results again later (the run waits)", cap(s.slots))
+		}
+	}
+	if msg != "" {
+		pr.abandon()
+		s.refuse(w, start, status, kind, msg)
+		return true
+	}
+	claim := storedRun{RunID: id, Replica: s.opts.Replica, MovedTo: pr.id}
+	if err := s.putRun(id, meta.Owner, meta.Generation+1, claim); err != nil {
+		<-s.slots
+		s.metrics.inFlight.Dec()
+		pr.abandon()
+		status, kind := http.StatusServiceUnavailable, kindStoreUnavailable
+		if errors.Is(err, sessionstore.ErrConflict) {
+			status, kind = http.StatusConflict, kindConflict
+		}
+		s.refuse(w, start, status, kind, fmt.Sprintf("run %s: another replica took it over first: %v", id, err))
+		return true
+	}
+	s.continueRun(w, r, start, pr, sr, rec, results)
+	return true
+}
+
+// continueRun runs pr, taken over from the store as sr, from its record:
+// to the stored pause, which results answer, and on.
+func (s *Server) continueRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun, sr storedRun, rec *spine.Record, results []toolResult) {
+	pr.tools, pr.askedRecord, pr.durable, pr.from = sr.Tools, sr.Record, true, sr.RunID
+	pr.expect = &expectedPause{call: sr.Call, pending: sr.Pending, results: results}
+	for i := range sr.Tools { // absent schemas come back from JSON as null
+		t := &sr.Tools[i]
+		for _, raw := range []*json.RawMessage{&t.InputSchema, &t.Parameters, &t.OutputSchema} {
+			if string(bytes.TrimSpace(*raw)) == "null" {
+				*raw = nil
+			}
+		}
+	}
+	manifest, err := checkClientTools(sr.Tools, pr)
+	if err != nil {
+		<-s.slots
+		s.metrics.inFlight.Dec()
+		pr.abandon()
+		s.refuse(w, start, http.StatusInternalServerError, kindInternal, fmt.Sprintf("run %s: its stored tools: %v", sr.RunID, err))
+		return
+	}
+	req := spine.Request{Tools: manifest, Waiting: pr.waiting, Record: true}
+	pr.mu.Lock()
+	pr.paused, pr.limit, pr.used, pr.slotHeld = false, sr.Limit, sr.Used, true
+	pr.startClock()
+	pr.mu.Unlock()
+	target := func(ctx context.Context, req spine.Request) (*spine.Output, error) {
+		return s.runner.Continue(ctx, rec, req)
+	}
+	go pr.run(target, req, nil, func() {})
+	s.awaitRun(w, r, start, pr)
+}
+
+// expectedPause is the pause a run continued from its record must reach
+// first, and the results that answer it.
+type expectedPause struct {
+	call    int
+	pending []PendingCall
+	results []toolResult
+}
+
+// reached answers the run's first pause, which must be the stored one,
+// with the results its continuation brought; otherwise the run stops. Under
+// pr.mu, from check.
+func (pr *pausedRun) reached(pending []PendingCall) {
+	e := pr.expect
+	pr.expect = nil
+	if diff := samePause(pr.wait.Call, pending, e); diff != "" {
+		pr.diverged = fmt.Sprintf("run %s, continued from its record, did not reach its pause again: %s; it cannot be continued", pr.from, diff)
+		pr.cancel(errDiverged)
+		return
+	}
+	for _, res := range e.results {
+		n, _ := strconv.Atoi(res.ID[len("call_"):])
+		pr.asked[res.ID] = true
+		if c := pr.calls[n]; c != nil {
+			c.answer <- res
+			delete(pr.calls, n)
+		}
+	}
+}
+
+var errDiverged = errors.New("the run did not reach its pause again")
+
+// samePause names the first difference between a pause and the stored one.
+func samePause(call int, pending []PendingCall, e *expectedPause) string {
+	if call != e.call || len(pending) != len(e.pending) {
+		return fmt.Sprintf("it waits for call %d with %d pending, the stored pause for call %d with %d", call, len(pending), e.call, len(e.pending))
+	}
+	for i, p := range pending {
+		q := e.pending[i]
+		if p.ID != q.ID || p.Name != q.Name || !sameJSON(p.Arguments, q.Arguments) {
+			return fmt.Sprintf("it asks %s %s(%s), the stored pause %s %s(%s)", p.ID, p.Name, p.Arguments, q.ID, q.Name, q.Arguments)
+		}
+	}
+	return ""
+}
+
+// sameJSON compares two JSON texts as compacted (the store keeps them so).
+func sameJSON(a, b json.RawMessage) bool {
+	var ca, cb bytes.Buffer
+	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
+}

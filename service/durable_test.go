@@ -1,0 +1,183 @@
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/spine-run/spine/service"
+	"github.com/spine-run/spine/sessionstore"
+)
+
+// durableProgram asks the caller twice, with a call of the server's tool
+// lookup (key) and random bytes between; its value shows what it got.
+func durableProgram(key string) string {
+	return "import random\nr = random.random()\na = get_weather('Paris')\n" +
+		"try:\n    lookup(key='" + key + "')\nexcept RuntimeError:\n    pass\n" +
+		"print('between', r)\nb = get_weather(city=a['next'])\n[a['next'], b, 0 <= r < 1]"
+}
+
+// lookupsOf counts the lookups of key made since the last count.
+func lookupsOf(key string) int {
+	n := 0
+	for {
+		select {
+		case k := <-tools.Lookups:
+			if k == key {
+				n++
+			}
+		default:
+			return n
+		}
+	}
+}
+
+// durableServers are replicas sharing a store, as spine serve --replica
+// NAME --session-store URL.
+func durableServers(t *testing.T, names ...string) ([]*service.Server, []client, sessionstore.Store) {
+	st, err := sessionstore.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var svcs []*service.Server
+	var cs []client
+	for _, name := range names {
+		svc, ts := newSessionServer(t, nil, &service.Options{Replica: name, SessionStore: st})
+		svcs = append(svcs, svc)
+		cs = append(cs, client{t: t, url: ts.URL})
+	}
+	return svcs, cs, st
+}
+
+// TestDurablePause: with a store, a run paused on a replica that drains
+// is continued by another, from its record: the continuation asks nothing
+// the run asked already, calls no server tool the run called, and ends as
+// the run would have; the drain does not wait for the run. A replica that
+// still holds a run another took over answers 409, and so does a second
+// replica racing for it.
+func TestDurablePause(t *testing.T) {
+	svcs, cs, _ := durableServers(t, "a", "b", "c", "d")
+	a, b, c, d := cs[0], cs[1], cs[2], cs[3]
+	lookupsOf("")
+
+	// Drained: a hands the run off; b continues it.
+	status, out := a.runWith("/v1/run", run{"source": durableProgram("durable-1"), "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	runID, first := out.RunID, out.Pending[0].ID
+	svcs[0].Drain()
+	if err := svcs[0].Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	status, out = a.results(runID, value(first, map[string]any{"next": "Oslo"}))
+	if status != http.StatusServiceUnavailable {
+		t.Fatalf("a continuation reaching the drained replica: %d %+v", status, out.Error)
+	}
+	status, out = b.results(runID, value(first, map[string]any{"next": "Oslo"}))
+	paused(t, status, out, `get_weather{"city":"Oslo"}`)
+	if !strings.HasPrefix(out.RunID, "run_b.") || !strings.HasPrefix(out.Stdout, "between ") || lookupsOf("durable-1") != 1 {
+		t.Fatalf("continued on b as %s, stdout %q", out.RunID, out.Stdout)
+	}
+	moved := out.RunID
+	status, out = b.results(moved, value(out.Pending[0].ID, "snow"))
+	if status != http.StatusOK || out.Status != "done" || string(out.Value) != `["Oslo","snow",true]` || lookupsOf("durable-1") != 0 || out.Record != nil {
+		t.Fatalf("end: %d %s %s %+v", status, out.Status, out.Value, out.Error)
+	}
+	// Ended: its ids are gone from the store too.
+	for _, id := range []string{runID, moved} {
+		if status, out = c.results(id, value(first, 1)); status != http.StatusNotFound {
+			t.Errorf("a continuation of %s after the end: %d %+v", id, status, out.Error)
+		}
+	}
+
+	// Another replica takes over a run its replica still holds (as one that
+	// died would): the holder then answers 409, and so does a racer.
+	status, out = b.runWith("/v1/run", run{"source": durableProgram("durable-2"), "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	runID, first = out.RunID, out.Pending[0].ID
+	var wg sync.WaitGroup
+	answers := make([]int, 2)
+	var winner client
+	for i, racer := range []client{c, d} {
+		wg.Go(func() {
+			var out service.Response
+			answers[i], out = racer.results(runID, value(first, map[string]any{"next": "Rome"}))
+			if answers[i] == http.StatusOK {
+				paused(t, answers[i], out, `get_weather{"city":"Rome"}`)
+				winner = racer
+			}
+		})
+	}
+	wg.Wait()
+	if answers[0]+answers[1] != http.StatusOK+http.StatusConflict {
+		t.Fatalf("racing continuations on c and d: %v, want one 200 and one 409", answers)
+	}
+	status, out = b.results(runID, value(first, map[string]any{"next": "Rome"}))
+	if status != http.StatusConflict || out.Error == nil || out.Error.Kind != "conflict" {
+		t.Fatalf("the holder, once c took its run over: %d %+v", status, out.Error)
+	}
+	status, out = winner.results(runID, value(first, map[string]any{"next": "Rome"}))
+	if status != http.StatusConflict || !strings.Contains(out.Error.Message, "continues as run run_") {
+		t.Fatalf("the same continuation again: %d %+v", status, out.Error)
+	}
+	if n := lookupsOf("durable-2"); n != 1 {
+		t.Fatalf("lookups of durable-2: %d, want 1 (the winner's, past the pause; neither the loser nor the holder)", n)
+	}
+}
+
+// TestDurableDiverged: a run continued from its record that does not reach
+// its stored pause (here the store was edited to ask for another city)
+// stops with a clear error, calling no client tool.
+func TestDurableDiverged(t *testing.T) {
+	_, cs, st := durableServers(t, "a", "b")
+	status, out := cs[0].runWith("/v1/run", run{"source": durableProgram("durable-3"), "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	runs := sessionstore.Runs(st)
+	sum := sha256.Sum256([]byte(out.RunID))
+	key := hex.EncodeToString(sum[:])
+	r, meta, err := runs.Get(t.Context(), key, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(r)
+	r.Close()
+	edited := bytes.Replace(data, []byte(`{"city":"Paris"}`), []byte(`{"city":"Lima"}`), 1)
+	meta.Generation++
+	if err := runs.Put(t.Context(), key, meta, 1<<30, func(w io.Writer) error { _, err := w.Write(edited); return err }); err != nil {
+		t.Fatal(err)
+	}
+	status, out = cs[1].results(out.RunID, value(out.Pending[0].ID, map[string]any{"next": "Oslo"}))
+	if status != http.StatusInternalServerError || out.Error == nil || out.Error.Kind != "run_diverged" ||
+		!strings.Contains(out.Error.Message, `get_weather({"city":"Paris"}), the stored pause call_1 get_weather({"city":"Lima"})`) {
+		t.Fatalf("a continuation that does not reach its pause: %d %+v", status, out.Error)
+	}
+	if n := lookupsOf("durable-3"); n != 0 {
+		t.Fatalf("lookups: %d", n)
+	}
+}
+
+// TestDurableRestart: a run paused on a server that stops (Close) is
+// continued by the same replica's next process, where without a store it
+// would be 410 run_lost.
+func TestDurableRestart(t *testing.T) {
+	svcs, cs, st := durableServers(t, "a")
+	status, out := cs[0].runWith("/v1/run", run{"source": durableProgram("durable-4"), "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	if err := svcs[0].Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newSessionServer(t, nil, &service.Options{Replica: "a", SessionStore: st})
+	again := client{t: t, url: ts.URL}
+	status, out = again.results(out.RunID, value(out.Pending[0].ID, map[string]any{"next": "Oslo"}))
+	paused(t, status, out, `get_weather{"city":"Oslo"}`)
+	status, out = again.results(out.RunID, value(out.Pending[0].ID, "fog"))
+	if status != http.StatusOK || string(out.Value) != `["Oslo","fog",true]` || lookupsOf("durable-4") != 1 {
+		t.Fatalf("end: %d %s %+v", status, out.Value, out.Error)
+	}
+}
