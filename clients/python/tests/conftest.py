@@ -78,7 +78,7 @@ def serve(binary, *flags):
 
 @pytest.fixture(scope="session")
 def server(spine_bin):
-    with serve(spine_bin, "--slots", "8", "--paused", "16") as s:
+    with serve(spine_bin, "--slots", "8", "--paused", "16", "--replica", "t1") as s:
         yield s
 
 

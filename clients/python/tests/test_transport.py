@@ -161,14 +161,14 @@ def test_resume_a_paused_run(client):
 def test_run_elsewhere_and_run_lost_are_not_sent_again(client):
     """A continuation that reached another replica (421) or a later process
     of the run's (410) raises at once: the run ended with its replica."""
-    incarnation = client.run("ask()", tools={"ask": lambda: 1}).run_id[len("run_"):].split(".")[-2]
-    other = "%08x" % (int(incarnation, 16) ^ 1)
+    replica, incarnation, _ = client.run("ask()", tools={"ask": lambda: 1}).run_id[len("run_"):].split(".")
+    other = "%08x" % (int(incarnation, 16) ^ 1)  # an earlier process of the same replica
     sent = []
     inner = client._http.request
     client._http.request = lambda method, path, *a, **kw: sent.append(path) or inner(method, path, *a, **kw)
     results = [{"id": "call_1", "value": 1}]
     for run_id, status, kind in (("run_r9.%s.%s" % (incarnation, "0" * 32), 421, "run_elsewhere"),
-                                 ("run_%s.%s" % (other, "0" * 32), 410, "run_lost")):
+                                 ("run_%s.%s.%s" % (replica, other, "0" * 32), 410, "run_lost")):
         sent.clear()
         with pytest.raises(SpineError) as info:
             client.resume(run_id, results)

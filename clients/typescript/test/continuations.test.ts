@@ -18,7 +18,7 @@ before(async () => {
   // The server must not see it (test/server.ts): its run ids would name it.
   process.env.SPINE_REPLICA = "from-the-caller";
   try {
-    spine = await startSpine();
+    spine = await startSpine("--replica", "t1");
   } finally {
     delete process.env.SPINE_REPLICA;
   }
@@ -96,12 +96,12 @@ test("resume sends a paused run's results and drives it on", async () => {
 test("421 run_elsewhere and 410 run_lost are thrown at once, not sent again", async () => {
   const { client, requests } = counted();
   const r = await client.run("ask()", { tools: { ask: { handler: () => 1 } } });
-  const incarnation = r.runId!.slice("run_".length).split(".").at(-2)!;
+  const [replica, incarnation] = r.runId!.slice("run_".length).split(".");
   const other = incarnation.slice(0, 7) + (incarnation[7] === "0" ? "1" : "0"); // an earlier process's
   const results = [{ id: "call_1", value: 1 }];
   for (const [runId, status, kind] of [
     [`run_r9.${incarnation}.${"0".repeat(32)}`, 421, "run_elsewhere"],
-    [`run_${other}.${"0".repeat(32)}`, 410, "run_lost"],
+    [`run_${replica}.${other}.${"0".repeat(32)}`, 410, "run_lost"],
   ] as const) {
     requests.length = 0;
     const e = await client.resume(runId, results).catch((err: unknown) => err);
