@@ -118,7 +118,7 @@ func (h *handler) storedCall(ctx context.Context, id, owner, who string, req spi
 		return nil, ctx.Err()
 	}
 	defer func() { c.turn <- struct{}{} }()
-	e, err := h.fleet.Attach(id, owner)
+	e, err := h.fleet.Attach(id, owner, who)
 	if err != nil {
 		return nil, protocolError(err)
 	}
