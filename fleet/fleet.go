@@ -18,7 +18,11 @@
 // An operation on a session takes it with Get, Load or Attach (which mark
 // it in use until Release), then its lock (Session.Lock, one operation at a
 // time), then calls Run, Snapshot, Fresh or PutAside, then unlocks and
-// releases it. Without a store a session lives and ends in this process.
+// releases it. A front door that gives its clients an id before their
+// first call (MCP) attaches to it (Attach), and may cap the attached
+// sessions that are live at once (Options.Places): past it the least
+// recently used is put aside, and Session.Lost tells a session whose state
+// was lost so. Without a store a session lives and ends in this process.
 // With Options.Store its id is global: Load reads a session another replica
 // wrote, each Run first loads a newer generation if another replica wrote
 // one, and writes the next generation when Options.Write says.
@@ -120,6 +124,20 @@ type Options struct {
 	// Fleet.
 	ShareOf func(owner string) Share
 
+	// Places caps the sessions Attach serves that have a live
+	// spine.Session at once; 0: no cap. Past it, a session that needs one
+	// takes the place of the one used least recently that no operation
+	// holds, of the client holding the most, which is put aside (PutAside):
+	// written to the store, or without a store closed, its state lost,
+	// which its next operation is told (Session.Lost). See places.go.
+	Places int
+
+	// PlacesOf, when set, returns the cap of one client's places (Attach
+	// names the client; "" for a session that is a client of its own): past
+	// it, the client's own session used least recently is put aside for
+	// its new one. 0: no cap of its own.
+	PlacesOf func(client string) int
+
 	// Logger receives the writes that failed with nobody to answer, and a
 	// warning for the sessions Close drops. nil: no logging.
 	Logger *slog.Logger
@@ -148,6 +166,9 @@ type Fleet struct {
 	bySpine  map[*spine.Session]*Session // the same sessions, by their live spine.Session
 	perOwner map[string]int              // sessions in byID by owner
 	closed   bool                        // Close was called
+	placed   int                         // sessions holding a place (Options.Places)
+	byClient map[string]int              // of those, by their client (Session.clientKey)
+	uses     uint64                      // Attach's calls so far: when a session was used last
 
 	cut   context.Context // done once Cut is called
 	doCut context.CancelFunc
@@ -184,6 +205,7 @@ func New(runner *spine.Runner, opts *Options) *Fleet {
 		byID:     map[string]*Session{},
 		bySpine:  map[*spine.Session]*Session{},
 		perOwner: map[string]int{},
+		byClient: map[string]int{},
 	}
 	f.cut, f.doCut = context.WithCancel(context.Background())
 	return f

@@ -165,15 +165,27 @@ func (f *Fleet) Load(ctx context.Context, id, owner string) (*Session, error) {
 // made when there is none: loaded from the store by its first Run, or a
 // new session when the store holds none of owner's under id (an MCP
 // session id, which a client is given before its first call). Without a
-// store a new session is made. ErrNoSession when another owner holds id.
-func (f *Fleet) Attach(id, owner string) (*Session, error) {
+// store the session stays until Delete: its first Run makes a new live
+// session, and so does a Run after its live one could no longer run or
+// was put aside (Lost says why). client names the client it counts among
+// for Options.Places and PlacesOf ("" for a client of its own); each
+// Attach marks the session used. ErrNoSession when another owner holds id.
+func (f *Fleet) Attach(id, owner, client string) (*Session, error) {
 	if err := CheckID(id); err != nil {
 		return nil, err
 	}
 	e := f.newSession(id, owner, nil)
-	e.create = true
+	e.create, e.keep, e.client = true, f.opts.Store == nil, client
 	e.Unlock()
-	return f.addOrGet(e)
+	held, err := f.addOrGet(e)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.uses++
+	held.used = f.uses
+	f.mu.Unlock()
+	return held, nil
 }
 
 // replaceHeld ends the session the Fleet holds under e's id for e's owner,
@@ -202,20 +214,7 @@ func (e *Session) settle() {
 // lock.
 func (f *Fleet) refresh(ctx context.Context, e *Session) error {
 	if f.opts.Store == nil {
-		if e.s == nil {
-			if !e.create {
-				return ErrNoSession
-			}
-			sess, err := f.open(ctx, e.owner)
-			if err != nil {
-				return err
-			}
-			if _, ok := f.swap(e, sess); !ok {
-				sess.Close(context.Background())
-				return ErrNoSession
-			}
-		}
-		return nil
+		return f.refreshLocal(ctx, e)
 	}
 	e.settle()
 	if e.s != nil && e.s.Err() != nil {
@@ -233,6 +232,12 @@ func (f *Fleet) refresh(ctx context.Context, e *Session) error {
 			return nil
 		}
 	}
+	if e.s == nil {
+		if err := f.place(e); err != nil {
+			return err
+		}
+		defer f.unplaceIdle(e)
+	}
 	sess, gen, dirty, err := f.load(ctx, e)
 	if errors.Is(err, ErrNoSession) {
 		f.Forget(e)
@@ -245,6 +250,38 @@ func (f *Fleet) refresh(ctx context.Context, e *Session) error {
 		return err
 	}
 	f.opts.OnStore("refresh")
+	return nil
+}
+
+// refreshLocal is refresh without a store: a session Attach keeps whose
+// live session can no longer run loses it (Lost says why), and one without
+// a live session gets a new one.
+func (f *Fleet) refreshLocal(ctx context.Context, e *Session) error {
+	if e.keep && e.s != nil && e.s.Err() != nil {
+		e.lost = errors.Join(e.broke, e.s.Err())
+		e.broke = nil
+		if old, _ := f.swap(e, nil); old != nil {
+			old.Close(context.Background())
+		}
+	}
+	if e.s != nil {
+		return nil
+	}
+	if !e.create {
+		return ErrNoSession
+	}
+	if err := f.place(e); err != nil {
+		return err
+	}
+	defer f.unplaceIdle(e)
+	sess, err := f.open(ctx, e.owner)
+	if err != nil {
+		return err
+	}
+	if _, ok := f.swap(e, sess); !ok {
+		sess.Close(context.Background())
+		return ErrNoSession
+	}
 	return nil
 }
 
@@ -311,6 +348,9 @@ func (f *Fleet) Run(ctx context.Context, e *Session, req spine.Request) (*spine.
 	defer cancel()
 	defer context.AfterFunc(f.cut, cancel)()
 	out, err := e.s.Run(runCtx, req)
+	if err != nil && e.keep && e.s.Err() != nil {
+		e.broke = err // for Lost, when the next Run replaces it
+	}
 	if err != nil && f.isCut() && !errors.As(err, new(*spine.PythonError)) {
 		f.undo(ctx, e, dirty, before)
 		return out, ErrCut
@@ -367,9 +407,17 @@ func (f *Fleet) Snapshot(ctx context.Context, e *Session, w io.Writer) (int64, e
 }
 
 // Fresh gives e a new, empty session in place of its state, as the
-// generation after the store's newest; the caller holds e's lock.
+// generation after the store's newest, and forgets what Lost would say;
+// the caller holds e's lock.
 func (f *Fleet) Fresh(ctx context.Context, e *Session) error {
 	e.settle()
+	e.lost, e.broke = nil, nil
+	if e.s == nil {
+		if err := f.place(e); err != nil {
+			return err
+		}
+		defer f.unplaceIdle(e)
+	}
 	var gen uint64
 	if f.opts.Store != nil {
 		var err error
@@ -465,9 +513,9 @@ func (f *Fleet) persist(ctx context.Context, e *Session) error {
 
 // PutAside takes e's live session out of this process: written to the
 // store if the store lacks its state (it hibernates), then closed; e's
-// next Run loads it. Without a store it is closed, its state lost. The
-// caller holds e's lock; the error is the write's, and then the state is
-// lost.
+// next Run loads it. Without a store it is closed, its state lost (a
+// session Attach made then gets a new one on its next Run). The caller
+// holds e's lock; the error is the write's, and then the state is lost.
 func (f *Fleet) PutAside(ctx context.Context, e *Session) error {
 	var err error
 	if f.opts.Store != nil {
@@ -479,9 +527,9 @@ func (f *Fleet) PutAside(ctx context.Context, e *Session) error {
 		e.s.Close(context.Background())
 		e.s = nil
 	}
-	e.stale = false
+	e.stale, e.broke = false, nil
 	f.mu.Lock()
-	if e.busy == 0 && f.byID[e.id] == e {
+	if e.busy == 0 && !e.keep && f.byID[e.id] == e {
 		f.remove(e)
 	}
 	f.mu.Unlock()

@@ -17,6 +17,13 @@ type Session struct {
 	f     *Fleet
 	turn  chan struct{} // holds a token while no operation has the lock
 
+	// Attach's: the client it counts among (Options.PlacesOf; "" for its
+	// own), and whether it stays in the table until Delete, live or not
+	// (without a store: its next Run makes a new live session, and Lost
+	// says what became of the last).
+	client string
+	keep   bool
+
 	// Owned by whoever holds the lock.
 	s       *spine.Session // the live session; nil while put aside, or not loaded yet (Attach)
 	create  bool           // Attach: a session the store lacks is made, not refused
@@ -24,9 +31,13 @@ type Session struct {
 	dirty   bool           // the live state has runs the store lacks
 	stale   bool           // the live state is not the store's line (a lost race, an undone run): load
 	pending chan struct{}  // closed when a write after answering ends
+	broke   error          // the error of the run that left the live session unable to run (keep)
+	lost    error          // why its live state was lost under it, for Lost
 
 	// Guarded by Fleet.mu.
-	busy int // operations holding it now (Get, Load, Attach until Release)
+	busy   int    // operations holding it now (Get, Load, Attach until Release)
+	placed bool   // it holds a place (Options.Places)
+	used   uint64 // Fleet.uses when Attach last took it
 }
 
 // ID returns the session's id.
@@ -87,6 +98,10 @@ func (e *Session) ended() bool {
 	}
 }
 
+// gone reports whether the Runner closed e's session and e may leave the
+// table for it: not a session Attach keeps, whose next Run makes another.
+func (e *Session) gone() bool { return !e.keep && e.ended() }
+
 // newSession returns an entry, locked.
 func (f *Fleet) newSession(id, owner string, s *spine.Session) *Session {
 	return &Session{id: id, owner: owner, f: f, s: s, turn: make(chan struct{}, 1)}
@@ -105,7 +120,7 @@ func (f *Fleet) Get(id, owner string) (*Session, error) {
 	if e == nil || subtle.ConstantTimeCompare([]byte(e.owner), []byte(owner)) != 1 {
 		return nil, ErrNoSession
 	}
-	if e.busy == 0 && e.ended() {
+	if e.busy == 0 && e.gone() {
 		f.remove(e)
 		return nil, ErrNoSession
 	}
@@ -114,12 +129,13 @@ func (f *Fleet) Get(id, owner string) (*Session, error) {
 }
 
 // Release ends an operation's use of e (Get, Load, Attach). A session that
-// was put aside and that nothing uses is forgotten: the store holds it.
+// was put aside and that nothing uses is forgotten: the store holds it
+// (one Attach keeps without a store stays until Delete).
 func (f *Fleet) Release(e *Session) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e.busy--
-	if e.busy == 0 && e.s == nil && f.byID[e.id] == e {
+	if e.busy == 0 && e.s == nil && !e.keep && f.byID[e.id] == e {
 		f.remove(e)
 	}
 }
@@ -141,7 +157,7 @@ func (f *Fleet) Holds(id string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e := f.byID[id]
-	return e != nil && (e.busy > 0 || !e.ended())
+	return e != nil && (e.busy > 0 || !e.gone())
 }
 
 // Forget takes e out of the Fleet, if it is there, and closes its live
@@ -173,6 +189,7 @@ func (f *Fleet) remove(e *Session) {
 	if f.perOwner[e.owner]--; f.perOwner[e.owner] <= 0 {
 		delete(f.perOwner, e.owner)
 	}
+	f.unplace(e)
 }
 
 // insert adds e to the table; f.mu is held.
@@ -194,7 +211,7 @@ func (f *Fleet) add(e *Session) error {
 		return spine.ErrClosed
 	}
 	for _, old := range f.byID {
-		if old.busy == 0 && old.ended() {
+		if old.busy == 0 && old.gone() {
 			f.remove(old)
 		}
 	}
@@ -220,7 +237,7 @@ func (f *Fleet) addOrGet(e *Session) (*Session, error) {
 	if f.closed {
 		return nil, spine.ErrClosed
 	}
-	if held := f.byID[e.id]; held != nil && !(held.busy == 0 && held.ended()) {
+	if held := f.byID[e.id]; held != nil && !(held.busy == 0 && held.gone()) {
 		if subtle.ConstantTimeCompare([]byte(held.owner), []byte(e.owner)) != 1 {
 			return nil, ErrNoSession
 		}
@@ -248,6 +265,8 @@ func (f *Fleet) swap(e *Session, s *spine.Session) (old *spine.Session, ok bool)
 	old, e.s = e.s, s
 	if s != nil {
 		f.bySpine[s] = e
+	} else {
+		f.unplace(e)
 	}
 	return old, true
 }

@@ -273,19 +273,19 @@ func NewServer(runner *spine.Runner, opts *Options) *Server {
 		SupportedProtocolVersions: o.protocolVersions(),
 	})
 	tool := codemode.New(runner, o.codemode())
-	h := &handler{runner: runner, tool: tool, opts: o, log: o.ServerLog, slots: make(chan struct{}, o.Slots), clients: map[any]*client{}, held: map[string]int{},
+	h := &handler{runner: runner, tool: tool, opts: o, slots: make(chan struct{}, o.Slots), conns: map[*mcp.ServerSession]string{},
 		asks: runner != nil && runner.Options().Approve != nil, asking: map[string]*askingCall{}}
 	h.cut, h.doCut = context.WithCancel(context.Background())
-	if o.Store != nil {
-		h.fleet = fleet.New(runner, &fleet.Options{
-			Store:        o.Store,
-			Write:        o.StoreWrite,
-			MaxSnapshot:  o.MaxSnapshot,
-			StoreTimeout: o.Timeout,
-			ShareOf:      func(owner string) fleet.Share { return fleet.Share{StoreBytes: h.storeBytes(owner)} },
-			Logger:       o.ServerLog,
-		})
-	}
+	h.fleet = fleet.New(runner, &fleet.Options{
+		Store:        o.Store,
+		Write:        o.StoreWrite,
+		MaxSnapshot:  o.MaxSnapshot,
+		StoreTimeout: o.Timeout,
+		ShareOf:      func(owner string) fleet.Share { return fleet.Share{StoreBytes: h.storeBytes(owner)} },
+		Places:       o.MaxSessions,
+		PlacesOf:     h.perClient,
+		Logger:       o.ServerLog,
+	})
 	server.AddTool(&mcp.Tool{
 		Name:         ToolName,
 		Title:        "Run Python",
@@ -336,19 +336,14 @@ type handler struct {
 	runner *spine.Runner
 	tool   *codemode.Tool
 	opts   Options
-	log    *slog.Logger
 	slots  chan struct{} // a token per call running a program
-	fleet  *fleet.Fleet  // the sessions in Options.Store; nil without one
+	fleet  *fleet.Fleet  // the clients' sessions (sessions.go)
 
 	cut   context.Context // done once Cut is called
 	doCut context.CancelFunc
 
-	mu      sync.Mutex
-	clients map[any]*client // the clients that called run_python, by *mcp.ServerSession until it ends, or with a store by MCP session id
-	closed  bool            // Close was called
-	open    int             // clients holding a spine.Session, at most opts.MaxSessions
-	held    map[string]int  // of those, by the client (ClientOf) they are of
-	calls   uint64          // calls so far: when a client was used last
+	mu    sync.Mutex
+	conns map[*mcp.ServerSession]string // without a store: the fleet session id of each MCP session that called run_python
 
 	asks   bool                   // the Runner has Options.Approve: calls may wait for the user
 	asking map[string]*askingCall // calls waiting for the user's answer by input request, by their state (approvals.go); under mu
@@ -417,14 +412,16 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, ask func(*h
 		out, err := h.runner.Run(ctx, request)
 		return h.answer(ctx, out, err, "", nil)
 	}
-	who := ""
+	who, owner := "", ""
 	if h.opts.ClientOf != nil {
 		who = h.opts.ClientOf(req)
 	}
 	if id != "" {
-		return h.storedCall(ctx, id, ownerOf(req.Extra.Header), who, request, fresh)
+		owner = ownerOf(req.Extra.Header)
+	} else {
+		id = h.connection(req.Session)
 	}
-	return h.sessionCall(ctx, req.Session, who, request, fresh)
+	return h.sessionCall(ctx, id, owner, who, request, fresh)
 }
 
 // answer turns a run's output and error into run_python's result. notice,

@@ -1,256 +1,164 @@
 package mcpserver
 
 import (
-	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
-	"slices"
+	"io"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/spine-run/spine"
-	"github.com/spine-run/spine/codemode"
+	"github.com/spine-run/spine/fleet"
+	"github.com/spine-run/spine/sessionstore"
 )
 
-// A client is what the server keeps for one MCP session that called
-// run_python: its spine.Session, made on its first call.
-type client struct {
-	turn chan struct{} // holds a token while no call of the client has it
+// The sessions of MCP clients are package fleet's, with a store or
+// without, as spine serve's are: this file translates MCP to the Fleet.
+// An MCP session is a fleet session (fleet.Attach) under an id: with a
+// store, the MCP session id the client sends (store.go), owned by the hash
+// of its token; without one, an id the server gives each MCP session of
+// its own (a connection over stdio or in memory, an Mcp-Session-Id of the
+// SDK's streamable HTTP handler), whose fleet session is deleted when the
+// MCP session ends. Options.MaxSessions and the clients' caps are the
+// Fleet's places (fleet.Options.Places, PlacesOf); the notice of a lost
+// state is what the Fleet's Session.Lost says, in words for the model.
 
-	// Owned by whoever holds the turn.
-	session *spine.Session // nil before the first call, and once closed
-	lost    string         // why the client's last session was closed under it, for its next call
-	ended   bool           // its MCP session ended
-
-	// Guarded by the handler's mu.
-	who   string // the client it is of (Options.ClientOf): its MCP session's own when unnamed
-	name  string // ClientOf's name of it, "" when unnamed
-	held  bool   // it holds a place among opts.MaxSessions
-	used  uint64 // the handler's call count when it was last called
-	calls int    // with a store: the calls that have it, which keep it in the handler's clients
-
-	stored // with a store: its place there (owned by whoever holds the turn)
-}
-
-// newClient returns a client ClientOf named name, or of unnamed when name
-// is "".
-func newClient(name, unnamed string) *client {
-	who := unnamed
-	if name != "" {
-		who = "client " + name
+// connection returns the fleet session id of ss, an MCP session of a
+// server without a store, made on its first call; its fleet session is
+// deleted when ss ends.
+func (h *handler) connection(ss *mcp.ServerSession) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	id := h.conns[ss]
+	if id == "" {
+		id = rand.Text()
+		h.conns[ss] = id
+		go h.watch(ss, id)
 	}
-	c := &client{turn: make(chan struct{}, 1), who: who, name: name}
-	c.turn <- struct{}{}
-	return c
+	return id
 }
 
-// sessionCall runs req in the spine.Session of ss's client, one call of the
-// client at a time; fresh closes the client's session first.
-func (h *handler) sessionCall(ctx context.Context, ss *mcp.ServerSession, who string, req spine.Request, fresh bool) (*mcp.CallToolResult, error) {
-	c := h.client(ss, who)
-	select {
-	case <-c.turn:
-	case <-ctx.Done():
+// watch deletes the fleet session id of ss once ss has ended.
+// ServerSession.Wait returns when the connection is closed — by the client
+// (stdio or an in-memory transport closed, an HTTP DELETE), by the server,
+// or by the HTTP handler's SessionTimeout — and its calls in flight have
+// returned.
+func (h *handler) watch(ss *mcp.ServerSession, id string) {
+	ss.Wait()
+	h.mu.Lock()
+	delete(h.conns, ss)
+	h.mu.Unlock()
+	h.fleet.Delete(context.Background(), id, "")
+}
+
+// sessionCall runs req in the fleet session id names for owner
+// (fleet.Attach), one call of it at a time: with a store its newest
+// generation, loaded if another replica wrote it, or a new one when the
+// store holds none, then written back per Options.StoreWrite; without one
+// the session this server keeps for the MCP session. who is the client
+// the call comes from (Options.ClientOf). fresh starts it afresh.
+func (h *handler) sessionCall(ctx context.Context, id, owner, who string, req spine.Request, fresh bool) (*mcp.CallToolResult, error) {
+	e, err := h.fleet.Attach(id, owner, who)
+	if err != nil {
+		return nil, protocolError(err)
+	}
+	defer h.fleet.Release(e)
+	if err := e.Lock(ctx); err != nil {
 		return nil, ctx.Err()
 	}
-	defer func() { c.turn <- struct{}{} }()
-	if c.ended {
-		return nil, errors.New("mcpserver: the MCP session has ended")
-	}
+	defer e.Unlock()
+	var (
+		out    *spine.Output
+		runErr error
+	)
 	if fresh {
-		h.closeSession(c, "")
-		c.lost = ""
+		runErr = h.fleet.Fresh(ctx, e)
 	}
-	notice := ""
-	if c.lost != "" {
-		notice, c.lost = lostNotice(c.lost), ""
-	}
-	if c.session == nil {
-		if res, err := h.openSession(ctx, c, notice); res != nil || err != nil {
-			return res, err
+	if runErr == nil {
+		out, runErr = h.fleet.Run(ctx, e, req)
+		if gone(runErr) != "" {
+			// The session could not run the program at all: run it again,
+			// in the store's newest generation, or without a store in a
+			// new session (Lost says the state was lost).
+			out, runErr = h.fleet.Run(ctx, e, req)
 		}
 	}
-	out, err := c.session.Run(ctx, req)
-	if why := gone(err); why != "" {
-		// The session could not run the program at all: run it in a new one.
-		h.closeSession(c, "")
-		notice = lostNotice(why)
-		if res, err := h.openSession(ctx, c, notice); res != nil || err != nil {
-			return res, err
+	notice := lostNotice(e.Lost())
+	var full *fleet.FullError
+	switch {
+	case errors.As(runErr, &full):
+		why := fmt.Sprintf("all %d Python sessions are in use", full.Limit)
+		if full.Own {
+			why = fmt.Sprintf("your %d Python sessions, the most one client may keep, are all running", full.Limit)
 		}
-		out, err = c.session.Run(ctx, req)
+		return failed(fmt.Sprintf("busy, retry: %s; call %s again in a moment", why, ToolName), notice), nil
+	case isStoreError(runErr):
+		if errors.Is(runErr, fleet.ErrNoSession) || errors.Is(runErr, fleet.ErrTaken) || errors.Is(runErr, fleet.ErrCut) ||
+			spine.Classify(runErr) == spine.OutcomeClosed {
+			return nil, protocolError(runErr)
+		}
+		if errors.As(runErr, new(*fleet.StoredSnapshotError)) {
+			// The server's fault, not the call's (the Fleet logged it with
+			// the session's id): a JSON-RPC error, not a tool's.
+			return nil, runErr
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return storeFailed(runErr, notice), nil
 	}
-	return h.answer(ctx, out, err, notice, c.session)
+	var live *spine.Session // a session whose loss loses the state: without a store
+	if h.opts.Store == nil {
+		live = e.Spine()
+	}
+	return h.answer(ctx, out, runErr, notice, live)
 }
 
-// gone says why a session's Run error means the session cannot run any
-// program (the program did not start), or "" when it does not.
+// gone says why a session's Run error (or what fleet.Session.Lost says)
+// means the session cannot run any program (the program did not start),
+// or "" when it does not.
 func gone(err error) string {
 	switch {
 	case err == nil:
 		return ""
-	case errors.Is(err, spine.ErrSessionLost):
-		return "an earlier program left the interpreter unusable (it would not stop at its time limit, or it crashed)"
-	case errors.Is(err, spine.ErrSessionClosed):
-		return "the session was closed after going unused for too long"
 	case errors.Is(err, spine.ErrSnapshot), errors.Is(err, spine.ErrSnapshotMismatch):
 		return "the session was put aside while unused and could not be brought back"
+	case errors.Is(err, spine.ErrSessionClosed):
+		return "the session was closed after going unused for too long"
+	case errors.Is(err, spine.ErrSessionLost):
+		return "an earlier program left the interpreter unusable (it would not stop at its time limit, or it crashed)"
 	}
 	return ""
 }
 
 // lostNotice is what a call's result says when the client's state was lost
-// for the reason why.
-func lostNotice(why string) string {
+// under it for the reason lost (fleet.Session.Lost); "" for none.
+func lostNotice(lost error) string {
+	if lost == nil {
+		return ""
+	}
+	why := gone(lost)
+	var evicted *fleet.EvictedError
+	switch {
+	case errors.As(lost, &evicted) && evicted.Own:
+		why = fmt.Sprintf("the session was closed to make room for a newer one of the same client (this server keeps at most %d for it)", evicted.Limit)
+	case errors.As(lost, &evicted):
+		why = fmt.Sprintf("the session was closed to make room for other clients' (this server keeps at most %d)", evicted.Limit)
+	case why == "":
+		why = lost.Error()
+	}
+	if evicted != nil && evicted.Err != nil {
+		why += "; writing it to the session store failed: " + evicted.Err.Error()
+	}
 	return "The Python state of your earlier calls was lost: " + why +
 		". This program ran in a new, empty session: the variables, imports and functions your earlier programs defined are gone; define again what you need."
 }
 
-// client returns the client of ss, made on its first call (by who, when
-// named); it is forgotten, and its session closed, when ss ends.
-func (h *handler) client(ss *mcp.ServerSession, who string) *client {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.calls++
-	c := h.clients[ss]
-	if c == nil {
-		c = newClient(who, fmt.Sprintf("session %p", ss))
-		h.clients[ss] = c
-		go h.watch(ss, c)
-	}
-	c.used = h.calls
-	return c
-}
-
-// watch closes c's session once ss has ended. ServerSession.Wait returns
-// when the connection is closed — by the client (stdio or an in-memory
-// transport closed, an HTTP DELETE), by the server, or by the HTTP handler's
-// SessionTimeout — and its calls in flight have returned.
-func (h *handler) watch(ss *mcp.ServerSession, c *client) {
-	ss.Wait()
-	h.mu.Lock()
-	delete(h.clients, ss)
-	h.mu.Unlock()
-	<-c.turn
-	c.ended = true
-	h.closeSession(c, "")
-	c.turn <- struct{}{}
-}
-
-// openSession gives c (whose turn the caller holds) a new session. A call
-// that cannot have one gets its result, headed by notice, or its protocol
-// error.
-func (h *handler) openSession(ctx context.Context, c *client, notice string) (*mcp.CallToolResult, error) {
-	fail := func(text string) *mcp.CallToolResult {
-		res, _ := toolResult(&codemode.Result{IsError: true, Error: text, Notice: notice})
-		return res
-	}
-	if why := h.reserve(c); why != "" {
-		return fail(fmt.Sprintf("busy, retry: %s; call %s again in a moment", why, ToolName)), nil
-	}
-	s, err := h.runner.NewSession(ctx)
-	if err != nil {
-		h.release(c)
-		switch {
-		case spine.Classify(err) == spine.OutcomeClosed:
-			return nil, err
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case spine.Classify(err) == spine.OutcomeTooManySessions:
-			return fail(fmt.Sprintf("busy, retry: %v; call %s again in a moment", err, ToolName)), nil
-		}
-		return fail("the sandbox failed: " + err.Error()), nil
-	}
-	c.session = s
-	return nil, nil
-}
-
-// closeSession closes c's session, if it has one (the caller holds c's
-// turn); lost, when set, is why, for c's next call.
-func (h *handler) closeSession(c *client, lost string) {
-	if c.session == nil {
-		return
-	}
-	c.session.Close(context.Background())
-	c.session = nil
-	c.lost = lost
-	h.release(c)
-}
-
-// reserve takes a place among opts.MaxSessions for c, and among its
-// client's MaxSessionsPerClient. With none free, it closes the session of
-// another MCP session that is not running and takes its place: one of c's
-// own client past MaxSessionsPerClient, else one of the client holding the
-// most sessions (so a client opening many closes its own), least recently
-// used first. It returns why not when every candidate is running.
-func (h *handler) reserve(c *client) string {
-	for {
-		h.mu.Lock()
-		limit := h.perClient(c.name)
-		own := limit > 0 && h.held[c.who] >= limit
-		if !own && h.open < h.opts.MaxSessions {
-			h.open++
-			h.held[c.who]++
-			c.held = true
-			h.mu.Unlock()
-			return ""
-		}
-		type idle struct {
-			c          *client
-			held, used uint64
-		}
-		var others []idle
-		for _, o := range h.clients {
-			if o.held && o != c && (!own || o.who == c.who) {
-				others = append(others, idle{o, uint64(h.held[o.who]), o.used})
-			}
-		}
-		h.mu.Unlock()
-		slices.SortFunc(others, func(a, b idle) int {
-			return cmp.Or(cmp.Compare(b.held, a.held), cmp.Compare(a.used, b.used))
-		})
-		freed := false
-		for _, o := range others {
-			if freed = h.evict(o.c, own); freed {
-				break
-			}
-		}
-		switch {
-		case freed:
-		case own:
-			return fmt.Sprintf("your %d Python sessions, the most one client may keep, are all running", h.perClient(c.name))
-		default:
-			return fmt.Sprintf("all %d Python sessions are in use", h.opts.MaxSessions)
-		}
-	}
-}
-
-// evict closes o's session for another MCP session's (of o's own client
-// when own), unless a call of o has it.
-func (h *handler) evict(o *client, own bool) bool {
-	select {
-	case <-o.turn:
-	default:
-		return false
-	}
-	defer func() { o.turn <- struct{}{} }()
-	if o.session == nil && o.stored.id == "" {
-		return false
-	}
-	why := fmt.Sprintf("the session was closed to make room for other clients' (this server keeps at most %d)", h.opts.MaxSessions)
-	if own {
-		why = fmt.Sprintf("the session was closed to make room for a newer one of the same client (this server keeps at most %d for it)", h.perClient(o.name))
-	}
-	if h.opts.Store != nil {
-		return h.putAside(o, why)
-	}
-	h.closeSession(o, why)
-	return true
-}
-
 // perClient is the cap of the sessions of the client ClientOf named name
-// ("" for unnamed): its SessionsOf, else MaxSessionsPerClient; 0 for none.
+// ("" for unnamed): its SessionsOf, else MaxSessionsPerClient; 0 for none
+// (fleet.Options.PlacesOf).
 func (h *handler) perClient(name string) int {
 	if h.opts.SessionsOf != nil && name != "" {
 		if n := h.opts.SessionsOf(name); n > 0 {
@@ -260,15 +168,55 @@ func (h *handler) perClient(name string) int {
 	return h.opts.MaxSessionsPerClient
 }
 
-// release gives back c's place among opts.MaxSessions.
-func (h *handler) release(c *client) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if c.held {
-		c.held = false
-		h.open--
-		if h.held[c.who]--; h.held[c.who] <= 0 {
-			delete(h.held, c.who)
-		}
+// isStoreError reports whether err is the Fleet's rather than the
+// program's: the session could not be loaded, stored or kept.
+func isStoreError(err error) bool {
+	var (
+		store    *fleet.StoreError
+		conflict *fleet.ConflictError
+		image    *fleet.ImageError
+		state    *fleet.NotStoredError
+	)
+	return errors.As(err, &store) || errors.As(err, &conflict) || errors.As(err, &image) || errors.As(err, &state) ||
+		errors.Is(err, fleet.ErrNoSession) || errors.Is(err, fleet.ErrTaken) || errors.Is(err, fleet.ErrCut) ||
+		errors.Is(err, spine.ErrSnapshot) || errors.Is(err, spine.ErrSnapshotMismatch)
+}
+
+// errNoSession is an MCP session id another owner holds.
+var errNoSession = errors.New("mcpserver: no such MCP session")
+
+// protocolError is the JSON-RPC error of a call the Fleet refused before
+// it ran: no such MCP session for the call's token, or the server closing.
+func protocolError(err error) error {
+	if errors.Is(err, fleet.ErrNoSession) || errors.Is(err, fleet.ErrTaken) || errors.Is(err, sessionstore.ErrBadID) {
+		return errNoSession
 	}
+	return err
+}
+
+// Close ends the server's sessions: with a store, each one whose state
+// the store lacks is written first, once its call in flight has ended (a
+// drain: another replica, or this one restarted, serves them next);
+// without one they are lost (a call still running in one stops), and
+// Close says how many at WARN (Options.ServerLog). Calls after it fail.
+// Call Cut first when calls may still be running. It returns the writes'
+// errors; ctx bounds them (fleet.Fleet.Close).
+func (s *Server) Close(ctx context.Context) error { return s.h.fleet.Close(ctx) }
+
+// Cut stops every call in flight, and every later one: each is answered
+// with a JSON-RPC error, and a call's effect on its session is undone, the
+// session left as it was before it, under every write policy
+// (fleet.Fleet.Cut). A drain calls it when its grace period ends, then
+// Close.
+func (s *Server) Cut() {
+	s.h.fleet.Cut() // first: a call ended by the cut is the Fleet's cut
+	s.h.doCut()
+}
+
+// Hibernated writes a session that the Runner hibernated to the store, if
+// the store lacks its state (under every policy but WriteRun, whose
+// sessions are written already): set the Runner's
+// SessionOptions.OnHibernate to it (fleet.Fleet.Hibernated).
+func (s *Server) Hibernated(sess *spine.Session, snapshot io.Reader) {
+	s.h.fleet.Hibernated(sess, snapshot)
 }
