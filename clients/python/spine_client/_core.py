@@ -12,9 +12,11 @@ from .tools import as_tools
 
 logger = logging.getLogger("spine_client")
 
-# How many times tool results refused with 429 (every run slot busy: the run
-# waits, the same results are sent again) are sent again by default,
-# Retry-After apart (the TypeScript client's default too).
+# How many times a continuation (tool results, decisions on approvals)
+# refused with 429 overloaded (every run slot busy: the run waits) or 503
+# closed (its replica drains: with --session-store another continues the
+# run) is sent again by default, Retry-After apart (the TypeScript client's
+# default too).
 RESULT_RETRIES = 60
 
 # The longest wait between two sendings, whatever Retry-After says.
@@ -28,6 +30,15 @@ def retry_wait(retry_after):
     if retry_after is None or retry_after != retry_after:  # absent, or NaN
         return 1.0
     return min(max(float(retry_after), 0.0), MAX_RETRY_AFTER)
+
+
+def sent_again(e):
+    """Whether a continuation refused with the SpineError e is sent again,
+    the same, after Retry-After: 429 overloaded (every run slot busy: the
+    run waits) or 503 closed (the replica drains; with --session-store it
+    handed the run over, and the next replica the request reaches continues
+    it)."""
+    return (e.status, e.kind) in ((429, "overloaded"), (503, "closed"))
 
 
 def run_body(source, tools, inputs, files, timeout, early_reads):
@@ -171,9 +182,11 @@ class Result:
     formats by MIME type; stdout, stderr; tool_calls the number of tool
     calls the program made and calls each one's record; files what the
     program created or changed in its working directory, name to bytes;
-    pauses how many times the run waited for the client's tools (each one
-    round trip); run_id the run's id when it had client tools; raw the
-    server's whole answer.
+    pauses how many times the run waited for the client's tools or its
+    decision on an approval (each one round trip); run_id the run's id
+    when it had client tools or could wait for approvals (the last answer's:
+    with --session-store a run another replica took over has a new one);
+    raw the server's whole answer.
     """
 
     def __init__(self, answer, pauses=0):

@@ -8,20 +8,23 @@ import concurrent.futures
 import functools
 import os
 
-from ._core import RESULT_RETRIES, Result, answer_async, retry_wait, run_body
+from ._core import RESULT_RETRIES, Result, answer_async, retry_wait, run_body, sent_again
 from ._http import Aborter, Transport
+from .approvals import decide_async
 from .client import DEFAULT_URL, _quote
 from .errors import SpineError
 from .tools import as_tools
 
 __all__ = ["AsyncClient", "AsyncSession"]
 
+_sleep = asyncio.sleep  # the wait before a continuation is sent again (a test's hook)
+
 
 class AsyncClient:
     """The asyncio twin of Client. Tools may be coroutine functions (the
     calls of one pause are awaited together) or plain functions (called on
     the event loop's thread: one that blocks blocks the loop; make it a
-    coroutine function with asyncio.to_thread inside)."""
+    coroutine function with asyncio.to_thread inside); so may approve."""
 
     def __init__(self, base_url=None, token=None, http_timeout=None, max_requests=32, retries=RESULT_RETRIES):
         base_url = base_url or os.environ.get("SPINE_URL") or DEFAULT_URL
@@ -51,38 +54,66 @@ class AsyncClient:
         status, headers, data = await self._call(self._http.request, method, path, body, content_type)
         return status, headers, data
 
-    async def run(self, source, tools=None, inputs=None, files=None, timeout=None, early_reads=None):
-        """Client.run, awaited."""
+    async def run(self, source, tools=None, inputs=None, files=None, timeout=None, early_reads=None, approve=None):
+        """Client.run, awaited; approve may be a coroutine function."""
         body, by_name = run_body(source, tools, inputs, files, timeout, early_reads)
-        return await self._drive("/v1/run", body, by_name)
+        return await self._drive("/v1/run", body, by_name, approve)
 
-    async def resume(self, run_id, results, tools=None):
+    async def resume(self, run_id, results, tools=None, approve=None):
         """Client.resume, awaited."""
-        return await self._drive_from(await self._send_results(run_id, list(results)), as_tools(tools), 1)
+        return await self._drive_from(await self._send_results(run_id, list(results)), as_tools(tools), approve, 1)
 
-    async def _drive(self, path, body, tools):
-        return await self._drive_from(await self._json("POST", path, body), tools, 0)
+    async def decide(self, run_id, decisions, tools=None, approve=None):
+        """Client.decide, awaited."""
+        return await self._drive_from(await self._send_decisions(run_id, list(decisions)), as_tools(tools), approve, 1)
 
-    async def _drive_from(self, answer, tools, pauses):
-        while answer.get("status") == "tool_calls":
-            results = await answer_async(tools, answer.get("pending") or [])
-            pauses += 1
-            answer = await self._send_results(answer["run_id"], results)
-        return Result(answer, pauses)
+    async def _drive(self, path, body, tools, approve):
+        return await self._drive_from(await self._json("POST", path, body), tools, approve, 0)
+
+    async def _drive_from(self, answer, tools, approve, pauses):
+        """Client._drive_from, awaited."""
+        while True:
+            status = answer.get("status")
+            if status == "tool_calls":
+                results = await answer_async(tools, answer.get("pending") or [])
+                pauses += 1
+                answer = await self._send_results(answer["run_id"], results)
+            elif status == "approval_required":
+                decisions = await decide_async(approve, answer)
+                pauses += 1
+                answer = await self._send_decisions(answer["run_id"], decisions)
+            else:
+                return Result(answer, pauses)
 
     async def _send_results(self, run_id, results):
         """Client._send_results, awaited."""
-        path = "/v1/runs/%s/tool_results" % _quote(run_id)
+        try:
+            return await self._continue(run_id, "tool_results", {"results": results})
+        except SpineError as e:
+            e.results = results
+            raise
+
+    async def _send_decisions(self, run_id, decisions):
+        """Client._send_decisions, awaited."""
+        try:
+            return await self._continue(run_id, "approvals", {"approvals": decisions})
+        except SpineError as e:
+            e.decisions = decisions
+            raise
+
+    async def _continue(self, run_id, what, payload):
+        """Client._continue, awaited."""
+        path = "/v1/runs/%s/%s" % (_quote(run_id), what)
         attempt = 0
         while True:
             try:
-                return await self._json("POST", path, {"results": results})
+                return await self._json("POST", path, payload)
             except SpineError as e:
-                if e.kind != "overloaded" or attempt >= self.retries:
-                    e.run_id, e.results = run_id, results
+                if not sent_again(e) or attempt >= self.retries:
+                    e.run_id = run_id
                     raise
                 wait = retry_wait(e.retry_after)
-            await asyncio.sleep(wait)
+            await _sleep(wait)
             attempt += 1
 
     async def session(self):
@@ -131,10 +162,10 @@ class AsyncSession:
     def _path(self, tail=""):
         return "/v1/sessions/" + _quote(self.id) + tail
 
-    async def run(self, source, tools=None, inputs=None, files=None, timeout=None, early_reads=None):
+    async def run(self, source, tools=None, inputs=None, files=None, timeout=None, early_reads=None, approve=None):
         """Session.run, awaited."""
         body, by_name = run_body(source, tools, inputs, files, timeout, early_reads)
-        return await self.client._drive(self._path("/run"), body, by_name)
+        return await self.client._drive(self._path("/run"), body, by_name, approve)
 
     async def snapshot(self):
         """The session's state as bytes."""

@@ -4,8 +4,9 @@ import os
 import time
 import urllib.parse
 
-from ._core import RESULT_RETRIES, Result, answer_sync, retry_wait, run_body
+from ._core import RESULT_RETRIES, Result, answer_sync, retry_wait, run_body, sent_again
 from ._http import Transport
+from .approvals import decide_sync
 from .errors import SpineError
 from .tools import as_tools
 
@@ -14,7 +15,7 @@ __all__ = ["Client", "Session", "DEFAULT_URL"]
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 
-_sleep = time.sleep  # the wait before results are sent again (a test's hook)
+_sleep = time.sleep  # the wait before a continuation is sent again (a test's hook)
 
 
 def _quote(segment):
@@ -29,10 +30,11 @@ class Client:
     $SPINE_TOKEN (sent as a bearer token); http_timeout is the socket
     timeout in seconds (None: as long as the server takes, which bounds
     every run; TCP keepalive finds a server gone silent within about a
-    minute); retries how many times tool results refused while every slot
-    of the server is busy are sent again, Retry-After apart (at most 30
-    seconds each). Safe to use from several threads; close() (or a with
-    block) closes its kept-alive connections.
+    minute); retries how many times a paused run's tool results or
+    decisions refused while every slot of the server is busy (429) or while
+    the server drains (503 closed) are sent again, Retry-After apart (at
+    most 30 seconds each). Safe to use from several threads; close() (or a
+    with block) closes its kept-alive connections.
     """
 
     def __init__(self, base_url=None, token=None, http_timeout=None, retries=RESULT_RETRIES):
@@ -42,7 +44,7 @@ class Client:
         self.retries = retries
         self._http = Transport(base_url, token, http_timeout)
 
-    def run(self, source, tools=None, inputs=None, files=None, timeout=None, early_reads=None):
+    def run(self, source, tools=None, inputs=None, files=None, timeout=None, early_reads=None, approve=None):
         """Runs source and returns its Result; raises SpineError (ProgramError
         for an uncaught Python exception) when the run does not end normally.
 
@@ -56,41 +58,84 @@ class Client:
         directory; timeout: its time limit in seconds (its own running, the
         pauses not counted); early_reads: the server's early reads (default:
         on when a tool is read_only, so that a loop of reads is one pause).
+
+        approve: on a server that asks for approvals (spine serve --ask),
+        called with each Approval a paused run waits for (its tool,
+        arguments, reason), returns True to allow the call, False to refuse
+        it, or (allow, reason): refused, the call raises PermissionError in
+        the program with reason. Without approve such a pause raises
+        ApprovalRequired, its run_id and approvals for decide().
         """
         body, by_name = run_body(source, tools, inputs, files, timeout, early_reads)
-        return self._drive("/v1/run", body, by_name)
+        return self._drive("/v1/run", body, by_name, approve)
 
-    def resume(self, run_id, results, tools=None):
+    def resume(self, run_id, results, tools=None, approve=None):
         """Sends results, the tool results of the paused run run_id (a
         SpineError's run_id and results, when the client gave up sending
         them), and drives the run on as run does, answering its next pauses
-        with tools; its Result, whose pauses count the one these results
-        answer."""
-        return self._drive_from(self._send_results(run_id, list(results)), as_tools(tools), 1)
+        with tools and approve; its Result, whose pauses count the one these
+        results answer."""
+        return self._drive_from(self._send_results(run_id, list(results)), as_tools(tools), approve, 1)
 
-    def _drive(self, path, body, tools):
-        return self._drive_from(self._http.json("POST", path, body), tools, 0)
+    def decide(self, run_id, decisions, tools=None, approve=None):
+        """Sends decisions on the approvals the paused run run_id waits for
+        (an ApprovalRequired's run_id and approvals, decided later: [{"id":
+        approval.id, "allow": True or False, "reason": "..."}]), and drives
+        the run on as run does, answering its next pauses with tools and
+        approve; its Result, whose pauses count the one decided here."""
+        return self._drive_from(self._send_decisions(run_id, list(decisions)), as_tools(tools), approve, 1)
 
-    def _drive_from(self, answer, tools, pauses):
-        while answer.get("status") == "tool_calls":
-            results = answer_sync(tools, answer.get("pending") or [])
-            pauses += 1
-            answer = self._send_results(answer["run_id"], results)
-        return Result(answer, pauses)
+    def _drive(self, path, body, tools, approve):
+        return self._drive_from(self._http.json("POST", path, body), tools, approve, 0)
+
+    def _drive_from(self, answer, tools, approve, pauses):
+        """Answers a run's pauses, each at the run_id its answer names (with
+        --session-store a replica that took the run over names a new one),
+        until it ends."""
+        while True:
+            status = answer.get("status")
+            if status == "tool_calls":
+                results = answer_sync(tools, answer.get("pending") or [])
+                pauses += 1
+                answer = self._send_results(answer["run_id"], results)
+            elif status == "approval_required":
+                decisions = decide_sync(approve, answer)
+                pauses += 1
+                answer = self._send_decisions(answer["run_id"], decisions)
+            else:
+                return Result(answer, pauses)
 
     def _send_results(self, run_id, results):
-        """POST /v1/runs/{run_id}/tool_results, again after Retry-After while
-        the server is overloaded; a SpineError carries run_id and results.
-        421 run_elsewhere and 410 run_lost (the run ended with its replica)
-        are not sent again."""
-        path = "/v1/runs/%s/tool_results" % _quote(run_id)
+        """POST /v1/runs/{run_id}/tool_results; a SpineError carries run_id
+        and results."""
+        try:
+            return self._continue(run_id, "tool_results", {"results": results})
+        except SpineError as e:
+            e.results = results
+            raise
+
+    def _send_decisions(self, run_id, decisions):
+        """POST /v1/runs/{run_id}/approvals; a SpineError carries run_id and
+        decisions."""
+        try:
+            return self._continue(run_id, "approvals", {"approvals": decisions})
+        except SpineError as e:
+            e.decisions = decisions
+            raise
+
+    def _continue(self, run_id, what, payload):
+        """POST /v1/runs/{run_id}/{what}, again after Retry-After while the
+        server is overloaded or drains (sent_again), at most retries times;
+        a SpineError carries run_id. 421 run_elsewhere and 410 run_lost (the
+        run ended with its replica) are not sent again."""
+        path = "/v1/runs/%s/%s" % (_quote(run_id), what)
         attempt = 0
         while True:
             try:
-                return self._http.json("POST", path, {"results": results})
+                return self._http.json("POST", path, payload)
             except SpineError as e:
-                if e.kind != "overloaded" or attempt >= self.retries:
-                    e.run_id, e.results = run_id, results
+                if not sent_again(e) or attempt >= self.retries:
+                    e.run_id = run_id
                     raise
                 wait = retry_wait(e.retry_after)
             _sleep(wait)
@@ -146,11 +191,12 @@ class Session:
     def _path(self, tail=""):
         return "/v1/sessions/" + _quote(self.id) + tail
 
-    def run(self, source, tools=None, inputs=None, files=None, timeout=None, early_reads=None):
-        """Runs source in the session, as Client.run does. While a run with
-        client tools is paused the session is busy: its next run waits."""
+    def run(self, source, tools=None, inputs=None, files=None, timeout=None, early_reads=None, approve=None):
+        """Runs source in the session, as Client.run does. While a run is
+        paused (for client tools or an approval) the session is busy: its
+        next run waits."""
         body, by_name = run_body(source, tools, inputs, files, timeout, early_reads)
-        return self.client._drive(self._path("/run"), body, by_name)
+        return self.client._drive(self._path("/run"), body, by_name, approve)
 
     def snapshot(self):
         """The session's state as bytes, for Client.restore here or on

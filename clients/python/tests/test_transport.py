@@ -1,7 +1,8 @@
 """What the client does with answers beside a run's own: Retry-After out of
-bounds, redirects, a continuation that reached the wrong replica, a paused
-run resumed after the client gave up; TCP keepalive and descriptors past
-1024; the tests' server's environment."""
+bounds, 503 closed and decisions on approvals sent again, redirects, a
+continuation that reached the wrong replica, a paused run resumed after the
+client gave up; TCP keepalive and descriptors past 1024; the tests' server's
+environment."""
 
 import asyncio
 import http.server
@@ -98,6 +99,74 @@ def test_giving_up_carries_the_run_id_and_results(monkeypatch):
         assert len(srv.seen) == 4
     e = info.value
     assert e.kind == "overloaded" and e.run_id == "run_1" and e.results == [{"id": "call_1", "value": 7}]
+
+
+def closed(retry_after=None):
+    headers = {} if retry_after is None else {"Retry-After": retry_after}
+    return (503, headers, {"error": {"kind": "closed", "message": "the server is draining (shutting down)"}})
+
+
+def test_closed_is_sent_again(monkeypatch):
+    """A continuation answered 503 closed (its replica drains; with a
+    session store the next replica continues the run) is sent again, the
+    same, after Retry-After clamped as for 429 (1 without one); another 503
+    is not."""
+    waits = []
+    monkeypatch.setattr(spine_client.client, "_sleep", waits.append)
+    pause = dict(PAUSE, status="tool_calls", run_id="run_1", pending=[{"id": "call_1", "name": "one", "arguments": {}}])
+    with Scripted((200, {}, pause), closed("inf"), closed(), (200, {}, dict(PAUSE, value=1, status="done"))) as srv, \
+            Client(srv.url) as c:
+        assert c.run("one()", tools={"one": lambda: 1}).value == 1
+    assert waits == [30, 1]
+    assert [body for _, _, body in srv.seen[1:]] == [{"results": [{"id": "call_1", "value": 1}]}] * 3
+    unavailable = (503, {}, {"error": {"kind": "store_unavailable", "message": "the store could not be read"}})
+    with Scripted((200, {}, pause), unavailable) as srv, Client(srv.url) as c:
+        with pytest.raises(SpineError) as info:
+            c.run("one()", tools={"one": lambda: 1})
+    assert info.value.kind == "store_unavailable" and len(srv.seen) == 2 and waits == [30, 1]
+
+
+APPROVAL = dict(PAUSE, status="approval_required", run_id="run_1",
+                approvals=[{"id": "approval_1", "tool": "files.delete", "arguments": {"path": "x"}, "reason": "--ask *.delete"}])
+
+
+def test_decisions_sent_again(monkeypatch):
+    """Decisions on an approval are sent again as tool results are: 429
+    overloaded, 503 closed; after the retries the error carries the run's
+    id and the decisions, for decide()."""
+    waits = []
+    monkeypatch.setattr(spine_client.client, "_sleep", waits.append)
+    decided = {"approvals": [{"id": "approval_1", "allow": False, "reason": "no"}]}
+    with Scripted((200, {}, APPROVAL), overloaded("2"), closed("1"), (200, {}, dict(PAUSE, value=3, status="done"))) as srv, \
+            Client(srv.url) as c:
+        res = c.run("files.delete('x')", approve=lambda a: (False, "no"))
+    assert res.value == 3 and res.pauses == 1 and waits == [2, 1]
+    assert srv.seen[1:] == [("POST", "/v1/runs/run_1/approvals", decided)] * 3
+    with Scripted((200, {}, APPROVAL), *[closed("0")] * 3) as srv, Client(srv.url, retries=2) as c:
+        with pytest.raises(SpineError) as info:
+            c.run("files.delete('x')", approve=lambda a: (False, "no"))
+    e = info.value
+    assert (e.kind, e.run_id, e.decisions, e.results) == ("closed", "run_1", decided["approvals"], None)
+
+
+def test_async_closed_and_decisions_sent_again(monkeypatch):
+    waits = []
+
+    async def sleep(seconds):
+        waits.append(seconds)
+
+    monkeypatch.setattr(spine_client.aio, "_sleep", sleep)
+    pause = dict(PAUSE, status="tool_calls", run_id="run_2", pending=[{"id": "call_1", "name": "one", "arguments": {}}])
+
+    async def main(url):
+        async with AsyncClient(url) as c:
+            return await c.run("one()", tools={"one": lambda: 1}, approve=lambda a: True)
+
+    with Scripted((200, {}, APPROVAL), closed("5"), (200, {}, pause), overloaded("-1"), closed(),
+                  (200, {}, dict(PAUSE, value=4, status="done"))) as srv:
+        res = asyncio.run(main(srv.url))
+    assert res.value == 4 and res.pauses == 2 and waits == [5, 0, 1]
+    assert [path for _, path, _ in srv.seen] == ["/v1/run"] + ["/v1/runs/run_1/approvals"] * 2 + ["/v1/runs/run_2/tool_results"] * 3
 
 
 def test_redirects_are_not_followed():
