@@ -1,5 +1,8 @@
-import { SpineError } from "./errors.js";
+import { ApprovalRequired, SpineError } from "./errors.js";
 import type {
+  Approval,
+  ApprovalDecision,
+  Approve,
   FileData,
   FileInput,
   PendingCall,
@@ -22,9 +25,11 @@ export interface ClientOptions {
   /** The fetch to use (default the global one). */
   fetch?: typeof fetch;
   /**
-   * How many times to send a run's tool results again when every slot of
-   * the server is busy (429 overloaded: the run waits), after Retry-After
-   * each time, within 0 to 30 seconds (default 60, the Python client's too).
+   * How many times to send a paused run's tool results or decisions again
+   * when every slot of the server is busy (429 overloaded: the run waits)
+   * or the server drains (503 closed: with --session-store the next replica
+   * continues the run), after Retry-After each time, within 0 to 30 seconds
+   * (default 60, the Python client's too).
    */
   retries?: number;
 }
@@ -32,7 +37,7 @@ export interface ClientOptions {
 /** ClientOptions.retries' default. */
 const defaultRetries = 60;
 
-/** The longest wait between two sendings of tool results, whatever Retry-After says. */
+/** The longest wait between two sendings of a continuation, whatever Retry-After says. */
 const maxRetryAfterMs = 30_000;
 
 /**
@@ -48,11 +53,15 @@ export function retryWaitMs(retryAfter: number | undefined): number {
   return Math.min(Math.max(retryAfter * 1000, 0), maxRetryAfterMs);
 }
 
-/** Tool results sent to a paused run. */
-interface SentResults {
+/** Tool results, or decisions on approvals, sent to a paused run. */
+interface Sent {
   runId: string;
-  results: ToolResult[];
+  results?: ToolResult[];
+  decisions?: ApprovalDecision[];
 }
+
+/** What drives a run on from a pause. */
+type Continuing = Pick<RunOptions, "tools" | "approve" | "signal">;
 
 /** One answer of the server: its status, its JSON body and its Retry-After. */
 interface Answer {
@@ -130,12 +139,23 @@ export class Client {
   /**
    * Sends results, the tool results of the paused run runId (a SpineError's
    * runId and results, when the client gave up sending them), and drives the
-   * run on as run does, its next pauses answered by opts.tools. Its rounds
-   * count the pause these results answer.
+   * run on as run does, its next pauses answered by opts.tools and
+   * opts.approve. Its rounds count the pause these results answer.
    */
-  async resume(runId: string, results: ToolResult[], opts: Pick<RunOptions, "tools" | "signal"> = {}): Promise<RunResult> {
+  async resume(runId: string, results: ToolResult[], opts: Continuing = {}): Promise<RunResult> {
     const sent = { runId, results };
-    return this.driveFrom(await this.sendResults(sent, opts.signal), opts, 1, sent);
+    return this.driveFrom(await this.continueRun(sent, opts.signal), opts, 1, sent);
+  }
+
+  /**
+   * Sends decisions on the approvals the paused run runId waits for (an
+   * ApprovalRequired's runId and approvals, decided later), and drives the
+   * run on as run does, its next pauses answered by opts.tools and
+   * opts.approve. Its rounds count the pause decided here.
+   */
+  async decide(runId: string, decisions: ApprovalDecision[], opts: Continuing = {}): Promise<RunResult> {
+    const sent = { runId, decisions };
+    return this.driveFrom(await this.continueRun(sent, opts.signal), opts, 1, sent);
   }
 
   /**
@@ -147,17 +167,29 @@ export class Client {
   }
 
   /**
-   * Answers a run's pauses from its answer a on, until it ends; sent is the
-   * last tool results sent, which a SpineError carries with their run's id.
+   * Answers a run's pauses from its answer a on, each at the run id its
+   * answer names (with --session-store a replica that took the run over
+   * names a new one), until it ends; sent is the last continuation sent,
+   * which a SpineError carries with its run's id.
    */
-  private async driveFrom(a: Answer, opts: Pick<RunOptions, "tools" | "signal">, rounds: number, sent?: SentResults): Promise<RunResult> {
+  private async driveFrom(a: Answer, opts: Continuing, rounds: number, sent?: Sent): Promise<RunResult> {
     const tools = opts.tools ?? {};
     for (;;) {
       if (typeof a.body !== "object" || a.body === null || Array.isArray(a.body)) {
         throw new SpineError(a.status, { kind: "protocol", message: "the answer is not a run's JSON object" }, { ...sent });
       }
       const resp = a.body as WireResponse;
-      if (resp.status !== "tool_calls") {
+      if (resp.status === "tool_calls") {
+        if (!resp.run_id || !Array.isArray(resp.pending)) {
+          throw new SpineError(a.status, { kind: "protocol", message: "a pause without run_id or pending" });
+        }
+        sent = { runId: resp.run_id, results: await answerCalls(tools, resp.pending, resp.run_id) };
+      } else if (resp.status === "approval_required") {
+        if (!resp.run_id || !Array.isArray(resp.approvals)) {
+          throw new SpineError(a.status, { kind: "protocol", message: "a pause for approval without run_id or approvals" });
+        }
+        sent = { runId: resp.run_id, decisions: await decideApprovals(opts.approve, resp, rounds) };
+      } else {
         const result = toResult(resp, rounds);
         if (a.status >= 300 || resp.error) {
           const runId = resp.run_id ?? sent?.runId;
@@ -165,35 +197,34 @@ export class Client {
         }
         return result;
       }
-      if (!resp.run_id || !Array.isArray(resp.pending)) {
-        throw new SpineError(a.status, { kind: "protocol", message: "a pause without run_id or pending" });
-      }
-      sent = { runId: resp.run_id, results: await answerCalls(tools, resp.pending, resp.run_id) };
       rounds++;
-      a = await this.sendResults(sent, opts.signal);
+      a = await this.continueRun(sent, opts.signal);
     }
   }
 
   /**
-   * POST /v1/runs/{runId}/tool_results, again after Retry-After while the
-   * server is overloaded (at most retries times). Its other refusals, 421
+   * POST /v1/runs/{runId}/tool_results (or /approvals, for decisions),
+   * again after Retry-After while the server is overloaded (429) or drains
+   * (503 closed), at most retries times. Its other refusals, 421
    * run_elsewhere and 410 run_lost included (the run ended with its
    * replica), are not sent again: driveFrom throws them.
    */
-  private async sendResults(sent: SentResults, signal?: AbortSignal): Promise<Answer> {
-    const path = `/v1/runs/${encodeURIComponent(sent.runId)}/tool_results`;
+  private async continueRun(sent: Sent, signal?: AbortSignal): Promise<Answer> {
+    const [what, json] = sent.decisions ? ["approvals", { approvals: sent.decisions }] : ["tool_results", { results: sent.results }];
+    const path = `/v1/runs/${encodeURIComponent(sent.runId)}/${what}`;
     for (let attempt = 0; ; attempt++) {
       let a: Answer;
       try {
-        a = await this.request("POST", path, { json: { results: sent.results }, signal, run: true });
+        a = await this.request("POST", path, { json, signal, run: true });
       } catch (e) {
         if (e instanceof SpineError) {
           e.runId ??= sent.runId;
           e.results ??= sent.results;
+          e.decisions ??= sent.decisions;
         }
         throw e;
       }
-      if (a.status !== 429 || (a.body as WireResponse | null)?.error?.kind !== "overloaded" || attempt >= this.retries) {
+      if (!sentAgain(a) || attempt >= this.retries) {
         return a;
       }
       await sleep(retryWaitMs(a.retryAfter), signal);
@@ -308,6 +339,48 @@ function runBody(source: string, opts: RunOptions): Record<string, unknown> {
   const early = opts.earlyReads ?? (tools.some(([, t]) => t.readOnly) ? true : undefined);
   if (early !== undefined) body.early_reads = early;
   return body;
+}
+
+/**
+ * Whether a continuation answered a is sent again, the same, after
+ * Retry-After: 429 overloaded (every run slot busy: the run waits) or 503
+ * closed (the replica drains; with --session-store it handed the run over,
+ * and the next replica the request reaches continues it).
+ */
+function sentAgain(a: Answer): boolean {
+  const kind = (a.body as WireResponse | null)?.error?.kind;
+  return (a.status === 429 && kind === "overloaded") || (a.status === 503 && kind === "closed");
+}
+
+/**
+ * The decisions on a pause's approvals, approve called on each in order;
+ * without approve, the ApprovalRequired that carries them.
+ */
+async function decideApprovals(approve: Approve | undefined, resp: WireResponse, rounds: number): Promise<ApprovalDecision[]> {
+  const runId = resp.run_id!;
+  const approvals: Approval[] = resp.approvals!.map((a) => ({ ...a, runId }));
+  if (!approve || approvals.length === 0) {
+    const message = approve ? "a pause for approval that names no call" : undefined;
+    throw new ApprovalRequired(runId, approvals, toResult(resp, rounds), message);
+  }
+  const decisions: ApprovalDecision[] = [];
+  for (const a of approvals) {
+    decisions.push(decisionOf(a, await approve(a)));
+  }
+  return decisions;
+}
+
+/** The decision sent for a from what approve returned: a boolean, or { allow, reason }. */
+function decisionOf(a: Approval, d: unknown): ApprovalDecision {
+  const o = typeof d === "object" && d !== null ? (d as { allow?: unknown; reason?: unknown }) : undefined;
+  const allow = typeof d === "boolean" ? d : o?.allow;
+  const reason = o?.reason;
+  if (typeof allow !== "boolean" || (reason !== undefined && typeof reason !== "string")) {
+    throw new TypeError(
+      `approve must return true, false or { allow, reason } with a string reason, not ${String(JSON.stringify(d))} (for ${a.tool}'s call ${a.id} of run ${a.runId}, which still waits)`,
+    );
+  }
+  return reason ? { id: a.id, allow, reason } : { id: a.id, allow };
 }
 
 /** Answers every pending call at once: each a value, or an error when its handler threw. */

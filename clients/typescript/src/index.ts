@@ -5,7 +5,7 @@ import { Client, type ClientOptions } from "./client.js";
 import type { RunOptions, RunResult } from "./types.js";
 
 export { Client, Session, type ClientOptions } from "./client.js";
-export { SpineError } from "./errors.js";
+export { ApprovalRequired, SpineError } from "./errors.js";
 export type * from "./types.js";
 
 /**

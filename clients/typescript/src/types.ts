@@ -32,6 +32,36 @@ export interface PendingCall {
   arguments: { [key: string]: JSONValue };
 }
 
+/** A tool call a paused run waits in for its caller's approval (docs/http.md, "Approvals that wait"). */
+export interface ApprovalRequest {
+  /** "approval_1": the id a decision names. */
+  id: string;
+  /** The tool's name. */
+  tool: string;
+  /** The call's arguments as the server judged them. */
+  arguments: { [key: string]: JSONValue };
+  /** Why the call waits for a person. */
+  reason: string;
+}
+
+/** An ApprovalRequest as RunOptions.approve is given it: with its run's id. */
+export interface Approval extends ApprovalRequest {
+  runId: string;
+}
+
+/** A decision sent to a run paused for approval: refused, the call raises PermissionError(reason) in the program. */
+export interface ApprovalDecision {
+  id: string;
+  allow: boolean;
+  reason?: string;
+}
+
+/**
+ * Decides a call that waits for approval: true allows it, false refuses it,
+ * or { allow, reason } (reason: the PermissionError's message in the program).
+ */
+export type Approve = (approval: Approval) => boolean | { allow: boolean; reason?: string } | Promise<boolean | { allow: boolean; reason?: string }>;
+
 /** A file placed in the program's working directory, or one it left there. */
 export interface SpineFile {
   /** Relative to the working directory, with slashes: "data/sales.csv". */
@@ -75,9 +105,10 @@ export interface WireResponse {
   files_left_out?: number;
   error: ServerError | null;
   timing: { total_ms: number; run_ms: number };
-  status?: "tool_calls" | "done";
+  status?: "tool_calls" | "approval_required" | "done";
   run_id?: string;
   pending?: PendingCall[];
+  approvals?: ApprovalRequest[];
 }
 
 /** What a run gave back. */
@@ -97,9 +128,13 @@ export interface RunResult {
   calls: CallRecord[];
   /** What the program created or changed in its working directory. */
   files: SpineFile[];
-  /** Set when the run had client tools: the id the server gave it. */
+  /**
+   * Set when the run had client tools or could wait for approvals: its id,
+   * the last answer's (with --session-store, a run another replica took
+   * over has a new one).
+   */
   runId?: string;
-  /** How many times the run paused for its client tools: one POST of tool results each. */
+  /** How many times the run paused for its client tools or an approval: one POST of tool results or decisions each. */
   rounds: number;
   /** Milliseconds: the last request's own (totalMs) and the program's running (runMs). */
   timing: { totalMs: number; runMs: number };
@@ -157,6 +192,12 @@ export interface RunOptions {
    * so that a loop of reads is one pause; else the server's default, off.
    */
   earlyReads?: boolean;
+  /**
+   * Decides each call the run waits in for approval (spine serve --ask).
+   * Without it, such a pause throws an ApprovalRequired carrying the run's
+   * id and approvals, for Client.decide.
+   */
+  approve?: Approve;
   /** Aborts the request under way; a paused run is left to the server's --tool-wait. */
   signal?: AbortSignal;
 }

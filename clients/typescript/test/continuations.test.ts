@@ -1,7 +1,8 @@
 // What the client does beside a run's own answers: Retry-After out of
-// bounds, giving up and resuming a paused run, continuations that reached
-// the wrong replica, redirects, POST /v1/tool/call's file_data, and the
-// tests' server's environment.
+// bounds, 503 closed and decisions on approvals sent again, giving up and
+// resuming a paused run, continuations that reached the wrong replica,
+// redirects, POST /v1/tool/call's file_data, and the tests' server's
+// environment.
 
 import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type Server } from "node:http";
@@ -73,6 +74,76 @@ test("after 60 sendings refused as overloaded the error carries the run id and r
   assert.equal(e.runId, "run_1");
   assert.deepEqual(e.results, [{ id: "call_1", value: 7 }]);
   assert.ok(inits.every((i) => i.redirect === "manual"), "no request follows a redirect");
+});
+
+/** A Client whose fetch answers from answers in order, recording "METHOD path" and each body. */
+function scripted(answers: Response[], retries?: number): { client: Client; sent: [string, unknown][] } {
+  const sent: [string, unknown][] = [];
+  const client = new Client({
+    baseUrl: "http://spine.test",
+    retries,
+    fetch: async (input, init) => {
+      sent.push([`${init?.method} ${new URL(String(input)).pathname}`, JSON.parse(String(init?.body))]);
+      const a = answers.shift();
+      assert.ok(a, "a request past the script");
+      return a;
+    },
+  });
+  return { client, sent };
+}
+
+const closed = (retryAfter?: string) =>
+  json(503, { ...empty, error: { kind: "closed", message: "the server is draining (shutting down)" } }, retryAfter === undefined ? {} : { "Retry-After": retryAfter });
+const overloaded = (retryAfter: string) =>
+  json(429, { ...empty, error: { kind: "overloaded", message: "all 1 run slots are busy" } }, { "Retry-After": retryAfter });
+const approval = {
+  ...empty,
+  status: "approval_required",
+  run_id: "run_1",
+  approvals: [{ id: "approval_1", tool: "files.delete", arguments: { path: "x" }, reason: "--ask *.delete" }],
+};
+
+test("503 closed and 429 are sent again, tool results and decisions alike, at each answer's run id", async () => {
+  const pause = { ...empty, status: "tool_calls", run_id: "run_2", pending: [{ id: "call_1", name: "one", arguments: {} }] };
+  const { client, sent } = scripted([
+    json(200, approval),
+    closed("0"),
+    overloaded("-1"),
+    json(200, pause), // the run's next pause, under another id (a replica took it over)
+    closed("-5"),
+    json(200, { ...empty, value: 4, status: "done", run_id: "run_2" }),
+  ]);
+  const r = await client.run("files.delete('x')\none()", {
+    tools: { one: { handler: () => 1 } },
+    approve: () => ({ allow: false, reason: "no" }),
+  });
+  assert.equal(r.value, 4);
+  assert.equal(r.rounds, 2);
+  assert.equal(r.runId, "run_2");
+  const decided = { approvals: [{ id: "approval_1", allow: false, reason: "no" }] };
+  const results = { results: [{ id: "call_1", value: 1 }] };
+  assert.deepEqual(sent.slice(1), [
+    ["POST /v1/runs/run_1/approvals", decided],
+    ["POST /v1/runs/run_1/approvals", decided],
+    ["POST /v1/runs/run_1/approvals", decided],
+    ["POST /v1/runs/run_2/tool_results", results],
+    ["POST /v1/runs/run_2/tool_results", results],
+  ]);
+});
+
+test("after the retries a 503 closed carries the run id and decisions; another 503 is not sent again", async () => {
+  const { client, sent } = scripted([json(200, approval), closed("0"), closed("0"), closed("0")], 2);
+  const e = await client.run("files.delete('x')", { approve: () => true }).catch((err: unknown) => err);
+  assert.ok(e instanceof SpineError, String(e));
+  assert.deepEqual([e.status, e.kind, e.runId, e.decisions, e.results], [503, "closed", "run_1", [{ id: "approval_1", allow: true }], undefined]);
+  assert.equal(sent.length, 4);
+  const unavailable = json(503, { ...empty, error: { kind: "store_unavailable", message: "the store could not be read" } });
+  const pause = { ...empty, status: "tool_calls", run_id: "run_1", pending: [{ id: "call_1", name: "one", arguments: {} }] };
+  const other = scripted([json(200, pause), unavailable]);
+  const e2 = await other.client.run("one()", { tools: { one: { handler: () => 1 } } }).catch((err: unknown) => err);
+  assert.ok(e2 instanceof SpineError, String(e2));
+  assert.deepEqual([e2.kind, e2.runId, e2.results], ["store_unavailable", "run_1", [{ id: "call_1", value: 1 }]]);
+  assert.equal(other.sent.length, 2);
 });
 
 test("resume sends a paused run's results and drives it on", async () => {

@@ -20,6 +20,13 @@ export interface Spine {
   url: string;
   /** Everything the server wrote to standard error so far. */
   log(): string;
+  /**
+   * Sends SIGTERM and resolves once the server drains: it says it is
+   * shutting down after Server.Drain, which refuses new requests 503 closed
+   * and hands the paused runs a session store keeps over. Its listener
+   * stays open for --drain-delay; stop, a second signal, ends it at once.
+   */
+  drain(): Promise<void>;
   /** Stops the server (SIGINT: it stops its runs, paused ones included) and waits for it. */
   stop(): Promise<void>;
 }
@@ -92,6 +99,20 @@ export async function startSpine(...flags: string[]): Promise<Spine> {
   return {
     url,
     log: () => stderr,
+    drain: async () => {
+      const drained = new Promise<void>((resolve, reject) => {
+        const seen = () => {
+          if (stderr.includes("shutting down")) {
+            child.stderr!.off("data", seen);
+            resolve();
+          }
+        };
+        child.stderr!.on("data", seen);
+        child.once("exit", (code) => reject(new Error(`spine serve exited (${code}) before it drained:\n${stderr}`)));
+      });
+      child.kill("SIGTERM");
+      await drained;
+    },
     stop: async () => {
       stopChild(child);
       await exited;
