@@ -170,9 +170,12 @@ func (pr *pausedRun) save() {
 }
 
 // handOff stops a paused run the store keeps, for another replica to
-// continue: the drain does not wait for it. Under pr.mu.
+// continue: the drain does not wait for it. A run waiting for an approval
+// is not handed off: the store holds an earlier pause, answered already,
+// and no replica takes a decision over; the drain waits for it. Under
+// pr.mu.
 func (pr *pausedRun) handOff() {
-	if pr.paused && pr.gen > 0 && !pr.ended {
+	if pr.paused && pr.gen > 0 && !pr.ended && pr.approvals.pending == nil {
 		pr.cancel(errHandedOff)
 	}
 }
