@@ -288,7 +288,7 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, start time.Tim
 // to the stored pause, which results answer, and on.
 func (s *Server) continueRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun, sr storedRun, rec *spine.Record, results []toolResult) {
 	pr.tools, pr.askedRecord, pr.durable, pr.from = sr.Tools, sr.Record, true, sr.RunID
-	pr.expect = &expectedPause{call: sr.Call, pending: sr.Pending, results: results}
+	pr.expect = &expectedPause{call: sr.Call, pending: sr.Pending, results: results, used: sr.Used}
 	for i := range sr.Tools { // absent schemas come back from JSON as null
 		t := &sr.Tools[i]
 		for _, raw := range []*json.RawMessage{&t.InputSchema, &t.Parameters, &t.OutputSchema} {
@@ -307,7 +307,10 @@ func (s *Server) continueRun(w http.ResponseWriter, r *http.Request, start time.
 	}
 	req := spine.Request{Tools: manifest, Waiting: pr.waiting, Record: true}
 	pr.mu.Lock()
-	pr.paused, pr.limit, pr.used, pr.slotHeld = false, sr.Limit, sr.Used, true
+	// The replay runs the program again to its pause, which its time used
+	// counted already: it gets the whole limit, and the time used is the
+	// stored one again once it reaches the pause (reached).
+	pr.paused, pr.limit, pr.used, pr.slotHeld = false, sr.Limit, 0, true
 	pr.startClock()
 	pr.mu.Unlock()
 	target := func(ctx context.Context, req spine.Request) (*spine.Output, error) {
@@ -323,6 +326,7 @@ type expectedPause struct {
 	call    int
 	pending []PendingCall
 	results []toolResult
+	used    time.Duration // the run's time used at its pause
 }
 
 // reached answers the run's first pause, which must be the stored one,
@@ -336,6 +340,9 @@ func (pr *pausedRun) reached(pending []PendingCall) {
 		pr.cancel(errDiverged)
 		return
 	}
+	pr.stopClock() // the replay's time is not the run's: it ran that part already
+	pr.used = e.used
+	pr.startClock()
 	for _, res := range e.results {
 		n, _ := strconv.Atoi(res.ID[len("call_"):])
 		pr.asked[res.ID] = true

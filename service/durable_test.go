@@ -5,11 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/spine-run/spine/service"
 	"github.com/spine-run/spine/sessionstore"
@@ -207,5 +209,38 @@ func TestDurableApprovalDrain(t *testing.T) {
 	}
 	if err := svc.Wait(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDurableReplayNotCharged: a run taken over is charged the time it
+// used before its pause once, not again for its replay to that pause: a
+// program that spent most of its limit before pausing can be continued.
+// Its time used at the end is the stored one and what ran after the pause,
+// well under the stored one twice over when the part before the pause is
+// most of it.
+func TestDurableReplayNotCharged(t *testing.T) {
+	_, cs, st := durableServers(t, "a", "b")
+	src := "n = 0\nfor i in range(1_500_000):\n    n += i\na = get_weather('Paris')\n[a, n]"
+	status, out := cs[0].runWith("/v1/run", run{"source": src, "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	sum := sha256.Sum256([]byte(out.RunID))
+	r, _, err := sessionstore.Runs(st).Get(t.Context(), hex.EncodeToString(sum[:]), 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored struct {
+		Used time.Duration `json:"used_ns"`
+	}
+	err = json.NewDecoder(r).Decode(&stored)
+	r.Close()
+	if err != nil || stored.Used <= 0 {
+		t.Fatalf("the stored run: used %v, %v", stored.Used, err)
+	}
+	status, out = cs[1].results(out.RunID, value(out.Pending[0].ID, "fog"))
+	if status != http.StatusOK || string(out.Value) != `["fog",1124999250000]` {
+		t.Fatalf("end: %d %s %+v", status, out.Value, out.Error)
+	}
+	if used := time.Duration(out.Timing.RunMS * float64(time.Millisecond)); used >= stored.Used*3/2 {
+		t.Errorf("the run's time used at its end is %v, its time used at its pause %v: its replay was charged", used, stored.Used)
 	}
 }
