@@ -154,7 +154,7 @@ func (pr *pausedRun) save() {
 	defer pr.mu.Unlock()
 	switch {
 	case err == nil:
-		pr.gen = gen
+		pr.gen, pr.atStored = gen, true
 	case errors.Is(err, sessionstore.ErrConflict):
 		pr.cancel(errMoved)
 		return
@@ -170,12 +170,13 @@ func (pr *pausedRun) save() {
 }
 
 // handOff stops a paused run the store keeps, for another replica to
-// continue: the drain does not wait for it. A run waiting for an approval
-// is not handed off: the store holds an earlier pause, answered already,
-// and no replica takes a decision over; the drain waits for it. Under
-// pr.mu.
+// continue: the drain does not wait for it. Only a run paused where the
+// store holds it (atStored): one waiting for an approval, or at a pause
+// whose write failed, has an earlier pause in the store, answered already
+// (no replica takes a decision over, and the results of this pause
+// diverge from that one); the drain waits for it. Under pr.mu.
 func (pr *pausedRun) handOff() {
-	if pr.paused && pr.gen > 0 && !pr.ended && pr.approvals.pending == nil {
+	if pr.paused && pr.atStored && !pr.ended {
 		pr.cancel(errHandedOff)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/service"
 	"github.com/spine-run/spine/sessionstore"
 )
@@ -242,5 +244,34 @@ func TestDurableReplayNotCharged(t *testing.T) {
 	}
 	if used := time.Duration(out.Timing.RunMS * float64(time.Millisecond)); used >= stored.Used*3/2 {
 		t.Errorf("the run's time used at its end is %v, its time used at its pause %v: its replay was charged", used, stored.Used)
+	}
+}
+
+// TestDurableUnkeptPauseDrain: a kept run whose latest pause could not be
+// written (its record past MaxRecord) is not handed off by a drain: the
+// store holds its earlier pause, whose results it has had, and another
+// replica continuing from there would not reach this one. The drain
+// waits for it, and the results continue it.
+func TestDurableUnkeptPauseDrain(t *testing.T) {
+	st, err := sessionstore.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{PoolSize: -1, MaxRecord: 64 << 10})
+	svc, ts := newSessionServer(t, r, &service.Options{Replica: "a", SessionStore: st})
+	c := client{t: t, url: ts.URL}
+	status, out := c.runWith("/v1/run", run{"source": "a = get_weather('Paris')\nb = get_weather(city=str(len(a)))\n[len(a), b]", "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	runID := out.RunID
+	status, out = c.results(runID, value(out.Pending[0].ID, strings.Repeat("x", 100<<10)))
+	paused(t, status, out, `get_weather{"city":"102400"}`)
+	svc.Drain()
+	status, out = c.results(runID, value(out.Pending[0].ID, "fog"))
+	if status != http.StatusOK || out.Status != "done" || out.Error != nil || string(out.Value) != `[102400,"fog"]` {
+		t.Fatalf("the results after the drain began: status %d %s (error %+v)", status, out.Value, out.Error)
+	}
+	if err := svc.Wait(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }
