@@ -145,6 +145,11 @@ func elicit(ss *mcp.ServerSession, slot *heldSlot) spine.ApprovalFunc {
 }
 
 // question is the form that asks the user about call.
+//
+// Arguments past maxShownArgs are cut, and the question says so, with how
+// much it leaves out: the program chooses its arguments and their keys'
+// order, and could otherwise put what matters past the cut, behind an
+// ellipsis the user would take for padding.
 func question(call spine.ApprovalCall) *mcp.ElicitParams {
 	args := string(call.Args)
 	if len(args) > maxShownArgs {
@@ -152,7 +157,7 @@ func question(call spine.ApprovalCall) *mcp.ElicitParams {
 		for cut > 0 && !utf8.RuneStart(args[cut]) {
 			cut-- // not within a character
 		}
-		args = args[:cut] + "…"
+		args = fmt.Sprintf("%s… (only the first %d of the arguments' %d bytes are shown: %d are not)", args[:cut], cut, len(args), len(args)-cut)
 	}
 	return &mcp.ElicitParams{
 		Mode:            "form",

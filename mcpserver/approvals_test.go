@@ -250,3 +250,28 @@ func TestApprovalWaitingBound(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestApprovalLongArguments: a question whose arguments are too long to
+// show whole says how much of them it leaves out, so that a program cannot
+// put what matters past the cut, behind what looks like padding.
+func TestApprovalLongArguments(t *testing.T) {
+	var priced atomic.Int32
+	server := askingServer(t, &priced)
+	cs := connect(t, server, "", &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return nil, fmt.Errorf("not here")
+		}}, "2026-07-28")
+	args := map[string]any{"source": "price(item='book', note=' ' * 3000, ship_to='elsewhere')"}
+	res := call(t, cs, args)
+	q, ok := res.InputRequests["approval"].(*mcp.ElicitParams)
+	if !ok {
+		t.Fatalf("%+v, want a question", res)
+	}
+	if strings.Contains(q.Message, "elsewhere") || !strings.Contains(q.Message, "only the first 2000 of the arguments' 3047 bytes are shown: 1047 are not") {
+		t.Errorf("asked %q", q.Message)
+	}
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: args, RequestState: res.RequestState,
+		InputResponses: mcp.InputResponseMap{"approval": &mcp.ElicitResult{Action: "decline"}}}); err != nil {
+		t.Fatal(err)
+	}
+}
