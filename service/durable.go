@@ -75,7 +75,9 @@ func (s *Server) storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), s.opts.MaxTimeout)
 }
 
-// putRun writes generation gen of run id's key.
+// putRun writes generation gen of run id's key, within what the owner's
+// token may keep in the store (Tenant.StoreBytes), its sessions and paused
+// runs together: the owner index counts them alike.
 func (s *Server) putRun(id, owner string, gen uint64, sr storedRun) error {
 	data, err := json.Marshal(sr)
 	if err != nil {
@@ -83,7 +85,8 @@ func (s *Server) putRun(id, owner string, gen uint64, sr storedRun) error {
 	}
 	ctx, cancel := s.storeCtx()
 	defer cancel()
-	return s.runStore.Put(ctx, runKey(id), sessionstore.Meta{Generation: gen, Owner: owner}, maxStoredRun, func(w io.Writer) error {
+	meta := sessionstore.Meta{Generation: gen, Owner: owner}
+	return s.runStore.PutOwned(ctx, runKey(id), meta, maxStoredRun, s.shareOf(owner).StoreBytes, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	})

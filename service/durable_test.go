@@ -275,3 +275,43 @@ func TestDurableUnkeptPauseDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDurableOwnerBytes: a paused run kept in the store counts in what its
+// token may keep there (Tenant.StoreBytes), with its sessions: past it the
+// run is not kept, and goes on in its replica's memory.
+func TestDurableOwnerBytes(t *testing.T) {
+	st, err := sessionstore.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	_, ts := newSessionServer(t, nil, &service.Options{Replica: "a", SessionStore: st, Tenants: []service.Tenant{
+		{Name: "small", Token: "token-small", StoreBytes: 64},
+		{Name: "big", Token: "token-big", StoreBytes: 1 << 30},
+	}})
+	src := "a = get_weather('Paris')\na"
+	for _, c := range []struct {
+		token string
+		kept  bool
+	}{{"token-small", false}, {"token-big", true}} {
+		cl := client{t: t, url: ts.URL, token: c.token}
+		status, out := cl.runWith("/v1/run", run{"source": src, "tools": []any{weather}})
+		paused(t, status, out, `get_weather{"city":"Paris"}`)
+		sum := sha256.Sum256([]byte(out.RunID))
+		_, err := sessionstore.Runs(st).Head(t.Context(), hex.EncodeToString(sum[:]))
+		if kept := err == nil; kept != c.kept {
+			t.Errorf("%s: the run kept in the store: %v (%v), want %v", c.token, kept, err, c.kept)
+		}
+		n, size, err := st.OwnerBytes(t.Context(), sessionstore.Owner(c.token))
+		if err != nil || c.kept != (n == 1 && size > 0) {
+			t.Errorf("%s: the owner's index: %d entries, %d bytes, %v", c.token, n, size, err)
+		}
+		status, out = cl.results(out.RunID, value(out.Pending[0].ID, "fog"))
+		if status != http.StatusOK || string(out.Value) != `"fog"` {
+			t.Fatalf("%s: end: %d %s %+v", c.token, status, out.Value, out.Error)
+		}
+		if n, _, err := st.OwnerBytes(t.Context(), sessionstore.Owner(c.token)); err != nil || n != 0 {
+			t.Errorf("%s: the owner's index after the run: %d entries, %v", c.token, n, err)
+		}
+	}
+}
