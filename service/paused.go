@@ -251,7 +251,7 @@ func (pr *pausedRun) check() {
 		ev.answer = &ToolAnswer{Status: resp.Status, RunID: resp.RunID, Pending: resp.Pending}
 	}
 	if pr.durable {
-		pr.unsaved = &ev // save writes it to the store, then answers it
+		pr.unsaved, pr.atStored = &ev, false // save writes it to the store, then answers it
 		return
 	}
 	pr.send(ev)
