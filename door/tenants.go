@@ -14,8 +14,9 @@ import (
 // can take another's share (Shares); Sessions 0 is
 // service.Options.SessionsPerToken when that is positive.
 //
-// StoreBytes, when positive, caps the bytes the token's sessions keep in
-// the session store, each counted at its newest snapshot's size, across
+// StoreBytes, when positive, caps the bytes the token's sessions (and its
+// paused runs kept there: service) keep in the session store, each counted
+// at its newest snapshot's size, across
 // every replica on the store: a write past it is refused as a snapshot over
 // the snapshot cap is (service: 409 too_large, the run undone). 0 is no
 // cap: the store has no total of its own to share.

@@ -19,7 +19,9 @@ import (
 // asked of the client's user through MCP elicitation (a form: allow or
 // not, and why): during run_python's call (ServerSession.Elicit), or, on
 // 2026-07-28 and later, by input requests and a retried call (below). The
-// run's slot is free meanwhile, its time limit runs on. A client that
+// run's slot is free meanwhile, its time limit runs on; at most as many
+// runs as there are slots wait so (heldSlot), past that a deferred call is
+// refused. A client that
 // declares no elicitation has the call refused, the message saying why:
 // the program's call raises PermissionError with it.
 
@@ -37,14 +39,47 @@ var approvalSchema = map[string]any{
 }
 
 // heldSlot is the run slot a call of run_python holds: its approvals give
-// it back while the user decides.
+// it back while the user decides, taking one of the places of the runs
+// that wait so (waiting, as many as there are slots). When none is free
+// the call is refused without asking: a run that waits keeps its Guest,
+// and without the bound a client could start runs that ask and never
+// answer, each taking a slot only until it asks, until their Guests fill
+// the memory (their time limit ends them, not before). Waiting with its
+// slot instead would leave the runs answered first no slot to go on in.
 type heldSlot struct {
-	slots chan struct{}
-	mu    sync.Mutex
-	held  bool
+	slots   chan struct{}
+	waiting chan struct{}
+	mu      sync.Mutex
+	held    bool
+	waits   bool // holds a place of waiting in place of its slot
 }
 
-// release gives the slot back, if held.
+// pause gives the slot back while the run waits for the user, taking a
+// place among the waiting runs; false when none is free.
+func (s *heldSlot) pause() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case s.waiting <- struct{}{}:
+	default:
+		return false
+	}
+	s.waits = true
+	if s.held {
+		s.held = false
+		<-s.slots
+	}
+	return true
+}
+
+// tooManyWaiting is the refusal of a call when every place among the
+// waiting runs is taken.
+func tooManyWaiting(call spine.ApprovalCall, places int) error {
+	return fmt.Errorf("tool call refused: %s, and %d runs already wait for their users' answers, the most there may be (as many as run slots)", call.Reason, places)
+}
+
+// release gives back the slot, if held, and the place among the waiting
+// runs, as the call ends.
 func (s *heldSlot) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -52,9 +87,14 @@ func (s *heldSlot) release() {
 		s.held = false
 		<-s.slots
 	}
+	if s.waits {
+		s.waits = false
+		<-s.waiting
+	}
 }
 
-// retake takes a slot again, waiting for one; false when ctx ends first.
+// retake takes a slot again after pause, waiting for one, and gives back
+// its place among the waiting runs; false when ctx ends first.
 func (s *heldSlot) retake(ctx context.Context) bool {
 	select {
 	case s.slots <- struct{}{}:
@@ -63,6 +103,10 @@ func (s *heldSlot) retake(ctx context.Context) bool {
 	}
 	s.mu.Lock()
 	s.held = true
+	if s.waits {
+		s.waits = false
+		<-s.waiting
+	}
 	s.mu.Unlock()
 	return true
 }
@@ -83,7 +127,9 @@ func elicit(ss *mcp.ServerSession, slot *heldSlot) spine.ApprovalFunc {
 		if p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
 			return fmt.Errorf("tool call refused: %s, and this MCP client cannot ask its user (it declares no elicitation capability)", call.Reason)
 		}
-		slot.release()
+		if !slot.pause() {
+			return tooManyWaiting(call, cap(slot.waiting))
+		}
 		res, err := ss.Elicit(ctx, question(call))
 		if !slot.retake(ctx) {
 			return ctx.Err()
@@ -99,6 +145,11 @@ func elicit(ss *mcp.ServerSession, slot *heldSlot) spine.ApprovalFunc {
 }
 
 // question is the form that asks the user about call.
+//
+// Arguments past maxShownArgs are cut, and the question says so, with how
+// much it leaves out: the program chooses its arguments and their keys'
+// order, and could otherwise put what matters past the cut, behind an
+// ellipsis the user would take for padding.
 func question(call spine.ApprovalCall) *mcp.ElicitParams {
 	args := string(call.Args)
 	if len(args) > maxShownArgs {
@@ -106,7 +157,7 @@ func question(call spine.ApprovalCall) *mcp.ElicitParams {
 		for cut > 0 && !utf8.RuneStart(args[cut]) {
 			cut-- // not within a character
 		}
-		args = args[:cut] + "…"
+		args = fmt.Sprintf("%s… (only the first %d of the arguments' %d bytes are shown: %d are not)", args[:cut], cut, len(args), len(args)-cut)
 	}
 	return &mcp.ElicitParams{
 		Mode:            "form",
@@ -243,7 +294,9 @@ func (h *handler) await(ctx context.Context, c *askingCall) (*mcp.CallToolResult
 // call to the request waiting on c, and waits for the user's answer.
 func (c *askingCall) approval(slot *heldSlot) spine.ApprovalFunc {
 	return func(ctx context.Context, call spine.ApprovalCall) error {
-		slot.release()
+		if !slot.pause() {
+			return tooManyWaiting(call, cap(slot.waiting))
+		}
 		var answer error
 		select {
 		case c.questions <- call:

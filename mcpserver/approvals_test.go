@@ -204,3 +204,74 @@ func TestApprovalRequestState(t *testing.T) {
 		t.Fatalf("a state used twice: %s", spinetest.Text(res))
 	}
 }
+
+// TestApprovalWaitingBound: runs wait for their users' answers without
+// their slots only as many at once as there are slots; past that a
+// deferred call is refused without asking, so that a client starting runs
+// that ask and never answer cannot hold Guests without bound.
+func TestApprovalWaitingBound(t *testing.T) {
+	var priced atomic.Int32
+	m := spine.Manifest{"price": {Call: func(ctx context.Context, args json.RawMessage) (any, error) {
+		priced.Add(1)
+		return 21, nil
+	}}}
+	r := spinetest.NewRunner(t, m, &spine.Options{PoolSize: -1, Approve: func(ctx context.Context, tool string, args json.RawMessage, early bool) error {
+		if tool == "price" {
+			return fmt.Errorf("prices are secret: %w", spine.ErrAsk)
+		}
+		return nil
+	}})
+	server := mcpserver.New(r, &mcpserver.Options{Slots: 1, Stateless: true})
+	cs := connect(t, server, "", &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return nil, fmt.Errorf("not here")
+		}}, "2026-07-28")
+	args := map[string]any{"source": askSource}
+	res := call(t, cs, args)
+	if !res.NeedsInput() || res.RequestState == "" {
+		t.Fatalf("%+v, want a question", res)
+	}
+	state := res.RequestState
+	res = call(t, cs, args)
+	if res.IsError || !strings.Contains(spinetest.Text(res), "refused: tool call refused: prices are secret: the call needs a person's approval, and 1 runs already wait") {
+		t.Errorf("a second run asking while one waits, with one slot: %+v %s, want a refusal", res, spinetest.Text(res))
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: args, RequestState: state,
+		InputResponses: mcp.InputResponseMap{"approval": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"allow": true}}}})
+	if err != nil || res.IsError || spinetest.Text(res) != `{"value":21,"stdout":""}` {
+		t.Fatalf("the answer: %v %s", err, spinetest.Text(res))
+	}
+	// Its place is free again.
+	if res = call(t, cs, args); !res.NeedsInput() {
+		t.Fatalf("a run asking after: %+v %s, want a question", res, spinetest.Text(res))
+	}
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: args, RequestState: res.RequestState,
+		InputResponses: mcp.InputResponseMap{"approval": &mcp.ElicitResult{Action: "decline"}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestApprovalLongArguments: a question whose arguments are too long to
+// show whole says how much of them it leaves out, so that a program cannot
+// put what matters past the cut, behind what looks like padding.
+func TestApprovalLongArguments(t *testing.T) {
+	var priced atomic.Int32
+	server := askingServer(t, &priced)
+	cs := connect(t, server, "", &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return nil, fmt.Errorf("not here")
+		}}, "2026-07-28")
+	args := map[string]any{"source": "price(item='book', note=' ' * 3000, ship_to='elsewhere')"}
+	res := call(t, cs, args)
+	q, ok := res.InputRequests["approval"].(*mcp.ElicitParams)
+	if !ok {
+		t.Fatalf("%+v, want a question", res)
+	}
+	if strings.Contains(q.Message, "elsewhere") || !strings.Contains(q.Message, "only the first 2000 of the arguments' 3047 bytes are shown: 1047 are not") {
+		t.Errorf("asked %q", q.Message)
+	}
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: args, RequestState: res.RequestState,
+		InputResponses: mcp.InputResponseMap{"approval": &mcp.ElicitResult{Action: "decline"}}}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -273,7 +273,7 @@ func NewServer(runner *spine.Runner, opts *Options) *Server {
 		SupportedProtocolVersions: o.protocolVersions(),
 	})
 	tool := codemode.New(runner, o.codemode())
-	h := &handler{runner: runner, tool: tool, opts: o, slots: make(chan struct{}, o.Slots), conns: map[*mcp.ServerSession]string{},
+	h := &handler{runner: runner, tool: tool, opts: o, slots: make(chan struct{}, o.Slots), waiting: make(chan struct{}, o.Slots), conns: map[*mcp.ServerSession]string{},
 		asks: runner != nil && runner.Options().Approve != nil, asking: map[string]*askingCall{}}
 	h.cut, h.doCut = context.WithCancel(context.Background())
 	h.fleet = fleet.New(runner, &fleet.Options{
@@ -333,11 +333,12 @@ func Description(manifest spine.Manifest, opts *Options) string {
 }
 
 type handler struct {
-	runner *spine.Runner
-	tool   *codemode.Tool
-	opts   Options
-	slots  chan struct{} // a token per call running a program
-	fleet  *fleet.Fleet  // the clients' sessions (sessions.go)
+	runner  *spine.Runner
+	tool    *codemode.Tool
+	opts    Options
+	slots   chan struct{} // a token per call running a program
+	waiting chan struct{} // a token per call whose run waits for its user without its slot (approvals.go)
+	fleet   *fleet.Fleet  // the clients' sessions (sessions.go)
 
 	cut   context.Context // done once Cut is called
 	doCut context.CancelFunc
@@ -404,7 +405,7 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, ask func(*h
 	default:
 		return toolResult(codemode.Failed(fmt.Sprintf("busy, retry: all %d run slots are in use; call %s again in a moment", cap(h.slots), ToolName)))
 	}
-	slot := &heldSlot{slots: h.slots, held: true}
+	slot := &heldSlot{slots: h.slots, waiting: h.waiting, held: true}
 	defer slot.release()
 	request.Approval = ask(slot) // approvals.go
 	id := storedID(h.opts.Store, req)

@@ -93,7 +93,7 @@ func (pr *pausedRun) approve(ctx context.Context, call spine.ApprovalCall) error
 // pauseFor pauses the run for a's decision: its clock and slot stop, and
 // the caller learns of the call. Under pr.mu.
 func (pr *pausedRun) pauseFor(a *approvalCall) {
-	pr.paused = true
+	pr.paused, pr.atStored = true, false // the store holds no approval
 	pr.stopClock()
 	pr.freeSlot()
 	pr.waitEnd = time.AfterFunc(pr.s.opts.ToolWait, func() {

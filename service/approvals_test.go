@@ -17,16 +17,22 @@ import (
 // person (spine.ErrAsk).
 func askingServer(t *testing.T, opts *service.Options) string {
 	t.Helper()
-	r := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{PoolSize: -1,
+	svc := service.New(askingRunner(t), opts)
+	t.Cleanup(func() { svc.Close(context.Background()) })
+	return spinetest.ServeHTTP(t, svc).URL
+}
+
+// askingRunner is a Runner whose Approve defers every call of lookup to a
+// person (spine.ErrAsk).
+func askingRunner(t *testing.T) *spine.Runner {
+	t.Helper()
+	return spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{PoolSize: -1,
 		Approve: func(ctx context.Context, tool string, args json.RawMessage, early bool) error {
 			if tool == "lookup" {
 				return fmt.Errorf("prices are secret: %w", spine.ErrAsk)
 			}
 			return nil
 		}})
-	svc := service.New(r, opts)
-	t.Cleanup(func() { svc.Close(context.Background()) })
-	return spinetest.ServeHTTP(t, svc).URL
 }
 
 // decide posts decisions to a paused run.

@@ -75,7 +75,9 @@ func (s *Server) storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), s.opts.MaxTimeout)
 }
 
-// putRun writes generation gen of run id's key.
+// putRun writes generation gen of run id's key, within what the owner's
+// token may keep in the store (Tenant.StoreBytes), its sessions and paused
+// runs together: the owner index counts them alike.
 func (s *Server) putRun(id, owner string, gen uint64, sr storedRun) error {
 	data, err := json.Marshal(sr)
 	if err != nil {
@@ -83,7 +85,8 @@ func (s *Server) putRun(id, owner string, gen uint64, sr storedRun) error {
 	}
 	ctx, cancel := s.storeCtx()
 	defer cancel()
-	return s.runStore.Put(ctx, runKey(id), sessionstore.Meta{Generation: gen, Owner: owner}, maxStoredRun, func(w io.Writer) error {
+	meta := sessionstore.Meta{Generation: gen, Owner: owner}
+	return s.runStore.PutOwned(ctx, runKey(id), meta, maxStoredRun, s.shareOf(owner).StoreBytes, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	})
@@ -154,7 +157,7 @@ func (pr *pausedRun) save() {
 	defer pr.mu.Unlock()
 	switch {
 	case err == nil:
-		pr.gen = gen
+		pr.gen, pr.atStored = gen, true
 	case errors.Is(err, sessionstore.ErrConflict):
 		pr.cancel(errMoved)
 		return
@@ -170,9 +173,13 @@ func (pr *pausedRun) save() {
 }
 
 // handOff stops a paused run the store keeps, for another replica to
-// continue: the drain does not wait for it. Under pr.mu.
+// continue: the drain does not wait for it. Only a run paused where the
+// store holds it (atStored): one waiting for an approval, or at a pause
+// whose write failed, has an earlier pause in the store, answered already
+// (no replica takes a decision over, and the results of this pause
+// diverge from that one); the drain waits for it. Under pr.mu.
 func (pr *pausedRun) handOff() {
-	if pr.paused && pr.gen > 0 && !pr.ended {
+	if pr.paused && pr.atStored && !pr.ended {
 		pr.cancel(errHandedOff)
 	}
 }
@@ -285,7 +292,7 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, start time.Tim
 // to the stored pause, which results answer, and on.
 func (s *Server) continueRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun, sr storedRun, rec *spine.Record, results []toolResult) {
 	pr.tools, pr.askedRecord, pr.durable, pr.from = sr.Tools, sr.Record, true, sr.RunID
-	pr.expect = &expectedPause{call: sr.Call, pending: sr.Pending, results: results}
+	pr.expect = &expectedPause{call: sr.Call, pending: sr.Pending, results: results, used: sr.Used}
 	for i := range sr.Tools { // absent schemas come back from JSON as null
 		t := &sr.Tools[i]
 		for _, raw := range []*json.RawMessage{&t.InputSchema, &t.Parameters, &t.OutputSchema} {
@@ -304,7 +311,10 @@ func (s *Server) continueRun(w http.ResponseWriter, r *http.Request, start time.
 	}
 	req := spine.Request{Tools: manifest, Waiting: pr.waiting, Record: true}
 	pr.mu.Lock()
-	pr.paused, pr.limit, pr.used, pr.slotHeld = false, sr.Limit, sr.Used, true
+	// The replay runs the program again to its pause, which its time used
+	// counted already: it gets the whole limit, and the time used is the
+	// stored one again once it reaches the pause (reached).
+	pr.paused, pr.limit, pr.used, pr.slotHeld = false, sr.Limit, 0, true
 	pr.startClock()
 	pr.mu.Unlock()
 	target := func(ctx context.Context, req spine.Request) (*spine.Output, error) {
@@ -320,6 +330,7 @@ type expectedPause struct {
 	call    int
 	pending []PendingCall
 	results []toolResult
+	used    time.Duration // the run's time used at its pause
 }
 
 // reached answers the run's first pause, which must be the stored one,
@@ -333,6 +344,9 @@ func (pr *pausedRun) reached(pending []PendingCall) {
 		pr.cancel(errDiverged)
 		return
 	}
+	pr.stopClock() // the replay's time is not the run's: it ran that part already
+	pr.used = e.used
+	pr.startClock()
 	for _, res := range e.results {
 		n, _ := strconv.Atoi(res.ID[len("call_"):])
 		pr.asked[res.ID] = true

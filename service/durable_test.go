@@ -5,12 +5,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/service"
 	"github.com/spine-run/spine/sessionstore"
 )
@@ -179,5 +183,135 @@ func TestDurableRestart(t *testing.T) {
 	status, out = again.results(out.RunID, value(out.Pending[0].ID, "fog"))
 	if status != http.StatusOK || string(out.Value) != `["Oslo","fog",true]` || lookupsOf("durable-4") != 1 {
 		t.Fatalf("end: %d %s %+v", status, out.Value, out.Error)
+	}
+}
+
+// TestDurableApprovalDrain: a run kept in the store that waits for an
+// approval when its replica drains is not handed off: the store holds its
+// earlier pause, already answered, and no replica takes a decision over.
+// The drain waits for it as for any run in flight, and the decision
+// continues it.
+func TestDurableApprovalDrain(t *testing.T) {
+	st, err := sessionstore.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	svc, ts := newSessionServer(t, askingRunner(t), &service.Options{Replica: "a", SessionStore: st})
+	c := client{t: t, url: ts.URL}
+	status, out := c.runWith("/v1/run", run{"source": "a = get_weather('Paris')\n[a, lookup(key='book')]", "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	runID := out.RunID
+	status, out = c.results(runID, value(out.Pending[0].ID, "sunny"))
+	id := approvalPause(t, status, out, `lookup{"key":"book"}`)
+	svc.Drain()
+	status, out = c.decide(runID, allow(id, true, ""))
+	if status != http.StatusOK || out.Status != "done" || out.Error != nil || string(out.Value) != `["sunny",21]` {
+		t.Fatalf("the decision after the drain began: status %d %+v (error %+v)", status, out, out.Error)
+	}
+	if err := svc.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDurableReplayNotCharged: a run taken over is charged the time it
+// used before its pause once, not again for its replay to that pause: a
+// program that spent most of its limit before pausing can be continued.
+// Its time used at the end is the stored one and what ran after the pause,
+// well under the stored one twice over when the part before the pause is
+// most of it.
+func TestDurableReplayNotCharged(t *testing.T) {
+	_, cs, st := durableServers(t, "a", "b")
+	src := "n = 0\nfor i in range(1_500_000):\n    n += i\na = get_weather('Paris')\n[a, n]"
+	status, out := cs[0].runWith("/v1/run", run{"source": src, "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	sum := sha256.Sum256([]byte(out.RunID))
+	r, _, err := sessionstore.Runs(st).Get(t.Context(), hex.EncodeToString(sum[:]), 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored struct {
+		Used time.Duration `json:"used_ns"`
+	}
+	err = json.NewDecoder(r).Decode(&stored)
+	r.Close()
+	if err != nil || stored.Used <= 0 {
+		t.Fatalf("the stored run: used %v, %v", stored.Used, err)
+	}
+	status, out = cs[1].results(out.RunID, value(out.Pending[0].ID, "fog"))
+	if status != http.StatusOK || string(out.Value) != `["fog",1124999250000]` {
+		t.Fatalf("end: %d %s %+v", status, out.Value, out.Error)
+	}
+	if used := time.Duration(out.Timing.RunMS * float64(time.Millisecond)); used >= stored.Used*3/2 {
+		t.Errorf("the run's time used at its end is %v, its time used at its pause %v: its replay was charged", used, stored.Used)
+	}
+}
+
+// TestDurableUnkeptPauseDrain: a kept run whose latest pause could not be
+// written (its record past MaxRecord) is not handed off by a drain: the
+// store holds its earlier pause, whose results it has had, and another
+// replica continuing from there would not reach this one. The drain
+// waits for it, and the results continue it.
+func TestDurableUnkeptPauseDrain(t *testing.T) {
+	st, err := sessionstore.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{PoolSize: -1, MaxRecord: 64 << 10})
+	svc, ts := newSessionServer(t, r, &service.Options{Replica: "a", SessionStore: st})
+	c := client{t: t, url: ts.URL}
+	status, out := c.runWith("/v1/run", run{"source": "a = get_weather('Paris')\nb = get_weather(city=str(len(a)))\n[len(a), b]", "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	runID := out.RunID
+	status, out = c.results(runID, value(out.Pending[0].ID, strings.Repeat("x", 100<<10)))
+	paused(t, status, out, `get_weather{"city":"102400"}`)
+	svc.Drain()
+	status, out = c.results(runID, value(out.Pending[0].ID, "fog"))
+	if status != http.StatusOK || out.Status != "done" || out.Error != nil || string(out.Value) != `[102400,"fog"]` {
+		t.Fatalf("the results after the drain began: status %d %s (error %+v)", status, out.Value, out.Error)
+	}
+	if err := svc.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDurableOwnerBytes: a paused run kept in the store counts in what its
+// token may keep there (Tenant.StoreBytes), with its sessions: past it the
+// run is not kept, and goes on in its replica's memory.
+func TestDurableOwnerBytes(t *testing.T) {
+	st, err := sessionstore.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	_, ts := newSessionServer(t, nil, &service.Options{Replica: "a", SessionStore: st, Tenants: []service.Tenant{
+		{Name: "small", Token: "token-small", StoreBytes: 64},
+		{Name: "big", Token: "token-big", StoreBytes: 1 << 30},
+	}})
+	src := "a = get_weather('Paris')\na"
+	for _, c := range []struct {
+		token string
+		kept  bool
+	}{{"token-small", false}, {"token-big", true}} {
+		cl := client{t: t, url: ts.URL, token: c.token}
+		status, out := cl.runWith("/v1/run", run{"source": src, "tools": []any{weather}})
+		paused(t, status, out, `get_weather{"city":"Paris"}`)
+		sum := sha256.Sum256([]byte(out.RunID))
+		_, err := sessionstore.Runs(st).Head(t.Context(), hex.EncodeToString(sum[:]))
+		if kept := err == nil; kept != c.kept {
+			t.Errorf("%s: the run kept in the store: %v (%v), want %v", c.token, kept, err, c.kept)
+		}
+		n, size, err := st.OwnerBytes(t.Context(), sessionstore.Owner(c.token))
+		if err != nil || c.kept != (n == 1 && size > 0) {
+			t.Errorf("%s: the owner's index: %d entries, %d bytes, %v", c.token, n, size, err)
+		}
+		status, out = cl.results(out.RunID, value(out.Pending[0].ID, "fog"))
+		if status != http.StatusOK || string(out.Value) != `"fog"` {
+			t.Fatalf("%s: end: %d %s %+v", c.token, status, out.Value, out.Error)
+		}
+		if n, _, err := st.OwnerBytes(t.Context(), sessionstore.Owner(c.token)); err != nil || n != 0 {
+			t.Errorf("%s: the owner's index after the run: %d entries, %v", c.token, n, err)
+		}
 	}
 }

@@ -167,6 +167,7 @@ type pausedRun struct {
 	tools       []ClientTool   // its "tools"
 	askedRecord bool           // its caller asked for its record
 	gen         uint64         // the generation of its key it wrote last; 0: none
+	atStored    bool           // it waits at the pause that generation holds
 	unsaved     *runEvent      // a pause check made, which save writes, then answers
 	expect      *expectedPause // taken over: the pause it must reach first
 	from        string         // taken over: the run id it continues
@@ -250,7 +251,7 @@ func (pr *pausedRun) check() {
 		ev.answer = &ToolAnswer{Status: resp.Status, RunID: resp.RunID, Pending: resp.Pending}
 	}
 	if pr.durable {
-		pr.unsaved = &ev // save writes it to the store, then answers it
+		pr.unsaved, pr.atStored = &ev, false // save writes it to the store, then answers it
 		return
 	}
 	pr.send(ev)
@@ -587,7 +588,7 @@ func (s *Server) handleToolResults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if resume {
-		pr.paused, pr.slotHeld, pr.wait = false, true, spine.ToolWait{}
+		pr.paused, pr.slotHeld, pr.wait, pr.atStored = false, true, spine.ToolWait{}, false
 		pr.waitEnd.Stop()
 		pr.startClock()
 	}

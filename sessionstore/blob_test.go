@@ -3,6 +3,7 @@ package sessionstore_test
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -134,5 +135,39 @@ func TestRuns(t *testing.T) {
 	}
 	if sessionstore.Runs(nil) != nil {
 		t.Fatal("Runs(nil) is not nil")
+	}
+}
+
+// TestRunsOwnerIndex: a run and a session of the same id and owner are
+// apart in the owner index: both count, a write of the one leaves the
+// other's entry, and the run's Delete removes its own entry only (else a
+// token could leave a session of its uncounted, by restoring it under the
+// id of one of its runs and ending that run).
+func TestRunsOwnerIndex(t *testing.T) {
+	ctx := context.Background()
+	owner := sessionstore.Owner("a-token")
+	for name, st := range openStores(t).Stores {
+		runs := sessionstore.Runs(st)
+		put := func(s sessionstore.Store, data string, gen uint64) {
+			err := s.PutOwned(ctx, "same", sessionstore.Meta{Generation: gen, Owner: owner}, 1<<20, 1<<20, func(w io.Writer) error {
+				_, err := io.WriteString(w, data)
+				return err
+			})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		put(st, "a session", 1)
+		put(runs, "a paused run", 1)
+		put(runs, "a paused run, later", 2)
+		if n, size, err := st.OwnerBytes(ctx, owner); err != nil || n != 2 || size != int64(len("a session")+len("a paused run, later")) {
+			t.Fatalf("%s: OwnerBytes = %d, %d, %v; want the session and the run", name, n, size, err)
+		}
+		if err := runs.Delete(ctx, "same"); err != nil {
+			t.Fatal(err)
+		}
+		if n, size, err := st.OwnerBytes(ctx, owner); err != nil || n != 1 || size != int64(len("a session")) {
+			t.Fatalf("%s: after the run's Delete, OwnerBytes = %d, %d, %v; want the session's", name, n, size, err)
+		}
 	}
 }

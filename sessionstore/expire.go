@@ -58,7 +58,7 @@ func Expire(ctx context.Context, st Store, before time.Time, keep func(id string
 			if err := s.unindex(ctx, meta.Owner, id); err != nil {
 				return removed, err
 			}
-			mt.prune(ownerPrefix(meta.Owner) + id + "/")
+			mt.prune(ownerPrefix(meta.Owner) + s.indexID(id) + "/")
 		}
 		for _, k := range byID[id] {
 			if err := s.b.Delete(ctx, k); err != nil {

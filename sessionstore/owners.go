@@ -40,6 +40,20 @@ func (e *OwnerFullError) Is(target error) bool { return target == ErrTooLarge }
 
 func ownerPrefix(owner string) string { return "owners/" + owner + "/" }
 
+// runsIndexTag heads the id of a run (the Store of Runs) in the owner
+// index, apart from a session of the same id: any id may name a session
+// (one restored under it), and the entries of the one must not count as,
+// or be removed with, the other's. No id has a '.'.
+const runsIndexTag = "runs."
+
+// indexID is id's name in the owner index.
+func (s *store) indexID(id string) string {
+	if s.root == runsRoot {
+		return runsIndexTag + id
+	}
+	return id
+}
+
 // entry is one key of the owner index.
 type entry struct {
 	key  string
@@ -58,7 +72,7 @@ func parseEntry(owner, key string) (e entry, ok bool) {
 	rest, mine := strings.CutPrefix(key, ownerPrefix(owner))
 	id, rest, found := strings.Cut(rest, "/")
 	gen, size, dash := strings.Cut(rest, "-")
-	if !mine || !found || !dash || CheckID(id) != nil {
+	if !mine || !found || !dash || CheckID(strings.TrimPrefix(id, runsIndexTag)) != nil {
 		return entry{}, false
 	}
 	g, okGen := parseGen(gen)
@@ -128,36 +142,37 @@ func (s *store) PutOwned(ctx context.Context, id string, meta Meta, max, ownerMa
 		return err
 	}
 	var others int64
+	indexed := s.indexID(id)
 	for _, e := range newestByID(entries) {
-		if e.id != id {
+		if e.id != indexed {
 			others += e.size
 		}
 	}
 	room := min(max, ownerMax-others)
-	var indexed string
+	var made string
 	err = s.put(ctx, id, meta, room, write, func(size int64) error {
-		k := entryKey(meta.Owner, id, meta.Generation, size)
+		k := entryKey(meta.Owner, indexed, meta.Generation, size)
 		// An entry of this generation from a write that was cut is this
 		// one's: the generation's create-only write was this writer's.
 		err := s.b.Create(ctx, k, nil, func(io.Writer) error { return nil })
 		if err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("sessionstore: writing the owner index of %s: %w", id, err)
 		}
-		indexed = k
+		made = k
 		return nil
 	})
 	switch {
 	case err == nil:
 		for _, e := range entries {
-			if e.id == id && e.gen < meta.Generation {
+			if e.id == indexed && e.gen < meta.Generation {
 				s.b.Delete(ctx, e.key) // a failure leaves an entry the newer one outranks
 			}
 		}
 		return nil
 	case errors.Is(err, ErrTooLarge) && room < max:
 		return fmt.Errorf("sessionstore: generation %d of %s: %w", meta.Generation, id, &OwnerFullError{Limit: ownerMax, Others: others})
-	case indexed != "":
-		s.b.Delete(ctx, indexed) // the write lost, after its entry was made
+	case made != "":
+		s.b.Delete(ctx, made) // the write lost, after its entry was made
 	}
 	return err
 }
@@ -168,7 +183,7 @@ func (s *store) unindex(ctx context.Context, owner, id string) error {
 	if CheckID(owner) != nil {
 		return nil
 	}
-	entries, err := s.index(ctx, owner, ownerPrefix(owner)+id+"/")
+	entries, err := s.index(ctx, owner, ownerPrefix(owner)+s.indexID(id)+"/")
 	if err != nil {
 		return err
 	}

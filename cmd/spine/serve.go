@@ -332,7 +332,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		SessionWrite: policy,
 	})
 	if store != nil && o.implicitStore() && o.sessionTTL > 0 {
-		defer expireSessions(store, o.sessionTTL, svc.HoldsSession, logger)()
+		defer expireSessions(store, o.sessionTTL, max(o.sessionTTL, o.toolWait+o.maxTimeout), svc.HoldsSession, logger)()
 	}
 	if o.metrics != "" {
 		stopMetrics, code := serveMetrics(o.metrics, svc.Registry(), out)
@@ -393,19 +393,21 @@ func (o *serveOptions) implicitStore() bool { return o.sessionStore == "" && o.s
 // --session-ttl, and those stored before a restart and not used since;
 // never one the server holds (held), which its Runner closes first. It
 // sweeps at once and then every ttl/4 (at most a minute) until the
-// returned stop is called, which waits for a sweep under way.
-func expireSessions(st sessionstore.Store, ttl time.Duration, held func(id string) bool, logger *slog.Logger) (stop func()) {
+// returned stop is called, which waits for a sweep under way. Each sweep
+// also removes the paused runs kept there (sessionstore.Runs) unwritten
+// for runsTTL (expireOnce).
+func expireSessions(st sessionstore.Store, ttl, runsTTL time.Duration, held func(id string) bool, logger *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	every := min(max(ttl/4, 10*time.Millisecond), time.Minute)
 	go func() {
 		defer close(done)
 		for {
-			n, err := sessionstore.Expire(ctx, st, time.Now().Add(-ttl), held)
+			n, err := expireOnce(ctx, st, ttl, runsTTL, held)
 			if err != nil && ctx.Err() == nil {
 				logger.Warn("expiring the sessions of --session-dir failed", "error", err)
 			} else if n > 0 {
-				logger.Debug("expired the sessions of --session-dir unused for --session-ttl", "sessions", n)
+				logger.Debug("expired the sessions and paused runs of --session-dir unused for --session-ttl", "removed", n)
 			}
 			select {
 			case <-ctx.Done():
@@ -418,6 +420,22 @@ func expireSessions(st sessionstore.Store, ttl time.Duration, held func(id strin
 		cancel()
 		<-done
 	}
+}
+
+// expireOnce is one sweep of expireSessions: the sessions unused for ttl,
+// then the paused runs whose keys were last written runsTTL ago or more
+// (--tool-wait and --max-timeout past their last pause, at least ttl): kept
+// by a drain or a crash for a continuation that never came, or tombstones
+// of runs that ended. Without it they stay, and count against the folder's
+// bytes, for ever. A run still held whose key goes only loses its
+// keeping: its next pause writes it again.
+func expireOnce(ctx context.Context, st sessionstore.Store, ttl, runsTTL time.Duration, held func(id string) bool) (int, error) {
+	n, err := sessionstore.Expire(ctx, st, time.Now().Add(-ttl), held)
+	if err != nil {
+		return n, err
+	}
+	runs, err := sessionstore.Expire(ctx, sessionstore.Runs(st), time.Now().Add(-runsTTL), nil)
+	return n + runs, err
 }
 
 // startHTTP serves handler on ln, bounded by limits (a zero field means its
