@@ -56,7 +56,7 @@ func approvalID(n int) string { return "approval_" + strconv.Itoa(n) }
 
 // asksApproval reports whether the Server's runs may wait for approvals:
 // its Runner has Options.Approve, which may defer a call.
-func (s *Server) asksApproval() bool { return s.runner.Options().Approve != nil }
+func (s *pausedDesk) asksApproval() bool { return s.runner.Options().Approve != nil }
 
 // approvalRefused is Request.Approval of a run whose answers cannot pause
 // for a decision (POST /v1/tool/call's, which are the model's): the call
@@ -115,7 +115,7 @@ func (pr *pausedRun) pauseFor(a *approvalCall) {
 
 // handleApprovals is POST /v1/runs/{run_id}/approvals: the caller's
 // decision on the call the run waits in.
-func (s *Server) handleApprovals(w http.ResponseWriter, r *http.Request) {
+func (s *pausedDesk) handleApprovals(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var body struct {
 		Approvals []approvalDecision `json:"approvals"`

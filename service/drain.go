@@ -96,8 +96,8 @@ func (s *Server) Drain() {
 		d.closeIdle()
 	}
 	d.mu.Unlock()
-	if s.runStore != nil {
-		s.paused.handOffAll() // the store keeps them for another replica (durable.go)
+	if s.desk.runStore != nil {
+		s.desk.paused.handOffAll() // the store keeps them for another replica (durable.go)
 	}
 }
 
@@ -120,7 +120,7 @@ func (s *Server) Wait(ctx context.Context) error {
 func (s *Server) Cut() {
 	s.fleet.Cut() // first: a session's run ended by its request's cut is the Fleet's cut
 	s.drain.cutOnce.Do(s.drain.doCut)
-	s.paused.cancelAll(spine.ErrClosed) // those paused, which no request holds
+	s.desk.paused.cancelAll(spine.ErrClosed) // those paused, which no request holds
 }
 
 // continuesHeld reports whether r, which came while the Server drains,
@@ -133,11 +133,11 @@ func (s *Server) continuesHeld(r *http.Request) bool {
 		return false
 	}
 	id, _, _ := strings.Cut(rest, "/")
-	return s.paused.holds(id, s.drain.hold)
+	return s.desk.paused.holds(id, s.drain.hold)
 }
 
 // cutDone reports whether Cut was called.
-func (s *Server) cutDone() bool { return s.drain.cut.Err() != nil }
+func (d *drainState) cutDone() bool { return d.cut.Err() != nil }
 
 // enterRequest counts r in flight and returns it with a context that Cut ends, or
 // answers 503 and returns nil while draining. Probes and /metrics pass
@@ -165,15 +165,13 @@ func (s *Server) enterRequest(w http.ResponseWriter, r *http.Request) (*http.Req
 
 // cutAnswer revises the answer to a request that failed after Cut: 503,
 // the server shut down before it ended.
-func (s *Server) cutAnswer(w http.ResponseWriter, status int, e *Error) (int, *Error) {
-	if e == nil || !s.cutDone() {
+func (d *drainState) cutAnswer(w http.ResponseWriter, status int, e *Error) (int, *Error) {
+	if e == nil || !d.cutDone() {
 		return status, e
 	}
 	w.Header().Set("Retry-After", "1")
 	return http.StatusServiceUnavailable, &Error{Kind: kindClosed, Message: "the server shut down before the run ended (its grace period for runs in flight ran out); the run was stopped"}
 }
-
-func (s *Server) handleLivez(w http.ResponseWriter, r *http.Request) { door.ServeLive(w, r) }
 
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	if s.drain.isDraining() {

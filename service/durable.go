@@ -71,14 +71,14 @@ func runKey(id string) string {
 }
 
 // storeCtx bounds one call of the store.
-func (s *Server) storeCtx() (context.Context, context.CancelFunc) {
+func (s *pausedDesk) storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), s.opts.MaxTimeout)
 }
 
 // putRun writes generation gen of run id's key, within what the owner's
 // token may keep in the store (Tenant.StoreBytes), its sessions and paused
 // runs together: the owner index counts them alike.
-func (s *Server) putRun(id, owner string, gen uint64, sr storedRun) error {
+func (s *pausedDesk) putRun(id, owner string, gen uint64, sr storedRun) error {
 	data, err := json.Marshal(sr)
 	if err != nil {
 		return err
@@ -93,7 +93,7 @@ func (s *Server) putRun(id, owner string, gen uint64, sr storedRun) error {
 }
 
 // getRun reads run id's newest generation.
-func (s *Server) getRun(id string) (storedRun, sessionstore.Meta, error) {
+func (s *pausedDesk) getRun(id string) (storedRun, sessionstore.Meta, error) {
 	ctx, cancel := s.storeCtx()
 	defer cancel()
 	r, meta, err := s.runStore.Get(ctx, runKey(id), maxStoredRun)
@@ -110,7 +110,7 @@ func (s *Server) getRun(id string) (storedRun, sessionstore.Meta, error) {
 }
 
 // dropRun removes run id's keys (a tombstone stays).
-func (s *Server) dropRun(ids ...string) {
+func (s *pausedDesk) dropRun(ids ...string) {
 	for _, id := range ids {
 		ctx, cancel := s.storeCtx()
 		if err := s.runStore.Delete(ctx, runKey(id)); err != nil {
@@ -125,7 +125,7 @@ func (s *Server) dropRun(ids ...string) {
 // together, which a continuation from the record cannot yet number as the
 // first run did, so it keeps its one round trip for a loop of reads and
 // lives on its replica.
-func (s *Server) durable(r *http.Request, req spine.Request, c clientRun) bool {
+func (s *pausedDesk) durable(r *http.Request, req spine.Request, c clientRun) bool {
 	return s.runStore != nil && c.sess == nil && c.body == nil && c.tool == nil && len(req.Tools) == 0 && !wantsEvents(r) && !req.EarlyReads
 }
 
@@ -225,7 +225,7 @@ func kept(cause error) bool {
 
 // takeOver answers a continuation of run id, which this replica does not
 // hold, from the store: false when the store does not have it either.
-func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, start time.Time, id string, results []toolResult) bool {
+func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time.Time, id string, results []toolResult) bool {
 	sr, meta, err := s.getRun(id)
 	switch {
 	case errors.Is(err, sessionstore.ErrNotFound) && meta.Deleted && meta.Owner == s.owner(r):
@@ -290,7 +290,7 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, start time.Tim
 
 // continueRun runs pr, taken over from the store as sr, from its record:
 // to the stored pause, which results answer, and on.
-func (s *Server) continueRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun, sr storedRun, rec *spine.Record, results []toolResult) {
+func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun, sr storedRun, rec *spine.Record, results []toolResult) {
 	pr.tools, pr.askedRecord, pr.durable, pr.from = sr.Tools, sr.Record, true, sr.RunID
 	pr.expect = &expectedPause{call: sr.Call, pending: sr.Pending, results: results, used: sr.Used}
 	for i := range sr.Tools { // absent schemas come back from JSON as null

@@ -84,7 +84,7 @@ func (rs *remoteServers) leave(owner string) {
 
 // openRemotes opens servers for a run whose client tools are tools, or
 // answers why not and returns false. It returns nil for no servers.
-func (s *Server) openRemotes(w http.ResponseWriter, r *http.Request, start time.Time, servers []mcpclient.Remote, tools []ClientTool) (*mcpclient.RemoteTools, bool) {
+func (s *pausedDesk) openRemotes(w http.ResponseWriter, r *http.Request, start time.Time, servers []mcpclient.Remote, tools []ClientTool) (*mcpclient.RemoteTools, bool) {
 	if len(servers) == 0 {
 		return nil, true
 	}

@@ -128,7 +128,7 @@ func callID(n int) string { return "call_" + strconv.Itoa(n) }
 
 // pausedRun is a run with client tools.
 type pausedRun struct {
-	s      *Server
+	s      *pausedDesk
 	id     string
 	owner  string
 	ctx    context.Context
@@ -337,7 +337,7 @@ type clientRun struct {
 // end, or, for a request that asked for events, with the run's events to
 // its end. It reports whether the run keeps the session (it releases it
 // when it ends).
-func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, c clientRun) (kept bool) {
+func (s *pausedDesk) runClient(w http.ResponseWriter, r *http.Request, start time.Time, req spine.Request, c clientRun) (kept bool) {
 	sess, body := c.sess, c.body
 	started := false
 	defer func() {
@@ -378,7 +378,7 @@ func (s *Server) runClient(w http.ResponseWriter, r *http.Request, start time.Ti
 		cancel()
 		if err != nil {
 			pr.abandon()
-			s.sessionFailed(w, r, start, opRun, sess, err)
+			s.sessions.sessionFailed(w, r, start, opRun, sess, err)
 			return false
 		}
 		giveTurn = func() { sess.Unlock(); s.fleet.Release(sess) }
@@ -460,7 +460,7 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 		status, e = classify(context.Background(), pr.limit, err, pr.body)
 	}
 	if sess != nil && e != nil {
-		status, e = s.sessionRunError(context.Background(), sess, err, status, e)
+		status, e = s.sessions.sessionRunError(context.Background(), sess, err, status, e)
 	}
 	pr.mu.Lock()
 	pr.ended = true
@@ -522,7 +522,7 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 
 // awaitRun answers r with pr's next pause or its end; a client that goes
 // away first stops the run.
-func (s *Server) awaitRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun) {
+func (s *pausedDesk) awaitRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun) {
 	select {
 	case ev := <-pr.events:
 		ev.write(w, start)
@@ -536,7 +536,7 @@ func (s *Server) awaitRun(w http.ResponseWriter, r *http.Request, start time.Tim
 
 // handleToolResults is POST /v1/runs/{run_id}/tool_results: the results of
 // every call the run's last pause listed.
-func (s *Server) handleToolResults(w http.ResponseWriter, r *http.Request) {
+func (s *pausedDesk) handleToolResults(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var body struct {
 		Results []toolResult `json:"results"`

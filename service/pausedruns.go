@@ -7,7 +7,32 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/sessionstore"
 )
+
+// pausedDesk serves the runs paused for their callers: runs with client
+// tools (paused.go, pausedtool.go, pausedstream.go), with approvals
+// (approvals.go), with a request's mcp_servers (mcpservers.go), and those
+// kept in the store for another replica (durable.go). The Server holds one;
+// it holds the runs, their ids and their store, and reaches through the
+// Server it embeds for what every request needs (slots, refusals, answers,
+// the drain).
+type pausedDesk struct {
+	*Server
+	paused   pausedRuns         // the runs with client tools (paused.go)
+	runIDs   runIDs             // their ids (runid.go)
+	runStore sessionstore.Store // the paused runs kept in SessionStore (durable.go); nil without
+	remote   *remoteServers     // a run request's mcp_servers (mcpservers.go)
+}
+
+// newPausedDesk returns s's desk of paused runs, for o, s's Options.
+func newPausedDesk(s *Server, o *Options) *pausedDesk {
+	d := &pausedDesk{Server: s, runIDs: newRunIDs(o.Replica), remote: newRemoteServers(o)}
+	if o.SessionStore != nil {
+		d.runStore = sessionstore.Runs(o.SessionStore)
+	}
+	return d
+}
 
 // pausedRuns are the runs with client tools, by id.
 type pausedRuns struct {
@@ -19,7 +44,7 @@ type pausedRuns struct {
 
 // add makes a run's entry for owner, or says why not: Options.MaxPaused,
 // or the owner's share of it when the Server has several tokens.
-func (s *Server) addRun(owner string) (*pausedRun, string) {
+func (s *pausedDesk) addRun(owner string) (*pausedRun, string) {
 	t := &s.paused
 	limit := s.opts.MaxPaused
 	if n := len(s.tenants); n > 1 {

@@ -81,7 +81,7 @@ func (pr *pausedRun) announce(c *clientCall) {
 // streamRun sends pr's events until its end, the result event. A client
 // that goes away (the stream closed) stops the run; the handler still
 // waits for its end, as the run writes to the stream until then.
-func (s *Server) streamRun(r *http.Request, start time.Time, pr *pausedRun) {
+func (s *pausedDesk) streamRun(r *http.Request, start time.Time, pr *pausedRun) {
 	st := pr.stream
 	defer st.events.stop()
 	gone := r.Context().Done()

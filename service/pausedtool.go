@@ -40,7 +40,7 @@ func clientToolsSetting(r *http.Request) ([]ClientTool, error) {
 
 // checkTools refuses a bad tools list, or one naming a tool of the
 // server's, with the reason.
-func (s *Server) checkTools(tools []ClientTool) error {
+func (s *pausedDesk) checkTools(tools []ClientTool) error {
 	checked, err := checkClientTools(tools, nil)
 	if err == nil {
 		err = s.runner.CheckTools(checked)
@@ -53,7 +53,7 @@ func (s *Server) checkTools(tools []ClientTool) error {
 
 // refuseClient refuses a run with client tools before it starts: as any
 // request, or with a ToolAnswer for POST /v1/tool/call (tool not nil).
-func (s *Server) refuseClient(w http.ResponseWriter, start time.Time, tool *codemode.Tool, status int, kind, message string) {
+func (s *pausedDesk) refuseClient(w http.ResponseWriter, start time.Time, tool *codemode.Tool, status int, kind, message string) {
 	if tool == nil {
 		s.refuse(w, start, status, kind, message)
 		return
@@ -64,7 +64,7 @@ func (s *Server) refuseClient(w http.ResponseWriter, start time.Time, tool *code
 
 // admitClient takes a run slot for c's run, and a stream slot for a stream,
 // or refuses it (429) and gives its session's turn back.
-func (s *Server) admitClient(w http.ResponseWriter, start time.Time, c clientRun) bool {
+func (s *pausedDesk) admitClient(w http.ResponseWriter, start time.Time, c clientRun) bool {
 	if c.tool == nil {
 		return s.admit(w, start, c.body != nil, func() {
 			if c.sess != nil {
@@ -113,7 +113,7 @@ func (pr *pausedRun) toolEnd(status int, e *Error, out *spine.Output, err error)
 // /v1/tool answers it, for calls that bring the body's tools
 // ({"tools": [...]}, as /v1/run's): their stubs beside the server's tools',
 // each written as a Go tool's is.
-func (s *Server) handleToolDescribe(w http.ResponseWriter, r *http.Request) {
+func (s *pausedDesk) handleToolDescribe(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var body struct {
 		Tools []ClientTool `json:"tools"`

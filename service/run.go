@@ -76,13 +76,13 @@ func (s *Server) runJSON(w http.ResponseWriter, r *http.Request, start time.Time
 		Files:      req.Files,
 		Record:     req.Record,
 	}
-	remote, ok := s.openRemotes(w, r, start, req.MCPServers, req.Tools)
+	remote, ok := s.desk.openRemotes(w, r, start, req.MCPServers, req.Tools)
 	if !ok {
 		return false
 	}
 	run.Tools = remote.Tools()
-	if len(req.Tools) > 0 || s.asksApproval() {
-		return s.runClient(w, r, start, run, clientRun{tools: req.Tools, sess: sess, remote: remote})
+	if len(req.Tools) > 0 || s.desk.asksApproval() {
+		return s.desk.runClient(w, r, start, run, clientRun{tools: req.Tools, sess: sess, remote: remote})
 	}
 	s.run(w, r, start, run, nil, sess)
 	closeRemote(remote)
@@ -112,7 +112,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 	target := s.runner.Run
 	if sess != nil {
 		if err := sess.Lock(ctx); err != nil {
-			s.sessionFailed(w, r, start, opRun, sess, err)
+			s.sessions.sessionFailed(w, r, start, opRun, sess, err)
 			return
 		}
 		target = func(ctx context.Context, req spine.Request) (*spine.Output, error) {
@@ -180,9 +180,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, start time.Time, re
 		}
 		status, e = classify(ctx, limit, err, body)
 		if sess != nil && e != nil {
-			status, e = s.sessionRunError(r.Context(), sess, err, status, e)
+			status, e = s.sessions.sessionRunError(r.Context(), sess, err, status, e)
 		}
-		status, e = s.cutAnswer(w, status, e)
+		status, e = s.drain.cutAnswer(w, status, e)
 	}()
 	s.answer(w, start, status, e, out, runTime, events, stdout, stderr)
 }

@@ -259,11 +259,8 @@ type Server struct {
 	mux      *http.ServeMux
 	registry *prometheus.Registry
 	metrics  *metrics
-	paused   pausedRuns         // the runs with client tools (paused.go)
-	runIDs   runIDs             // their ids (runid.go)
-	runStore sessionstore.Store // the paused runs kept in SessionStore (durable.go); nil without
-
-	remote *remoteServers // a run request's mcp_servers (mcpservers.go)
+	desk     *pausedDesk  // the runs paused for their callers (pausedruns.go)
+	sessions *sessionDesk // the session endpoints (sessions.go)
 
 	// crossOrigin refuses the state-changing requests a browser sends from
 	// another origin.
@@ -326,12 +323,9 @@ func New(runner *spine.Runner, opts *Options) *Server {
 			panic("service: Options.Replica: " + err.Error())
 		}
 	}
-	s.runIDs = newRunIDs(o.Replica)
-	if o.SessionStore != nil {
-		s.runStore = sessionstore.Runs(o.SessionStore)
-	}
+	s.desk = newPausedDesk(s, &o)
+	s.sessions = &sessionDesk{Server: s}
 	s.drain.init()
-	s.remote = newRemoteServers(&o)
 	s.tenants = newTenants(runner, &o)
 	for _, t := range s.tenants {
 		s.tokens = append(s.tokens, t.digest)
@@ -356,20 +350,20 @@ func New(runner *spine.Runner, opts *Options) *Server {
 	s.opts.MaxSnapshot = s.fleet.Options().MaxSnapshot
 	s.mux.Handle("POST /v1/run", s.accept(needJSON, "POST /v1/run", s.handleRun))
 	s.mux.Handle("POST /v1/run/stream", s.accept(needProgram, "POST /v1/run/stream", s.handleStream))
-	s.mux.Handle("POST /v1/sessions", s.accept(noneOrJSON, "POST /v1/sessions", s.handleNewSession))
-	s.mux.Handle("POST /v1/sessions/restore", s.accept(needOctets, "POST /v1/sessions/restore", s.handleRestore))
-	s.mux.Handle("POST /v1/sessions/{id}/run", s.accept(needJSON, "POST /v1/sessions/{id}/run", s.handleSessionRun))
-	s.mux.Handle("POST /v1/runs/{run_id}/tool_results", s.accept(needJSON, "POST /v1/runs/{run_id}/tool_results", s.handleToolResults))
-	s.mux.Handle("POST /v1/runs/{run_id}/approvals", s.accept(needJSON, "POST /v1/runs/{run_id}/approvals", s.handleApprovals))
-	s.mux.HandleFunc("GET /v1/sessions/{id}/snapshot", s.handleSnapshot)
-	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.handleDeleteSession)
+	s.mux.Handle("POST /v1/sessions", s.accept(noneOrJSON, "POST /v1/sessions", s.sessions.handleNewSession))
+	s.mux.Handle("POST /v1/sessions/restore", s.accept(needOctets, "POST /v1/sessions/restore", s.sessions.handleRestore))
+	s.mux.Handle("POST /v1/sessions/{id}/run", s.accept(needJSON, "POST /v1/sessions/{id}/run", s.sessions.handleSessionRun))
+	s.mux.Handle("POST /v1/runs/{run_id}/tool_results", s.accept(needJSON, "POST /v1/runs/{run_id}/tool_results", s.desk.handleToolResults))
+	s.mux.Handle("POST /v1/runs/{run_id}/approvals", s.accept(needJSON, "POST /v1/runs/{run_id}/approvals", s.desk.handleApprovals))
+	s.mux.HandleFunc("GET /v1/sessions/{id}/snapshot", s.sessions.handleSnapshot)
+	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.sessions.handleDeleteSession)
 	if o.Tool != nil {
 		s.mux.HandleFunc("GET /v1/tool", s.handleTool)
-		s.mux.Handle("POST /v1/tool", s.accept(needJSON, "POST /v1/tool", s.handleToolDescribe))
+		s.mux.Handle("POST /v1/tool", s.accept(needJSON, "POST /v1/tool", s.desk.handleToolDescribe))
 		s.mux.Handle("POST /v1/tool/call", s.accept(needJSON, "POST /v1/tool/call", s.handleToolCall))
 	}
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
-	s.mux.HandleFunc("GET /livez", s.handleLivez)
+	s.mux.HandleFunc("GET /livez", door.ServeLive)
 	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	return s

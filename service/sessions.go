@@ -31,6 +31,15 @@ import (
 // for a session whose previous run or snapshot is still going waits for it,
 // without a slot, for at most its own time limit.
 
+// sessionDesk serves the session endpoints: it translates them to the Fleet
+// the Server holds (package fleet), and words the Fleet's errors as HTTP
+// answers for them and for the session runs of run.go and paused.go. It
+// reaches through the Server it embeds for what every request needs (slots,
+// the owner, refusals, metrics).
+type sessionDesk struct {
+	*Server
+}
+
 // SessionInfo is the body of the answer to POST /v1/sessions and POST
 // /v1/sessions/restore.
 type SessionInfo struct {
@@ -49,7 +58,7 @@ type SessionInfo struct {
 // logs how many at WARN (fleet.Fleet.Close). Runs paused for their
 // callers' tool results are stopped first: they hold their sessions.
 func (s *Server) Close(ctx context.Context) error {
-	s.paused.stopAll()
+	s.desk.paused.stopAll()
 	return s.fleet.Close(ctx)
 }
 
@@ -66,7 +75,7 @@ func (s *Server) owner(r *http.Request) string {
 // lookup returns the session of r's {id} for r's token, in use until
 // fleet.Release: held, or loaded from the store holding a slot. It answers
 // the request and returns nil when there is none.
-func (s *Server) lookup(w http.ResponseWriter, r *http.Request, start time.Time, op string) *fleet.Session {
+func (s *sessionDesk) lookup(w http.ResponseWriter, r *http.Request, start time.Time, op string) *fleet.Session {
 	id, owner := r.PathValue("id"), s.owner(r)
 	e, err := s.fleet.Get(id, owner)
 	if errors.Is(err, fleet.ErrNoSession) && s.opts.SessionStore != nil {
@@ -92,7 +101,7 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, start time.Time,
 
 // handleNewSession is POST /v1/sessions: it takes no body, or an empty
 // JSON object (room for settings to come).
-func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
+func (s *sessionDesk) handleNewSession(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
 	if err != nil {
@@ -125,7 +134,7 @@ func (s *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
 // With ?id=ID the session is restored under that id (letters, digits, '-'
 // and '_', at most 64): a session the token holds under it is replaced; an
 // id another token holds is refused (409 conflict).
-func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) {
+func (s *sessionDesk) handleRestore(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := r.URL.Query().Get("id")
 	if r.URL.Query().Has("id") {
@@ -149,7 +158,7 @@ func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) {
 
 // startSession makes a session with start, holding a slot, and answers
 // 201 with its id.
-func (s *Server) startSession(w http.ResponseWriter, r *http.Request, begin time.Time, op string, start func(context.Context) (string, error)) {
+func (s *sessionDesk) startSession(w http.ResponseWriter, r *http.Request, begin time.Time, op string, start func(context.Context) (string, error)) {
 	if err := s.fleet.Admit(s.owner(r)); err != nil {
 		dropBody(w, r)
 		s.sessionRefused(w, begin, op, err)
@@ -183,7 +192,7 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, begin time
 
 // handleSessionRun is POST /v1/sessions/{id}/run: POST /v1/run in the
 // session.
-func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
+func (s *sessionDesk) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	e := s.lookup(w, r, start, opRun)
 	if e == nil {
@@ -199,7 +208,7 @@ func (s *Server) handleSessionRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleSnapshot is GET /v1/sessions/{id}/snapshot.
-func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+func (s *sessionDesk) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	e := s.lookup(w, r, start, opSnapshot)
 	if e == nil {
@@ -249,7 +258,7 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 //
 // With a store, the session is deleted there too, whichever replica held
 // it: another replica's live copy finds it gone before its next run.
-func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
+func (s *sessionDesk) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.opts.MaxTimeout)
 	defer cancel()
@@ -264,7 +273,7 @@ func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
 
 // takeSlot takes a run slot for a session operation, or answers 429 and
 // returns false. free gives the slot back.
-func (s *Server) takeSlot(w http.ResponseWriter, r *http.Request, start time.Time, op string) (free func(), ok bool) {
+func (s *sessionDesk) takeSlot(w http.ResponseWriter, r *http.Request, start time.Time, op string) (free func(), ok bool) {
 	select {
 	case s.slots <- struct{}{}:
 	default:
@@ -283,7 +292,7 @@ func (s *Server) takeSlot(w http.ResponseWriter, r *http.Request, start time.Tim
 
 // sessionFailed answers a session operation that failed with err; e is the
 // session, nil for create and restore.
-func (s *Server) sessionFailed(w http.ResponseWriter, r *http.Request, start time.Time, op string, e *fleet.Session, err error) {
+func (s *sessionDesk) sessionFailed(w http.ResponseWriter, r *http.Request, start time.Time, op string, e *fleet.Session, err error) {
 	status, kind, msg := s.sessionError(r.Context(), e, err)
 	if kind == kindGuest {
 		s.opts.Logger.Error("session operation failed", "operation", op, "status", status, "error", msg)
@@ -297,7 +306,7 @@ func (s *Server) sessionFailed(w http.ResponseWriter, r *http.Request, start tim
 
 // sessionRefused answers a session operation refused before it began: no
 // such session (404), or the Server closed (503).
-func (s *Server) sessionRefused(w http.ResponseWriter, start time.Time, op string, err error) {
+func (s *sessionDesk) sessionRefused(w http.ResponseWriter, start time.Time, op string, err error) {
 	status, kind, msg := s.sessionError(context.Background(), nil, err)
 	s.sessionOp(op, kind)
 	s.refuse(w, start, status, kind, msg)
@@ -308,7 +317,7 @@ func (s *Server) sessionRefused(w http.ResponseWriter, start time.Time, op strin
 // context. A session the Runner closed (its TTL, say) or that a DELETE
 // ended during the operation is forgotten and answered 404, as an unknown
 // id is.
-func (s *Server) sessionError(reqCtx context.Context, e *fleet.Session, err error) (int, string, string) {
+func (s *sessionDesk) sessionError(reqCtx context.Context, e *fleet.Session, err error) (int, string, string) {
 	gone := errors.Is(err, spine.ErrSessionClosed) || errors.Is(err, fleet.ErrNoSession)
 	if e != nil && (gone || !s.fleet.Held(e)) {
 		s.fleet.Forget(e)
@@ -317,7 +326,7 @@ func (s *Server) sessionError(reqCtx context.Context, e *fleet.Session, err erro
 	if status, kind, msg, ok := storeAnswer(err); ok {
 		return status, kind, msg
 	}
-	if s.cutDone() {
+	if s.drain.cutDone() {
 		return http.StatusServiceUnavailable, kindClosed, "the server shut down before the operation ended (its grace period ran out)"
 	}
 	var turn *fleet.TurnError
@@ -344,7 +353,7 @@ func (s *Server) sessionError(reqCtx context.Context, e *fleet.Session, err erro
 }
 
 // bodyFailed answers a request whose body could not be read.
-func (s *Server) bodyFailed(w http.ResponseWriter, start time.Time, op string, err error) {
+func (s *sessionDesk) bodyFailed(w http.ResponseWriter, start time.Time, op string, err error) {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
@@ -361,7 +370,7 @@ func (s *Server) bodyFailed(w http.ResponseWriter, start time.Time, op string, e
 
 // sessionOp counts a session operation (not a run: runs count in
 // spine_runs_total) by its outcome.
-func (s *Server) sessionOp(op, outcome string) {
+func (s *sessionDesk) sessionOp(op, outcome string) {
 	if op != opRun {
 		s.metrics.sessionOps.WithLabelValues(op, outcome).Inc()
 	}
@@ -397,7 +406,7 @@ func decodeOne(data []byte, v any) error {
 // that failed with err: a session closed under the run — deleted, expired,
 // or the Server closing — is answered as an unknown id is (404; 503 once the
 // Server is closed).
-func (s *Server) sessionRunError(reqCtx context.Context, sess *fleet.Session, err error, status int, e *Error) (int, *Error) {
+func (s *sessionDesk) sessionRunError(reqCtx context.Context, sess *fleet.Session, err error, status int, e *Error) (int, *Error) {
 	if status, kind, msg, ok := storeAnswer(err); ok {
 		return status, &Error{Kind: kind, Message: msg}
 	}

@@ -77,8 +77,8 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		Timeout:    s.timeout(timeoutMS),
 		Record:     record,
 	}
-	if len(tools) > 0 || s.asksApproval() {
-		s.runClient(w, r, start, req, clientRun{tools: tools, body: body})
+	if len(tools) > 0 || s.desk.asksApproval() {
+		s.desk.runClient(w, r, start, req, clientRun{tools: tools, body: body})
 		return
 	}
 	s.run(w, r, start, req, body, nil)

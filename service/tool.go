@@ -89,10 +89,10 @@ func (s *Server) handleToolCall(w http.ResponseWriter, r *http.Request) {
 	}
 	if tools, err := clientToolsSetting(r); err != nil || len(tools) > 0 { // the caller's, not the model's
 		if err != nil {
-			s.refuseClient(w, start, tool, http.StatusBadRequest, kindBadRequest, err.Error())
+			s.desk.refuseClient(w, start, tool, http.StatusBadRequest, kindBadRequest, err.Error())
 			return
 		}
-		s.runClient(w, r, start, req, clientRun{tools: tools, tool: tool, data: data})
+		s.desk.runClient(w, r, start, req, clientRun{tools: tools, tool: tool, data: data})
 		return
 	}
 	select {
@@ -130,7 +130,7 @@ func (s *Server) handleToolCall(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 		s.answerToolData(w, http.StatusOK, res, data)
-	case errors.Is(err, spine.ErrClosed) || s.cutDone():
+	case errors.Is(err, spine.ErrClosed) || s.drain.cutDone():
 		s.answerTool(w, http.StatusServiceUnavailable, codemode.Failed("the server is shutting down"))
 	default: // the client went away: nobody reads this
 		s.answerTool(w, statusClientClosed, codemode.Failed("the client went away; the run was stopped"))
