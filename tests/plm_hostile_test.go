@@ -288,6 +288,19 @@ func TestPrefixChainedRead(t *testing.T) {
 		for i := head; i < len(src); i++ {
 			pw.Write([]byte(src[i : i+1]))
 		}
+		// A loaded machine may settle them only after those passes: a
+		// comment, a byte at a time, gives passes until the chained read
+		// has started (bounded: a pass that never starts it fails below).
+		pw.Write([]byte("#"))
+		for range 1 << 14 {
+			g.mu.Lock()
+			started := g.started["v:a-v:b"] > 0
+			g.mu.Unlock()
+			if started {
+				break
+			}
+			pw.Write([]byte("#"))
+		}
 		pw.Close()
 	}()
 	out, err := r.Run(context.Background(), spine.Request{Stream: pr})
