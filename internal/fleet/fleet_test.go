@@ -213,15 +213,17 @@ type result struct {
 var client = &http.Client{Timeout: 60 * time.Second}
 
 // post sends body to url; it retries, as a client honouring Retry-After
-// would, an answer 429 or 503 and a connection that failed (at most 400
-// times, 25 ms apart), and returns the last status and answer.
+// would, an answer 429 or 503 and a connection that failed (at most 2,400
+// times, 25 ms apart: a minute, so that one replica of one slot taking over
+// the paused runs of two others gets through them on a loaded machine), and
+// returns the last status and answer.
 func post(url, body string) (int, []byte, error) {
 	var (
 		status int
 		raw    []byte
 		err    error
 	)
-	for range 400 {
+	for range 2400 {
 		var resp *http.Response
 		resp, err = client.Post(url, "application/json", strings.NewReader(body))
 		if err == nil {
