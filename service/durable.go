@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spine-run/spine"
@@ -315,6 +316,11 @@ func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start t
 	// counted already: it gets the whole limit, and the time used is the
 	// stored one again once it reaches the pause (reached).
 	pr.paused, pr.limit, pr.used, pr.slotHeld = false, sr.Limit, 0, true
+	// The calls before the stored pause are answered from the record and
+	// never reach their Call: count them as entered, or a pause after the
+	// first (Started counts them) is never seen and the run waits out its
+	// time limit.
+	pr.entered = replayedCalls(sr)
 	pr.startClock()
 	pr.mu.Unlock()
 	target := func(ctx context.Context, req spine.Request) (*spine.Output, error) {
@@ -322,6 +328,18 @@ func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start t
 	}
 	go pr.run(target, req, nil, func() {})
 	s.awaitRun(w, r, start, pr)
+}
+
+// replayedCalls is how many of the run's own calls its record answers
+// before the stored pause: those numbered below the first pending one.
+func replayedCalls(sr storedRun) int {
+	first := sr.Call
+	for _, p := range sr.Pending {
+		if n, err := strconv.Atoi(strings.TrimPrefix(p.ID, "call_")); err == nil && n < first {
+			first = n
+		}
+	}
+	return max(first-1, 0)
 }
 
 // expectedPause is the pause a run continued from its record must reach

@@ -315,3 +315,23 @@ func TestDurableOwnerBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestDurableSecondPause: a run continued once on its replica, which then
+// stops, is taken over at its second pause: the call its record answers
+// is counted as the replay passes it, so the stored pause is reached (it
+// waited out its time limit, 408, when the count left it out).
+func TestDurableSecondPause(t *testing.T) {
+	svcs, cs, st := durableServers(t, "a")
+	status, out := cs[0].runWith("/v1/run", run{"source": durableProgram("durable-2nd"), "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	status, out = cs[0].results(out.RunID, value(out.Pending[0].ID, map[string]any{"next": "Oslo"}))
+	paused(t, status, out, `get_weather{"city":"Oslo"}`)
+	if err := svcs[0].Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newSessionServer(t, nil, &service.Options{Replica: "b", SessionStore: st})
+	status, out = client{t: t, url: ts.URL}.results(out.RunID, value(out.Pending[0].ID, "fog"))
+	if status != http.StatusOK || string(out.Value) != `["Oslo","fog",true]` || lookupsOf("durable-2nd") != 1 {
+		t.Fatalf("end: %d %s %+v", status, out.Value, out.Error)
+	}
+}
