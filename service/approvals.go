@@ -131,24 +131,12 @@ func (s *pausedDesk) handleApprovals(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pr.mu.Lock()
-	if pr.ended {
-		pr.mu.Unlock()
-		<-pr.finished // its answer is made: the end, kept after --tool-wait
-		pr.mu.Lock()
-		ev := pr.final
-		pr.mu.Unlock()
-		ev.write(w, start)
+	if pr.answeredEnd(w, start) {
 		return
 	}
 	status, kind, msg := pr.checkApprovals(body.Approvals)
 	if msg == "" {
-		select {
-		case s.slots <- struct{}{}:
-			s.metrics.inFlight.Inc()
-		default:
-			w.Header().Set("Retry-After", "1")
-			status, kind, msg = http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d run slots are busy; send the same decision again later (the run waits)", cap(s.slots))
-		}
+		status, kind, msg = s.continuationSlot(w, "decision")
 	}
 	if msg != "" {
 		pr.mu.Unlock()

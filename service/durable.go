@@ -260,13 +260,7 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 	pr.paused = true
 	status, kind, msg := pr.checkResults(results)
 	if msg == "" {
-		select {
-		case s.slots <- struct{}{}:
-			s.metrics.inFlight.Inc()
-		default:
-			w.Header().Set("Retry-After", "1")
-			status, kind, msg = http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d run slots are busy; send the same results again later (the run waits)", cap(s.slots))
-		}
+		status, kind, msg = s.continuationSlot(w, "results")
 	}
 	if msg != "" {
 		pr.abandon()

@@ -559,13 +559,7 @@ func (s *pausedDesk) handleToolResults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pr.mu.Lock()
-	if pr.ended {
-		pr.mu.Unlock()
-		<-pr.finished // its answer is made: the end, kept after --tool-wait
-		pr.mu.Lock()
-		ev := pr.final
-		pr.mu.Unlock()
-		ev.write(w, start)
+	if pr.answeredEnd(w, start) {
 		return
 	}
 	status, kind, msg := pr.checkResults(body.Results)
@@ -574,13 +568,7 @@ func (s *pausedDesk) handleToolResults(w http.ResponseWriter, r *http.Request) {
 	// result of that call, whatever else comes.
 	resume := msg == "" && (pr.stream == nil || pr.paused && answers(body.Results, callID(pr.wait.Call)))
 	if resume {
-		select {
-		case s.slots <- struct{}{}:
-			s.metrics.inFlight.Inc()
-		default:
-			w.Header().Set("Retry-After", "1")
-			status, kind, msg = http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d run slots are busy; send the same results again later (the run waits)", cap(s.slots))
-		}
+		status, kind, msg = s.continuationSlot(w, "results")
 	}
 	if msg != "" {
 		pr.mu.Unlock()

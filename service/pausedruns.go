@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -142,4 +143,34 @@ func (t *pausedRuns) get(id, owner string) *pausedRun {
 		return pr
 	}
 	return nil
+}
+
+// continuationSlot takes a run slot for a paused run's continuation, or
+// says why not: 429, with Retry-After, the caller to send the same what
+// again (the run waits).
+func (s *pausedDesk) continuationSlot(w http.ResponseWriter, what string) (status int, kind, msg string) {
+	select {
+	case s.slots <- struct{}{}:
+		s.metrics.inFlight.Inc()
+		return 0, "", ""
+	default:
+		w.Header().Set("Retry-After", "1")
+		return http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d run slots are busy; send the same %s again later (the run waits)", cap(s.slots), what)
+	}
+}
+
+// answeredEnd answers a continuation of pr, which has ended, with its end
+// (kept after --tool-wait), and reports true; else false. Called under
+// pr.mu, which it releases when it answers.
+func (pr *pausedRun) answeredEnd(w http.ResponseWriter, start time.Time) bool {
+	if !pr.ended {
+		return false
+	}
+	pr.mu.Unlock()
+	<-pr.finished // its answer is made
+	pr.mu.Lock()
+	ev := pr.final
+	pr.mu.Unlock()
+	ev.write(w, start)
+	return true
 }
