@@ -14,7 +14,7 @@ import (
 // Response is the body of every answer of service.Server's /v1/run and
 // /v1/run/stream, and what spine run --json prints (with a few fields of its
 // own): the same program gets the same answer from both. A request a front
-// door refuses (RequireTenants, RefuseWhileDraining) is answered with one
+// door refuses (Require, RefuseWhileDraining) is answered with one
 // too, its Value null.
 type Response struct {
 	Value            json.RawMessage  `json:"value"`                        // null when the run failed, or when the value has no faithful JSON form

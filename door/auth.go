@@ -2,7 +2,6 @@ package door
 
 import (
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -25,33 +24,19 @@ func RequireToken(token string, next http.Handler) http.Handler {
 	if token == "" {
 		panic("door: RequireToken with an empty token")
 	}
-	return RequireTenants([]Tenant{{Name: "default", Token: token}}, next)
+	return NewTenants(nil, []Tenant{{Name: "default", Token: token}}, 0).Require(next)
 }
 
-// RequireTenants is RequireToken for several tokens: a request passes with
-// any of the tenants' tokens (every one compared, in constant time), and
-// TokenName is then that tenant's Name. Their limits are not its business.
-// tenants must not be empty, nor any token.
-func RequireTenants(tenants []Tenant, next http.Handler) http.Handler {
-	if len(tenants) == 0 {
-		panic("door: RequireTenants without a token")
-	}
-	digests := make([][sha256.Size]byte, len(tenants))
-	for i, t := range tenants {
-		if t.Token == "" {
-			panic("door: RequireTenants with an empty token")
-		}
-		digests[i] = sha256.Sum256([]byte(t.Token))
+// Require is RequireToken for the tenants' tokens: a request passes with
+// any of them (every one compared, in constant time, Identify), and
+// TokenName is then that tenant's Name. ts must have a token.
+func (ts *Tenants) Require(next http.Handler) http.Handler {
+	if ts.Len() == 0 {
+		panic("door: Require without a token")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := BearerDigest(r)
-		found := -1
-		for i, want := range digests {
-			if subtle.ConstantTimeCompare(got[:], want[:]) == 1 && ok {
-				found = i
-			}
-		}
-		if found < 0 {
+		_, share, ok := ts.Identify(r)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", WWWAuthenticate)
 			CloseConn(w)
 			WriteJSON(w, http.StatusUnauthorized, Response{
@@ -60,26 +45,20 @@ func RequireTenants(tenants []Tenant, next http.Handler) http.Handler {
 			})
 			return
 		}
-		SetTokenName(r.Context(), tenants[found].Name)
-		r.Header.Set(tokenNameHeader, tenants[found].Name) // a client's own header of that name is replaced
+		SetTokenName(r.Context(), share.Name)
+		r.Header.Set(tokenNameHeader, share.Name) // a client's own header of that name is replaced
 		next.ServeHTTP(w, r)
 	})
 }
 
-// tokenNameHeader carries, from RequireTenants to the handler it guards,
+// tokenNameHeader carries, from Require to the handler it guards,
 // the name of the token a request was let in with.
 const tokenNameHeader = "Spine-Token-Name"
 
-// RequestToken is the name of the token RequireTenants let the request of
+// RequestToken is the name of the token Require let the request of
 // headers h in with, "" when none. It reads a header, so that it reaches
 // handlers that see only a request's headers (an MCP tool's call).
 func RequestToken(h http.Header) string { return h.Get(tokenNameHeader) }
-
-// Authorized reports whether r carries the header "Authorization: Bearer
-// <token>", compared as RequireToken compares it.
-func Authorized(r *http.Request, token string) bool {
-	return authorized(r, sha256.Sum256([]byte(token)))
-}
 
 // The answer to a request without the token: its WWW-Authenticate header
 // and its error's message (kind KindUnauthorized).
@@ -87,13 +66,6 @@ const (
 	WWWAuthenticate     = `Bearer realm="spine"`
 	UnauthorizedMessage = `this server needs "Authorization: Bearer <token>"`
 )
-
-// authorized reports whether r carries the bearer token whose SHA-256 digest
-// is want.
-func authorized(r *http.Request, want [sha256.Size]byte) bool {
-	got, ok := BearerDigest(r)
-	return ok && subtle.ConstantTimeCompare(got[:], want[:]) == 1
-}
 
 // BearerDigest returns the SHA-256 digest of r's bearer token, and false
 // when r has none. A session is marked with it as its owner's (Owner).

@@ -2,10 +2,12 @@
 // serve (package service) and spine mcp --http: what both do the same way
 // lives here, once.
 //
-//   - Tokens and owners: RequireTenants lets in a request with one of the
-//     Tenants' bearer tokens, compared in constant time, and names it for
-//     the log (TokenName, RequestToken); Owner keys the sessions a token
-//     makes; Shares divides a Runner's sessions among the Tenants.
+//   - Tokens and owners: Tenants are the tokens a door takes, resolved
+//     once (NewTenants): Identify finds a request's among them, compared in
+//     constant time; Require lets in only requests with one and names it
+//     for the log (TokenName, RequestToken); Owner keys the sessions a
+//     token makes; ShareOf is what an owner may take of the Runner's
+//     sessions (Shares), the door's and the store.
 //   - The access log: AccessLog, one line (and a span) per request, with
 //     its id (RequestIDHeader), token name, session and error kind.
 //   - Probes and the drain: ServeLive, ServeReady (503 once draining),

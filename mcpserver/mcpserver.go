@@ -166,11 +166,14 @@ type Options struct {
 	// snapshot its sessions can make.
 	MaxSnapshot int64
 
-	// StoreBytesOf, when set, returns the bytes the sessions of an owner
-	// (sessionstore.Owner of a token) may keep in Store, across every
-	// replica (sessionstore's PutOwned): a call whose session would grow
-	// past it is undone, as one over MaxSnapshot is. 0: no cap.
-	StoreBytesOf func(owner string) int64
+	// ShareOf, when set, returns what the sessions of an owner
+	// (sessionstore.Owner of a token) may take (door.Tenants.ShareOf gives
+	// a tokens file's): their share of the Runner's sessions
+	// (fleet.Share.Tenant), so that one token's cannot take another's; and
+	// the bytes they may keep in Store across every replica
+	// (sessionstore's PutOwned), past which a call is undone as one over
+	// MaxSnapshot is. nil: every owner has the whole Runner and no cap.
+	ShareOf func(owner string) fleet.Share
 
 	// SessionsOf, when set, returns the cap of one client's sessions in
 	// place of MaxSessionsPerClient (0: MaxSessionsPerClient's), e.g. each
@@ -281,7 +284,7 @@ func NewServer(runner *spine.Runner, opts *Options) *Server {
 		Write:        o.StoreWrite,
 		MaxSnapshot:  o.MaxSnapshot,
 		StoreTimeout: o.Timeout,
-		ShareOf:      func(owner string) fleet.Share { return fleet.Share{StoreBytes: h.storeBytes(owner)} },
+		ShareOf:      o.ShareOf,
 		Places:       o.MaxSessions,
 		PlacesOf:     h.perClient,
 		Logger:       o.ServerLog,
@@ -413,13 +416,14 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, ask func(*h
 		out, err := h.runner.Run(ctx, request)
 		return h.answer(ctx, out, err, "", nil)
 	}
-	who, owner := "", ""
+	who, owner := "", "" // the owner's share counts the session, stored or not
 	if h.opts.ClientOf != nil {
 		who = h.opts.ClientOf(req)
 	}
-	if id != "" {
+	if req.Extra != nil {
 		owner = ownerOf(req.Extra.Header)
-	} else {
+	}
+	if id == "" {
 		id = h.connection(req.Session)
 	}
 	return h.sessionCall(ctx, id, owner, who, request, fresh)

@@ -49,14 +49,6 @@ func storedID(st sessionstore.Store, req *mcp.CallToolRequest) string {
 // hash of their bearer token, "" for none (door.Owner, as spine serve's).
 func ownerOf(h http.Header) string { return door.Owner(h) }
 
-// storeBytes is Options.StoreBytesOf(owner): 0 for none.
-func (h *handler) storeBytes(owner string) int64 {
-	if h.opts.StoreBytesOf == nil || owner == "" {
-		return 0
-	}
-	return h.opts.StoreBytesOf(owner)
-}
-
 // storeFailed is the result of a call whose session the store could not
 // give or take.
 func storeFailed(err error, notice string) *mcp.CallToolResult {

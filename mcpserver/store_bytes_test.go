@@ -5,28 +5,24 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spine-run/spine/door"
 	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/mcpserver"
 	"github.com/spine-run/spine/sessionstore"
 )
 
-// TestStoreBytesOf: two tokens' MCP sessions share a file:// store, and
-// each token's may keep 4 MiB there (Options.StoreBytesOf). The token that
+// TestShareOfStoreBytes: two tokens' MCP sessions share a file:// store,
+// and each token's may keep 4 MiB there (their store_bytes, through
+// door.Tenants as spine mcp --http resolves a tokens file, Options.ShareOf). The token that
 // fills it has its next growing call refused, naming its store_bytes, and
 // undone; the other token's session still stores, and loads on the second
 // replica.
-func TestStoreBytesOf(t *testing.T) {
+func TestShareOfStoreBytes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two Runners")
 	}
 	store := "file://" + t.TempDir()
-	alpha, beta := sessionstore.Owner("alpha"), sessionstore.Owner("beta")
-	limits := func(owner string) int64 {
-		if owner == alpha || owner == beta {
-			return 4 << 20
-		}
-		return 0
-	}
+	tenants := []door.Tenant{{Name: "a", Token: "alpha", StoreBytes: 4 << 20}, {Name: "b", Token: "beta", StoreBytes: 4 << 20}}
 	newLimited := func() *replica {
 		st, err := sessionstore.Open(t.Context(), store)
 		if err != nil {
@@ -34,7 +30,8 @@ func TestStoreBytesOf(t *testing.T) {
 		}
 		t.Cleanup(func() { st.Close() })
 		r := spinetest.NewRunner(t, manifest, nil)
-		server := mcpserver.NewServer(r, &mcpserver.Options{Store: st, MaxSnapshot: 16 << 20, StoreBytesOf: limits})
+		shares := door.NewTenants(r, tenants, 0)
+		server := mcpserver.NewServer(r, &mcpserver.Options{Store: st, MaxSnapshot: 16 << 20, ShareOf: shares.ShareOf})
 		t.Cleanup(func() { server.Close(context.Background()) })
 		return &replica{server: server, url: spinetest.ServeHTTP(t, server.HTTPHandler(nil)).URL}
 	}
@@ -69,7 +66,7 @@ func TestStoreBytesOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if n, total, err := st.OwnerBytes(t.Context(), beta); err != nil || n != 1 || total < 3_000_000 {
+	if n, total, err := st.OwnerBytes(t.Context(), tenants[1].Owner()); err != nil || n != 1 || total < 3_000_000 {
 		t.Fatalf("beta's index: %d sessions, %d bytes, %v", n, total, err)
 	}
 }

@@ -110,7 +110,7 @@ func (s *pausedDesk) openRemotes(w http.ResponseWriter, r *http.Request, start t
 		}
 	}
 	owner := s.owner(r)
-	if refused := s.remote.enter(owner, len(s.tenants)); refused != "" {
+	if refused := s.remote.enter(owner, s.tenants.Len()); refused != "" {
 		w.Header().Set("Retry-After", "1")
 		s.refuse(w, start, http.StatusTooManyRequests, kindOverloaded, refused)
 		return nil, false

@@ -48,7 +48,7 @@ type pausedRuns struct {
 func (s *pausedDesk) addRun(owner string) (*pausedRun, string) {
 	t := &s.paused
 	limit := s.opts.MaxPaused
-	if n := len(s.tenants); n > 1 {
+	if n := s.tenants.Len(); n > 1 {
 		limit = max(1, limit/n)
 	}
 	pr := &pausedRun{s: s, id: s.runIDs.next(), owner: owner,

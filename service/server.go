@@ -90,7 +90,6 @@
 package service
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"net"
@@ -250,12 +249,11 @@ const (
 type Server struct {
 	runner   *spine.Runner
 	opts     Options
-	slots    chan struct{}       // a token per admitted run
-	streams  chan struct{}       // a token per admitted stream, which holds a slot too
-	tokens   [][sha256.Size]byte // SHA-256 of each token; none: no token needed
-	tenants  []*tenant           // the tokens, with their names and shares
-	fleet    *fleet.Fleet        // the sessions, by id (package fleet)
-	drain    drainState          // drain.go
+	slots    chan struct{} // a token per admitted run
+	streams  chan struct{} // a token per admitted stream, which holds a slot too
+	tenants  *door.Tenants // the tokens, with their names and shares; none: no token needed
+	fleet    *fleet.Fleet  // the sessions, by id (package fleet)
+	drain    drainState    // drain.go
 	mux      *http.ServeMux
 	registry *prometheus.Registry
 	metrics  *metrics
@@ -326,10 +324,7 @@ func New(runner *spine.Runner, opts *Options) *Server {
 	s.desk = newPausedDesk(s, &o)
 	s.sessions = &sessionDesk{Server: s}
 	s.drain.init()
-	s.tenants = newTenants(runner, &o)
-	for _, t := range s.tenants {
-		s.tokens = append(s.tokens, t.digest)
-	}
+	s.tenants = door.NewTenants(runner, tenantsOf(&o), o.SessionsPerToken)
 	s.metrics = newMetrics(s)
 	s.fleet = fleet.New(runner, &fleet.Options{
 		Store:        o.SessionStore,
@@ -378,7 +373,7 @@ func New(runner *spine.Runner, opts *Options) *Server {
 // send a run, a snapshot or a new session as one of the types a browser
 // sends cross-origin without asking the server first.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if len(s.tokens) == 0 && !loopbackHost(r.Host) {
+	if s.tenants.Len() == 0 && !loopbackHost(r.Host) {
 		closeConn(w)
 		s.refuse(w, time.Now(), http.StatusForbidden, kindForbidden,
 			fmt.Sprintf("Host %q is not a loopback name: a server without a token answers only requests for localhost, 127.0.0.1 or [::1]", r.Host))
@@ -389,8 +384,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, time.Now(), http.StatusForbidden, kindForbidden, "a browser sent this request from another origin: "+err.Error())
 		return
 	}
-	who := s.identify(r)
-	authed := len(s.tokens) == 0 || who != nil
+	_, who, known := s.tenants.Identify(r)
+	authed := s.tenants.Len() == 0 || known
 	if !authed && !door.IsProbe(r.URL.Path) {
 		w.Header().Set("WWW-Authenticate", door.WWWAuthenticate)
 		closeConn(w) // a client without the token holds no connection
@@ -399,8 +394,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !authed {
 		closeConn(w) // a probe: answered, but no keep-alive without the token
-	} else if who != nil {
-		door.SetTokenName(r.Context(), who.name)
+	} else if known {
+		door.SetTokenName(r.Context(), who.Name)
 	}
 	r, done := s.enterRequest(w, r)
 	if r == nil {
@@ -414,7 +409,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // authorized reports whether r may use the Server: it carries one of the
 // tokens, or the Server has none. Every token is compared, in constant time.
 func (s *Server) authorized(r *http.Request) bool {
-	return len(s.tokens) == 0 || s.identify(r) != nil
+	if s.tenants.Len() == 0 {
+		return true
+	}
+	_, _, known := s.tenants.Identify(r)
+	return known
 }
 
 // loopbackHost reports whether host, a request's Host header, names the

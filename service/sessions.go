@@ -66,7 +66,7 @@ func (s *Server) Close(ctx context.Context) error {
 // bearer token in hex when the Server has tokens (r has passed the check,
 // so it is one of them), else "".
 func (s *Server) owner(r *http.Request) string {
-	if len(s.tokens) == 0 {
+	if s.tenants.Len() == 0 {
 		return ""
 	}
 	return door.Owner(r.Header)

@@ -28,7 +28,7 @@ func TestUnauthenticatedShare(t *testing.T) {
 	}
 	watched := &countingListener{Listener: inner, accepted: make(chan struct{}, flood+4)}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "served") })
-	limits := httpLimits{maxConns: maxConns, readTimeout: time.Hour, idleTimeout: time.Hour, tokens: []string{"tok"}}
+	limits := httpLimits{maxConns: maxConns, readTimeout: time.Hour, idleTimeout: time.Hour, tenants: door.NewTenants(nil, []door.Tenant{{Name: "t", Token: "tok"}}, 0)}
 	addr := serveInProcess(t, door.RequireToken("tok", ok), limits, watched)
 
 	conns := make([]net.Conn, flood)
@@ -77,7 +77,7 @@ func TestUnauthenticatedCutoff(t *testing.T) {
 	mux.Handle("/open", ok) // as /healthz: no token needed
 	mux.Handle("/", door.RequireToken("tok", ok))
 
-	short := httpLimits{readTimeout: time.Hour, idleTimeout: time.Hour, tokens: []string{"tok"}, unauthTimeout: 50 * time.Millisecond}
+	short := httpLimits{readTimeout: time.Hour, idleTimeout: time.Hour, tenants: door.NewTenants(nil, []door.Tenant{{Name: "t", Token: "tok"}}, 0), unauthTimeout: 50 * time.Millisecond}
 	c, r := rawRequest(t, serveInProcess(t, mux, short, nil), "GET /open HTTP/1.1\r\nHost: localhost\r\n")
 	if rest, err := io.ReadAll(r); err != nil || len(rest) != 0 {
 		t.Fatalf("trickling headers: read %q, %v", rest, err)
@@ -85,7 +85,7 @@ func TestUnauthenticatedCutoff(t *testing.T) {
 	c.Close()
 
 	const cutoff = time.Hour
-	long := httpLimits{readTimeout: 2 * cutoff, idleTimeout: 2 * cutoff, tokens: []string{"tok"}, unauthTimeout: cutoff}
+	long := httpLimits{readTimeout: 2 * cutoff, idleTimeout: 2 * cutoff, tenants: door.NewTenants(nil, []door.Tenant{{Name: "t", Token: "tok"}}, 0), unauthTimeout: cutoff}
 	watched := &deadlineListener{Listener: mustListen(t)}
 	addr := serveInProcess(t, mux, long, watched)
 	// Two requests without the token on one connection: the second is

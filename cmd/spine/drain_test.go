@@ -229,14 +229,14 @@ func TestServerLogLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkShares(tenants, spine.SessionOptions{MaxLive: 1}, false, (&logFlags{format: "json"}).serverLog("spine serve", &b, logger).lines(slog.LevelWarn))
+	checkShares("spine serve", tenants, spine.SessionOptions{MaxLive: 1}, false, (&logFlags{format: "json"}).serverLog("spine serve", &b, logger).lines(slog.LevelWarn))
 	var record struct{ Level, Msg string }
 	if err := json.Unmarshal([]byte(b.String()), &record); err != nil || record.Level != "WARN" ||
 		record.Msg != `token "a" has a store_bytes, which only a --session-store uses` {
 		t.Fatalf("json: %q (%v), want one Warn record without the prefixes", b.String(), err)
 	}
 	b.Reset()
-	checkShares(tenants, spine.SessionOptions{MaxLive: 1}, false, (&logFlags{format: "text"}).serverLog("spine serve", &b, logger).lines(slog.LevelWarn))
+	checkShares("spine serve", tenants, spine.SessionOptions{MaxLive: 1}, false, (&logFlags{format: "text"}).serverLog("spine serve", &b, logger).lines(slog.LevelWarn))
 	if want := "spine serve: warning: token \"a\" has a store_bytes, which only a --session-store uses\n"; b.String() != want {
 		t.Fatalf("text: %q, want %q", b.String(), want)
 	}

@@ -41,10 +41,11 @@ type httpLimits struct {
 	readTimeout time.Duration // the headers (at most maxHeaderTimeout) and the body
 	idleTimeout time.Duration // a keep-alive connection between requests
 
-	// tokens are the bearer tokens a request may show (none: every request
-	// authenticates its connection); unauthTimeout how long a connection may
-	// read before one has (at most readTimeout). See limitListener.
-	tokens        []string
+	// tenants are the bearer tokens a request may show (none: every
+	// request authenticates its connection); unauthTimeout how long a
+	// connection may read before one has (at most readTimeout). See
+	// limitListener.
+	tenants       *door.Tenants
 	unauthTimeout time.Duration
 
 	// acceptWait, when set, is called each time the listener has to wait
@@ -89,30 +90,21 @@ func addHTTPFlags(fs *flag.FlagSet) httpFlags {
 	}
 }
 
-// tenants returns the token a server listening on addr (the value of the
-// flag named listenFlag) requires (token), or the tenants of --tokens-file.
-func (f httpFlags) tenants(listenFlag, addr string, stderr io.Writer) (string, []door.Tenant, error) {
+// tenants returns the tokens a server listening on addr (the value of the
+// flag named listenFlag) takes: its one token, named "default", or the
+// tenants of --tokens-file; none for none.
+func (f httpFlags) tenants(listenFlag, addr string, stderr io.Writer) ([]door.Tenant, error) {
 	if *f.tokensFile == "" {
 		token, err := f.token(listenFlag, addr)
-		return token, nil, err
+		if token == "" || err != nil {
+			return nil, err
+		}
+		return []door.Tenant{{Name: "default", Token: token}}, nil
 	}
 	if *f.tokenFile != "" {
-		return "", nil, errors.New("--tokens-file and --token-file: give one")
+		return nil, errors.New("--tokens-file and --token-file: give one")
 	}
-	tenants, err := readTokensFile(*f.tokensFile, stderr)
-	return "", tenants, err
-}
-
-// tokenList is every token the server accepts: token, or the tenants'.
-func tokenList(token string, tenants []door.Tenant) []string {
-	if token != "" {
-		return []string{token}
-	}
-	var all []string
-	for _, t := range tenants {
-		all = append(all, t.Token)
-	}
-	return all
+	return readTokensFile(*f.tokensFile, stderr)
 }
 
 // limits returns the limits the flags set, or why they are bad.
@@ -167,17 +159,17 @@ func isLoopback(addr string) bool {
 }
 
 // listen listens on addr (the value of the flag named listenFlag). Without
-// tokens it then checks the address it bound, not only addr's name: a name
+// tokens (guarded) it then checks the address it bound, not only addr's name: a name
 // such as localhost may resolve to an address that is not loopback. On
 // failure it says why to out and returns nil and the exit code: 2 for a
 // bound address that is not loopback, 4 when listening failed.
-func listen(out serverLog, listenFlag, addr string, tokens []string) (net.Listener, int) {
+func listen(out serverLog, listenFlag, addr string, guarded bool) (net.Listener, int) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		out.error(err.Error())
 		return nil, exitFailure
 	}
-	if len(tokens) == 0 {
+	if !guarded {
 		if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
 			ln.Close()
 			out.error(fmt.Sprintf("%s %s listens on %s, which is not a loopback address: set a token with --token-file FILE or SPINE_TOKEN, "+
@@ -343,27 +335,23 @@ func (c *limitConn) SetDeadline(t time.Time) error {
 type connKey struct{}
 
 // markAuthenticated marks the connection of every request that shows one of
-// tokens (every request, when there are none) as authenticated, before h
-// runs.
-func markAuthenticated(tokens []string, h http.Handler) http.Handler {
+// the tenants' tokens (every request, when there are none) as
+// authenticated, before h runs.
+func markAuthenticated(tenants *door.Tenants, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c, ok := r.Context().Value(connKey{}).(*limitConn); ok && c.unauthenticated() && showsToken(r, tokens) {
+		if c, ok := r.Context().Value(connKey{}).(*limitConn); ok && c.unauthenticated() && showsToken(r, tenants) {
 			c.authenticated()
 		}
 		h.ServeHTTP(w, r)
 	})
 }
 
-// showsToken reports whether r carries one of tokens, or there are none.
-func showsToken(r *http.Request, tokens []string) bool {
-	if len(tokens) == 0 {
+// showsToken reports whether r carries one of the tenants' tokens, or
+// there are none.
+func showsToken(r *http.Request, tenants *door.Tenants) bool {
+	if tenants.Len() == 0 {
 		return true
 	}
-	shows := false
-	for _, token := range tokens { // every one compared: the time tells nothing
-		if door.Authorized(r, token) {
-			shows = true
-		}
-	}
+	_, _, shows := tenants.Identify(r)
 	return shows
 }

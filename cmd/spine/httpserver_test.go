@@ -294,7 +294,7 @@ func TestListenBound(t *testing.T) {
 		{"127.0.0.1:-1", "", exitFailure},
 	} {
 		var stderr bytes.Buffer
-		ln, code := listen(serverLog{name: "spine serve", w: &stderr}, "--listen", tc.addr, tokenList(tc.token, nil))
+		ln, code := listen(serverLog{name: "spine serve", w: &stderr}, "--listen", tc.addr, tc.token != "")
 		if ln != nil {
 			if tcp := ln.Addr().(*net.TCPAddr); tc.token == "" && !tcp.IP.IsLoopback() {
 				t.Errorf("%s: bound %v without a token", tc.addr, tcp)
@@ -347,7 +347,7 @@ func TestMCPHTTPTokenAndSlots(t *testing.T) {
 	var stderr bytes.Buffer
 	served := make(chan int, 1)
 	go func() {
-		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, tenants: []door.Tenant{{Name: "default", Token: "s3cret"}}, log: slog.New(slog.DiscardHandler)}, serving{grace: time.Minute, log: serverLog{name: "spine mcp", w: &stderr}})
+		served <- serveMCP(ctx, stop, ln, server, mcpHTTP{runner: runner, tenants: door.NewTenants(nil, []door.Tenant{{Name: "default", Token: "s3cret"}}, 0), log: slog.New(slog.DiscardHandler)}, serving{grace: time.Minute, log: serverLog{name: "spine mcp", w: &stderr}})
 	}()
 	endpoint := "http://" + ln.Addr().String() + "/mcp"
 

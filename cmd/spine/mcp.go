@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -75,8 +74,9 @@ flags:
                            no cap of its own; a token's "sessions" in --tokens-file takes its place)
   --token-file FILE        with --http, the bearer token, one word (default $SPINE_TOKEN)
   --tokens-file FILE       with --http, several tokens, each with a name (spine serve's file: docs/http.md,
-                           "Tenants"); a client is then its token, its "sessions" its cap, and its
-                           "store_bytes" the bytes its sessions keep in --session-store; not with --token-file
+                           "Tenants"); a client is then its token, its "sessions" its cap, its share
+                           of the sessions as spine serve's, and its "store_bytes" the bytes its
+                           sessions keep in --session-store; not with --token-file
   --max-conns N            with --http, connections open at once; more wait to be accepted (default 256);
                            those without the token yet hold a quarter at most, oldest closed
                            first, and read for 5s at most
@@ -176,19 +176,15 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	out := o.log.serverLog("spine mcp", stderr, logger)
 	var (
 		limits  httpLimits
-		token   string
 		tenants []door.Tenant
 	)
 	if o.addr != "" {
 		if limits, err = o.http.limits(); err != nil {
 			return usageError(stderr, fs.Name(), mcpUsage, "%v", err)
 		}
-		if token, tenants, err = o.http.tenants("--http", o.addr, out.lines(slog.LevelWarn)); err != nil {
+		if tenants, err = o.http.tenants("--http", o.addr, out.lines(slog.LevelWarn)); err != nil {
 			out.error(err.Error())
 			return exitUsage
-		}
-		if token != "" {
-			tenants = []door.Tenant{{Name: "default", Token: token}}
 		}
 	} else if *o.http.tokensFile != "" || *o.http.tokenFile != "" {
 		return usageError(stderr, fs.Name(), mcpUsage, "--token-file and --tokens-file need --http")
@@ -220,6 +216,10 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer closeRunner()
+	shares := door.NewTenants(runner, tenants, 0)
+	if o.addr != "" {
+		checkShares("spine mcp", tenants, runner.Options().Sessions, o.store != "", out.lines(slog.LevelWarn))
+	}
 	mo := &mcpserver.Options{
 		Timeout: o.timeout, Slots: o.slots, EarlyReads: o.earlyReads, Stateless: o.stateless, MaxSessions: o.sessions, Logger: traffic,
 		StoreWrite: write, ServerLog: logger,
@@ -232,7 +232,7 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if *o.http.tokensFile != "" {
 			mo.ClientOf, mo.SessionsOf = clientToken, tenantSessions(tenants)
 		}
-		mo.StoreBytesOf = tenantStoreBytes(tenants)
+		mo.ShareOf = shares.ShareOf
 	}
 	if o.store != "" {
 		if mo.Store, err = cloudstore.Open(ctx, o.store); err != nil {
@@ -259,11 +259,11 @@ func mcpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 
-	ln, code := listen(out, "--http", o.addr, tokenList("", tenants))
+	ln, code := listen(out, "--http", o.addr, shares.Len() > 0)
 	if ln == nil {
 		return code
 	}
-	m := mcpHTTP{runner: runner, health: health, tenants: tenants, log: logger, traffic: traffic, tracer: tracer, stored: mo.Store != nil}
+	m := mcpHTTP{runner: runner, health: health, tenants: shares, log: logger, traffic: traffic, tracer: tracer, stored: mo.Store != nil}
 	return serveMCP(ctx, stop, ln, srv, m, serving{
 		limits: limits, grace: o.grace, delay: o.drainDelay,
 		log: out, what: fmt.Sprintf("(MCP endpoint http://%s/mcp, %d tools)", ln.Addr(), len(manifest)),
@@ -300,7 +300,7 @@ func (o *mcpOptions) storeWrite() (fleet.WritePolicy, error) {
 // stored. Beside /mcp: GET /healthz (the tools' servers), /livez, /readyz
 // (with the MCP servers that are down) and /metrics (the Runner's, Go's and
 // the process's). With tokens, every request but the probes must carry one
-// (door.RequireTenants). Every request is refused when a browser sends it
+// (door.Tenants.Require). Every request is refused when a browser sends it
 // from another origin (403), and gets a line in the access log.
 func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.Server, m mcpHTTP, s serving) int {
 	server := srv.MCP()
@@ -309,13 +309,13 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.
 	posts := newInFlight()
 	handler = posts.count(&draining, handler)
 	handler = withClientAddress(handler)
-	s.limits.tokens = tokenList("", m.tenants)
+	s.limits.tenants = m.tenants
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(door.RunnerCollector(m.runner), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
-	if len(m.tenants) > 0 {
-		handler = door.RequireTenants(m.tenants, handler)
-		metrics = door.RequireTenants(m.tenants, metrics)
+	if m.tenants.Len() > 0 {
+		handler = m.tenants.Require(handler)
+		metrics = m.tenants.Require(metrics)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", door.RefuseWhileDraining(&draining, handler))
@@ -330,7 +330,7 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(door.Probe{Status: "ready", Down: door.DownComponents(m.health)})
 	})
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { serveMCPHealth(w, m.health, len(m.tenants) == 0) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { serveMCPHealth(w, m.health, m.tenants.Len() == 0) })
 	hs, served := startHTTP(ln, door.AccessLog(m.log, m.tracer, http.NewCrossOriginProtection().Handler(mux)), s)
 	code := exitOK
 	var delayed <-chan struct{}
@@ -387,7 +387,7 @@ func serveMCP(ctx context.Context, stop func(), ln net.Listener, srv *mcpserver.
 type mcpHTTP struct {
 	runner  *spine.Runner
 	health  func() map[string]string // the tools' servers; nil for none
-	tenants []door.Tenant            // the tokens; none for none
+	tenants *door.Tenants            // the tokens; none for none
 	log     *slog.Logger             // the access log's and the server's
 	traffic *slog.Logger             // the MCP traffic's events (--verbose), or nil
 	tracer  trace.TracerProvider     // nil for no spans
@@ -523,16 +523,6 @@ func tenantSessions(tenants []door.Tenant) func(string) int {
 		caps[t.Name] = t.Limits.Sessions
 	}
 	return func(name string) int { return caps[name] }
-}
-
-// tenantStoreBytes returns each tenant's store_bytes, by the owner its
-// token makes (door.Tenant.Owner).
-func tenantStoreBytes(tenants []door.Tenant) func(string) int64 {
-	caps := map[string]int64{}
-	for _, t := range tenants {
-		caps[t.Owner()] = int64(min(t.StoreBytes, math.MaxInt64))
-	}
-	return func(owner string) int64 { return caps[owner] }
 }
 
 // clientAddress is the client of an MCP call over HTTP: the address its

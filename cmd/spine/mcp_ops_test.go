@@ -41,7 +41,7 @@ func TestMCPHTTPOperable(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	log := make(lines, 100)
-	m := mcpHTTP{runner: runner, tenants: []door.Tenant{{Name: "default", Token: "mcp-ops-token"}}, log: slog.New(slog.NewJSONHandler(log, nil)),
+	m := mcpHTTP{runner: runner, tenants: door.NewTenants(nil, []door.Tenant{{Name: "default", Token: "mcp-ops-token"}}, 0), log: slog.New(slog.NewJSONHandler(log, nil)),
 		health: func() map[string]string {
 			return map[string]string{"crm": "", "docs": "mcp server docs is down: connecting: refused; reconnecting"}
 		}}

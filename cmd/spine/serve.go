@@ -269,7 +269,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return usageError(stderr, fs.Name(), serveUsage, "%v", err)
 	}
 	out := o.log.serverLog("spine serve", stderr, logger)
-	token, tenants, err := o.http.tenants("--listen", o.listen, out.lines(slog.LevelWarn))
+	tenants, err := o.http.tenants("--listen", o.listen, out.lines(slog.LevelWarn))
 	if err != nil {
 		out.error(err.Error())
 		return exitUsage
@@ -299,7 +299,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return code
 	}
 	defer closeRunner()
-	checkShares(tenants, runner.Options().Sessions, storeURL != "", out.lines(slog.LevelWarn))
+	checkShares("spine serve", tenants, runner.Options().Sessions, storeURL != "", out.lines(slog.LevelWarn))
 	var store sessionstore.Store
 	if storeURL != "" {
 		if store, err = cloudstore.Open(ctx, storeURL); err != nil {
@@ -308,7 +308,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		}
 		defer store.Close()
 	}
-	ln, code := listen(out, "--listen", o.listen, tokenList(token, tenants))
+	ln, code := listen(out, "--listen", o.listen, len(tenants) > 0)
 	if ln == nil {
 		return code
 	}
@@ -321,7 +321,6 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		Replica:     o.replica,
 		MCPAllow:    mcpAllow,
 		MaxTimeout:  o.maxTimeout,
-		Token:       token,
 		Tenants:     tenants,
 		Health:      health,
 		Logger:      logger,
@@ -342,7 +341,7 @@ func serveCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		}
 		defer stopMetrics()
 	}
-	limits.tokens = tokenList(token, tenants)
+	limits.tenants = door.NewTenants(nil, tenants, 0)
 	return serveDrained(ctx, stop, ln, svc, door.AccessLog(logger, tracer, svc), serving{
 		limits: limits, grace: o.grace, delay: o.drainDelay,
 		log: out, what: fmt.Sprintf("(%d tools)", len(manifest)),
@@ -443,7 +442,7 @@ func expireOnce(ctx context.Context, st sessionstore.Store, ttl, runsTTL time.Du
 func startHTTP(ln net.Listener, handler http.Handler, s serving, onShutdown ...func()) (srv *http.Server, served <-chan error) {
 	limits := s.limits.orDefaults()
 	srv = &http.Server{
-		Handler:           markAuthenticated(limits.tokens, bodyDeadline(limits.readTimeout, handler)),
+		Handler:           markAuthenticated(limits.tenants, bodyDeadline(limits.readTimeout, handler)),
 		ReadHeaderTimeout: min(limits.readTimeout, maxHeaderTimeout),
 		IdleTimeout:       limits.idleTimeout,
 		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },

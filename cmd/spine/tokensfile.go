@@ -217,7 +217,7 @@ func (b *byteCount) UnmarshalJSON(data []byte) error {
 // live session, and one token's new session can cost another's session
 // that holds files open); and when a token has a store_bytes but the
 // server no store.
-func checkShares(tenants []door.Tenant, so spine.SessionOptions, store bool, stderr io.Writer) {
+func checkShares(who string, tenants []door.Tenant, so spine.SessionOptions, store bool, stderr io.Writer) {
 	var sessions, live, hib, dir uint64
 	for i, l := range door.Shares(tenants, so, 0) {
 		sessions += uint64(l.Sessions)
@@ -225,7 +225,7 @@ func checkShares(tenants []door.Tenant, so spine.SessionOptions, store bool, std
 		hib += l.HibernatedMemory
 		dir += l.DirBytes
 		if t := tenants[i]; t.StoreBytes > 0 && !store {
-			fmt.Fprintf(stderr, "spine serve: warning: token %q has a store_bytes, which only a --session-store uses\n", t.Name)
+			fmt.Fprintf(stderr, "%s: warning: token %q has a store_bytes, which only a --session-store uses\n", who, t.Name)
 		}
 	}
 	warn := func(what, flag string, sum, total uint64) {
@@ -233,7 +233,7 @@ func checkShares(tenants []door.Tenant, so spine.SessionOptions, store bool, std
 			if flag != "" {
 				flag = " (" + flag + ")"
 			}
-			fmt.Fprintf(stderr, "spine serve: warning: the tokens' %s add up to %d, over the server's %d%s: a token filling its share can take another's\n", what, sum, total, flag)
+			fmt.Fprintf(stderr, "%s: warning: the tokens' %s add up to %d, over the server's %d%s: a token filling its share can take another's\n", who, what, sum, total, flag)
 		}
 	}
 	warn("sessions", "--sessions", sessions, uint64(so.Max))

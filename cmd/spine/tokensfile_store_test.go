@@ -49,12 +49,12 @@ func TestTokensFileStoreBytes(t *testing.T) {
 		}
 	}
 	var warned bytes.Buffer
-	checkShares(tenants, spine.SessionOptions{MaxLive: 8, HibernatedMemory: 1 << 30}, false, &warned)
+	checkShares("spine serve", tenants, spine.SessionOptions{MaxLive: 8, HibernatedMemory: 1 << 30}, false, &warned)
 	if !strings.Contains(warned.String(), `token "alice" has a store_bytes, which only a --session-store uses`) {
 		t.Errorf("no warning of store_bytes without a store: %q", warned.String())
 	}
 	warned.Reset()
-	checkShares(tenants, spine.SessionOptions{MaxLive: 8, HibernatedMemory: 1 << 30}, true, &warned)
+	checkShares("spine serve", tenants, spine.SessionOptions{MaxLive: 8, HibernatedMemory: 1 << 30}, true, &warned)
 	if warned.Len() != 0 {
 		t.Errorf("warned with a store: %q", warned.String())
 	}
@@ -152,18 +152,18 @@ func TestCheckSharesLeftOut(t *testing.T) {
 	so := spine.SessionOptions{Max: 100, MaxLive: 2, HibernatedMemory: 1 << 30}
 	three := []service.Tenant{{Name: "a"}, {Name: "b"}, {Name: "c"}}
 	var warned bytes.Buffer
-	checkShares(three, so, false, &warned)
+	checkShares("spine serve", three, so, false, &warned)
 	if want := "the tokens' live_sessions add up to 3, over the server's 2 (--live-sessions)"; !strings.Contains(warned.String(), want) {
 		t.Errorf("warned %q, want %q", warned.String(), want)
 	}
 	warned.Reset()
 	so.MaxLive = 6
-	checkShares(three, so, false, &warned)
+	checkShares("spine serve", three, so, false, &warned)
 	if warned.Len() != 0 {
 		t.Errorf("even shares warned: %q", warned.String())
 	}
 	three[0].Limits.Sessions = 90 // b and c: 33 each
-	checkShares(three, so, false, &warned)
+	checkShares("spine serve", three, so, false, &warned)
 	if want := "the tokens' sessions add up to 156, over the server's 100 (--sessions)"; !strings.Contains(warned.String(), want) {
 		t.Errorf("warned %q, want %q", warned.String(), want)
 	}
