@@ -243,6 +243,8 @@ type continuation struct {
 
 // takeOver answers a continuation of run id, which this replica does not
 // hold, from the store: false when the store does not have it either.
+// Whatever it refuses for, it refuses before it claims the run: the stored
+// run stays as it was.
 func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time.Time, id string, c continuation) bool {
 	sr, meta, err := s.getRun(id)
 	switch {
@@ -257,7 +259,12 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 	case meta.Owner != s.owner(r):
 		return false
 	case sr.MovedTo != "":
-		s.refuse(w, start, http.StatusConflict, kindConflict, fmt.Sprintf("run %s continues as run %s (replica %s): a continuation of it was answered already", id, sr.MovedTo, sr.Replica))
+		// The id it continues as: a caller whose answer was lost (its
+		// replica died) sends the same continuation there.
+		msg := fmt.Sprintf("run %s continues as run %s (replica %s): a continuation of it was answered already", id, sr.MovedTo, sr.Replica)
+		s.metrics.errors.WithLabelValues(kindConflict).Inc()
+		writeJSON(w, http.StatusConflict, Response{Value: json.RawMessage("null"), RunID: sr.MovedTo,
+			Error: &Error{Kind: kindConflict, Message: msg}, Timing: Timing{TotalMS: ms(time.Since(start))}})
 		return true
 	case c.decisions == nil && sr.Approval != nil:
 		s.refuse(w, start, http.StatusConflict, kindConflict, fmt.Sprintf("run %s waits for a decision on %s (POST /v1/runs/%s/approvals), not for results", id, sr.Approval.ID, id))
@@ -267,8 +274,11 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 		return true
 	}
 	rec, err := spine.ParseRecord(sr.Run)
+	if err == nil {
+		err = storedTools(sr.Tools)
+	}
 	if err != nil {
-		s.refuse(w, start, http.StatusInternalServerError, kindInternal, fmt.Sprintf("run %s: its stored record: %v", id, err))
+		s.refuse(w, start, http.StatusInternalServerError, kindInternal, fmt.Sprintf("run %s: what the store holds of it: %v", id, err))
 		return true
 	}
 	pr, refused := s.addRun(meta.Owner)
@@ -310,12 +320,16 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 		s.refuse(w, start, status, kind, fmt.Sprintf("run %s: another replica took it over first: %v", id, err))
 		return true
 	}
-	if err := storedTools(sr.Tools); err != nil {
-		<-s.slots
-		s.metrics.inFlight.Dec()
-		pr.abandon()
-		s.refuse(w, start, http.StatusInternalServerError, kindInternal, fmt.Sprintf("run %s: what the store holds of it: %v", id, err))
-		return true
+	// The stored pause under the run's new id, before its continuation is
+	// applied: should this replica die before the run's next pause, the
+	// same continuation sent to the new id (which the claim names) takes it
+	// over again elsewhere.
+	again := sr
+	again.RunID, again.Replica = pr.id, s.opts.Replica
+	if err := s.putRun(pr.id, meta.Owner, 1, again); err != nil {
+		s.opts.Logger.Warn("service: a run taken over is not kept in the store until its next pause", "run_id", pr.id, "error", err)
+	} else {
+		pr.gen = 1
 	}
 	s.continueRun(w, r, start, pr, sr, rec, c)
 	return true

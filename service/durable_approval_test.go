@@ -2,8 +2,11 @@ package service_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -177,5 +180,75 @@ func TestDurableApprovalKind(t *testing.T) {
 	}
 	if status, out = c.decide(runID, allow(id, false, "no")); status != http.StatusOK || string(out.Value) != `["sunny","no"]` {
 		t.Fatalf("the decision on c: %d %s %+v", status, out.Value, out.Error)
+	}
+}
+
+// TestDurableTakenOverAgain: a run taken over whose new replica stops
+// before the run's next pause is not lost: the claim names the run's new
+// id (a 409 for the old id carries it), and the same results sent to the
+// new id take it over again on a third replica, from the same pause.
+func TestDurableTakenOverAgain(t *testing.T) {
+	svcs, cs, _ := durableServers(t, "a", "b", "c")
+	for len(tools.Gate.Entered) > 0 {
+		<-tools.Gate.Entered
+	}
+	status, out := cs[0].runWith("/v1/run", run{"source": "a = get_weather('Paris')\ngate()\nb = get_weather(a)\n[a, b]", "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	runID, first := out.RunID, out.Pending[0].ID
+	if err := svcs[0].Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan int, 1)
+	go func() {
+		status, _ := cs[1].results(runID, value(first, "Oslo"))
+		answered <- status
+	}()
+	<-tools.Gate.Entered // b took it over, applied the results, and runs on
+	if err := svcs[1].Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if status := <-answered; status != http.StatusServiceUnavailable {
+		t.Fatalf("the continuation b answered as it stopped: %d, want 503", status)
+	}
+	status, out = cs[2].results(runID, value(first, "Oslo"))
+	if status != http.StatusConflict || !strings.HasPrefix(out.RunID, "run_b.") {
+		t.Fatalf("the old id after the take-over: %d run_id %q %+v, want 409 naming the new id", status, out.RunID, out.Error)
+	}
+	go tools.Gate.Let()
+	status, out = cs[2].results(out.RunID, value(first, "Oslo"))
+	paused(t, status, out, `get_weather{"city":"Oslo"}`)
+	status, out = cs[2].results(out.RunID, value(out.Pending[0].ID, "fog"))
+	if status != http.StatusOK || string(out.Value) != `["Oslo","fog"]` || !strings.HasPrefix(out.RunID, "run_c.") {
+		t.Fatalf("end: %d %s as %s %+v", status, out.Value, out.RunID, out.Error)
+	}
+}
+
+// TestDurableRefusedLeavesRun: a take-over refused for what the store holds
+// (here tools edited to a bad name) refuses before it claims the run: the
+// stored run keeps its generation.
+func TestDurableRefusedLeavesRun(t *testing.T) {
+	_, cs, st := durableServers(t, "a", "b")
+	status, out := cs[0].runWith("/v1/run", run{"source": "get_weather('Paris')", "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	runs := sessionstore.Runs(st)
+	sum := sha256.Sum256([]byte(out.RunID))
+	key := hex.EncodeToString(sum[:])
+	r, meta, err := runs.Get(t.Context(), key, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(r)
+	r.Close()
+	edited := strings.Replace(string(data), `"name":"get_weather"`, `"name":"get weather"`, 1)
+	meta.Generation++
+	if err := runs.Put(t.Context(), key, meta, 1<<30, func(w io.Writer) error { _, err := io.WriteString(w, edited); return err }); err != nil {
+		t.Fatal(err)
+	}
+	status, out = cs[1].results(out.RunID, value(out.Pending[0].ID, "fog"))
+	if status != http.StatusInternalServerError || !strings.Contains(out.Error.Message, "tools[0]") {
+		t.Fatalf("a take-over of a run whose stored tools are bad: %d %+v", status, out.Error)
+	}
+	if after, err := runs.Head(t.Context(), key); err != nil || after.Generation != meta.Generation {
+		t.Fatalf("the stored run after the refusal: generation %d (%v), want %d (no claim)", after.Generation, err, meta.Generation)
 	}
 }
