@@ -19,24 +19,32 @@ import (
 )
 
 // Durable pauses (docs/scaling.md, "Paused runs"). With a session store, a
-// run with client tools is recorded (spine.Request.Record), and at each
-// pause its record so far (spine.ToolWait.Record) is written to the store,
-// before the pause is answered, as a generation of its own key
-// (sessionstore.Runs: runs/<SHA-256 of the run id>/<generation>). A
-// continuation that reaches a replica not holding the run (its replica
-// drained, died or restarted) loads it there: the replica claims it by
-// writing the next generation, create-only, naming the run's new id (a
-// second replica racing for it loses that write, and answers 409), and
-// continues it from its record (spine.Runner.Continue) to the same pause,
-// whose pending calls must be the stored ones, then applies the results
-// and goes on. The run now lives here under a new id, which its answers
-// carry. Its keys go when it ends; a replica that shuts down (or drains)
-// keeps them for another to continue.
+// run that may pause for its caller is recorded (spine.Request.Record), and
+// at each pause, for its client tools' results or for a decision on a call
+// Approve deferred, its record so far (spine.ToolWait.Record,
+// spine.ApprovalCall.Record) is written to the store, before the pause is
+// answered, as a generation of its own key (sessionstore.Runs:
+// runs/<SHA-256 of the run id>/<generation>). A continuation (tool_results
+// or approvals) that reaches a replica not holding the run (its replica
+// drained, died or restarted) loads it there: the replica checks the
+// continuation and what the store holds, claims the run by writing the
+// next generation, create-only, naming the run's new id (a second replica
+// racing for it loses that write, and answers 409), writes the stored pause
+// again under the new id (should this replica die before the next pause, a
+// continuation of the new id takes the run over again), and continues it
+// from its record (spine.Runner.Continue) to the same pause, whose pending
+// calls or approval must be the stored ones, then applies the results or
+// the decision and goes on. The run now lives here under the new id, which
+// its answers carry. Its keys go when it ends; a replica that shuts down
+// (or drains) keeps them for another to continue.
 //
-// Runs kept so: a /v1/run request's with "tools", outside a session, without
+// Runs kept so: a /v1/run request's that may pause (with "tools", or any on
+// a Server whose Runner asks for approvals), outside a session, without
 // mcp_servers, answered as JSON (not events). They run with early reads
 // off, so that each pause is one call and a continuation numbers its calls
-// as the run did.
+// as the run did. Not kept: a session's run, a stream's (/v1/run/stream),
+// one answered as events, and POST /v1/tool/call's; they live on their
+// replica.
 
 // maxStoredRun bounds a stored run: its record (spine.Options.MaxRecord)
 // and what the service keeps beside it.
