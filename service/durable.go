@@ -289,6 +289,10 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 		s.refuse(w, start, http.StatusInternalServerError, kindInternal, fmt.Sprintf("run %s: what the store holds of it: %v", id, err))
 		return true
 	}
+	if err := s.runner.CheckRecord(rec); err != nil { // another build's run, say: one of that build may take it
+		s.refuse(w, start, http.StatusInternalServerError, kindRunDiverged, fmt.Sprintf("run %s cannot be continued from its record on this replica: %v", id, err))
+		return true
+	}
 	pr, refused := s.addRun(meta.Owner)
 	if pr == nil {
 		w.Header().Set("Retry-After", "1")

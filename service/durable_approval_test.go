@@ -224,31 +224,65 @@ func TestDurableTakenOverAgain(t *testing.T) {
 }
 
 // TestDurableRefusedLeavesRun: a take-over refused for what the store holds
-// (here tools edited to a bad name) refuses before it claims the run: the
-// stored run keeps its generation.
+// (its tools edited to a bad name; its record made by another Guest build,
+// as in a rollout) refuses before it claims the run: the stored run keeps
+// its generation, for a replica that can continue it.
 func TestDurableRefusedLeavesRun(t *testing.T) {
 	_, cs, st := durableServers(t, "a", "b")
-	status, out := cs[0].runWith("/v1/run", run{"source": "get_weather('Paris')", "tools": []any{weather}})
-	paused(t, status, out, `get_weather{"city":"Paris"}`)
 	runs := sessionstore.Runs(st)
-	sum := sha256.Sum256([]byte(out.RunID))
-	key := hex.EncodeToString(sum[:])
-	r, meta, err := runs.Get(t.Context(), key, 1<<30)
-	if err != nil {
+	for _, c := range []struct {
+		name, want string
+		edit       func(storedRun map[string]any)
+	}{
+		{"tools", "tools[0]", func(sr map[string]any) { sr["tools"].([]any)[0].(map[string]any)["name"] = "get weather" }},
+		{"guest", "another Guest build", func(sr map[string]any) {
+			rec, err := spine.ParseRecord(decodeBytes(t, sr["run"]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.Guest.Artifact = "another"
+			if sr["run"], err = rec.Encode(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		status, out := cs[0].runWith("/v1/run", run{"source": "get_weather('Paris')", "tools": []any{weather}})
+		paused(t, status, out, `get_weather{"city":"Paris"}`)
+		sum := sha256.Sum256([]byte(out.RunID))
+		key := hex.EncodeToString(sum[:])
+		r, meta, err := runs.Get(t.Context(), key, 1<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sr map[string]any
+		err = json.NewDecoder(r).Decode(&sr)
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.edit(sr)
+		edited, _ := json.Marshal(sr)
+		meta.Generation++
+		if err := runs.Put(t.Context(), key, meta, 1<<30, func(w io.Writer) error { _, err := w.Write(edited); return err }); err != nil {
+			t.Fatal(err)
+		}
+		status, out = cs[1].results(out.RunID, value(out.Pending[0].ID, "fog"))
+		if status != http.StatusInternalServerError || !strings.Contains(out.Error.Message, c.want) {
+			t.Fatalf("%s: a take-over of a run the store holds so: %d %+v", c.name, status, out.Error)
+		}
+		if after, err := runs.Head(t.Context(), key); err != nil || after.Generation != meta.Generation {
+			t.Fatalf("%s: the stored run after the refusal: generation %d (%v), want %d (no claim)", c.name, after.Generation, err, meta.Generation)
+		}
+	}
+}
+
+// decodeBytes is v, a []byte as encoding/json writes it (base64).
+func decodeBytes(t *testing.T, v any) []byte {
+	t.Helper()
+	var b []byte
+	raw, _ := json.Marshal(v)
+	if err := json.Unmarshal(raw, &b); err != nil {
 		t.Fatal(err)
 	}
-	data, _ := io.ReadAll(r)
-	r.Close()
-	edited := strings.Replace(string(data), `"name":"get_weather"`, `"name":"get weather"`, 1)
-	meta.Generation++
-	if err := runs.Put(t.Context(), key, meta, 1<<30, func(w io.Writer) error { _, err := io.WriteString(w, edited); return err }); err != nil {
-		t.Fatal(err)
-	}
-	status, out = cs[1].results(out.RunID, value(out.Pending[0].ID, "fog"))
-	if status != http.StatusInternalServerError || !strings.Contains(out.Error.Message, "tools[0]") {
-		t.Fatalf("a take-over of a run whose stored tools are bad: %d %+v", status, out.Error)
-	}
-	if after, err := runs.Head(t.Context(), key); err != nil || after.Generation != meta.Generation {
-		t.Fatalf("the stored run after the refusal: generation %d (%v), want %d (no claim)", after.Generation, err, meta.Generation)
-	}
+	return b
 }
