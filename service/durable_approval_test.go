@@ -217,6 +217,7 @@ func TestDurableTakenOverAgain(t *testing.T) {
 	go tools.Gate.Let()
 	status, out = cs[2].results(out.RunID, value(first, "Oslo"))
 	paused(t, status, out, `get_weather{"city":"Oslo"}`)
+	<-tools.Gate.Entered // c's: the tests after wait for their own
 	status, out = cs[2].results(out.RunID, value(out.Pending[0].ID, "fog"))
 	if status != http.StatusOK || string(out.Value) != `["Oslo","fog"]` || !strings.HasPrefix(out.RunID, "run_c.") {
 		t.Fatalf("end: %d %s as %s %+v", status, out.Value, out.RunID, out.Error)
