@@ -20,9 +20,9 @@ import (
 
 // askingReplicas are replicas sharing a store and a Runner whose Approve
 // defers every call of lookup to a person; it returns the Runner's tools,
-// how many times Approve was asked about lookup(key=book), and a function
-// that starts replica name (again: a restart).
-func askingReplicas(t *testing.T) (*spinetest.Tools, *atomic.Int64, func(name string) (*service.Server, client)) {
+// how many times Approve was asked about lookup(key=book), the store, and
+// a function that starts replica name (again: a restart).
+func askingReplicas(t *testing.T) (*spinetest.Tools, *atomic.Int64, sessionstore.Store, func(name string) (*service.Server, client)) {
 	t.Helper()
 	st, err := sessionstore.Open(context.Background(), "mem://")
 	if err != nil {
@@ -41,7 +41,7 @@ func askingReplicas(t *testing.T) (*spinetest.Tools, *atomic.Int64, func(name st
 			}
 			return fmt.Errorf("prices are secret: %w", spine.ErrAsk)
 		}})
-	return tl, &books, func(name string) (*service.Server, client) {
+	return tl, &books, st, func(name string) (*service.Server, client) {
 		svc, ts := newSessionServer(t, r, &service.Options{Replica: name, SessionStore: st})
 		return svc, client{t: t, url: ts.URL}
 	}
@@ -68,7 +68,7 @@ func lookupsIn(tl *spinetest.Tools) map[string]int {
 // is continued by the replica's next process, where a refusal raises
 // PermissionError, the tool not called.
 func TestDurableApproval(t *testing.T) {
-	tl, _, start := askingReplicas(t)
+	tl, _, _, start := askingReplicas(t)
 	svcA, a := start("a")
 	_, b := start("b")
 
@@ -119,7 +119,7 @@ func TestDurableApproval(t *testing.T) {
 // it (approval_2), is kept in the store too, and continues on a third
 // replica.
 func TestDurableApprovedReplay(t *testing.T) {
-	tl, books, start := askingReplicas(t)
+	tl, books, _, start := askingReplicas(t)
 	svcA, a := start("a")
 	svcB, b := start("b")
 	_, c := start("c")
@@ -158,7 +158,7 @@ func TestDurableApprovedReplay(t *testing.T) {
 // the run as it was: the right continuation then takes it over (from b,
 // which still holds it, as from one that died).
 func TestDurableApprovalKind(t *testing.T) {
-	_, _, start := askingReplicas(t)
+	_, _, _, start := askingReplicas(t)
 	svcA, a := start("a")
 	_, b := start("b")
 	src := "w = get_weather('Paris')\ntry:\n    p = lookup(key='book')\nexcept PermissionError as e:\n    p = str(e)\n[w, p]"
@@ -180,6 +180,39 @@ func TestDurableApprovalKind(t *testing.T) {
 	}
 	if status, out = c.decide(runID, allow(id, false, "no")); status != http.StatusOK || string(out.Value) != `["sunny","no"]` {
 		t.Fatalf("the decision on c: %d %s %+v", status, out.Value, out.Error)
+	}
+}
+
+// TestDurableApprovalDiverged: a run taken over at an approval whose
+// replay asks another approval than the stored one (here the store was
+// edited) stops with run_diverged, the tool not called.
+func TestDurableApprovalDiverged(t *testing.T) {
+	tl, _, st, start := askingReplicas(t)
+	_, a := start("a")
+	_, b := start("b")
+	status, out := a.runWith("/v1/run", run{"source": "lookup(key='book')"})
+	id := approvalPause(t, status, out, `lookup{"key":"book"}`)
+	runs := sessionstore.Runs(st)
+	sum := sha256.Sum256([]byte(out.RunID))
+	key := hex.EncodeToString(sum[:])
+	r, meta, err := runs.Get(t.Context(), key, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(r)
+	r.Close()
+	edited := strings.Replace(string(data), `"arguments":{"key":"book"}`, `"arguments":{"key":"pen"}`, 1)
+	meta.Generation++
+	if err := runs.Put(t.Context(), key, meta, 1<<30, func(w io.Writer) error { _, err := io.WriteString(w, edited); return err }); err != nil {
+		t.Fatal(err)
+	}
+	status, out = b.decide(out.RunID, allow(id, true, ""))
+	if status != http.StatusInternalServerError || out.Error == nil || out.Error.Kind != "run_diverged" ||
+		!strings.Contains(out.Error.Message, `it asks approval_1 lookup({"key":"book"}), the stored pause approval_1 lookup({"key":"pen"})`) {
+		t.Fatalf("a take-over that does not reach its approval: %d %+v", status, out.Error)
+	}
+	if n := lookupsIn(tl); len(n) != 0 {
+		t.Fatalf("lookups: %v", n)
 	}
 }
 
