@@ -50,6 +50,14 @@ type ApprovalCall struct {
 	// Stdout and Stderr are the program's output so far, as Output has them
 	// (within Options.MaxOutput).
 	Stdout, Stderr string
+	// Record is the run's record so far, when it is recorded
+	// (Request.Record): everything up to this call, the call not included,
+	// without an Outcome. Runner.Continue carries the run on from it, in
+	// this process or another, to this same call, whose approval
+	// Options.Approve is asked again (the calls the record holds are
+	// answered from it: neither asked about nor made again). Its N counts
+	// the calls deferred since the continuation began.
+	Record *Record
 }
 
 // refusedError is a call Options.Approve refused: the program sees
@@ -105,6 +113,9 @@ func (st *runState) ask(ctx context.Context, tool string, args json.RawMessage, 
 	call := ApprovalCall{N: st.asked, Tool: tool, Args: args, Reason: reason.Error()}
 	if st.output != nil {
 		call.Stdout, call.Stderr, _, _ = st.output()
+	}
+	if st.rec != nil {
+		call.Record = st.rec.snapshot()
 	}
 	return st.approval(ctx, call) // a panic is the hook's: approve recovers it
 }

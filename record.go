@@ -262,3 +262,12 @@ func ParseRecord(data []byte) (*Record, error) {
 	}
 	return &rec, nil
 }
+
+// CheckRecord says why the Runner cannot replay or continue rec (Replay,
+// Continue), or nil: a record of another version, cut short by
+// Options.MaxRecord or of a session's run (ErrBadRequest), of another Guest
+// build or tools (ErrDiverged), or whose run tools do not fit the Runner.
+// It runs nothing; a record it accepts may still diverge as it runs.
+func (r *Runner) CheckRecord(rec *Record) error {
+	return r.replayable(rec)
+}

@@ -24,7 +24,9 @@ import (
 // raises PermissionError in the program with the reason. While it waits,
 // the run holds its Guest (and its session's turn) but no run slot, and
 // its time limit does not run; Options.ToolWait bounds the wait, as a
-// client tool's.
+// client tool's. A run kept in the store (durable.go) writes its record
+// at the approval as at a client tool's pause, and a decision that reaches
+// another replica takes it over there.
 
 // statusApproval is the status of a run paused for its caller's approval.
 const statusApproval = "approval_required"
@@ -37,6 +39,7 @@ var errApprovalWait = errors.New("the caller did not decide the approval in time
 type approvals struct {
 	pending *approvalCall // the call the program waits in; nil: none
 	last    int           // the number of the last call asked
+	base    int           // taken over: the approvals its record answers (spine.ApprovalCall.N counts from there)
 }
 
 // approvalCall is a call waiting for its caller's decision.
@@ -70,24 +73,39 @@ func approvalRefused(_ context.Context, call spine.ApprovalCall) error {
 func (pr *pausedRun) approve(ctx context.Context, call spine.ApprovalCall) error {
 	a := &approvalCall{call: call, decided: make(chan approvalDecision, 1)}
 	pr.mu.Lock()
-	pr.approvals.pending, pr.approvals.last = a, call.N
+	a.call.N += pr.approvals.base
+	if pr.expect != nil { // taken over at this approval, decided already (durable.go)
+		d, ok := pr.reachedApproval(a.call)
+		pr.mu.Unlock()
+		if !ok {
+			return errDiverged // the run stops
+		}
+		return d.err()
+	}
+	pr.approvals.pending, pr.approvals.last = a, a.call.N
 	pr.pauseFor(a)
 	pr.mu.Unlock()
+	pr.save()
 	select {
 	case d := <-a.decided:
-		if *d.Allow {
-			return nil
-		}
-		if d.Reason == "" {
-			return errors.New("the caller refused the call")
-		}
-		return errors.New(d.Reason)
+		return d.err()
 	case <-ctx.Done():
 		pr.mu.Lock()
 		pr.approvals.pending = nil
 		pr.mu.Unlock()
 		return ctx.Err()
 	}
+}
+
+// err is what the call's approval returns for d: nil when it allows.
+func (d approvalDecision) err() error {
+	switch {
+	case *d.Allow:
+		return nil
+	case d.Reason == "":
+		return errors.New("the caller refused the call")
+	}
+	return errors.New(d.Reason)
 }
 
 // pauseFor pauses the run for a's decision: its clock and slot stop, and
@@ -109,8 +127,13 @@ func (pr *pausedRun) pauseFor(a *approvalCall) {
 		pr.stream.push(streamItem{approval: &req, stdout: len(a.call.Stdout), stderr: len(a.call.Stderr)})
 		return
 	}
-	pr.send(runEvent{status: http.StatusOK, resp: Response{Value: json.RawMessage("null"), Status: statusApproval, RunID: pr.id,
-		Stdout: a.call.Stdout, Stderr: a.call.Stderr, Approvals: []ApprovalRequest{req}}})
+	ev := runEvent{status: http.StatusOK, resp: Response{Value: json.RawMessage("null"), Status: statusApproval, RunID: pr.id,
+		Stdout: a.call.Stdout, Stderr: a.call.Stderr, Approvals: []ApprovalRequest{req}}}
+	if pr.durable {
+		pr.unsaved, pr.unsavedRec = &ev, a.call.Record // save writes it to the store, then answers it
+		return
+	}
+	pr.send(ev)
 }
 
 // handleApprovals is POST /v1/runs/{run_id}/approvals: the caller's
@@ -125,6 +148,13 @@ func (s *pausedDesk) handleApprovals(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pr := s.paused.get(r.PathValue("run_id"), s.owner(r))
+	if pr == nil && s.runStore != nil && s.takeOver(w, r, start, r.PathValue("run_id"), continuation{decisions: body.Approvals}) {
+		return
+	}
+	if pr != nil && pr.durable && pr.moved() {
+		s.refuse(w, start, http.StatusConflict, kindConflict, "another replica took the run over from the session store, and continues it")
+		return
+	}
 	if pr == nil {
 		status, kind, msg := s.runIDs.whyNot(r.PathValue("run_id"))
 		s.refuse(w, start, status, kind, msg)
@@ -145,7 +175,7 @@ func (s *pausedDesk) handleApprovals(w http.ResponseWriter, r *http.Request) {
 	}
 	a := pr.approvals.pending
 	pr.approvals.pending = nil
-	pr.paused, pr.slotHeld = false, true
+	pr.paused, pr.slotHeld, pr.atStored = false, true, false
 	pr.waitEnd.Stop()
 	pr.startClock()
 	a.decided <- body.Approvals[0]
@@ -186,4 +216,42 @@ func (pr *pausedRun) checkApprovals(decisions []approvalDecision) (int, string, 
 		}
 	}
 	return 0, "", "" // one entry: a run waits for one decision at a time
+}
+
+// checkStoredApproval checks decisions for the approval sr, a run taken
+// over from the store, waits for, as checkApprovals does for a run held
+// here. Under pr.mu or before the run starts.
+func (pr *pausedRun) checkStoredApproval(sr storedRun, decisions []approvalDecision) (int, string, string) {
+	n := sr.Asked + 1
+	if sr.Approval.ID != approvalID(n) {
+		return http.StatusInternalServerError, kindInternal, fmt.Sprintf("run %s: the store holds approval %q, its %dth", sr.RunID, sr.Approval.ID, n)
+	}
+	pr.approvals.pending, pr.approvals.last = &approvalCall{call: spine.ApprovalCall{N: n}}, n
+	defer func() { pr.approvals.pending = nil }()
+	return pr.checkApprovals(decisions)
+}
+
+// reachedApproval answers the first approval a run taken over asks, which
+// must be its stored pause's, with the decision its continuation brought;
+// otherwise the run stops (false). Under pr.mu.
+func (pr *pausedRun) reachedApproval(call spine.ApprovalCall) (approvalDecision, bool) {
+	e := pr.expect
+	pr.expect = nil
+	id := approvalID(call.N)
+	switch {
+	case e.approval == nil:
+		pr.diverged = fmt.Sprintf("it asks %s %s(%s), the stored pause waits for call %d", id, call.Tool, call.Args, e.call)
+	case e.approval.ID != id || e.approval.Tool != call.Tool || !sameJSON(e.approval.Arguments, call.Args):
+		pr.diverged = fmt.Sprintf("it asks %s %s(%s), the stored pause %s %s(%s)", id, call.Tool, call.Args, e.approval.ID, e.approval.Tool, e.approval.Arguments)
+	}
+	if pr.diverged != "" {
+		pr.diverged = fmt.Sprintf("run %s, continued from its record, did not reach its pause again: %s; it cannot be continued", pr.from, pr.diverged)
+		pr.cancel(errDiverged)
+		return approvalDecision{}, false
+	}
+	pr.stopClock() // the replay's time is not the run's: it ran that part already
+	pr.used = e.used
+	pr.startClock()
+	pr.approvals.last = call.N
+	return e.decision, true
 }

@@ -19,24 +19,32 @@ import (
 )
 
 // Durable pauses (docs/scaling.md, "Paused runs"). With a session store, a
-// run with client tools is recorded (spine.Request.Record), and at each
-// pause its record so far (spine.ToolWait.Record) is written to the store,
-// before the pause is answered, as a generation of its own key
-// (sessionstore.Runs: runs/<SHA-256 of the run id>/<generation>). A
-// continuation that reaches a replica not holding the run (its replica
-// drained, died or restarted) loads it there: the replica claims it by
-// writing the next generation, create-only, naming the run's new id (a
-// second replica racing for it loses that write, and answers 409), and
-// continues it from its record (spine.Runner.Continue) to the same pause,
-// whose pending calls must be the stored ones, then applies the results
-// and goes on. The run now lives here under a new id, which its answers
-// carry. Its keys go when it ends; a replica that shuts down (or drains)
-// keeps them for another to continue.
+// run that may pause for its caller is recorded (spine.Request.Record), and
+// at each pause, for its client tools' results or for a decision on a call
+// Approve deferred, its record so far (spine.ToolWait.Record,
+// spine.ApprovalCall.Record) is written to the store, before the pause is
+// answered, as a generation of its own key (sessionstore.Runs:
+// runs/<SHA-256 of the run id>/<generation>). A continuation (tool_results
+// or approvals) that reaches a replica not holding the run (its replica
+// drained, died or restarted) loads it there: the replica checks the
+// continuation and what the store holds, claims the run by writing the
+// next generation, create-only, naming the run's new id (a second replica
+// racing for it loses that write, and answers 409), writes the stored pause
+// again under the new id (should this replica die before the next pause, a
+// continuation of the new id takes the run over again), and continues it
+// from its record (spine.Runner.Continue) to the same pause, whose pending
+// calls or approval must be the stored ones, then applies the results or
+// the decision and goes on. The run now lives here under the new id, which
+// its answers carry. Its keys go when it ends; a replica that shuts down
+// (or drains) keeps them for another to continue.
 //
-// Runs kept so: a /v1/run request's with "tools", outside a session, without
+// Runs kept so: a /v1/run request's that may pause (with "tools", or any on
+// a Server whose Runner asks for approvals), outside a session, without
 // mcp_servers, answered as JSON (not events). They run with early reads
 // off, so that each pause is one call and a continuation numbers its calls
-// as the run did.
+// as the run did. Not kept: a session's run, a stream's (/v1/run/stream),
+// one answered as events, and POST /v1/tool/call's; they live on their
+// replica.
 
 // maxStoredRun bounds a stored run: its record (spine.Options.MaxRecord)
 // and what the service keeps beside it.
@@ -61,7 +69,13 @@ type storedRun struct {
 	Record  bool          `json:"record,omitempty"` // the caller asked for the run's record
 	Call    int           `json:"call,omitempty"`   // the call the run waits for
 	Pending []PendingCall `json:"pending,omitempty"`
-	Run     []byte        `json:"run,omitempty"` // the record so far (spine.Record.Encode)
+	// Approval is the call the run waits in for its caller's decision, in
+	// place of Call and Pending; Entered the calls of its tools that reached
+	// their Call before it (all answered).
+	Approval *ApprovalRequest `json:"approval,omitempty"`
+	Entered  int              `json:"entered,omitempty"`
+	Asked    int              `json:"asked,omitempty"` // the approvals it asked before this pause
+	Run      []byte           `json:"run,omitempty"`   // the record so far (spine.Record.Encode)
 }
 
 // runKey is the store's id of run id: ids of the store are shorter than
@@ -141,9 +155,13 @@ func (pr *pausedRun) save() {
 		pr.mu.Unlock()
 		return
 	}
-	rec, gen := pr.wait.Record, pr.gen+1
+	rec, gen := pr.unsavedRec, pr.gen+1
+	pr.unsavedRec = nil
 	sr := storedRun{RunID: pr.id, Replica: pr.s.opts.Replica, Tools: pr.tools, Limit: pr.limit, Used: pr.used,
-		Record: pr.askedRecord, Call: pr.wait.Call, Pending: ev.resp.Pending}
+		Record: pr.askedRecord, Call: pr.wait.Call, Pending: ev.resp.Pending, Asked: pr.approvals.last}
+	if len(ev.resp.Approvals) > 0 { // an approval (approvals.go)
+		sr.Call, sr.Approval, sr.Entered, sr.Asked = 0, &ev.resp.Approvals[0], pr.entered, sr.Asked-1
+	}
 	pr.mu.Unlock()
 	var err error
 	switch {
@@ -175,10 +193,10 @@ func (pr *pausedRun) save() {
 
 // handOff stops a paused run the store keeps, for another replica to
 // continue: the drain does not wait for it. Only a run paused where the
-// store holds it (atStored): one waiting for an approval, or at a pause
-// whose write failed, has an earlier pause in the store, answered already
-// (no replica takes a decision over, and the results of this pause
-// diverge from that one); the drain waits for it. Under pr.mu.
+// store holds it (atStored, for results or a decision): one at a pause
+// whose write failed has an earlier pause in the store, answered already
+// (what answers this pause diverges from that one); the drain waits for
+// it. Under pr.mu.
 func (pr *pausedRun) handOff() {
 	if pr.paused && pr.atStored && !pr.ended {
 		pr.cancel(errHandedOff)
@@ -224,9 +242,18 @@ func kept(cause error) bool {
 	return errors.Is(cause, errHandedOff) || errors.Is(cause, errMoved) || errors.Is(cause, spine.ErrClosed)
 }
 
+// continuation is what a continuation of a paused run brings: the results
+// of its pending calls, or the decision on its approval (decisions set).
+type continuation struct {
+	results   []toolResult
+	decisions []approvalDecision
+}
+
 // takeOver answers a continuation of run id, which this replica does not
 // hold, from the store: false when the store does not have it either.
-func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time.Time, id string, results []toolResult) bool {
+// Whatever it refuses for, it refuses before it claims the run: the stored
+// run stays as it was.
+func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time.Time, id string, c continuation) bool {
 	sr, meta, err := s.getRun(id)
 	switch {
 	case errors.Is(err, sessionstore.ErrNotFound) && meta.Deleted && meta.Owner == s.owner(r):
@@ -240,12 +267,30 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 	case meta.Owner != s.owner(r):
 		return false
 	case sr.MovedTo != "":
-		s.refuse(w, start, http.StatusConflict, kindConflict, fmt.Sprintf("run %s continues as run %s (replica %s): a continuation of it was answered already", id, sr.MovedTo, sr.Replica))
+		// The id it continues as: a caller whose answer was lost (its
+		// replica died) sends the same continuation there.
+		msg := fmt.Sprintf("run %s continues as run %s (replica %s): a continuation of it was answered already", id, sr.MovedTo, sr.Replica)
+		s.metrics.errors.WithLabelValues(kindConflict).Inc()
+		writeJSON(w, http.StatusConflict, Response{Value: json.RawMessage("null"), RunID: sr.MovedTo,
+			Error: &Error{Kind: kindConflict, Message: msg}, Timing: Timing{TotalMS: ms(time.Since(start))}})
+		return true
+	case c.decisions == nil && sr.Approval != nil:
+		s.refuse(w, start, http.StatusConflict, kindConflict, fmt.Sprintf("run %s waits for a decision on %s (POST /v1/runs/%s/approvals), not for results", id, sr.Approval.ID, id))
+		return true
+	case c.decisions != nil && sr.Approval == nil:
+		s.refuse(w, start, http.StatusConflict, kindConflict, fmt.Sprintf("run %s waits for the results of its pending calls, not for a decision", id))
 		return true
 	}
 	rec, err := spine.ParseRecord(sr.Run)
+	if err == nil {
+		err = storedTools(sr.Tools)
+	}
 	if err != nil {
-		s.refuse(w, start, http.StatusInternalServerError, kindInternal, fmt.Sprintf("run %s: its stored record: %v", id, err))
+		s.refuse(w, start, http.StatusInternalServerError, kindInternal, fmt.Sprintf("run %s: what the store holds of it: %v", id, err))
+		return true
+	}
+	if err := s.runner.CheckRecord(rec); err != nil { // another build's run, say: one of that build may take it
+		s.refuse(w, start, http.StatusInternalServerError, kindRunDiverged, fmt.Sprintf("run %s cannot be continued from its record on this replica: %v", id, err))
 		return true
 	}
 	pr, refused := s.addRun(meta.Owner)
@@ -254,13 +299,21 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 		s.refuse(w, start, http.StatusTooManyRequests, kindTooManyRuns, refused)
 		return true
 	}
-	for _, p := range sr.Pending {
-		pr.asked[p.ID] = false
-	}
 	pr.paused = true
-	status, kind, msg := pr.checkResults(results)
+	var status int
+	var kind, msg, what string
+	if sr.Approval != nil {
+		what = "decision"
+		status, kind, msg = pr.checkStoredApproval(sr, c.decisions)
+	} else {
+		what = "results"
+		for _, p := range sr.Pending {
+			pr.asked[p.ID] = false
+		}
+		status, kind, msg = pr.checkResults(c.results)
+	}
 	if msg == "" {
-		status, kind, msg = s.continuationSlot(w, "results")
+		status, kind, msg = s.continuationSlot(w, what)
 	}
 	if msg != "" {
 		pr.abandon()
@@ -279,32 +332,48 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 		s.refuse(w, start, status, kind, fmt.Sprintf("run %s: another replica took it over first: %v", id, err))
 		return true
 	}
-	s.continueRun(w, r, start, pr, sr, rec, results)
+	// The stored pause under the run's new id, before its continuation is
+	// applied: should this replica die before the run's next pause, the
+	// same continuation sent to the new id (which the claim names) takes it
+	// over again elsewhere.
+	again := sr
+	again.RunID, again.Replica = pr.id, s.opts.Replica
+	if err := s.putRun(pr.id, meta.Owner, 1, again); err != nil {
+		s.opts.Logger.Warn("service: a run taken over is not kept in the store until its next pause", "run_id", pr.id, "error", err)
+	} else {
+		pr.gen = 1
+	}
+	s.continueRun(w, r, start, pr, sr, rec, c)
 	return true
 }
 
-// continueRun runs pr, taken over from the store as sr, from its record:
-// to the stored pause, which results answer, and on.
-func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun, sr storedRun, rec *spine.Record, results []toolResult) {
-	pr.tools, pr.askedRecord, pr.durable, pr.from = sr.Tools, sr.Record, true, sr.RunID
-	pr.expect = &expectedPause{call: sr.Call, pending: sr.Pending, results: results, used: sr.Used}
-	for i := range sr.Tools { // absent schemas come back from JSON as null
-		t := &sr.Tools[i]
+// storedTools checks a stored run's tools, as its request's were; absent
+// schemas, which come back from JSON as null, are absent again.
+func storedTools(tools []ClientTool) error {
+	for i := range tools {
+		t := &tools[i]
 		for _, raw := range []*json.RawMessage{&t.InputSchema, &t.Parameters, &t.OutputSchema} {
 			if string(bytes.TrimSpace(*raw)) == "null" {
 				*raw = nil
 			}
 		}
 	}
-	manifest, err := checkClientTools(sr.Tools, pr)
-	if err != nil {
-		<-s.slots
-		s.metrics.inFlight.Dec()
-		pr.abandon()
-		s.refuse(w, start, http.StatusInternalServerError, kindInternal, fmt.Sprintf("run %s: its stored tools: %v", sr.RunID, err))
-		return
+	if _, err := checkClientTools(tools, nil); err != nil {
+		return fmt.Errorf("its tools: %v", err)
 	}
-	req := spine.Request{Tools: manifest, Waiting: pr.waiting, Record: true}
+	return nil
+}
+
+// continueRun runs pr, taken over from the store as sr, from its record:
+// to the stored pause, which c answers, and on.
+func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun, sr storedRun, rec *spine.Record, c continuation) {
+	pr.tools, pr.askedRecord, pr.durable, pr.from = sr.Tools, sr.Record, true, sr.RunID
+	pr.expect = &expectedPause{call: sr.Call, pending: sr.Pending, results: c.results, used: sr.Used, approval: sr.Approval}
+	if sr.Approval != nil {
+		pr.expect.decision = c.decisions[0]
+	}
+	manifest, _ := checkClientTools(sr.Tools, pr) // checked (storedTools)
+	req := spine.Request{Tools: manifest, Waiting: pr.waiting, Approval: pr.approve, Record: true}
 	pr.mu.Lock()
 	// The replay runs the program again to its pause, which its time used
 	// counted already: it gets the whole limit, and the time used is the
@@ -313,8 +382,12 @@ func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start t
 	// The calls before the stored pause are answered from the record and
 	// never reach their Call: count them as entered, or a pause after the
 	// first (Started counts them) is never seen and the run waits out its
-	// time limit.
-	pr.entered = replayedCalls(sr)
+	// time limit. The approvals the record answers are not asked again:
+	// the next is numbered after them.
+	pr.entered, pr.approvals.base, pr.approvals.last = replayedCalls(sr), sr.Asked, sr.Asked
+	if sr.Approval != nil {
+		pr.entered = sr.Entered
+	}
 	pr.startClock()
 	pr.mu.Unlock()
 	target := func(ctx context.Context, req spine.Request) (*spine.Output, error) {
@@ -337,12 +410,14 @@ func replayedCalls(sr storedRun) int {
 }
 
 // expectedPause is the pause a run continued from its record must reach
-// first, and the results that answer it.
+// first, and the results, or the decision, that answer it.
 type expectedPause struct {
-	call    int
-	pending []PendingCall
-	results []toolResult
-	used    time.Duration // the run's time used at its pause
+	call     int
+	pending  []PendingCall
+	results  []toolResult
+	used     time.Duration    // the run's time used at its pause
+	approval *ApprovalRequest // a pause for a decision (approvals.go): reachedApproval
+	decision approvalDecision
 }
 
 // reached answers the run's first pause, which must be the stored one,
@@ -351,7 +426,11 @@ type expectedPause struct {
 func (pr *pausedRun) reached(pending []PendingCall) {
 	e := pr.expect
 	pr.expect = nil
-	if diff := samePause(pr.wait.Call, pending, e); diff != "" {
+	diff := samePause(pr.wait.Call, pending, e)
+	if e.approval != nil {
+		diff = fmt.Sprintf("it waits for call %d, the stored pause for a decision on %s %s(%s)", pr.wait.Call, e.approval.ID, e.approval.Tool, e.approval.Arguments)
+	}
+	if diff != "" {
 		pr.diverged = fmt.Sprintf("run %s, continued from its record, did not reach its pause again: %s; it cannot be continued", pr.from, diff)
 		pr.cancel(errDiverged)
 		return

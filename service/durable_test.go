@@ -186,34 +186,6 @@ func TestDurableRestart(t *testing.T) {
 	}
 }
 
-// TestDurableApprovalDrain: a run kept in the store that waits for an
-// approval when its replica drains is not handed off: the store holds its
-// earlier pause, already answered, and no replica takes a decision over.
-// The drain waits for it as for any run in flight, and the decision
-// continues it.
-func TestDurableApprovalDrain(t *testing.T) {
-	st, err := sessionstore.Open(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	svc, ts := newSessionServer(t, askingRunner(t), &service.Options{Replica: "a", SessionStore: st})
-	c := client{t: t, url: ts.URL}
-	status, out := c.runWith("/v1/run", run{"source": "a = get_weather('Paris')\n[a, lookup(key='book')]", "tools": []any{weather}})
-	paused(t, status, out, `get_weather{"city":"Paris"}`)
-	runID := out.RunID
-	status, out = c.results(runID, value(out.Pending[0].ID, "sunny"))
-	id := approvalPause(t, status, out, `lookup{"key":"book"}`)
-	svc.Drain()
-	status, out = c.decide(runID, allow(id, true, ""))
-	if status != http.StatusOK || out.Status != "done" || out.Error != nil || string(out.Value) != `["sunny",21]` {
-		t.Fatalf("the decision after the drain began: status %d %+v (error %+v)", status, out, out.Error)
-	}
-	if err := svc.Wait(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestDurableReplayNotCharged: a run taken over is charged the time it
 // used before its pause once, not again for its replay to that pause: a
 // program that spent most of its limit before pausing can be continued.

@@ -168,7 +168,8 @@ type pausedRun struct {
 	askedRecord bool           // its caller asked for its record
 	gen         uint64         // the generation of its key it wrote last; 0: none
 	atStored    bool           // it waits at the pause that generation holds
-	unsaved     *runEvent      // a pause check made, which save writes, then answers
+	unsaved     *runEvent      // a pause check or pauseFor made, which save writes, then answers
+	unsavedRec  *spine.Record  // the record at that pause
 	expect      *expectedPause // taken over: the pause it must reach first
 	from        string         // taken over: the run id it continues
 	diverged    string         // why it did not reach that pause
@@ -251,7 +252,7 @@ func (pr *pausedRun) check() {
 		ev.answer = &ToolAnswer{Status: resp.Status, RunID: resp.RunID, Pending: resp.Pending}
 	}
 	if pr.durable {
-		pr.unsaved, pr.atStored = &ev, false // save writes it to the store, then answers it
+		pr.unsaved, pr.unsavedRec, pr.atStored = &ev, pr.wait.Record, false // save writes it to the store, then answers it
 		return
 	}
 	pr.send(ev)
@@ -546,7 +547,7 @@ func (s *pausedDesk) handleToolResults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pr := s.paused.get(r.PathValue("run_id"), s.owner(r))
-	if pr == nil && s.runStore != nil && s.takeOver(w, r, start, r.PathValue("run_id"), body.Results) {
+	if pr == nil && s.runStore != nil && s.takeOver(w, r, start, r.PathValue("run_id"), continuation{results: body.Results}) {
 		return
 	}
 	if pr != nil && pr.durable && pr.moved() {

@@ -159,11 +159,12 @@ func (s *pausedDesk) continuationSlot(w http.ResponseWriter, what string) (statu
 	}
 }
 
-// answeredEnd answers a continuation of pr, which has ended, with its end
-// (kept after --tool-wait), and reports true; else false. Called under
-// pr.mu, which it releases when it answers.
+// answeredEnd answers a continuation of pr, which has ended or was stopped
+// (handed off, taken over: it is ending), with its end (kept after
+// --tool-wait), and reports true; else false. Called under pr.mu, which it
+// releases when it answers.
 func (pr *pausedRun) answeredEnd(w http.ResponseWriter, start time.Time) bool {
-	if !pr.ended {
+	if !pr.ended && pr.ctx.Err() == nil {
 		return false
 	}
 	pr.mu.Unlock()

@@ -21,6 +21,10 @@ type pause struct {
 		ID        string          `json:"id"`
 		Arguments json.RawMessage `json:"arguments"`
 	} `json:"pending"`
+	Approvals []struct {
+		ID        string          `json:"id"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"approvals"`
 	Error *struct {
 		Kind    string `json:"kind"`
 		Message string `json:"message"`
@@ -58,7 +62,8 @@ func send(url, body string) (pause, error) {
 
 // pausedRuns: runs paused for their caller continue through HAProxy, each
 // on the replica that holds it (every continuation of round-robin
-// would reach another two times in three); then durablePaused.
+// would reach another two times in three); then durablePaused and
+// durableApprovals.
 func pausedRuns(t *testing.T, f *fleet, base string) {
 	const runs = 24
 	var (
@@ -187,4 +192,145 @@ func durablePaused(t *testing.T, f *fleet, base string) {
 	}
 	f.restart(t, 0)
 	f.restart(t, 1)
+	durableApprovals(t, f, base)
+}
+
+// durableApprovals: runs waiting for their caller's decision (the
+// replicas restarted with --demo-tools --ask lookup) on a replica that is
+// then killed (r1) and on one that drains (r2) continue on another, from
+// the session store: none lost, none continued twice, no approval or
+// client tool call asked twice. Half the runs have a client tool between
+// their two approvals; a quarter refuse the second. The replicas are then
+// restarted without --ask, for the phases after.
+func durableApprovals(t *testing.T, f *fleet, base string) {
+	for i := range f.replicas {
+		f.replicas[i].stop(syscall.SIGTERM)
+		f.replicas[i].args = append(f.replicas[i].args, "--demo-tools", "--ask", "lookup")
+		f.restart(t, i)
+	}
+	const perReplica = 4
+	type held struct {
+		i int
+		p pause
+	}
+	var runs []held
+	on := map[string]int{}
+	for i := 0; on["r1"] < perReplica || on["r2"] < perReplica; i++ {
+		if i > 60 {
+			t.Fatalf("runs by replica %v: round-robin should spread them", on)
+		}
+		p, err := startAsking(base, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		on[strings.SplitN(strings.TrimPrefix(p.RunID, "run_"), ".", 2)[0]]++
+		runs = append(runs, held{i, p})
+	}
+	f.replicas[0].stop(syscall.SIGKILL)
+	f.replicas[1].cmd.Process.Signal(syscall.SIGTERM)
+	var (
+		wg                              sync.WaitGroup
+		mu                              sync.Mutex
+		continued, moved, lost, doubled int
+		failed                          []string
+	)
+	for _, h := range runs {
+		wg.Go(func() {
+			asked, p, err := continueAsking(base, h.i, h.p)
+			want, value := askingWants(h.i)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				lost++
+				failed = append(failed, fmt.Sprintf("run %s: %v", h.p.RunID, err))
+			case p.Status != "done" || string(p.Value) != value:
+				lost++
+				failed = append(failed, fmt.Sprintf("run %s ended %s with %s, want %s", p.RunID, p.Status, p.Value, value))
+			default:
+				continued++
+				if p.RunID != h.p.RunID {
+					moved++
+				}
+			}
+			if got := strings.Join(asked, " "); got != want {
+				doubled++
+				failed = append(failed, fmt.Sprintf("run %s asked %s, want %s", h.p.RunID, got, want))
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Printf("FLEET approvals_durable runs=%d on_killed=%d on_drained=%d continued=%d moved=%d lost=%d doubled=%d\n",
+		len(runs), on["r1"], on["r2"], continued, moved, lost, doubled)
+	for _, e := range failed[:min(4, len(failed))] {
+		t.Errorf("%s", e)
+	}
+	if moved < on["r1"]+on["r2"] {
+		t.Errorf("%d runs moved to another replica; %d were on the killed and the drained", moved, on["r1"]+on["r2"])
+	}
+	<-f.replicas[1].done
+	if code := f.replicas[1].cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("the drained replica exited %d", code)
+	}
+	f.replicas[2].stop(syscall.SIGTERM)
+	for i := range f.replicas {
+		f.replicas[i].args = f.replicas[i].args[:len(f.replicas[i].args)-3]
+		f.restart(t, i)
+	}
+}
+
+// startAsking starts, through base, run i: it looks up book and pen, each
+// call waiting for a decision, and even runs ask get_weather between.
+func startAsking(base string, i int) (pause, error) {
+	req := map[string]any{}
+	src := "a = lookup(key='book')\nw = None\n"
+	if i%2 == 0 {
+		src = fmt.Sprintf("a = lookup(key='book')\nw = get_weather('w%d')\n", i)
+		req["tools"] = []json.RawMessage{json.RawMessage(weather)}
+	}
+	req["source"] = src + "try:\n    b = lookup(key='pen')\nexcept PermissionError as e:\n    b = str(e)\n[a, w, b]"
+	body, _ := json.Marshal(req)
+	return send(base+"/v1/run", string(body))
+}
+
+// askingWants is what run i asks its caller, in order, and its value.
+func askingWants(i int) (asked, value string) {
+	asked, w := `approval_1{"key":"book"}`, "null"
+	if i%2 == 0 {
+		asked, w = asked+fmt.Sprintf(` {"city":"w%d"}`, i), `"sun"`
+	}
+	b := "2"
+	if i%4 == 1 || i%4 == 2 {
+		b = fmt.Sprintf(`"refused %d"`, i)
+	}
+	return asked + ` approval_2{"key":"pen"}`, fmt.Sprintf("[21,%s,%s]", w, b)
+}
+
+// continueAsking answers run i's pauses from p on, through base, to its
+// end: it allows book, and pen but in runs 1 and 2 of every 4; it returns
+// what the run asked.
+func continueAsking(base string, i int, p pause) ([]string, pause, error) {
+	var asked []string
+	var err error
+	for n := 0; p.Status != "done"; n++ {
+		switch {
+		case n > 4:
+			return asked, p, fmt.Errorf("run %s asked %v and more", p.RunID, asked)
+		case p.Status == "approval_required" && len(p.Approvals) == 1:
+			a := p.Approvals[0]
+			asked = append(asked, a.ID+string(a.Arguments))
+			allow := a.ID != "approval_2" || i%4 == 0 || i%4 == 3
+			body := fmt.Sprintf(`{"approvals": [{"id": %q, "allow": %v, "reason": "refused %d"}]}`, a.ID, allow, i)
+			p, err = send(base+"/v1/runs/"+p.RunID+"/approvals", body)
+		case p.Status == "tool_calls" && len(p.Pending) == 1:
+			asked = append(asked, string(p.Pending[0].Arguments))
+			p, err = answer(base, p, "sun")
+		default:
+			return asked, p, fmt.Errorf("run %s: status %q with %d pending, %d approvals", p.RunID, p.Status, len(p.Pending), len(p.Approvals))
+		}
+		if err != nil {
+			return asked, p, err
+		}
+	}
+	return asked, p, nil
 }
