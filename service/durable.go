@@ -34,9 +34,15 @@ import (
 // keeps them for another to continue.
 //
 // Runs kept so: a /v1/run request's with "tools", outside a session, without
-// mcp_servers, answered as JSON (not events). They run with early reads
-// off, so that each pause is one call and a continuation numbers its calls
-// as the run did.
+// mcp_servers, answered as JSON (not events), with early reads or without.
+// A pause of a run with early reads lists the read-only calls asked
+// together with the one the program waits in; the record of the wait lists
+// them too (spine.Record.Waiting), and the continuation takes them up under
+// the same numbers, so the pause it reaches lists the same ids. A call the
+// caller answered at an earlier pause whose Call had not returned when the
+// run paused again is on that record without its response: the store
+// keeps its result (storedRun.Answered), which answers it when the
+// continuation takes it up.
 
 // maxStoredRun bounds a stored run: its record (spine.Options.MaxRecord)
 // and what the service keeps beside it.
@@ -61,7 +67,11 @@ type storedRun struct {
 	Record  bool          `json:"record,omitempty"` // the caller asked for the run's record
 	Call    int           `json:"call,omitempty"`   // the call the run waits for
 	Pending []PendingCall `json:"pending,omitempty"`
-	Run     []byte        `json:"run,omitempty"` // the record so far (spine.Record.Encode)
+	// Answered are results the run had of calls its record lists as not
+	// finished where it waited (answered, their Call not yet returned):
+	// a continuation answers them again from here, asking nothing.
+	Answered []toolResult `json:"answered,omitempty"`
+	Run      []byte       `json:"run,omitempty"` // the record so far (spine.Record.Encode)
 }
 
 // runKey is the store's id of run id: ids of the store are shorter than
@@ -121,13 +131,9 @@ func (s *pausedDesk) dropRun(ids ...string) {
 	}
 }
 
-// durable says whether a run that came so is kept in the store. A run
-// that asked for early reads is not: its read-only calls are asked for
-// together, which a continuation from the record cannot yet number as the
-// first run did, so it keeps its one round trip for a loop of reads and
-// lives on its replica.
+// durable says whether a run that came so is kept in the store.
 func (s *pausedDesk) durable(r *http.Request, req spine.Request, c clientRun) bool {
-	return s.runStore != nil && c.sess == nil && c.body == nil && c.tool == nil && len(req.Tools) == 0 && !wantsEvents(r) && !req.EarlyReads
+	return s.runStore != nil && c.sess == nil && c.body == nil && c.tool == nil && len(req.Tools) == 0 && !wantsEvents(r)
 }
 
 // save writes the pause check made (pr.unsaved) to the store, then answers
@@ -143,7 +149,7 @@ func (pr *pausedRun) save() {
 	}
 	rec, gen := pr.wait.Record, pr.gen+1
 	sr := storedRun{RunID: pr.id, Replica: pr.s.opts.Replica, Tools: pr.tools, Limit: pr.limit, Used: pr.used,
-		Record: pr.askedRecord, Call: pr.wait.Call, Pending: ev.resp.Pending}
+		Record: pr.askedRecord, Call: pr.wait.Call, Pending: ev.resp.Pending, Answered: pr.unfinished(rec)}
 	pr.mu.Unlock()
 	var err error
 	switch {
@@ -288,6 +294,9 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun, sr storedRun, rec *spine.Record, results []toolResult) {
 	pr.tools, pr.askedRecord, pr.durable, pr.from = sr.Tools, sr.Record, true, sr.RunID
 	pr.expect = &expectedPause{call: sr.Call, pending: sr.Pending, results: results, used: sr.Used}
+	for _, res := range sr.Answered {
+		pr.delivered[res.ID] = res
+	}
 	for i := range sr.Tools { // absent schemas come back from JSON as null
 		t := &sr.Tools[i]
 		for _, raw := range []*json.RawMessage{&t.InputSchema, &t.Parameters, &t.OutputSchema} {
@@ -362,6 +371,7 @@ func (pr *pausedRun) reached(pending []PendingCall) {
 	for _, res := range e.results {
 		n, _ := strconv.Atoi(res.ID[len("call_"):])
 		pr.asked[res.ID] = true
+		pr.delivered[res.ID] = res
 		if c := pr.calls[n]; c != nil {
 			c.answer <- res
 			delete(pr.calls, n)
@@ -389,4 +399,26 @@ func samePause(call int, pending []PendingCall, e *expectedPause) string {
 func sameJSON(a, b json.RawMessage) bool {
 	var ca, cb bytes.Buffer
 	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
+}
+
+// unfinished keeps, of the results the run had, those of calls rec lists
+// as not finished where the run waited: with early reads, a call the
+// caller answered at an earlier pause whose Call had not yet returned when
+// the program began to wait (its response is not on the record), which a
+// continuation asks for again and the store answers. The others are
+// forgotten. Under pr.mu.
+func (pr *pausedRun) unfinished(rec *spine.Record) []toolResult {
+	var kept []toolResult
+	if rec != nil && rec.Waiting != nil {
+		for _, c := range rec.Waiting.Pending {
+			if res, ok := pr.delivered[callID(c.N)]; ok && c.N > 0 && c.Response == nil {
+				kept = append(kept, res)
+			}
+		}
+	}
+	clear(pr.delivered)
+	for _, res := range kept {
+		pr.delivered[res.ID] = res
+	}
+	return kept
 }
