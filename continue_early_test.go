@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -137,30 +138,34 @@ result = asyncio.run(main())
 // record of that wait by another Runner: the calls pending there are asked
 // again under the numbers the caller holds, none it answered is asked
 // again, the Runner's tool is not called again, and the run ends as it does
-// uninterrupted. At each pause of its own, with early reads on and off.
+// uninterrupted. At each pause of its own, with early reads on, off, and in
+// prefix mode (the program streamed in; continued whole).
 func TestContinueEarlyReads(t *testing.T) {
 	inputs := json.RawMessage(`{"keys": ["a", "b", "c"]}`)
 	for name, src := range earlyPrograms {
-		for _, early := range []bool{true, false} {
+		for _, mode := range []string{"on", "off", "prefix"} {
 			for _, at := range []int{1, 2} {
-				t.Run(fmt.Sprintf("%s/early=%v/pause%d", name, early, at), func(t *testing.T) {
-					continueEarly(t, name, src, inputs, early, at)
+				t.Run(fmt.Sprintf("%s/early=%s/pause%d", name, mode, at), func(t *testing.T) {
+					continueEarly(t, name, src, inputs, mode, at)
 				})
 			}
 		}
 	}
 }
 
-func continueEarly(t *testing.T, name, src string, inputs json.RawMessage, early bool, at int) {
+func continueEarly(t *testing.T, name, src string, inputs json.RawMessage, mode string, at int) {
 	var lookups atomic.Int64
 	r := newRunner(t, countingManifest(&lookups), nil)
 	whole := newCaller()
-	req := Request{Source: src, Inputs: inputs, EarlyReads: early, Record: true, Tools: whole.manifest(), Waiting: whole.waiting}
+	req := Request{Source: src, Inputs: inputs, EarlyReads: mode == "on", Record: true, Tools: whole.manifest(), Waiting: whole.waiting}
+	if mode == "prefix" { // streamed in: prefix mode
+		req.Source, req.Stream = "", strings.NewReader(src)
+	}
 	want, err := r.Run(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if early && (name == "loop" || name == "asyncio") && fmt.Sprint(whole.pauses) != "[1/3 4/6]" {
+	if mode != "off" && (name == "loop" || name == "asyncio") && fmt.Sprint(whole.pauses) != "[1/3 4/6]" {
 		t.Fatalf("uninterrupted: pauses %v, asked %v", whole.pauses, whole.asked)
 	}
 
@@ -171,6 +176,9 @@ func continueEarly(t *testing.T, name, src string, inputs json.RawMessage, early
 	defer cancel()
 	first.stop = cancel
 	req.Tools, req.Waiting = first.manifest(), first.waiting
+	if mode == "prefix" {
+		req.Stream = strings.NewReader(src)
+	}
 	if _, err := r.Run(ctx, req); err == nil {
 		t.Fatal("the run given up ended")
 	}
