@@ -62,11 +62,11 @@ func pauseOf(out service.Response) string {
 // TestDurableEarlyReads: a run with early reads kept in the store, whose
 // pauses list several reads asked together, is continued by another
 // replica when its own drains (at its first pause) or stops (at its
-// second): the continuation reaches the stored pause, with the ids its
+// second), and moved twice: the continuation reaches the stored pause, with the ids its
 // caller holds, and goes on to the pauses and the end of the run that did
 // not move; no call is asked twice, and the server's tool is called once.
 func TestDurableEarlyReads(t *testing.T) {
-	svcs, cs, _ := durableServers(t, "a", "b", "c", "d")
+	svcs, cs, _ := durableServers(t, "a", "b", "c", "d", "e", "f")
 	lookupsOf("")
 
 	// Uninterrupted, on c.
@@ -114,6 +114,33 @@ func TestDurableEarlyReads(t *testing.T) {
 		if n := lookupsOf(key); n != 1 {
 			t.Fatalf("moved at pause %d: lookup called %d times", at, n)
 		}
+	}
+
+	// Moved twice: e drains at the first pause, f, which continued it,
+	// stops at the second, and b continues it from f's record.
+	status, out = cs[4].runWith("/v1/run", run{"source": durableEarlyProgram("early-3"), "tools": []any{price}, "early_reads": true})
+	var got []string
+	for i, on := range []int{5, 1} {
+		if status != http.StatusOK || out.Status != "tool_calls" {
+			break
+		}
+		got = append(got, pauseOf(out))
+		runID, results := out.RunID, answerAll(t, out)
+		if i == 0 {
+			svcs[4].Drain()
+			if err := svcs[4].Wait(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := svcs[5].Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		status, out = cs[on].results(runID, results...)
+		if i == 0 && !strings.HasPrefix(out.RunID, "run_f.") {
+			t.Fatalf("continued as %s", out.RunID)
+		}
+	}
+	if status != http.StatusOK || string(out.Value) != end || fmt.Sprint(got) != fmt.Sprint(want) || lookupsOf("early-3") != 1 {
+		t.Fatalf("moved twice: %d %s, pauses %q, want %s and %q (error %+v)", status, out.Value, got, end, want, out.Error)
 	}
 }
 
