@@ -113,6 +113,7 @@ func (r *Runner) invoke(ctx context.Context, request callRequest) []byte {
 	var response []byte
 	spec, ok := st.tool(request.Tool)
 	var err error
+	asked := request
 	if !ok {
 		err = fmt.Errorf("unknown tool: %s", request.Tool)
 	} else {
@@ -122,7 +123,7 @@ func (r *Runner) invoke(ctx context.Context, request callRequest) []byte {
 		response = encodeResponse(nil, err)
 	} else {
 		n, callCtx := st.own(ctx, request.Tool)
-		st.wait(n)
+		st.wait(n, asked, 0)
 		response, err = callTool(callCtx, request.Tool, spec.Call, request.Args)
 	}
 	if span != nil {

@@ -23,9 +23,11 @@ type future struct {
 	span    trace.Span
 	settled chan struct{}
 
-	own     int  // its number among the calls of the run's own tools (ToolCallOf); 0: a Runner's tool
-	watched bool // the Guest asked after it (peek) before it finished; under runState.mu
-	handed  bool // peek handed its response to the Guest; under runState.mu
+	id      uint32 // its handle
+	own     int    // its number among the calls of the run's own tools (ToolCallOf); 0: a Runner's tool
+	call    bool   // carried (carry.go): the program's call its record's run waited in, not an early read
+	watched bool   // the Guest asked after it (peek) before it finished; under runState.mu
+	handed  bool   // peek handed its response to the Guest; under runState.mu
 }
 
 // settle records what became of a traced early read: claimed or cancelled.
@@ -40,12 +42,15 @@ func (f *future) settle(event string) {
 // does not: early reads off, a tool without AllowEarlyRead, too many pending or
 // started, or the run already ending. 0 is never a business result.
 func (st *runState) prepare(request callRequest) uint32 {
-	if !st.early || st.ctx.Err() != nil {
-		return 0
+	if !st.early || st.ctx.Err() != nil || st.replay != nil && !st.replay.resumed {
+		return 0 // a continuation's replayed part: the record answers, carry.go
 	}
 	spec, ok := st.tool(request.Tool)
 	if !ok || !spec.AllowEarlyRead {
 		return 0
+	}
+	if id := st.adopt(request); id != 0 {
+		return id // started before the record's wait (carry.go)
 	}
 	// Only the Guest's goroutine adds or takes futures: what is checked
 	// here still holds below, after the hook.
@@ -74,6 +79,7 @@ func (st *runState) prepare(request callRequest) uint32 {
 	}
 	st.lastID++
 	st.started++
+	f.id = st.lastID
 	st.futures[st.lastID] = f
 	st.wg.Add(1)
 	go func() {
@@ -102,10 +108,18 @@ func (st *runState) prepare(request callRequest) uint32 {
 // resolve answers the program's call of request. A handle is single-use: it is
 // consumed when its tool name and argument bytes equal the request's, and its
 // result (value or error) is delivered as it is, never retried. Otherwise, or
-// for handle 0 or an unknown handle, the call is made normally.
+// for handle 0 or an unknown handle, the call is made normally. A
+// continuation's replayed part is answered by its record, and past it a
+// call its record's run had started is claimed first (carry.go).
 func (st *runState) resolve(id uint32, request callRequest) []byte {
-	if st.replay != nil {
+	if st.replay != nil && !st.replay.over() {
 		return st.replayed(st.ctx, request) // a replay: no read started, the record answers
+	}
+	if st.replay != nil && !st.carryOut(request) {
+		return encodeResponse(nil, st.replay.err)
+	}
+	if f := st.carried(id, request); f != nil {
+		return st.claim(f, request)
 	}
 	f := st.take(id)
 	if f == nil {
@@ -117,6 +131,12 @@ func (st *runState) resolve(id uint32, request callRequest) []byte {
 		st.unclaimed(f)
 		return st.invokeNoted(st.ctx, request)
 	}
+	return st.claim(f, request)
+}
+
+// claim answers the program's call of request with future f, which it
+// claims: f's response once it has finished, counted as a call.
+func (st *runState) claim(f *future, request callRequest) []byte {
 	if err := st.spend(); err != nil {
 		f.cancel()
 		f.settle("spine.early_read.cancelled")
@@ -130,14 +150,14 @@ func (st *runState) resolve(id uint32, request callRequest) []byte {
 	select {
 	case <-f.done:
 	default:
-		st.wait(f.own)
+		st.wait(f.own, f.request, f.id)
 		<-f.done
 	}
 	f.cancel()
 	f.settle("spine.early_read.claimed")
-	st.called(request.Tool, f.start, f.took, true, f.err)
+	st.called(request.Tool, f.start, f.took, !f.call, f.err)
 	if st.rec != nil {
-		st.rec.call(request, f.response, f.start.Sub(st.begun), f.took, true, false)
+		st.rec.call(request, f.response, f.start.Sub(st.begun), f.took, !f.call, false)
 	}
 	return f.response
 }

@@ -69,6 +69,11 @@ type Record struct {
 	// Outcome is the run's outcome, as digests: a replay must answer the same.
 	Outcome RecordOutcome `json:"outcome"`
 
+	// Waiting is set on a record taken where the run waited for one of its
+	// own tools (ToolWait.Record): the calls it had started and not claimed
+	// there, which Runner.Continue takes up again.
+	Waiting *RecordWait `json:"waiting,omitempty"`
+
 	// Incomplete says why the record stops short (Options.MaxRecord): it
 	// describes the run, but cannot replay it.
 	Incomplete string `json:"incomplete,omitempty"`
@@ -113,6 +118,30 @@ type RecordedCall struct {
 	// Start and Duration are when the tool ran, from the start of the run.
 	Start    time.Duration `json:"start_ns"`
 	Duration time.Duration `json:"duration_ns"`
+}
+
+// RecordWait is where a record taken at a wait stops: the call of the
+// run's own tools the program waits for (its number, ToolCallOf), how many
+// calls of its own tools and early reads it had started, and the calls
+// started and not claimed, in the order they started, the one waited for
+// included.
+type RecordWait struct {
+	Call    int             `json:"call"`
+	Started int             `json:"started"`
+	Reads   int             `json:"reads,omitempty"`
+	Pending []RecordedStart `json:"pending"`
+}
+
+// RecordedStart is a call a run started and had not claimed where it waited:
+// an early read, or the program's call it waits in. N is its number among
+// the calls of the run's own tools (0: a Runner's tool); Response is set
+// when it had finished (a Runner's tool's is there only then).
+type RecordedStart struct {
+	N        int             `json:"n,omitempty"`
+	Tool     string          `json:"tool"`
+	Args     json.RawMessage `json:"args"`
+	Early    bool            `json:"early,omitempty"`
+	Response json.RawMessage `json:"response,omitempty"`
 }
 
 // Failed says the call raised in the program: its response is an error.

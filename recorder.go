@@ -198,6 +198,7 @@ type replayer struct {
 	err        error  // the first difference
 
 	live    bool      // a continuation (Runner.Continue)
+	resumed bool      // live: the program made its first call past the record (carry.go)
 	monoOff int64     // live: what the system's monotonic clock is moved by
 	monoOn  bool      // live: the monotonic clock reads the system's
 	note    *recorder // the continuation's record; nil: none
@@ -274,6 +275,12 @@ func (p *replayer) Sleep(int64) bool {
 	return p.live && p.nWall >= len(p.rec.Clock.Wall) && p.nMono >= len(p.rec.Clock.Mono)
 }
 
+// resumes says a continuation starts early reads once it is past its
+// record: one whose record was taken at a wait (carry.go).
+func (p *replayer) resumes() bool {
+	return p.live && p.rec.Waiting != nil
+}
+
 // over says a continuation has answered every call of its record: the
 // program's next calls are made.
 func (p *replayer) over() bool {
@@ -293,6 +300,12 @@ type ReplayedCall struct {
 // continuation past its record makes the call.
 func (st *runState) replayed(ctx context.Context, request callRequest) []byte {
 	if st.replay.over() {
+		if !st.carryOut(request) {
+			return encodeResponse(nil, st.replay.err)
+		}
+		if f := st.carried(0, request); f != nil {
+			return st.claim(f, request)
+		}
 		return st.invokeNoted(ctx, request)
 	}
 	c, ok := st.replay.call(request)
@@ -303,7 +316,9 @@ func (st *runState) replayed(ctx context.Context, request callRequest) []byte {
 	if len(st.record) < st.runner.opts.MaxToolCalls {
 		st.record = append(st.record, ToolCall{Tool: c.Tool, Start: c.Start, Duration: c.Duration, Early: c.Early, Failed: c.Failed()})
 	}
-	st.own(ctx, request.Tool) // numbered as when it was made (ToolCallOf)
+	if st.replay.rec.Waiting == nil {
+		st.own(ctx, request.Tool) // numbered as when it was made (ToolCallOf); else by the record's wait (carry.go)
+	}
 	if st.rec != nil {
 		st.rec.call(request, c.Response, c.Start, c.Duration, c.Early, false)
 	}

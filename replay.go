@@ -115,8 +115,8 @@ func (r *Runner) toolDifference(tools []RecordedTool) string {
 // random bytes, a sleep not waiting), and where the record ends the run goes
 // on live: its next calls are made, its clock and random bytes are the
 // system's. The run's own tools are numbered as they were (ToolCallOf), so
-// the call the record's run waited for is the same call here, and
-// req.Waiting hears of it again.
+// the calls the record's run had pending where it waited are the same
+// calls here, and req.Waiting hears of the same call again.
 //
 // req gives the run's own tools (the record's, by name, schema and
 // description, with their Calls), Waiting, Stdout, Stderr, Timeout and
@@ -128,10 +128,16 @@ func (r *Runner) toolDifference(tools []RecordedTool) string {
 // Replay; a program that asks for something else than the record holds
 // before its end stops with an error matching ErrDiverged.
 //
-// The recorded part runs with early reads off, and so does the rest: a
-// record made with early reads on continues from the program's calls in
-// its order, which answer the same, but its own tools' calls may be
-// numbered otherwise (early reads are numbered as they start).
+// A record taken at a wait lists the calls the run had started and not
+// claimed there (Record.Waiting): early reads asked before the program
+// needed them, and the call waited in. The recorded part starts no early
+// read; at the program's first call past the record, which must be the
+// call waited for, the continuation takes them up: one that had finished
+// is answered by its recorded response, and a call of the run's own tools
+// that had not is started again under its number, without asking
+// Options.Approve again; the program's calls claim them by request, oldest
+// first, and from there the run starts early reads as it did (carry.go).
+// A record without Waiting continues with early reads off.
 func (r *Runner) Continue(ctx context.Context, rec *Record, req Request) (*Output, error) {
 	if err := r.replayable(rec); err != nil {
 		return nil, err
@@ -141,6 +147,9 @@ func (r *Runner) Continue(ctx context.Context, rec *Record, req Request) (*Outpu
 	}
 	if diff := toolsDiffer(rec.RunTools, recordedTools(req.Tools)); diff != "" {
 		return nil, fmt.Errorf("%w: the run's own tools are not the record's: %s", ErrBadRequest, diff)
+	}
+	if err := r.checkWaiting(rec.Waiting, req.Tools); err != nil {
+		return nil, err
 	}
 	if err := r.begin(); err != nil {
 		return nil, err

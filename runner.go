@@ -389,7 +389,7 @@ func (r *Runner) execute(ctx context.Context, req Request, s *Session) (_ *Outpu
 		}()
 	}
 
-	st := newRunState(r, ctx, (req.EarlyReads || req.Stream != nil) && req.replay == nil)
+	st := newRunState(r, ctx, (req.EarlyReads || req.Stream != nil) && (req.replay == nil || req.replay.resumes()))
 	st.tools, st.waiting, st.approval, st.stop = req.Tools, req.Waiting, req.Approval, cancel
 	st.boundary(&req, inputs, s)
 	defer st.close()

@@ -45,6 +45,9 @@ type runState struct {
 	// ownCalls numbers the calls of the run's own tools as they start
 	// (ToolCallOf); only the Guest's goroutine starts calls.
 	ownCalls int
+	// carry are a continuation's calls its record's run had started and not
+	// claimed where it waited (carry.go): ids of futures, oldest first.
+	carry []uint32
 
 	calls int // tool calls the program made (claimed early reads included)
 	// discoveries are the program's calls of tools.search and
@@ -105,8 +108,8 @@ func (st *runState) own(ctx context.Context, tool string) (int, context.Context)
 }
 
 // wait tells Request.Waiting that the program waits for call n of the run's
-// own tools.
-func (st *runState) wait(n int) {
+// own tools: its call of request, an early read (id, its future's) or not.
+func (st *runState) wait(n int, request callRequest, id uint32) {
 	if n > 0 && st.waiting != nil {
 		w := ToolWait{Call: n, Started: st.ownCalls}
 		if st.output != nil {
@@ -114,6 +117,7 @@ func (st *runState) wait(n int) {
 		}
 		if st.rec != nil {
 			w.Record = st.rec.snapshot()
+			w.Record.Waiting = st.waitingAt(n, request, id)
 		}
 		st.waiting(w)
 	}

@@ -40,11 +40,17 @@ import (
 //
 // Runs kept so: a /v1/run request's that may pause (with "tools", or any on
 // a Server whose Runner asks for approvals), outside a session, without
-// mcp_servers, answered as JSON (not events). They run with early reads
-// off, so that each pause is one call and a continuation numbers its calls
-// as the run did. Not kept: a session's run, a stream's (/v1/run/stream),
-// one answered as events, and POST /v1/tool/call's; they live on their
-// replica.
+// mcp_servers, answered as JSON (not events), with early reads or without.
+// A pause of a run with early reads lists the read-only calls asked
+// together with the one the program waits in; the record of the wait lists
+// them too (spine.Record.Waiting), and the continuation takes them up under
+// the same numbers, so the pause it reaches lists the same ids. A call the
+// caller answered at an earlier pause whose Call had not returned when the
+// run paused again is on that record without its response: the store
+// keeps its result (storedRun.Answered), which answers it when the
+// continuation takes it up. Not kept: a session's run, a stream's
+// (/v1/run/stream), one answered as events, and POST /v1/tool/call's; they
+// live on their replica.
 
 // maxStoredRun bounds a stored run: its record (spine.Options.MaxRecord)
 // and what the service keeps beside it.
@@ -75,7 +81,11 @@ type storedRun struct {
 	Approval *ApprovalRequest `json:"approval,omitempty"`
 	Entered  int              `json:"entered,omitempty"`
 	Asked    int              `json:"asked,omitempty"` // the approvals it asked before this pause
-	Run      []byte           `json:"run,omitempty"`   // the record so far (spine.Record.Encode)
+	// Answered are results the run had of calls its record lists as not
+	// finished where it waited (answered, their Call not yet returned):
+	// a continuation answers them again from here, asking nothing.
+	Answered []toolResult `json:"answered,omitempty"`
+	Run      []byte       `json:"run,omitempty"` // the record so far (spine.Record.Encode)
 }
 
 // runKey is the store's id of run id: ids of the store are shorter than
@@ -135,13 +145,9 @@ func (s *pausedDesk) dropRun(ids ...string) {
 	}
 }
 
-// durable says whether a run that came so is kept in the store. A run
-// that asked for early reads is not: its read-only calls are asked for
-// together, which a continuation from the record cannot yet number as the
-// first run did, so it keeps its one round trip for a loop of reads and
-// lives on its replica.
+// durable says whether a run that came so is kept in the store.
 func (s *pausedDesk) durable(r *http.Request, req spine.Request, c clientRun) bool {
-	return s.runStore != nil && c.sess == nil && c.body == nil && c.tool == nil && len(req.Tools) == 0 && !wantsEvents(r) && !req.EarlyReads
+	return s.runStore != nil && c.sess == nil && c.body == nil && c.tool == nil && len(req.Tools) == 0 && !wantsEvents(r)
 }
 
 // save writes the pause check made (pr.unsaved) to the store, then answers
@@ -158,7 +164,7 @@ func (pr *pausedRun) save() {
 	rec, gen := pr.unsavedRec, pr.gen+1
 	pr.unsavedRec = nil
 	sr := storedRun{RunID: pr.id, Replica: pr.s.opts.Replica, Tools: pr.tools, Limit: pr.limit, Used: pr.used,
-		Record: pr.askedRecord, Call: pr.wait.Call, Pending: ev.resp.Pending, Asked: pr.approvals.last}
+		Record: pr.askedRecord, Call: pr.wait.Call, Pending: ev.resp.Pending, Asked: pr.approvals.last, Answered: pr.unfinished(rec)}
 	if len(ev.resp.Approvals) > 0 { // an approval (approvals.go)
 		sr.Call, sr.Approval, sr.Entered, sr.Asked = 0, &ev.resp.Approvals[0], pr.entered, sr.Asked-1
 	}
@@ -372,6 +378,9 @@ func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start t
 	if sr.Approval != nil {
 		pr.expect.decision = c.decisions[0]
 	}
+	for _, res := range sr.Answered {
+		pr.delivered[res.ID] = res
+	}
 	manifest, _ := checkClientTools(sr.Tools, pr) // checked (storedTools)
 	req := spine.Request{Tools: manifest, Waiting: pr.waiting, Approval: pr.approve, Record: true}
 	pr.mu.Lock()
@@ -441,6 +450,7 @@ func (pr *pausedRun) reached(pending []PendingCall) {
 	for _, res := range e.results {
 		n, _ := strconv.Atoi(res.ID[len("call_"):])
 		pr.asked[res.ID] = true
+		pr.delivered[res.ID] = res
 		if c := pr.calls[n]; c != nil {
 			c.answer <- res
 			delete(pr.calls, n)
@@ -468,4 +478,26 @@ func samePause(call int, pending []PendingCall, e *expectedPause) string {
 func sameJSON(a, b json.RawMessage) bool {
 	var ca, cb bytes.Buffer
 	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
+}
+
+// unfinished keeps, of the results the run had, those of calls rec lists
+// as not finished where the run waited: with early reads, a call the
+// caller answered at an earlier pause whose Call had not yet returned when
+// the program began to wait (its response is not on the record), which a
+// continuation asks for again and the store answers. The others are
+// forgotten. Under pr.mu.
+func (pr *pausedRun) unfinished(rec *spine.Record) []toolResult {
+	var kept []toolResult
+	if rec != nil && rec.Waiting != nil {
+		for _, c := range rec.Waiting.Pending {
+			if res, ok := pr.delivered[callID(c.N)]; ok && c.N > 0 && c.Response == nil {
+				kept = append(kept, res)
+			}
+		}
+	}
+	clear(pr.delivered)
+	for _, res := range kept {
+		pr.delivered[res.ID] = res
+	}
+	return kept
 }

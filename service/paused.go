@@ -164,15 +164,16 @@ type pausedRun struct {
 
 	// A run kept in the store (durable.go).
 	durable     bool
-	tools       []ClientTool   // its "tools"
-	askedRecord bool           // its caller asked for its record
-	gen         uint64         // the generation of its key it wrote last; 0: none
-	atStored    bool           // it waits at the pause that generation holds
-	unsaved     *runEvent      // a pause check or pauseFor made, which save writes, then answers
-	unsavedRec  *spine.Record  // the record at that pause
-	expect      *expectedPause // taken over: the pause it must reach first
-	from        string         // taken over: the run id it continues
-	diverged    string         // why it did not reach that pause
+	tools       []ClientTool          // its "tools"
+	askedRecord bool                  // its caller asked for its record
+	gen         uint64                // the generation of its key it wrote last; 0: none
+	atStored    bool                  // it waits at the pause that generation holds
+	unsaved     *runEvent             // a pause check or pauseFor made, which save writes, then answers
+	unsavedRec  *spine.Record         // the record at that pause
+	delivered   map[string]toolResult // results it had that its next stored pause may need (unfinished)
+	expect      *expectedPause        // taken over: the pause it must reach first
+	from        string                // taken over: the run id it continues
+	diverged    string                // why it did not reach that pause
 }
 
 // call is client tool name's Call: it registers the call and waits for its
@@ -181,8 +182,14 @@ func (pr *pausedRun) call(name string) spine.Tool {
 	return func(ctx context.Context, args json.RawMessage) (any, error) {
 		c := &clientCall{n: spine.ToolCallOf(ctx), name: name, args: args, answer: make(chan toolResult, 1)}
 		pr.mu.Lock()
-		pr.entered++
-		pr.calls[c.n] = c
+		if res, ok := pr.delivered[callID(c.n)]; ok {
+			// Answered already, taken up again by a continuation (durable.go),
+			// and counted as entered there (replayedCalls).
+			c.answer <- res
+		} else {
+			pr.entered++
+			pr.calls[c.n] = c
+		}
 		if pr.stream != nil {
 			pr.announce(c)
 		}
@@ -584,6 +591,9 @@ func (s *pausedDesk) handleToolResults(w http.ResponseWriter, r *http.Request) {
 	for _, res := range body.Results {
 		n, _ := strconv.Atoi(res.ID[len("call_"):])
 		pr.asked[res.ID] = true
+		if pr.durable {
+			pr.delivered[res.ID] = res
+		}
 		if c := pr.calls[n]; c != nil {
 			c.answer <- res
 			delete(pr.calls, n)

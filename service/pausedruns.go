@@ -52,7 +52,7 @@ func (s *pausedDesk) addRun(owner string) (*pausedRun, string) {
 		limit = max(1, limit/n)
 	}
 	pr := &pausedRun{s: s, id: s.runIDs.next(), owner: owner,
-		calls: map[int]*clientCall{}, asked: map[string]bool{}, events: make(chan runEvent, 1), finished: make(chan struct{})}
+		calls: map[int]*clientCall{}, asked: map[string]bool{}, delivered: map[string]toolResult{}, events: make(chan runEvent, 1), finished: make(chan struct{})}
 	pr.ctx, pr.cancel = context.WithCancelCause(context.Background())
 	t.mu.Lock()
 	defer t.mu.Unlock()
