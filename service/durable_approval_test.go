@@ -320,3 +320,30 @@ func decodeBytes(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// TestDurableApprovalEarlyReads: a run with early reads whose read-only
+// client tool is asked in a loop (one pause lists both reads), then waits
+// for a decision, is taken over at the approval: its reads are answered
+// from the record, not asked again, and the decided call is made once.
+func TestDurableApprovalEarlyReads(t *testing.T) {
+	tl, _, _, start := askingReplicas(t)
+	svcA, a := start("a")
+	_, b := start("b")
+	src := "ps = [shop.price(item=i) for i in ['pen', 'ink']]\nbook = lookup(key='book')\n[ps, book]"
+	status, out := a.runWith("/v1/run", run{"source": src, "tools": []any{price}, "early_reads": true})
+	paused(t, status, out, `shop.price{"item":"pen"}`, `shop.price{"item":"ink"}`)
+	runID := out.RunID
+	status, out = a.results(runID, value(out.Pending[0].ID, 2), value(out.Pending[1].ID, 3))
+	id := approvalPause(t, status, out, `lookup{"key":"book"}`)
+	svcA.Drain()
+	if err := svcA.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	status, out = b.decide(runID, allow(id, true, ""))
+	if status != http.StatusOK || out.Status != "done" || string(out.Value) != `[[2,3],21]` || !strings.HasPrefix(out.RunID, "run_b.") {
+		t.Fatalf("the decision on b: %d %s %s as %s (error %+v, pending %+v)", status, out.Status, out.Value, out.RunID, out.Error, out.Pending)
+	}
+	if n := lookupsIn(tl)["book"]; n != 1 {
+		t.Fatalf("lookups of book: %d, want 1", n)
+	}
+}
