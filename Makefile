@@ -40,11 +40,15 @@ test-all: ## every test, without -short
 race: ## every test with the race detector; -short skips the heaviest (soak, bench, corpora, processes)
 	$(PROGRESS) $(GO) test -json -race -short -timeout 30m $(PKGS)
 
-wasmtime-test: ## the wasmtime module (its own go.mod, cgo: the Guest on wasmtime, a measurement beside the engine): vet and its tests; the first run compiles the Guest (about a minute), cached in the user's cache folder
+wasmtime-test: ## the wasmtime module (its own go.mod, cgo: the Guest on wasmtime, a measurement beside the engine): vet and its tests; the first run compiles the Guest and the data Guest (about a minute and two), cached in the user's cache folder
 	cd wasmtime && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
-wasmtime-compare: ## the Guest on wasmtime against wazero in one process: seed demo, empty program, two at once, compute, and the guarantees wasmtime's WASI misses (docs/performance.md)
-	cd wasmtime && SPINE_WASMTIME_COMPARE=1 $(GO) test -count=1 -timeout 10m -run '^TestCompare$$' -v ./...
+# The parts of make wasmtime-compare: TestCompare (the default Guest) and
+# TestCompareData (the data Guest); COMPARE='^TestCompareData$$' runs one.
+COMPARE ?= ^TestCompare(Data)?$$
+
+wasmtime-compare: data-native ## the Guest on wasmtime against wazero in one process: seed demo, empty program, two at once, compute, the guarantees wasmtime's WASI misses; the data Guest's first start and the numpy suite, with native numpy (docs/performance.md)
+	cd wasmtime && SPINE_WASMTIME_COMPARE=1 $(GO) test -count=1 -timeout 30m -run '$(COMPARE)' -v ./...
 
 examples: ## the examples module (its own go.mod: the model SDKs): vet, build and its tests against recorded exchanges
 	cd examples && $(GO) vet ./... && $(GO) test -timeout 10m ./...

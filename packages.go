@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spine-run/spine/guest"
+	"github.com/spine-run/spine/internal/warmup"
 )
 
 // The bounds on Options.Packages: the tree is read whole into the Host's
@@ -25,13 +26,6 @@ const (
 	maxPackagePath   = 1024 // bytes of one file's path in the tree
 	maxPreload       = 256  // names in Options.Preload and Artifact.Preload together
 	maxPreloadName   = 200  // bytes of one name
-)
-
-// The archives beside python311.zip in the Guest's library folder, on sys.path
-// after it in this order.
-const (
-	dataZipName = "data.zip" // Artifact.PackagesZip: the data Guest's packages
-	siteZipName = "site.zip" // Options.Packages, packed by New
 )
 
 // extensionSuffixes are the files of compiled extension modules: the Guest
@@ -283,33 +277,17 @@ type world struct {
 // newWorld puts together the world of artifact a and options opts; site is
 // Options.Packages packed (nil when unset).
 func newWorld(a Artifact, site []byte, preload []string) world {
-	w := world{warm: warmSource}
+	var w world
 	var paths []string
 	if len(a.PackagesZip) > 0 {
-		w.files = append(w.files, guest.File{Name: dataZipName, Data: a.PackagesZip})
-		paths = append(paths, dataZipName)
+		w.files = append(w.files, guest.File{Name: warmup.DataZip, Data: a.PackagesZip})
+		paths = append(paths, warmup.DataZip)
 	}
 	if site != nil {
-		w.files = append(w.files, guest.File{Name: siteZipName, Data: site})
-		paths = append(paths, siteZipName)
+		w.files = append(w.files, guest.File{Name: warmup.SiteZip, Data: site})
+		paths = append(paths, warmup.SiteZip)
 	}
-	if len(paths) > 0 || len(preload) > 0 {
-		var b strings.Builder
-		b.WriteString("import sys\n")
-		for _, p := range paths {
-			fmt.Fprintf(&b, "sys.path.append(%q)\n", path.Join(guest.StdlibMount, p))
-		}
-		// The preloaded modules go in before the collector freezes the image.
-		i := strings.Index(warmSource, "import gc\n")
-		line := strings.Count(warmSource[:i], "\n") + 1 + len(paths) + 1
-		w.preloads = make(map[int]string, len(preload))
-		for _, m := range preload {
-			fmt.Fprintf(&b, "import %s\n", m)
-			w.preloads[line] = m
-			line++
-		}
-		w.warm = warmSource[:i] + b.String() + warmSource[i:]
-	}
+	w.warm, w.preloads = warmup.With(paths, preload)
 	h := sha256.New()
 	for _, f := range w.files {
 		sum := sha256.Sum256(f.Data)

@@ -10,40 +10,6 @@ import (
 	"github.com/spine-run/spine/internal/engine"
 )
 
-// warmSource runs once in the Guest the image is taken from: it imports the
-// modules programs use most (asyncio, concurrent.futures and zoneinfo among
-// them: their import would cost a run up to hundreds of milliseconds,
-// docs/python.md), runs the
-// early-read pass once so CPython's specialized bytecode for it is in the
-// image, makes os.chdir keep the working directory's name normal (wasi-libc,
-// which keeps it, joins a relative path to it as given, so that os.getcwd()
-// would answer "/work/a/.."; without links in the scratch tree, normpath is
-// exact), then freezes everything alive so the collector of a run never walks
-// (and so never dirties) the image's objects. Last, it lists the random
-// generators alive in the image, which every run reseeds from its own
-// entropy (world.find_generators): the image is captured with fixed randomness.
-const warmSource = `import json, re, math, datetime, collections, itertools, functools, ast
-import asyncio, concurrent.futures.thread, zoneinfo, tzdata
-asyncio.run(asyncio.sleep(0))
-import plm
-plm.warm()
-import os, posixpath
-def chdir(path, _chdir=os.chdir):
-    """Change the current working directory to the specified path."""
-    if isinstance(path, int):
-        return _chdir(path)
-    path = os.fspath(path)
-    cwd = os.getcwdb() if isinstance(path, bytes) else os.getcwd()
-    return _chdir(posixpath.normpath(posixpath.join(cwd, path)))
-os.chdir = chdir
-del chdir
-import gc
-gc.collect()
-import world
-world.find_generators()
-gc.freeze()
-`
-
 // imageFormat changes whenever what an image holds changes meaning. An image
 // has the scratch tree preopened at "/" and the working directory /work in
 // wasi-libc's tables, and is captured with fixed randomness, so that every
@@ -63,7 +29,7 @@ func imageKey(artifact, world, tools []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// warm runs the warm-up (warmSource, with the world's additions) in the Guest
+// warm runs the warm-up (warmup.Source, with the world's additions) in the Guest
 // the image is taken from, installing the Runner's tools with it.
 func (r *Runner) warm(ctx context.Context, g *engine.Instance) error {
 	st := newRunState(r, ctx, false)

@@ -18,11 +18,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	wt "github.com/bytecodealliance/wasmtime-go/v39"
 
+	"github.com/spine-run/spine"
 	"github.com/spine-run/spine/guest"
 	"github.com/spine-run/spine/internal/engine"
+	"github.com/spine-run/spine/internal/warmup"
 	"github.com/spine-run/spine/internal/wasm"
 )
 
@@ -51,6 +54,13 @@ type Config struct {
 	// Warm is the execute request the first Guest runs before its memory
 	// becomes the image; nil for none.
 	Warm []byte
+
+	// Artifact is the Guest: nil for the default one (package guest), else
+	// as the Runner's Options.Artifact (the data Guest: guest/data's
+	// Artifact). Its PackagesZip lies beside the standard library as
+	// warmup.DataZip, where the Runner's lies; Warm puts it on sys.path and
+	// imports Preload (warmup.With), as the Runner's warm-up does.
+	Artifact *spine.Artifact
 }
 
 // Engine runs Guests of the embedded artifact on wasmtime.
@@ -62,6 +72,8 @@ type Engine struct {
 	libDir  string     // the standard library's folder, preopened read-only at guest.StdlibMount
 	image   *engine.SharedImage
 	pages   uint64 // the image's size in wasm pages
+
+	compileTime time.Duration // compiling the Guest, or loading it from CacheDir
 }
 
 // wasmPage is the size of a page of linear memory.
@@ -88,7 +100,11 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 }
 
 func (e *Engine) setup(ctx context.Context) error {
-	stripped, segments, err := wasm.SplitData(guest.Wasm)
+	a := e.cfg.Artifact
+	if a == nil {
+		a = &spine.Artifact{Wasm: guest.Wasm, StdlibZip: guest.StdlibZip}
+	}
+	stripped, segments, err := wasm.SplitData(a.Wasm)
 	if err != nil {
 		return fmt.Errorf("spine: the Guest artifact: %w", err)
 	}
@@ -99,9 +115,11 @@ func (e *Engine) setup(ctx context.Context) error {
 	config := wt.NewConfig()
 	config.SetWasmThreads(false)
 	e.engine = wt.NewEngineWithConfig(config)
+	start := time.Now()
 	if e.module, err = e.compile(module); err != nil {
 		return err
 	}
+	e.compileTime = time.Since(start)
 	forward, err := wt.Wat2Wasm(forwardWAT)
 	if err != nil {
 		return err
@@ -112,8 +130,14 @@ func (e *Engine) setup(ctx context.Context) error {
 	if e.libDir, err = os.MkdirTemp("", "spine-wasmtime-lib-"); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(e.libDir, guest.StdlibZipName), guest.StdlibZip, 0o444); err != nil {
-		return err
+	files := []guest.File{{Name: guest.StdlibZipName, Data: a.StdlibZip}}
+	if len(a.PackagesZip) > 0 {
+		files = append(files, guest.File{Name: warmup.DataZip, Data: a.PackagesZip})
+	}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(e.libDir, f.Name), f.Data, 0o444); err != nil {
+			return err
+		}
 	}
 	g, err := e.newGuest(ctx)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/spine-run/spine/internal/warmup"
 )
 
 // testCache keeps the compiled Guest between test processes, as the core's
@@ -21,31 +23,6 @@ func testCache(t testing.TB) string {
 	}
 	return filepath.Join(dir, "spine", "wasmtime")
 }
-
-// warmSource is the Runner's warm-up (warm.go), without a world's additions:
-// the modules programs use most imported, the early-read pass run once,
-// everything alive frozen.
-const warmSource = `import json, re, math, datetime, collections, itertools, functools, ast
-import asyncio, concurrent.futures.thread, zoneinfo, tzdata
-asyncio.run(asyncio.sleep(0))
-import plm
-plm.warm()
-import os, posixpath
-def chdir(path, _chdir=os.chdir):
-    """Change the current working directory to the specified path."""
-    if isinstance(path, int):
-        return _chdir(path)
-    path = os.fspath(path)
-    cwd = os.getcwdb() if isinstance(path, bytes) else os.getcwd()
-    return _chdir(posixpath.normpath(posixpath.join(cwd, path)))
-os.chdir = chdir
-del chdir
-import gc
-gc.collect()
-import world
-world.find_generators()
-gc.freeze()
-`
 
 // lookupTools is the Guest's form of the seed's lookup tool, as the
 // Runner installs it (encodeGuestTools).
@@ -81,7 +58,7 @@ var (
 // testEngine is one Engine for the package's tests.
 func testEngine(t testing.TB) *Engine {
 	sharedOnce.Do(func() {
-		sharedEngine, sharedErr = New(context.Background(), Config{CacheDir: testCache(t), Warm: request(warmSource, true), Call: testCall})
+		sharedEngine, sharedErr = New(context.Background(), Config{CacheDir: testCache(t), Warm: request(warmup.Source, true), Call: testCall})
 	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
@@ -91,8 +68,10 @@ func testEngine(t testing.TB) *Engine {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if sharedEngine != nil {
-		sharedEngine.Close()
+	for _, e := range []*Engine{sharedEngine, dataEngine} {
+		if e != nil {
+			e.Close()
+		}
 	}
 	os.Exit(code)
 }
@@ -227,7 +206,7 @@ func TestSleepEndsWithTheRun(t *testing.T) {
 // secret, drawn as it starts, is the same in both (the image is captured
 // with fixed randomness), while a run's own randomness is not.
 func TestImageSameOnEveryHost(t *testing.T) {
-	other, err := New(context.Background(), Config{CacheDir: testCache(t), Warm: request(warmSource, true)})
+	other, err := New(context.Background(), Config{CacheDir: testCache(t), Warm: request(warmup.Source, true)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/bytecodealliance/wasmtime-go/v39 v39.0.1
 	github.com/spine-run/spine v0.1.0
+	github.com/spine-run/spine/guest/data v0.1.0
 )
 
 require (

@@ -9,8 +9,8 @@ import (
 )
 
 // What the wasmtime module (its own, with cgo) measures against: the
-// programs of the compute suite and the bare host, which it cannot reach
-// unexported.
+// programs of the compute and numpy suites and the bare host, which it
+// cannot reach unexported.
 
 // Program is one program of the compute suite, ready to run: its source
 // ends with computeWrap, so its value is [ns of work(setup()), its result].
@@ -24,6 +24,31 @@ func ComputePrograms() []Program {
 	}
 	return programs
 }
+
+// NumpyPrograms are the numpy suite's programs, for the data Guest: their
+// value is [ns of work(setup()), a few floats] (NumpyValue).
+func NumpyPrograms() []Program {
+	programs := make([]Program, len(numpyWorkloads))
+	for i, w := range numpyWorkloads {
+		programs[i] = Program{Name: w.name, Source: w.source + computeWrap}
+	}
+	return programs
+}
+
+// NumpyValue reads a numpy program's value: ns of work(setup()), and the
+// floats it computed.
+func NumpyValue(v json.RawMessage) (ns int64, check []float64, ok bool) { return timedCheck(v) }
+
+// NativeNumpy runs a numpy program in python (a process, with numpy and
+// pandas) and returns its value's parts and native numpy's and pandas'
+// versions.
+func NativeNumpy(ctx context.Context, python, source string) (ns int64, check []float64, version string, err error) {
+	return nativeNumpy(ctx, python, source)
+}
+
+// SameFloats reports whether two numpy programs' floats agree to nine
+// significant digits, as the numpy suite requires of the Guest and native.
+func SameFloats(a, b []float64) bool { return sameFloats(a, b) }
 
 // NewBareRun starts the bare host (the Guest on wazero, one instance reused
 // without reset) and returns one empty run of it and what closes it.

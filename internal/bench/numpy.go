@@ -191,32 +191,45 @@ func numpyOnce(ctx context.Context, data *spine.Runner, python string, w workloa
 	if !ok {
 		return 0, 0, "", fmt.Errorf("%s on the data Guest: result %s", w.name, out.Value)
 	}
+	nns, ncheck, version, err := nativeNumpy(ctx, python, program)
+	if err != nil {
+		return 0, 0, "", fmt.Errorf("%s: %w", w.name, err)
+	}
+	if !sameFloats(gcheck, ncheck) {
+		return 0, 0, "", fmt.Errorf("%s: the data Guest computed %v, %s computed %v", w.name, gcheck, python, ncheck)
+	}
+	return time.Duration(gns), time.Duration(nns), version, nil
+}
+
+// nativeNumpy runs a numpy program in python, a process, and reads its value.
+func nativeNumpy(ctx context.Context, python, program string) (ns int64, check []float64, version string, err error) {
 	cmd := exec.CommandContext(ctx, python, "-c", numpyNativeScript)
 	cmd.Stdin = strings.NewReader(program)
 	text, err := cmd.Output()
 	if err != nil {
-		return 0, 0, "", fmt.Errorf("%s in %s: %w", w.name, python, err)
+		return 0, nil, "", fmt.Errorf("in %s: %w", python, err)
 	}
 	var nat struct {
 		Version string          `json:"version"`
 		Result  json.RawMessage `json:"result"`
 	}
 	if err := json.Unmarshal(text, &nat); err != nil {
-		return 0, 0, "", fmt.Errorf("%s in %s: printed %q", w.name, python, text)
+		return 0, nil, "", fmt.Errorf("in %s: printed %q", python, text)
 	}
-	nns, ncheck, ok := timedCheck(nat.Result)
+	ns, check, ok := timedCheck(nat.Result)
 	if !ok {
-		return 0, 0, "", fmt.Errorf("%s in %s: printed %q", w.name, python, text)
+		return 0, nil, "", fmt.Errorf("in %s: printed %q", python, text)
 	}
-	same := len(gcheck) == len(ncheck)
-	for i := 0; same && i < len(gcheck); i++ {
-		a, b := gcheck[i], ncheck[i]
-		same = math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b))
+	return ns, check, nat.Version, nil
+}
+
+// sameFloats reports whether a and b agree to nine significant digits.
+func sameFloats(a, b []float64) bool {
+	same := len(a) == len(b)
+	for i := 0; same && i < len(a); i++ {
+		same = math.Abs(a[i]-b[i]) <= 1e-9*math.Max(math.Abs(a[i]), math.Abs(b[i]))
 	}
-	if !same {
-		return 0, 0, "", fmt.Errorf("%s: the data Guest computed %v, %s computed %v", w.name, gcheck, python, ncheck)
-	}
-	return time.Duration(gns), time.Duration(nns), nat.Version, nil
+	return same
 }
 
 // timedCheck reads computeWrap's result: [ns, [floats]].
