@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spine-run/spine/fleet"
 	"github.com/spine-run/spine/service"
 	"github.com/spine-run/spine/sessionstore"
 )
@@ -187,4 +188,34 @@ func TestDurableSessionApproval(t *testing.T) {
 	if v := a.mustRun(id, "[n, r]"); v != `[3,"no pens today"]` || generation(t, st, id) != before+2 {
 		t.Fatalf("the session after the run: %s, generation %d", v, generation(t, st, id))
 	}
+}
+
+// TestDurableSessionAnswerPolicy: under the write policy answer a
+// session's paused run is not kept in the store (it may hold an older
+// state than the run started from): it lives on its replica, and a
+// continuation reaching another is answered 421.
+func TestDurableSessionAnswerPolicy(t *testing.T) {
+	st, err := sessionstore.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var cs []client
+	for _, name := range []string{"a", "b"} {
+		_, ts := newSessionServer(t, nil, &service.Options{Replica: name, SessionStore: st, SessionWrite: fleet.WriteAnswer})
+		cs = append(cs, client{t: t, url: ts.URL})
+	}
+	a, b := cs[0], cs[1]
+	id := a.create()
+	a.mustRun(id, "import random\nx = 1")
+	status, out := a.sessionRun(id, sessionProgram("session-4"))
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	runID, call := out.RunID, out.Pending[0].ID
+	status, out = b.results(runID, value(call, map[string]any{"next": "Oslo"}))
+	if status != http.StatusMisdirectedRequest || out.Error == nil || out.Error.Kind != "run_elsewhere" {
+		t.Fatalf("a continuation reaching b: %d %+v, want 421 run_elsewhere", status, out.Error)
+	}
+	status, out = a.results(runID, value(call, map[string]any{"next": "Oslo"}))
+	paused(t, status, out, `get_weather{"city":"Oslo"}`)
+	lookupsOf("session-4")
 }
