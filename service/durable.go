@@ -321,24 +321,28 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 		}
 		status, kind, msg = pr.checkResults(c.results)
 	}
-	if msg == "" {
-		status, kind, msg = s.continuationSlot(w, what)
-	}
-	var sess *fleet.Session // a session's run: its session, held as a run holds it
+	var sess *fleet.Session // a session's run: its session, held as a run holds it (durablesession.go)
 	if msg == "" && sr.Session != "" {
-		if sess, status, kind, msg = s.takeSession(r, sr, meta.Owner); sess == nil {
-			<-s.slots
-			s.metrics.inFlight.Dec()
-		}
-	}
-	if msg != "" {
-		pr.abandon()
-		s.refuse(w, start, status, kind, msg)
-		return true
+		sess, status, kind, msg = s.holdSession(r, sr, meta.Owner)
 	}
 	giveTurn := func() {}
 	if sess != nil {
 		giveTurn = func() { sess.Unlock(); s.fleet.Release(sess) }
+	}
+	if msg == "" {
+		status, kind, msg = s.continuationSlot(w, what)
+		if msg == "" && sess != nil {
+			if status, kind, msg = s.atRunStart(r, sess, sr); msg != "" {
+				<-s.slots
+				s.metrics.inFlight.Dec()
+			}
+		}
+	}
+	if msg != "" {
+		giveTurn()
+		pr.abandon()
+		s.refuse(w, start, status, kind, msg)
+		return true
 	}
 	claim := storedRun{RunID: id, Replica: s.opts.Replica, MovedTo: pr.id}
 	if err := s.putRun(id, meta.Owner, meta.Generation+1, claim); err != nil {

@@ -99,8 +99,8 @@ func TestDurableSessionRun(t *testing.T) {
 
 // TestDurableSessionMovedOn: a session's paused run whose session was
 // written since it started (another run in it, on another replica, once
-// its replica handed the run off) is refused 409 when continued, its
-// tools not called.
+// its replica handed the run off) is refused 409 when continued, and once
+// the session is deleted 404, its tools not called.
 func TestDurableSessionMovedOn(t *testing.T) {
 	svcs, cs, _ := durableServers(t, "a", "b")
 	a, b := cs[0], cs[1]
@@ -121,6 +121,14 @@ func TestDurableSessionMovedOn(t *testing.T) {
 	}
 	if v := b.mustRun(id, "x"); v != "2" {
 		t.Fatalf("the session after the refusal: %s", v)
+	}
+	// Deleted: the run is refused 404, naming its session.
+	if status, raw, _ := b.send("DELETE", "/v1/sessions/"+id, "", nil); status != http.StatusNoContent && status != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", status, raw)
+	}
+	status, out = b.results(runID, value(call, map[string]any{"next": "Oslo"}))
+	if status != http.StatusNotFound || out.Error == nil || !strings.Contains(out.Error.Message, "its session "+id+": it is gone") || lookupsOf("session-2") != 0 {
+		t.Fatalf("a continuation after the session was deleted: %d %+v", status, out.Error)
 	}
 }
 

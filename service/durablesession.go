@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,43 +59,59 @@ func (pr *pausedRun) leftSession(cause error) {
 	}
 }
 
-// takeSession loads and locks the session of sr, a session's run taken
-// over, at the generation its run started from: nil and why not (a status,
-// a kind, a message), having released it.
-func (s *pausedDesk) takeSession(r *http.Request, sr storedRun, owner string) (_ *fleet.Session, status int, kind, msg string) {
-	ctx, cancel := context.WithTimeout(r.Context(), s.opts.MaxTimeout)
-	defer cancel()
+// holdSession takes the session of sr, a session's run taken over, as a
+// run takes its session: loaded from the store (holding a slot while it
+// restores) unless this replica holds it, then locked, waiting for the
+// operation in flight in it (within the run's time limit) without a slot.
+// nil and why not (a status, a kind, a message), having released it.
+func (s *pausedDesk) holdSession(r *http.Request, sr storedRun, owner string) (_ *fleet.Session, status int, kind, msg string) {
 	e, err := s.fleet.Get(sr.Session, owner)
 	if errors.Is(err, fleet.ErrNoSession) {
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			return nil, http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("all %d run slots are busy; send the same continuation again later (the run waits)", cap(s.slots))
+		}
+		s.metrics.inFlight.Inc()
+		ctx, cancel := context.WithTimeout(r.Context(), s.opts.MaxTimeout)
 		e, err = s.fleet.Load(ctx, sr.Session, owner)
+		cancel()
+		<-s.slots
+		s.metrics.inFlight.Dec()
 	}
 	if err == nil {
-		if err = e.Lock(ctx); err != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), cmp.Or(sr.Limit, s.opts.MaxTimeout))
+		err = e.Lock(ctx)
+		cancel()
+		if err != nil {
+			status, kind, msg = s.sessions.sessionError(r.Context(), e, err)
 			s.fleet.Release(e)
+			return nil, status, kind, fmt.Sprintf("run %s: its session %s: %s", sr.RunID, sr.Session, msg)
 		}
-	}
-	var gen uint64
-	if err == nil {
-		if gen, err = s.fleet.Generation(ctx, e); err != nil || gen != sr.SessionGen {
-			e.Unlock()
-			s.fleet.Release(e)
-		}
-	}
-	switch st, k, m, ok := storeAnswer(err); {
-	case err == nil && gen != sr.SessionGen:
-		return nil, http.StatusConflict, kindConflict, fmt.Sprintf("run %s cannot continue: session %s moved on since the run started (generation %d, the run's %d)", sr.RunID, sr.Session, gen, sr.SessionGen)
-	case err == nil:
 		return e, 0, "", ""
-	case errors.Is(err, spine.ErrClosed):
-		return nil, http.StatusServiceUnavailable, kindClosed, fmt.Sprintf("run %s: the server is shutting down; the run is kept in the session store: send the same continuation again, and another replica continues it", sr.RunID)
-	case errors.Is(err, fleet.ErrNoSession):
-		return nil, http.StatusNotFound, kindNotFound, fmt.Sprintf("run %s cannot continue: its session %s is gone (deleted or expired)", sr.RunID, sr.Session)
-	case ok:
-		return nil, st, k, fmt.Sprintf("run %s: its session %s: %s", sr.RunID, sr.Session, m)
-	case errors.As(err, new(*fleet.TurnError)):
-		return nil, http.StatusConflict, kindConflict, fmt.Sprintf("run %s: its session %s is busy: %v", sr.RunID, sr.Session, err)
 	}
-	return nil, http.StatusServiceUnavailable, kindStoreUnavailable, fmt.Sprintf("run %s: its session %s could not be loaded: %v", sr.RunID, sr.Session, err)
+	status, kind, msg = s.sessions.sessionError(r.Context(), nil, err)
+	if status == http.StatusNotFound {
+		msg = "it is gone (deleted or expired)"
+	}
+	return nil, status, kind, fmt.Sprintf("run %s cannot continue: its session %s: %s", sr.RunID, sr.Session, msg)
+}
+
+// atRunStart checks that e, the session of sr, held (holdSession), is at
+// the generation its run started from, loading the store's newest: why
+// not (a status, a kind, a message), or "". The caller holds a slot.
+func (s *pausedDesk) atRunStart(r *http.Request, e *fleet.Session, sr storedRun) (status int, kind, msg string) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.MaxTimeout)
+	defer cancel()
+	gen, err := s.fleet.Generation(ctx, e)
+	switch {
+	case err != nil:
+		status, kind, msg = s.sessions.sessionError(r.Context(), e, err)
+		return status, kind, fmt.Sprintf("run %s: its session %s: %s", sr.RunID, sr.Session, msg)
+	case gen != sr.SessionGen:
+		return http.StatusConflict, kindConflict, fmt.Sprintf("run %s cannot continue: session %s moved on since the run started (generation %d, the run's %d)", sr.RunID, sr.Session, gen, sr.SessionGen)
+	}
+	return 0, "", ""
 }
 
 // checkRecordOf says why this replica cannot continue rec, the record of
