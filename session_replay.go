@@ -25,6 +25,16 @@ import (
 // divergence, its ctx, its time limit) loses the session as a run would.
 // Its record (req.Record) is the whole run's, as a run of this session.
 func (s *Session) Continue(ctx context.Context, rec *Record, req Request) (*Output, error) {
+	return s.recorded(ctx, rec, func(ctx context.Context, plain *Record) (*Output, error) {
+		req.session = s
+		return s.r.Continue(ctx, plain, req)
+	})
+}
+
+// recorded runs run, Continue's or Replay's, with the session's turn, on
+// rec checked and without its Session (the rest is checked as the
+// Runner's, in this session).
+func (s *Session) recorded(ctx context.Context, rec *Record, run func(context.Context, *Record) (*Output, error)) (*Output, error) {
 	r := s.r
 	if err := r.CheckSessionRecord(rec); err != nil {
 		return nil, err
@@ -44,9 +54,21 @@ func (s *Session) Continue(ctx context.Context, rec *Record, req Request) (*Outp
 		return nil, err
 	}
 	plain := *rec
-	plain.Session = nil // checked: the rest is Runner.Continue's, in this session
-	req.session = s
-	return r.Continue(ctx, &plain, req)
+	plain.Session = nil
+	return run(ctx, &plain)
+}
+
+// Replay runs a session's recorded run again in this session, from its
+// record, as Runner.Replay does outside one: no tool called, the recorded
+// clock reads and random bytes, the Output the recorded run's (its outcome
+// checked). The session's state must be the one the run started from (its
+// snapshot taken before the run, restored), as for Continue; the session
+// then holds the state the run left. Like Run, it waits for the session's
+// turn.
+func (s *Session) Replay(ctx context.Context, rec *Record, opts *ReplayOptions) (*Output, error) {
+	return s.recorded(ctx, rec, func(ctx context.Context, plain *Record) (*Output, error) {
+		return s.r.replay(ctx, plain, opts, s)
+	})
 }
 
 // CheckSessionRecord says why no session of the Runner can continue rec

@@ -25,7 +25,8 @@ result = {"pre": pre, "a": a, "b": b}
 // second own call, continued from that record in another Runner's session
 // restored from the snapshot taken before the run, ends as the run did,
 // with no call the record holds made again; the state of the session's
-// earlier runs is there, and the session goes on from the run's.
+// earlier runs is there, and the session goes on from the run's. The whole
+// run's record replays so too (Session.Replay).
 func TestSessionContinue(t *testing.T) {
 	ctx := context.Background()
 	var lookups atomic.Int64
@@ -82,6 +83,21 @@ func TestSessionContinue(t *testing.T) {
 	if out.Record == nil || out.Record.Session == nil || len(out.Record.Calls) != len(whole.Record.Calls) {
 		t.Fatalf("the continuation's record: %+v", out.Record)
 	}
+	// The whole run's record replays in a third session from the same
+	// snapshot, calling nothing.
+	sess3, err := r2.Restore(ctx, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess3.Close(ctx) })
+	replayed, err := sess3.Replay(ctx, whole.Record, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameOutput(t, whole, replayed)
+	if lookups2.Load() != 0 || len(asked2) != 1 {
+		t.Fatalf("the replay called tools: %d lookups, asks %v", lookups2.Load(), asked2)
+	}
 	next := func(s *Session) string {
 		out, err := s.Run(ctx, Request{Source: "import random\nresult = [y, random.random()]"})
 		if err != nil {
@@ -89,8 +105,8 @@ func TestSessionContinue(t *testing.T) {
 		}
 		return string(out.Value)
 	}
-	if a, b := next(sess), next(sess2); a != b {
-		t.Fatalf("the sessions after the run differ: %s and %s", a, b)
+	if a, b, c := next(sess), next(sess2), next(sess3); a != b || a != c {
+		t.Fatalf("the sessions after the run differ: %s, %s and %s", a, b, c)
 	}
 }
 
