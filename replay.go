@@ -38,6 +38,12 @@ func (r *Runner) Replay(ctx context.Context, rec *Record, opts *ReplayOptions) (
 	if err := r.replayable(rec); err != nil {
 		return nil, err
 	}
+	return r.replay(ctx, rec, opts, nil)
+}
+
+// replay is Replay's work, on a Guest of the pool or in session s (whose
+// turn the caller holds).
+func (r *Runner) replay(ctx context.Context, rec *Record, opts *ReplayOptions, s *Session) (*Output, error) {
 	if opts == nil {
 		opts = &ReplayOptions{}
 	}
@@ -51,7 +57,7 @@ func (r *Runner) Replay(ctx context.Context, rec *Record, opts *ReplayOptions) (
 		EarlyReads: rec.EarlyReads, Tools: manifestOf(rec.RunTools),
 		Stdout: opts.Stdout, Stderr: opts.Stderr, replay: p,
 	}
-	out, err := r.run(ctx, req, nil)
+	out, err := r.run(ctx, req, s)
 	if p.err == nil && out != nil {
 		p.end()
 	}

@@ -111,7 +111,8 @@ type Request struct {
 	// byte, calling no tool (docs/sandbox.md, "Records").
 	Record bool
 
-	replay *replayer // set by Replay and Continue: the run answers from a record
+	replay  *replayer // set by Replay and Continue: the run answers from a record
+	session *Session  // set by Session.Continue: the session the run goes on in
 }
 
 // ToolWait is what Request.Waiting is told when the program waits for a
@@ -322,6 +323,9 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Output, error) {
 
 // run runs one program on a Guest from the pool, or on session s's Guest.
 func (r *Runner) run(ctx context.Context, req Request, s *Session) (out *Output, err error) {
+	if s == nil {
+		s = req.session // Session.Continue's, through Runner.Continue
+	}
 	if r.tracer != nil || r.log != nil {
 		var span trace.Span
 		ctx, span = startRun(ctx, r.tracer, req, s != nil)

@@ -328,6 +328,11 @@ func (f *Fleet) load(ctx context.Context, e *Session) (s *spine.Session, gen uin
 // caller holds e's lock. A run Cut stops returns ErrCut and leaves e as it
 // was before the run.
 func (f *Fleet) Run(ctx context.Context, e *Session, req spine.Request) (*spine.Output, error) {
+	return f.run(ctx, e, func(ctx context.Context, s *spine.Session) (*spine.Output, error) { return s.Run(ctx, req) })
+}
+
+// run is Run's work, with run the run in e's live session, refreshed.
+func (f *Fleet) run(ctx context.Context, e *Session, run func(context.Context, *spine.Session) (*spine.Output, error)) (*spine.Output, error) {
 	if f.isCut() {
 		return nil, ErrCut
 	}
@@ -347,7 +352,7 @@ func (f *Fleet) Run(ctx context.Context, e *Session, req spine.Request) (*spine.
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(f.cut, cancel)()
-	out, err := e.s.Run(runCtx, req)
+	out, err := run(runCtx, e.s)
 	if err != nil && e.keep && e.s.Err() != nil {
 		e.broke = err // for Lost, when the next Run replaces it
 	}

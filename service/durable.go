@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/fleet"
 	"github.com/spine-run/spine/sessionstore"
 )
 
@@ -39,8 +40,9 @@ import (
 // (or drains) keeps them for another to continue.
 //
 // Runs kept so: a /v1/run request's that may pause (with "tools", or any on
-// a Server whose Runner asks for approvals), outside a session, without
-// mcp_servers, answered as JSON (not events), with early reads or without.
+// a Server whose Runner asks for approvals), without mcp_servers, answered
+// as JSON (not events), with early reads or without, and so a session's run
+// under the write policy run (durablesession.go), without early reads.
 // A pause of a run with early reads lists the read-only calls asked
 // together with the one the program waits in; the record of the wait lists
 // them too (spine.Record.Waiting), and the continuation takes them up under
@@ -48,7 +50,8 @@ import (
 // caller answered at an earlier pause whose Call had not returned when the
 // run paused again is on that record without its response: the store
 // keeps its result (storedRun.Answered), which answers it when the
-// continuation takes it up. Not kept: a session's run, a stream's
+// continuation takes it up. Not kept: a session's run under the policies
+// answer and hibernate, or with early reads, a stream's
 // (/v1/run/stream), one answered as events, and POST /v1/tool/call's; they
 // live on their replica.
 
@@ -86,6 +89,10 @@ type storedRun struct {
 	// a continuation answers them again from here, asking nothing.
 	Answered []toolResult `json:"answered,omitempty"`
 	Run      []byte       `json:"run,omitempty"` // the record so far (spine.Record.Encode)
+	// Session is the session a session's run runs in, SessionGen the
+	// generation of it the run started from (durablesession.go).
+	Session    string `json:"session,omitempty"`
+	SessionGen uint64 `json:"session_generation,omitempty"`
 }
 
 // runKey is the store's id of run id: ids of the store are shorter than
@@ -147,7 +154,7 @@ func (s *pausedDesk) dropRun(ids ...string) {
 
 // durable says whether a run that came so is kept in the store.
 func (s *pausedDesk) durable(r *http.Request, req spine.Request, c clientRun) bool {
-	return s.runStore != nil && c.sess == nil && c.body == nil && c.tool == nil && len(req.Tools) == 0 && !wantsEvents(r)
+	return s.runStore != nil && (c.sess == nil || s.durableSessions() && !req.EarlyReads) && c.body == nil && c.tool == nil && len(req.Tools) == 0 && !wantsEvents(r)
 }
 
 // save writes the pause check made (pr.unsaved) to the store, then answers
@@ -174,7 +181,10 @@ func (pr *pausedRun) save() {
 	case rec == nil || rec.Incomplete != "":
 		err = errors.New("the run's record is incomplete (spine.Options.MaxRecord)")
 	default:
-		if sr.Run, err = rec.Encode(); err == nil {
+		if err = pr.sessionAt(&sr); err == nil {
+			sr.Run, err = rec.Encode()
+		}
+		if err == nil {
 			err = pr.s.putRun(pr.id, pr.owner, gen, sr)
 		}
 	}
@@ -295,7 +305,7 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 		s.refuse(w, start, http.StatusInternalServerError, kindInternal, fmt.Sprintf("run %s: what the store holds of it: %v", id, err))
 		return true
 	}
-	if err := s.runner.CheckRecord(rec); err != nil { // another build's run, say: one of that build may take it
+	if err := s.checkRecordOf(sr, rec); err != nil { // another build's run, say: one of that build may take it
 		s.refuse(w, start, http.StatusInternalServerError, kindRunDiverged, fmt.Sprintf("run %s cannot be continued from its record on this replica: %v", id, err))
 		return true
 	}
@@ -318,10 +328,25 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 		}
 		status, kind, msg = pr.checkResults(c.results)
 	}
+	var sess *fleet.Session // a session's run: its session, held as a run holds it (durablesession.go)
+	if msg == "" && sr.Session != "" {
+		sess, status, kind, msg = s.holdSession(r, sr, meta.Owner)
+	}
+	giveTurn := func() {}
+	if sess != nil {
+		giveTurn = func() { sess.Unlock(); s.fleet.Release(sess) }
+	}
 	if msg == "" {
 		status, kind, msg = s.continuationSlot(w, what)
+		if msg == "" && sess != nil {
+			if status, kind, msg = s.atRunStart(r, sess, sr); msg != "" {
+				<-s.slots
+				s.metrics.inFlight.Dec()
+			}
+		}
 	}
 	if msg != "" {
+		giveTurn()
 		pr.abandon()
 		s.refuse(w, start, status, kind, msg)
 		return true
@@ -330,6 +355,7 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 	if err := s.putRun(id, meta.Owner, meta.Generation+1, claim); err != nil {
 		<-s.slots
 		s.metrics.inFlight.Dec()
+		giveTurn()
 		pr.abandon()
 		status, kind := http.StatusServiceUnavailable, kindStoreUnavailable
 		if errors.Is(err, sessionstore.ErrConflict) {
@@ -349,7 +375,7 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 	} else {
 		pr.gen = 1
 	}
-	s.continueRun(w, r, start, pr, sr, rec, c)
+	s.continueRun(w, r, start, pr, sr, rec, c, sess, giveTurn)
 	return true
 }
 
@@ -371,9 +397,11 @@ func storedTools(tools []ClientTool) error {
 }
 
 // continueRun runs pr, taken over from the store as sr, from its record:
-// to the stored pause, which c answers, and on.
-func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun, sr storedRun, rec *spine.Record, c continuation) {
-	pr.tools, pr.askedRecord, pr.durable, pr.from = sr.Tools, sr.Record, true, sr.RunID
+// to the stored pause, which c answers, and on; a session's run in sess,
+// held until giveTurn.
+func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun, sr storedRun, rec *spine.Record, c continuation,
+	sess *fleet.Session, giveTurn func()) {
+	pr.tools, pr.askedRecord, pr.durable, pr.from, pr.sess = sr.Tools, sr.Record, true, sr.RunID, sess
 	pr.expect = &expectedPause{call: sr.Call, pending: sr.Pending, results: c.results, used: sr.Used, approval: sr.Approval}
 	if sr.Approval != nil {
 		pr.expect.decision = c.decisions[0]
@@ -402,7 +430,12 @@ func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start t
 	target := func(ctx context.Context, req spine.Request) (*spine.Output, error) {
 		return s.runner.Continue(ctx, rec, req)
 	}
-	go pr.run(target, req, nil, func() {})
+	if sess != nil {
+		target = func(ctx context.Context, req spine.Request) (*spine.Output, error) {
+			return s.fleet.Continue(ctx, sess, sr.SessionGen, rec, req)
+		}
+	}
+	go pr.run(target, req, sess, giveTurn)
 	s.awaitRun(w, r, start, pr)
 }
 

@@ -173,6 +173,7 @@ type pausedRun struct {
 	delivered   map[string]toolResult // results it had that its next stored pause may need (unfinished)
 	expect      *expectedPause        // taken over: the pause it must reach first
 	from        string                // taken over: the run id it continues
+	sess        *fleet.Session        // a session's run: its session (durablesession.go)
 	diverged    string                // why it did not reach that pause
 }
 
@@ -367,7 +368,7 @@ func (s *pausedDesk) runClient(w http.ResponseWriter, r *http.Request, start tim
 	}
 	pr.tool, pr.fileData = c.tool, c.data
 	if s.durable(r, req, c) { // kept in the store (durable.go)
-		pr.durable, pr.tools, pr.askedRecord = true, c.tools, req.Record
+		pr.durable, pr.tools, pr.askedRecord, pr.sess = true, c.tools, req.Record, sess
 		req.Record = true
 	}
 	manifest, _ := checkClientTools(c.tools, pr)
@@ -462,6 +463,8 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 		status, e = http.StatusInternalServerError, &Error{Kind: kindRunDiverged, Message: pr.diverged}
 	case pr.from != "" && errors.Is(err, spine.ErrDiverged):
 		status, e = http.StatusInternalServerError, &Error{Kind: kindRunDiverged, Message: fmt.Sprintf("run %s cannot be continued from its record on this replica: %v", pr.from, err)}
+	case errors.Is(err, fleet.ErrMovedOn):
+		status, e = http.StatusConflict, &Error{Kind: kindConflict, Message: fmt.Sprintf("run %s cannot continue: %v", pr.from, err)}
 	case errors.Is(cause, errGone):
 		status, e = statusClientClosed, &Error{Kind: kindCanceled, Message: "the client went away; the run was stopped"}
 	case err != nil:
@@ -479,6 +482,7 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 	pr.freeSlot()
 	pr.mu.Unlock()
 	pr.cancel(nil)
+	pr.leftSession(context.Cause(pr.ctx))
 	giveTurn()
 	outcome := "ok"
 	if e != nil {

@@ -244,7 +244,8 @@ func TestClientToolsSession(t *testing.T) {
 
 // TestClientToolsClose: Close stops a run paused in a session (which holds
 // the session's turn) rather than waiting for its caller, with a session
-// store too (whose Close writes the sessions).
+// store too (whose Close writes the sessions, and which keeps the run for
+// another replica: the closed one answers 503).
 func TestClientToolsClose(t *testing.T) {
 	st, err := sessionstore.Open(t.Context(), "file://"+t.TempDir())
 	if err != nil {
@@ -260,5 +261,5 @@ func TestClientToolsClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	status, out = c.results(out.RunID, value(out.Pending[0].ID, 1))
-	wantError(t, "a run stopped by Close", status, out, http.StatusNotFound, "not_found")
+	wantError(t, "a run stopped by Close", status, out, http.StatusServiceUnavailable, "closed")
 }

@@ -62,8 +62,8 @@ func send(url, body string) (pause, error) {
 
 // pausedRuns: runs paused for their caller continue through HAProxy, each
 // on the replica that holds it (every continuation of round-robin
-// would reach another two times in three); then durablePaused and
-// durableApprovals.
+// would reach another two times in three); then durablePaused,
+// durableApprovals and durableSessionRuns.
 func pausedRuns(t *testing.T, f *fleet, base string) {
 	const runs = 24
 	var (
@@ -277,6 +277,113 @@ func durableApprovals(t *testing.T, f *fleet, base string) {
 		f.replicas[i].args = f.replicas[i].args[:len(f.replicas[i].args)-3]
 		f.restart(t, i)
 	}
+	durableSessionRuns(t, f, base)
+}
+
+// durableSessionRuns: sessions' runs paused on a replica that is then
+// killed (r1) and on one that drains (r2) continue on another from the
+// session store (--session-write run), in their session at the generation
+// the run started from: none lost, none continued twice, no call asked
+// twice, each run seeing its session's earlier state, and each session
+// going on from its run's end.
+func durableSessionRuns(t *testing.T, f *fleet, base string) {
+	const perReplica = 3
+	type held struct {
+		i  int
+		id string
+		p  pause
+	}
+	// The sessions first, then their runs one after another, which
+	// round-robin spreads over the replicas.
+	ids := make([]string, 4*perReplica)
+	for i := range ids {
+		ids[i] = createSession(t, base)
+		if status, raw, err := post(base+"/v1/sessions/"+ids[i]+"/run", fmt.Sprintf(`{"source": "x = %d"}`, i)); err != nil || status != 200 {
+			t.Fatalf("session %s: %d %s %v", ids[i], status, raw, err)
+		}
+	}
+	var runs []held
+	on := map[string]int{}
+	for i := 0; on["r1"] < perReplica || on["r2"] < perReplica; i++ {
+		if i == len(ids) {
+			t.Fatalf("session runs by replica %v: round-robin should spread them", on)
+		}
+		id := ids[i]
+		src := fmt.Sprintf("a = get_weather('a%d')\nb = get_weather('b%d')\ny = [x, a, b]\ny", i, i)
+		body, _ := json.Marshal(map[string]any{"source": src, "tools": []json.RawMessage{json.RawMessage(weather)}})
+		p, err := send(base+"/v1/sessions/"+id+"/run", string(body))
+		if err != nil || p.Status != "tool_calls" {
+			t.Fatalf("session %s: %+v %v", id, p, err)
+		}
+		on[strings.SplitN(strings.TrimPrefix(p.RunID, "run_"), ".", 2)[0]]++
+		runs = append(runs, held{i, id, p})
+	}
+	f.replicas[0].stop(syscall.SIGKILL)
+	f.replicas[1].cmd.Process.Signal(syscall.SIGTERM)
+	var (
+		wg                              sync.WaitGroup
+		mu                              sync.Mutex
+		continued, moved, lost, doubled int
+		failed                          []string
+	)
+	for _, h := range runs {
+		wg.Go(func() {
+			var asked []string
+			p := h.p
+			var err error
+			for _, v := range []string{"sun", "rain"} {
+				if len(p.Pending) == 1 {
+					asked = append(asked, string(p.Pending[0].Arguments))
+				}
+				if p, err = answer(base, p, v); err != nil {
+					break
+				}
+			}
+			want := fmt.Sprintf(`[%d,"sun","rain"]`, h.i)
+			var after []byte
+			if err == nil && p.Status == "done" && string(p.Value) == want {
+				var status int
+				status, after, err = post(base+"/v1/sessions/"+h.id+"/run", `{"source": "y"}`)
+				if err == nil && (status != 200 || !strings.Contains(string(after), `"value":`+want)) {
+					err = fmt.Errorf("the session after its run: %d %s", status, after)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				lost++
+				failed = append(failed, fmt.Sprintf("run %s: %v", h.p.RunID, err))
+			case p.Status != "done" || string(p.Value) != want:
+				lost++
+				failed = append(failed, fmt.Sprintf("run %s ended %s with %s, want %s", p.RunID, p.Status, p.Value, want))
+			default:
+				continued++
+				if p.RunID != h.p.RunID {
+					moved++
+				}
+			}
+			if len(asked) != 2 || !strings.Contains(asked[0], fmt.Sprintf("a%d", h.i)) || !strings.Contains(asked[1], fmt.Sprintf("b%d", h.i)) {
+				doubled++
+				failed = append(failed, fmt.Sprintf("run %s asked %v", h.p.RunID, asked))
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Printf("FLEET sessions_durable runs=%d on_killed=%d on_drained=%d continued=%d moved=%d lost=%d doubled=%d\n",
+		len(runs), on["r1"], on["r2"], continued, moved, lost, doubled)
+	for _, e := range failed[:min(4, len(failed))] {
+		t.Errorf("%s", e)
+	}
+	if moved < on["r1"]+on["r2"] {
+		t.Errorf("%d session runs moved to another replica; %d were on the killed and the drained", moved, on["r1"]+on["r2"])
+	}
+	<-f.replicas[1].done
+	if code := f.replicas[1].cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("the drained replica exited %d", code)
+	}
+	f.restart(t, 0)
+	f.restart(t, 1)
 }
 
 // startAsking starts, through base, run i: it looks up book and pen, each
