@@ -171,7 +171,9 @@ func (pr *pausedRun) save() {
 	pr.mu.Unlock()
 	var err error
 	switch {
-	case rec == nil || rec.Incomplete != "":
+	case rec == nil: // early reads started and not claimed at an approval (spine.ApprovalCall.Record)
+		err = errors.New("the run has no record at this pause: it has early reads started and not claimed")
+	case rec.Incomplete != "":
 		err = errors.New("the run's record is incomplete (spine.Options.MaxRecord)")
 	default:
 		if sr.Run, err = rec.Encode(); err == nil {

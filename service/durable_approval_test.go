@@ -347,3 +347,29 @@ func TestDurableApprovalEarlyReads(t *testing.T) {
 		t.Fatalf("lookups of book: %d, want 1", n)
 	}
 }
+
+// TestDurableApprovalUnclaimedRead: a run that waits for a decision while
+// a read it started early is answered and not yet claimed (prepared at
+// the program's start, claimed after the approval) is not taken over from
+// a record that cannot hold that read: a continuation from it would ask
+// the read again. The decision reaching another replica is refused, the
+// stored pause left as it was; its own replica continues the run, the read
+// asked once.
+func TestDurableApprovalUnclaimedRead(t *testing.T) {
+	_, _, _, start := askingReplicas(t)
+	_, a := start("a")
+	_, b := start("b")
+	src := "def ask():\n    return lookup(key='book')\np = shop.price('a')\nbook = ask()\nlast = shop.price('z')\n[p, book, last]"
+	status, out := a.runWith("/v1/run", run{"source": src, "tools": []any{price}, "early_reads": true})
+	paused(t, status, out, `shop.price{"item":"a"}`, `shop.price{"item":"z"}`)
+	runID := out.RunID
+	status, out = a.results(runID, answerAll(t, out)...)
+	id := approvalPause(t, status, out, `lookup{"key":"book"}`)
+	if status, out = b.decide(runID, allow(id, true, "")); status != http.StatusConflict {
+		t.Fatalf("the decision on b: %d %s pending %s (error %+v), want 409: the read answered on a would be asked again", status, out.Status, pauseOf(out), out.Error)
+	}
+	status, out = a.decide(runID, allow(id, true, ""))
+	if status != http.StatusOK || out.Status != "done" || string(out.Value) != `[1,21,26]` {
+		t.Fatalf("the decision on a: %d %s %s pending %s (error %+v)", status, out.Status, out.Value, pauseOf(out), out.Error)
+	}
+}
