@@ -295,8 +295,13 @@ func ParseRecord(data []byte) (*Record, error) {
 // CheckRecord says why the Runner cannot replay or continue rec (Replay,
 // Continue), or nil: a record of another version, cut short by
 // Options.MaxRecord or of a session's run (ErrBadRequest), of another Guest
-// build or tools (ErrDiverged), or whose run tools do not fit the Runner.
-// It runs nothing; a record it accepts may still diverge as it runs.
+// build or tools (ErrDiverged), whose run tools do not fit the Runner, or
+// whose wait (Record.Waiting) this Runner could not have written (its
+// Options.MaxPendingEarlyReads and MaxEarlyReads, say). It runs nothing; a
+// record it accepts may still diverge as it runs.
 func (r *Runner) CheckRecord(rec *Record) error {
-	return r.replayable(rec)
+	if err := r.replayable(rec); err != nil {
+		return err
+	}
+	return r.checkWaiting(rec.Waiting, manifestOf(rec.RunTools))
 }
