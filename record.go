@@ -152,6 +152,17 @@ func (c RecordedCall) Failed() bool {
 	return json.Unmarshal(c.Response, &response) == nil && response.Error != nil
 }
 
+// refused says Options.Approve refused the call (PermissionError): it was
+// not made, nor numbered among the calls of the run's own tools
+// (ToolCallOf).
+func (c RecordedCall) refused() bool {
+	var response struct {
+		Error *string `json:"error"`
+		Type  string  `json:"type"`
+	}
+	return json.Unmarshal(c.Response, &response) == nil && response.Error != nil && response.Type == "PermissionError"
+}
+
 // RecordClock is the Guest's clock reads, in the order it made them: Wall
 // (CLOCK_REALTIME, and the times of its files) and Mono (CLOCK_MONOTONIC),
 // each in nanoseconds, the first read as it was and every later one as its

@@ -373,3 +373,45 @@ func TestDurableApprovalUnclaimedRead(t *testing.T) {
 		t.Fatalf("the decision on a: %d %s %s pending %s (error %+v)", status, out.Status, out.Value, pauseOf(out), out.Error)
 	}
 }
+
+// TestDurableApprovalAfterRefusal: a run whose call of a client tool
+// Approve refused, taken over at a later approval, pauses for its next
+// client call on the new replica: the refused call, replayed from the
+// record, is not counted among the calls of its tools that started.
+func TestDurableApprovalAfterRefusal(t *testing.T) {
+	st, err := sessionstore.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{PoolSize: -1,
+		Approve: func(ctx context.Context, tool string, args json.RawMessage, early bool) error {
+			switch {
+			case tool == "lookup":
+				return fmt.Errorf("prices are secret: %w", spine.ErrAsk)
+			case strings.Contains(string(args), "Rome"):
+				return fmt.Errorf("not Rome")
+			}
+			return nil
+		}})
+	start := func(name string) (*service.Server, client) {
+		svc, ts := newSessionServer(t, r, &service.Options{Replica: name, SessionStore: st})
+		return svc, client{t: t, url: ts.URL}
+	}
+	svcA, a := start("a")
+	_, b := start("b")
+	src := "try:\n    get_weather('Rome')\nexcept PermissionError as e:\n    r = str(e)\nbook = lookup(key='book')\nw = get_weather('Paris')\n[r, book, w]"
+	status, out := a.runWith("/v1/run", run{"source": src, "tools": []any{weather}})
+	id := approvalPause(t, status, out, `lookup{"key":"book"}`)
+	runID := out.RunID
+	svcA.Drain()
+	if err := svcA.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	status, out = b.decide(runID, allow(id, true, ""))
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	status, out = b.results(out.RunID, value(out.Pending[0].ID, "sunny"))
+	if status != http.StatusOK || string(out.Value) != `["not Rome",21,"sunny"]` {
+		t.Fatalf("the end on b: %d %s %s (error %+v)", status, out.Status, out.Value, out.Error)
+	}
+}
