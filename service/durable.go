@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -85,7 +86,10 @@ type storedRun struct {
 	// finished where it waited (answered, their Call not yet returned):
 	// a continuation answers them again from here, asking nothing.
 	Answered []toolResult `json:"answered,omitempty"`
-	Run      []byte       `json:"run,omitempty"` // the record so far (spine.Record.Encode)
+	// Before are the run's earlier ids, oldest first, of a run taken over:
+	// each kept as a claim naming the next, until the run ends.
+	Before []string `json:"before,omitempty"`
+	Run    []byte   `json:"run,omitempty"` // the record so far (spine.Record.Encode)
 }
 
 // runKey is the store's id of run id: ids of the store are shorter than
@@ -164,7 +168,7 @@ func (pr *pausedRun) save() {
 	rec, gen := pr.unsavedRec, pr.gen+1
 	pr.unsavedRec = nil
 	sr := storedRun{RunID: pr.id, Replica: pr.s.opts.Replica, Tools: pr.tools, Limit: pr.limit, Used: pr.used,
-		Record: pr.askedRecord, Call: pr.wait.Call, Pending: ev.resp.Pending, Asked: pr.approvals.last, Answered: pr.unfinished(rec)}
+		Record: pr.askedRecord, Call: pr.wait.Call, Pending: ev.resp.Pending, Asked: pr.approvals.last, Answered: pr.unfinished(rec), Before: pr.before}
 	if len(ev.resp.Approvals) > 0 { // an approval (approvals.go)
 		sr.Call, sr.Approval, sr.Entered, sr.Asked = 0, &ev.resp.Approvals[0], pr.entered, sr.Asked-1
 	}
@@ -345,7 +349,7 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 	// same continuation sent to the new id (which the claim names) takes it
 	// over again elsewhere.
 	again := sr
-	again.RunID, again.Replica = pr.id, s.opts.Replica
+	again.RunID, again.Replica, again.Before = pr.id, s.opts.Replica, append(slices.Clip(sr.Before), id)
 	if err := s.putRun(pr.id, meta.Owner, 1, again); err != nil {
 		s.opts.Logger.Warn("service: a run taken over is not kept in the store until its next pause", "run_id", pr.id, "error", err)
 	} else {
@@ -376,6 +380,7 @@ func storedTools(tools []ClientTool) error {
 // to the stored pause, which c answers, and on.
 func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun, sr storedRun, rec *spine.Record, c continuation) {
 	pr.tools, pr.askedRecord, pr.durable, pr.from = sr.Tools, sr.Record, true, sr.RunID
+	pr.before = append(slices.Clip(sr.Before), sr.RunID)
 	pr.expect = &expectedPause{call: sr.Call, pending: sr.Pending, results: c.results, used: sr.Used, approval: sr.Approval}
 	if sr.Approval != nil {
 		pr.expect.decision = c.decisions[0]

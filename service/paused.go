@@ -173,6 +173,7 @@ type pausedRun struct {
 	delivered   map[string]toolResult // results it had that its next stored pause may need (unfinished)
 	expect      *expectedPause        // taken over: the pause it must reach first
 	from        string                // taken over: the run id it continues
+	before      []string              // taken over: its earlier ids, from last (storedRun.Before)
 	diverged    string                // why it did not reach that pause
 }
 
@@ -516,9 +517,7 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 		if pr.gen > 0 {
 			ids = append(ids, pr.id)
 		}
-		if pr.from != "" {
-			ids = append(ids, pr.from)
-		}
+		ids = append(ids, pr.before...) // the claims naming its later ids
 		pr.mu.Unlock()
 		s.dropRun(ids...)
 	}
