@@ -56,7 +56,10 @@ type ApprovalCall struct {
 	// this process or another, to this same call, whose approval
 	// Options.Approve is asked again (the calls the record holds are
 	// answered from it: neither asked about nor made again). Its N counts
-	// the calls deferred since the continuation began.
+	// the calls deferred since the continuation began. It is nil when the
+	// run has calls started and not claimed (early reads): a continuation
+	// from the record would not take them up, and would make or ask them
+	// again.
 	Record *Record
 }
 
@@ -114,7 +117,10 @@ func (st *runState) ask(ctx context.Context, tool string, args json.RawMessage, 
 	if st.output != nil {
 		call.Stdout, call.Stderr, _, _ = st.output()
 	}
-	if st.rec != nil {
+	st.mu.Lock()
+	unclaimed := len(st.futures) > 0
+	st.mu.Unlock()
+	if st.rec != nil && !unclaimed {
 		call.Record = st.rec.snapshot()
 	}
 	return st.approval(ctx, call) // a panic is the hook's: approve recovers it

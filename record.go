@@ -152,6 +152,17 @@ func (c RecordedCall) Failed() bool {
 	return json.Unmarshal(c.Response, &response) == nil && response.Error != nil
 }
 
+// refused says Options.Approve refused the call (PermissionError): it was
+// not made, nor numbered among the calls of the run's own tools
+// (ToolCallOf).
+func (c RecordedCall) refused() bool {
+	var response struct {
+		Error *string `json:"error"`
+		Type  string  `json:"type"`
+	}
+	return json.Unmarshal(c.Response, &response) == nil && response.Error != nil && response.Type == "PermissionError"
+}
+
 // RecordClock is the Guest's clock reads, in the order it made them: Wall
 // (CLOCK_REALTIME, and the times of its files) and Mono (CLOCK_MONOTONIC),
 // each in nanoseconds, the first read as it was and every later one as its
@@ -295,8 +306,13 @@ func ParseRecord(data []byte) (*Record, error) {
 // CheckRecord says why the Runner cannot replay or continue rec (Replay,
 // Continue), or nil: a record of another version, cut short by
 // Options.MaxRecord or of a session's run (ErrBadRequest), of another Guest
-// build or tools (ErrDiverged), or whose run tools do not fit the Runner.
-// It runs nothing; a record it accepts may still diverge as it runs.
+// build or tools (ErrDiverged), whose run tools do not fit the Runner, or
+// whose wait (Record.Waiting) this Runner could not have written (its
+// Options.MaxPendingEarlyReads and MaxEarlyReads, say). It runs nothing; a
+// record it accepts may still diverge as it runs.
 func (r *Runner) CheckRecord(rec *Record) error {
-	return r.replayable(rec)
+	if err := r.replayable(rec); err != nil {
+		return err
+	}
+	return r.checkWaiting(rec.Waiting, manifestOf(rec.RunTools))
 }

@@ -316,7 +316,7 @@ func (st *runState) replayed(ctx context.Context, request callRequest) []byte {
 	if len(st.record) < st.runner.opts.MaxToolCalls {
 		st.record = append(st.record, ToolCall{Tool: c.Tool, Start: c.Start, Duration: c.Duration, Early: c.Early, Failed: c.Failed()})
 	}
-	if st.replay.rec.Waiting == nil {
+	if st.replay.rec.Waiting == nil && !c.refused() {
 		st.own(ctx, request.Tool) // numbered as when it was made (ToolCallOf); else by the record's wait (carry.go)
 	}
 	if st.rec != nil {

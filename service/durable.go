@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -88,7 +89,10 @@ type storedRun struct {
 	// finished where it waited (answered, their Call not yet returned):
 	// a continuation answers them again from here, asking nothing.
 	Answered []toolResult `json:"answered,omitempty"`
-	Run      []byte       `json:"run,omitempty"` // the record so far (spine.Record.Encode)
+	// Before are the run's earlier ids, oldest first, of a run taken over:
+	// each kept as a claim naming the next, until the run ends.
+	Before []string `json:"before,omitempty"`
+	Run    []byte   `json:"run,omitempty"` // the record so far (spine.Record.Encode)
 	// Session is the session a session's run runs in, SessionGen the
 	// generation of it the run started from (durablesession.go).
 	Session    string `json:"session,omitempty"`
@@ -171,14 +175,16 @@ func (pr *pausedRun) save() {
 	rec, gen := pr.unsavedRec, pr.gen+1
 	pr.unsavedRec = nil
 	sr := storedRun{RunID: pr.id, Replica: pr.s.opts.Replica, Tools: pr.tools, Limit: pr.limit, Used: pr.used,
-		Record: pr.askedRecord, Call: pr.wait.Call, Pending: ev.resp.Pending, Asked: pr.approvals.last, Answered: pr.unfinished(rec)}
+		Record: pr.askedRecord, Call: pr.wait.Call, Pending: ev.resp.Pending, Asked: pr.approvals.last, Answered: pr.unfinished(rec), Before: pr.before}
 	if len(ev.resp.Approvals) > 0 { // an approval (approvals.go)
 		sr.Call, sr.Approval, sr.Entered, sr.Asked = 0, &ev.resp.Approvals[0], pr.entered, sr.Asked-1
 	}
 	pr.mu.Unlock()
 	var err error
 	switch {
-	case rec == nil || rec.Incomplete != "":
+	case rec == nil: // early reads started and not claimed at an approval (spine.ApprovalCall.Record)
+		err = errors.New("the run has no record at this pause: it has early reads started and not claimed")
+	case rec.Incomplete != "":
 		err = errors.New("the run's record is incomplete (spine.Options.MaxRecord)")
 	default:
 		if err = pr.sessionAt(&sr); err == nil {
@@ -369,7 +375,7 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 	// same continuation sent to the new id (which the claim names) takes it
 	// over again elsewhere.
 	again := sr
-	again.RunID, again.Replica = pr.id, s.opts.Replica
+	again.RunID, again.Replica, again.Before = pr.id, s.opts.Replica, append(slices.Clip(sr.Before), id)
 	if err := s.putRun(pr.id, meta.Owner, 1, again); err != nil {
 		s.opts.Logger.Warn("service: a run taken over is not kept in the store until its next pause", "run_id", pr.id, "error", err)
 	} else {
@@ -402,6 +408,7 @@ func storedTools(tools []ClientTool) error {
 func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun, sr storedRun, rec *spine.Record, c continuation,
 	sess *fleet.Session, giveTurn func()) {
 	pr.tools, pr.askedRecord, pr.durable, pr.from, pr.sess = sr.Tools, sr.Record, true, sr.RunID, sess
+	pr.before = append(slices.Clip(sr.Before), sr.RunID)
 	pr.expect = &expectedPause{call: sr.Call, pending: sr.Pending, results: c.results, used: sr.Used, approval: sr.Approval}
 	if sr.Approval != nil {
 		pr.expect.decision = c.decisions[0]

@@ -347,3 +347,71 @@ func TestDurableApprovalEarlyReads(t *testing.T) {
 		t.Fatalf("lookups of book: %d, want 1", n)
 	}
 }
+
+// TestDurableApprovalUnclaimedRead: a run that waits for a decision while
+// a read it started early is answered and not yet claimed (prepared at
+// the program's start, claimed after the approval) is not taken over from
+// a record that cannot hold that read: a continuation from it would ask
+// the read again. The decision reaching another replica is refused, the
+// stored pause left as it was; its own replica continues the run, the read
+// asked once.
+func TestDurableApprovalUnclaimedRead(t *testing.T) {
+	_, _, _, start := askingReplicas(t)
+	_, a := start("a")
+	_, b := start("b")
+	src := "def ask():\n    return lookup(key='book')\np = shop.price('a')\nbook = ask()\nlast = shop.price('z')\n[p, book, last]"
+	status, out := a.runWith("/v1/run", run{"source": src, "tools": []any{price}, "early_reads": true})
+	paused(t, status, out, `shop.price{"item":"a"}`, `shop.price{"item":"z"}`)
+	runID := out.RunID
+	status, out = a.results(runID, answerAll(t, out)...)
+	id := approvalPause(t, status, out, `lookup{"key":"book"}`)
+	if status, out = b.decide(runID, allow(id, true, "")); status != http.StatusConflict {
+		t.Fatalf("the decision on b: %d %s pending %s (error %+v), want 409: the read answered on a would be asked again", status, out.Status, pauseOf(out), out.Error)
+	}
+	status, out = a.decide(runID, allow(id, true, ""))
+	if status != http.StatusOK || out.Status != "done" || string(out.Value) != `[1,21,26]` {
+		t.Fatalf("the decision on a: %d %s %s pending %s (error %+v)", status, out.Status, out.Value, pauseOf(out), out.Error)
+	}
+}
+
+// TestDurableApprovalAfterRefusal: a run whose call of a client tool
+// Approve refused, taken over at a later approval, pauses for its next
+// client call on the new replica: the refused call, replayed from the
+// record, is not counted among the calls of its tools that started.
+func TestDurableApprovalAfterRefusal(t *testing.T) {
+	st, err := sessionstore.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), &spine.Options{PoolSize: -1,
+		Approve: func(ctx context.Context, tool string, args json.RawMessage, early bool) error {
+			switch {
+			case tool == "lookup":
+				return fmt.Errorf("prices are secret: %w", spine.ErrAsk)
+			case strings.Contains(string(args), "Rome"):
+				return fmt.Errorf("not Rome")
+			}
+			return nil
+		}})
+	start := func(name string) (*service.Server, client) {
+		svc, ts := newSessionServer(t, r, &service.Options{Replica: name, SessionStore: st})
+		return svc, client{t: t, url: ts.URL}
+	}
+	svcA, a := start("a")
+	_, b := start("b")
+	src := "try:\n    get_weather('Rome')\nexcept PermissionError as e:\n    r = str(e)\nbook = lookup(key='book')\nw = get_weather('Paris')\n[r, book, w]"
+	status, out := a.runWith("/v1/run", run{"source": src, "tools": []any{weather}})
+	id := approvalPause(t, status, out, `lookup{"key":"book"}`)
+	runID := out.RunID
+	svcA.Drain()
+	if err := svcA.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	status, out = b.decide(runID, allow(id, true, ""))
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	status, out = b.results(out.RunID, value(out.Pending[0].ID, "sunny"))
+	if status != http.StatusOK || string(out.Value) != `["not Rome",21,"sunny"]` {
+		t.Fatalf("the end on b: %d %s %s (error %+v)", status, out.Status, out.Value, out.Error)
+	}
+}

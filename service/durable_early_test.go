@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/spine-run/spine"
+	"github.com/spine-run/spine/internal/spinetest"
 	"github.com/spine-run/spine/service"
 	"github.com/spine-run/spine/sessionstore"
 )
@@ -212,5 +213,41 @@ func TestDurableAnsweredUnfinished(t *testing.T) {
 	status, out = cs[1].results(out.RunID, answerAll(t, out)...)
 	if status != http.StatusOK || string(out.Value) != `[[1,2,3],[101,102,103],26]` {
 		t.Fatalf("continued at %s: %d %s %s %s %s (error %+v)", second, status, out.Status, out.RunID, out.Value, pauseOf(out), out.Error)
+	}
+}
+
+// TestDurableWaitRefusedLeavesRun: a replica whose Runner could not have
+// written the stored record's wait (fewer pending early reads allowed, as
+// after a rollout that changed it) refuses the take-over before its
+// claim, leaving the stored run for a replica that can continue it.
+func TestDurableWaitRefusedLeavesRun(t *testing.T) {
+	st, err := sessionstore.Open(t.Context(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	start := func(name string, opts *spine.Options) (*service.Server, client) {
+		r := spinetest.NewRunner(t, spinetest.NewTools().Manifest(), opts)
+		svc, ts := newSessionServer(t, r, &service.Options{Replica: name, SessionStore: st})
+		return svc, client{t: t, url: ts.URL}
+	}
+	svcA, a := start("a", &spine.Options{PoolSize: -1})
+	_, b := start("b", &spine.Options{PoolSize: -1, MaxPendingEarlyReads: 1})
+	_, c := start("c", &spine.Options{PoolSize: -1})
+	status, out := a.runWith("/v1/run", run{"source": durableEarlyProgram("refused"), "tools": []any{price}, "early_reads": true})
+	if status != http.StatusOK || len(out.Pending) < 3 {
+		t.Fatalf("the first pause: %d %s", status, pauseOf(out))
+	}
+	runID, results := out.RunID, answerAll(t, out)
+	svcA.Drain()
+	if err := svcA.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if status, out = b.results(runID, results...); status != http.StatusInternalServerError || out.Error == nil || out.Error.Kind != "run_diverged" {
+		t.Fatalf("the results on b: %d %s (error %+v), want 500 run_diverged", status, out.Status, out.Error)
+	}
+	status, out = c.results(runID, results...)
+	if status != http.StatusOK || out.Status != "tool_calls" || !strings.HasPrefix(out.RunID, "run_c.") {
+		t.Fatalf("the results on c: %d %s as %s (error %+v)", status, out.Status, out.RunID, out.Error)
 	}
 }

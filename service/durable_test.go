@@ -307,3 +307,38 @@ func TestDurableSecondPause(t *testing.T) {
 		t.Fatalf("end: %d %s %+v", status, out.Value, out.Error)
 	}
 }
+
+// TestDurableMovedTwiceEnds: a run taken over twice (its first and second
+// replicas drained) leaves none of its keys when it ends: the claim of its
+// first id, which names its second, goes too, and a continuation of that
+// id learns that the run ended.
+func TestDurableMovedTwiceEnds(t *testing.T) {
+	svcs, cs, st := durableServers(t, "a", "b", "c")
+	src := "w = get_weather('Paris')\nv = get_weather('Rome')\nu = get_weather('Oslo')\n[w, v, u]"
+	status, out := cs[0].runWith("/v1/run", run{"source": src, "tools": []any{weather}})
+	ids := []string{out.RunID}
+	for i := range 2 {
+		svcs[i].Drain()
+		if err := svcs[i].Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		status, out = cs[i+1].results(out.RunID, value(out.Pending[0].ID, "sunny"))
+		if status != http.StatusOK || out.Status != "tool_calls" {
+			t.Fatalf("taken over by replica %d: %d %s (error %+v)", i+1, status, out.Status, out.Error)
+		}
+		ids = append(ids, out.RunID)
+	}
+	if status, out = cs[2].results(out.RunID, value(out.Pending[0].ID, "sunny")); status != http.StatusOK || out.Status != "done" {
+		t.Fatalf("the end: %d %s (error %+v)", status, out.Status, out.Error)
+	}
+	runs := sessionstore.Runs(st)
+	for _, id := range ids {
+		sum := sha256.Sum256([]byte(id))
+		if meta, err := runs.Head(t.Context(), hex.EncodeToString(sum[:])); err != nil || !meta.Deleted {
+			t.Errorf("run %s's key after the end: %+v %v, want a tombstone", id, meta, err)
+		}
+	}
+	if status, out = cs[2].results(ids[0], value("call_1", "sunny")); status != http.StatusNotFound {
+		t.Fatalf("a continuation of the first id after the end: %d (error %+v), want 404", status, out.Error)
+	}
+}

@@ -174,6 +174,7 @@ type pausedRun struct {
 	expect      *expectedPause        // taken over: the pause it must reach first
 	from        string                // taken over: the run id it continues
 	sess        *fleet.Session        // a session's run: its session (durablesession.go)
+	before      []string              // taken over: its earlier ids, from last (storedRun.Before)
 	diverged    string                // why it did not reach that pause
 }
 
@@ -520,9 +521,7 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 		if pr.gen > 0 {
 			ids = append(ids, pr.id)
 		}
-		if pr.from != "" {
-			ids = append(ids, pr.from)
-		}
+		ids = append(ids, pr.before...) // the claims naming its later ids
 		pr.mu.Unlock()
 		s.dropRun(ids...)
 	}
