@@ -53,10 +53,12 @@ type ApprovalCall struct {
 	// Record is the run's record so far, when it is recorded
 	// (Request.Record): everything up to this call, the call not included,
 	// without an Outcome. Runner.Continue carries the run on from it, in
-	// this process or another, to this same call, whose approval
-	// Options.Approve is asked again (the calls the record holds are
-	// answered from it: neither asked about nor made again). Its N counts
-	// the calls deferred since the continuation began. It is nil when the
+	// this process or another, to this same call, which the
+	// continuation's Request.Approval is asked about again, not
+	// Options.Approve (Record.Asking: a person's decision stands whatever
+	// that Runner's hook says); the calls the record holds are answered
+	// from it, neither asked about nor made again. Its N counts the calls
+	// deferred since the continuation began. It is nil when the
 	// run has calls started and not claimed (early reads): a continuation
 	// from the record would not take them up, and would make or ask them
 	// again.
@@ -75,6 +77,9 @@ func (e *refusedError) Error() string { return e.msg }
 // request.Args as they came. Arguments with no canonical form (a key
 // repeated) and a hook that panics refuse.
 func (st *runState) approve(ctx context.Context, request callRequest, early bool) (args json.RawMessage, err error) {
+	if a := st.replay.asking(); a != nil && !early { // a continuation at its record's end (Record.Asking)
+		return st.askAgain(ctx, request, a)
+	}
 	hook := st.runner.opts.Approve
 	if hook == nil {
 		return request.Args, nil
@@ -122,6 +127,26 @@ func (st *runState) ask(ctx context.Context, tool string, args json.RawMessage, 
 	st.mu.Unlock()
 	if st.rec != nil && !unclaimed {
 		call.Record = st.rec.snapshot()
+		call.Record.Asking = &RecordAsking{Tool: tool, Args: args, Reason: call.Reason}
 	}
 	return st.approval(ctx, call) // a panic is the hook's: approve recovers it
+}
+
+// askAgain asks Request.Approval about the call a continuation's record
+// waited in for a decision (Record.Asking), which must be the program's
+// first call past the record, without asking Options.Approve.
+func (st *runState) askAgain(ctx context.Context, request callRequest, a *RecordAsking) (json.RawMessage, error) {
+	args, err := canonicalArgs(request.Args)
+	if err != nil || request.Tool != a.Tool || !sameArgs(args, a.Args) {
+		st.replay.diverge("the record waits for a decision on %s; the program called %s", showCall(a.Tool, a.Args), showCall(request.Tool, request.Args))
+		return nil, &refusedError{"the run did not reach the call its record waits in"}
+	}
+	if err := st.ask(ctx, request.Tool, args, errors.New(a.Reason)); err != nil {
+		msg := err.Error()
+		if msg == "" {
+			msg = "tool call refused"
+		}
+		return nil, &refusedError{msg}
+	}
+	return args, nil
 }

@@ -141,3 +141,66 @@ func TestApprovalEndsWithRun(t *testing.T) {
 		t.Fatalf("err %v, tool calls %d", err, calls.Load())
 	}
 }
+
+// TestContinueAsksAgain: a run continued from the record taken where it
+// waited for a person's decision asks Request.Approval about that call
+// again, whatever the continuing Runner's Options.Approve says of it: a
+// person's refusal stands on a Runner whose hook allows the call (a policy
+// changed between replicas), and a call the record holds is not asked
+// again. A program that reaches another call first diverges.
+func TestContinueAsksAgain(t *testing.T) {
+	var calls atomic.Int32
+	r := askRunner(t, &calls)
+	src := "a = delete(path='x')\ntry:\n    result = [a, delete(path='y')]\nexcept PermissionError as e:\n    result = [a, 'refused: ' + str(e)]\n"
+	records := make(chan *spine.Record, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	approval := func(ctx context.Context, call spine.ApprovalCall) error {
+		if call.N == 1 {
+			return nil // delete(path='x'): allowed
+		}
+		records <- call.Record // delete(path='y'): the replica dies here
+		cancel()
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if _, err := r.Run(ctx, spine.Request{Source: src, Record: true, Approval: approval}); err == nil {
+		t.Fatal("the run given up at its second approval ended")
+	}
+	rec := <-records
+	if rec == nil || rec.Asking == nil || rec.Asking.Tool != "delete" || string(rec.Asking.Args) != `{"path":"y"}` {
+		t.Fatalf("the record at the approval: %+v", rec)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("delete called %d times before the continuation, want 1", calls.Load())
+	}
+
+	var allowed atomic.Int32
+	m := suiteManifest()
+	m["delete"] = spine.ToolSpec{AllowEarlyRead: true, Call: func(ctx context.Context, args json.RawMessage) (any, error) {
+		allowed.Add(1)
+		return "deleted", nil
+	}}
+	lenient := spinetest.NewRunner(t, m, &spine.Options{PoolSize: -1, Approve: func(context.Context, string, json.RawMessage, bool) error { return nil }})
+	var asked []spine.ApprovalCall
+	out, err := lenient.Continue(context.Background(), rec, spine.Request{Approval: func(_ context.Context, call spine.ApprovalCall) error {
+		asked = append(asked, call)
+		return errors.New("no, not y")
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out.Value) != `["deleted {\"path\":\"x\"}","refused: no, not y"]` || allowed.Load() != 0 {
+		t.Fatalf("continued: %s, delete called %d times; want the person's refusal to stand", out.Value, allowed.Load())
+	}
+	if len(asked) != 1 || asked[0].Tool != "delete" || string(asked[0].Args) != `{"path":"y"}` || asked[0].Reason != rec.Asking.Reason {
+		t.Fatalf("asked %+v, want delete(path='y') once, with the record's reason", asked)
+	}
+
+	// Another program's first call past the record diverges.
+	edited := *rec
+	edited.Source = strings.Replace(src, "delete(path='y')", "delete(path='z')", 1)
+	if _, err := lenient.Continue(context.Background(), &edited, spine.Request{Approval: func(context.Context, spine.ApprovalCall) error { return nil }}); !errors.Is(err, spine.ErrDiverged) {
+		t.Fatalf("a program asking another call: %v, want ErrDiverged", err)
+	}
+}

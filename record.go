@@ -74,9 +74,25 @@ type Record struct {
 	// there, which Runner.Continue takes up again.
 	Waiting *RecordWait `json:"waiting,omitempty"`
 
+	// Asking is set on a record taken where the run waited for a decision
+	// on a call Options.Approve deferred (ApprovalCall.Record): that call.
+	// Runner.Continue asks Request.Approval about it again, as the first
+	// call past the record, without asking Options.Approve: a person's
+	// decision stands whatever the continuing Runner's hook says.
+	Asking *RecordAsking `json:"asking,omitempty"`
+
 	// Incomplete says why the record stops short (Options.MaxRecord): it
 	// describes the run, but cannot replay it.
 	Incomplete string `json:"incomplete,omitempty"`
+}
+
+// RecordAsking is the call a run waited in for a person's decision
+// (Record.Asking): its tool, arguments (canonical, as Approve judged them)
+// and the reason Approve gave.
+type RecordAsking struct {
+	Tool   string          `json:"tool"`
+	Args   json.RawMessage `json:"args"`
+	Reason string          `json:"reason"`
 }
 
 // RecordGuest identifies a Guest build: the artifact's name (the hash of

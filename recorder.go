@@ -197,11 +197,12 @@ type replayer struct {
 	stop       func() // ends the run
 	err        error  // the first difference
 
-	live    bool      // a continuation (Runner.Continue)
-	resumed bool      // live: the program made its first call past the record (carry.go)
-	monoOff int64     // live: what the system's monotonic clock is moved by
-	monoOn  bool      // live: the monotonic clock reads the system's
-	note    *recorder // the continuation's record; nil: none
+	live       bool      // a continuation (Runner.Continue)
+	resumed    bool      // live: the program made its first call past the record (carry.go)
+	askedAgain bool      // live: the call its record waited in for a decision was asked (Record.Asking)
+	monoOff    int64     // live: what the system's monotonic clock is moved by
+	monoOn     bool      // live: the monotonic clock reads the system's
+	note       *recorder // the continuation's record; nil: none
 }
 
 func newReplayer(rec *Record, trace func(ReplayedCall)) *replayer {
@@ -279,6 +280,17 @@ func (p *replayer) Sleep(int64) bool {
 // record: one whose record was taken at a wait (carry.go).
 func (p *replayer) resumes() bool {
 	return p.live && p.rec.Waiting != nil
+}
+
+// asking returns the call a continuation's record waited in for a decision
+// (Record.Asking) once the program is past the record, the first time
+// only; nil otherwise, and for a nil replayer.
+func (p *replayer) asking() *RecordAsking {
+	if p == nil || !p.over() || p.rec.Asking == nil || p.askedAgain {
+		return nil
+	}
+	p.askedAgain = true
+	return p.rec.Asking
 }
 
 // over says a continuation has answered every call of its record: the
