@@ -357,8 +357,22 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 		s.refuse(w, start, status, kind, msg)
 		return true
 	}
+	// The stored pause under the run's new id first, then the claim that
+	// names it: should this replica die once the claim has replaced the
+	// stored pause, and before the run's next pause, the same continuation
+	// sent to the new id takes it over again elsewhere.
+	again := sr
+	again.RunID, again.Replica, again.Before = pr.id, s.opts.Replica, append(slices.Clip(sr.Before), id)
+	if err := s.putRun(pr.id, meta.Owner, 1, again); err != nil {
+		s.opts.Logger.Warn("service: a run taken over is not kept in the store until its next pause", "run_id", pr.id, "error", err)
+	} else {
+		pr.gen = 1
+	}
 	claim := storedRun{RunID: id, Replica: s.opts.Replica, MovedTo: pr.id}
 	if err := s.putRun(id, meta.Owner, meta.Generation+1, claim); err != nil {
+		if pr.gen > 0 {
+			s.dropRun(pr.id) // the copy of a run this replica does not take
+		}
 		<-s.slots
 		s.metrics.inFlight.Dec()
 		giveTurn()
@@ -369,17 +383,6 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 		}
 		s.refuse(w, start, status, kind, fmt.Sprintf("run %s: another replica took it over first: %v", id, err))
 		return true
-	}
-	// The stored pause under the run's new id, before its continuation is
-	// applied: should this replica die before the run's next pause, the
-	// same continuation sent to the new id (which the claim names) takes it
-	// over again elsewhere.
-	again := sr
-	again.RunID, again.Replica, again.Before = pr.id, s.opts.Replica, append(slices.Clip(sr.Before), id)
-	if err := s.putRun(pr.id, meta.Owner, 1, again); err != nil {
-		s.opts.Logger.Warn("service: a run taken over is not kept in the store until its next pause", "run_id", pr.id, "error", err)
-	} else {
-		pr.gen = 1
 	}
 	s.continueRun(w, r, start, pr, sr, rec, c, sess, giveTurn)
 	return true
