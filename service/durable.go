@@ -60,6 +60,10 @@ import (
 // and what the service keeps beside it.
 const maxStoredRun = 64 << 20
 
+// maxLoading bounds the takeovers that load a stored run at once, each
+// holding up to maxStoredRun, before their continuation is checked.
+const maxLoading = 4
+
 // kindRunDiverged: a run continued from its record did not reach its pause.
 const kindRunDiverged = "run_diverged"
 
@@ -276,6 +280,27 @@ type continuation struct {
 // Whatever it refuses for, it refuses before it claims the run: the stored
 // run stays as it was.
 func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time.Time, id string, c continuation) bool {
+	select { // a stored run is up to maxStoredRun, read and parsed before the continuation is checked
+	case s.loading <- struct{}{}:
+	default:
+		w.Header().Set("Retry-After", "1")
+		s.refuse(w, start, http.StatusTooManyRequests, kindOverloaded, fmt.Sprintf("run %s: this replica is loading %d other paused runs from the session store; try again", id, maxLoading))
+		return true
+	}
+	loading := true
+	loaded := func() {
+		if loading {
+			loading = false
+			<-s.loading
+		}
+	}
+	defer loaded()
+	return s.load(w, r, start, id, c, loaded)
+}
+
+// load is takeOver once it may load run id; it calls loaded when the run
+// is loaded and checked.
+func (s *pausedDesk) load(w http.ResponseWriter, r *http.Request, start time.Time, id string, c continuation, loaded func()) bool {
 	sr, meta, err := s.getRun(id)
 	switch {
 	case errors.Is(err, sessionstore.ErrNotFound) && meta.Deleted && meta.Owner == s.owner(r):
@@ -384,6 +409,7 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 		s.refuse(w, start, status, kind, fmt.Sprintf("run %s: another replica took it over first: %v", id, err))
 		return true
 	}
+	loaded()
 	s.continueRun(w, r, start, pr, sr, rec, c, sess, giveTurn)
 	return true
 }

@@ -24,11 +24,12 @@ type pausedDesk struct {
 	runIDs   runIDs             // their ids (runid.go)
 	runStore sessionstore.Store // the paused runs kept in SessionStore (durable.go); nil without
 	remote   *remoteServers     // a run request's mcp_servers (mcpservers.go)
+	loading  chan struct{}      // takeovers loading a run from the store at once (durable.go)
 }
 
 // newPausedDesk returns s's desk of paused runs, for o, s's Options.
 func newPausedDesk(s *Server, o *Options) *pausedDesk {
-	d := &pausedDesk{Server: s, runIDs: newRunIDs(o.Replica), remote: newRemoteServers(o)}
+	d := &pausedDesk{Server: s, runIDs: newRunIDs(o.Replica), remote: newRemoteServers(o), loading: make(chan struct{}, maxLoading)}
 	if o.SessionStore != nil {
 		d.runStore = sessionstore.Runs(o.SessionStore)
 	}
