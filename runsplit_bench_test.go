@@ -108,7 +108,10 @@ func BenchmarkRunEmptySplit(b *testing.B) {
 // b.N rounds of 20 runs of each side, alternating (bare-µs, pooled-µs and
 // their ratio), then runs per second with two goroutines, each side in turn
 // b.N times 100 runs per goroutine (bare-c2/s, pooled-c2/s, c2-ratio: pooled
-// over bare).
+// over bare), and the process's CPU time per run there (bare-c2-cpu-µs,
+// pooled-c2-cpu-µs, c2-cpu-ratio: bare over pooled). With both cores busy the
+// CPU ratio is the runs/s ratio, less the time other processes took the cores
+// from one side more than the other (they still slow both through the caches).
 func BenchmarkRunDemoAgainstBare(b *testing.B) {
 	ctx := context.Background()
 	r, err := New(ctx, Manifest{"lookup": {Call: seed.Lookup, AllowEarlyRead: true}}, nil)
@@ -163,10 +166,10 @@ func BenchmarkRunDemoAgainstBare(b *testing.B) {
 			}
 		}
 	}
-	var perSecond [2]float64
+	var perSecond, cpu [2]float64
 	for round := 0; round < b.N; round++ {
 		for side, run := range sides {
-			start := time.Now()
+			start, startCPU := time.Now(), processCPU()
 			var wg sync.WaitGroup
 			for _, g := range bare {
 				wg.Go(func() {
@@ -177,6 +180,7 @@ func BenchmarkRunDemoAgainstBare(b *testing.B) {
 			}
 			wg.Wait()
 			perSecond[side] += 200 / time.Since(start).Seconds()
+			cpu[side] += float64(processCPU()-startCPU) / 200 / 1e3
 		}
 	}
 	var p50 [2]float64
@@ -190,4 +194,137 @@ func BenchmarkRunDemoAgainstBare(b *testing.B) {
 	b.ReportMetric(perSecond[0]/float64(b.N), "bare-c2/s")
 	b.ReportMetric(perSecond[1]/float64(b.N), "pooled-c2/s")
 	b.ReportMetric(perSecond[1]/perSecond[0], "c2-ratio")
+	b.ReportMetric(cpu[0]/float64(b.N), "bare-c2-cpu-µs")
+	b.ReportMetric(cpu[1]/float64(b.N), "pooled-c2-cpu-µs")
+	b.ReportMetric(cpu[0]/cpu[1], "c2-cpu-ratio")
+}
+
+// BenchmarkRunDemoTwoAtOnce is the pooled side of RunDemoAgainstBare's two at
+// once alone, b.N runs in all, for a CPU or allocation profile of it
+// (docs/performance.md, "Where an empty run's time goes"):
+//
+//	go test -run '^$' -bench RunDemoTwoAtOnce -benchtime 16000x -cpuprofile cpu.prof .
+//	go tool pprof -top -cum -focus 'Runner..Run$' spine.test cpu.prof
+func BenchmarkRunDemoTwoAtOnce(b *testing.B) {
+	ctx := context.Background()
+	r, err := New(ctx, Manifest{"lookup": {Call: seed.Lookup, AllowEarlyRead: true}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close(ctx)
+	src := "price = lookup(key=\"book\")\nresult = price * inputs[\"quantity\"]\n"
+	run := func() {
+		out, err := r.Run(ctx, Request{Source: src, Inputs: map[string]any{"quantity": 3}})
+		if err != nil || string(out.Value) != "63" {
+			b.Fatalf("%v, %v", out, err)
+		}
+	}
+	for i := 0; i < 50; i++ {
+		run()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for g := 0; g < 2; g++ {
+		wg.Go(func() {
+			for i := g; i < b.N; i += 2 {
+				run()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// BenchmarkRunDemoTwoAtOnceSplit splits the pooled run's extra CPU time two at
+// once (docs/performance.md, "Where an empty run's time goes"):
+//
+//	go test -run '^$' -bench RunDemoTwoAtOnceSplit -benchtime 10x .
+//
+// Two goroutines run the seed demo 100 times each, b.N times for each of four
+// sides in turn: the bare Guests of RunDemoAgainstBare (bare), the same
+// Guests each reset after every run (reset), the engine's part of a pooled
+// run, Acquire, execute and Release, with the request encoded once (engine),
+// and Runner.Run (run). The metrics are the process's CPU time per run
+// (-cpu-µs) and the ratio of bare to run.
+func BenchmarkRunDemoTwoAtOnceSplit(b *testing.B) {
+	ctx := context.Background()
+	r, err := New(ctx, Manifest{"lookup": {Call: seed.Lookup, AllowEarlyRead: true}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close(ctx)
+	src := "price = lookup(key=\"book\")\nresult = price * inputs[\"quantity\"]\n"
+	inputs, err := r.CheckInputs(map[string]any{"quantity": 3})
+	if err != nil {
+		b.Fatal(err)
+	}
+	request, err := r.encodeExecute(Request{}, src, inputs, guestRunTools{}, false, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var bare [2]*engine.Instance
+	for i := range bare {
+		if bare[i], err = r.engine.NewInstance(ctx); err != nil {
+			b.Fatal(err)
+		}
+		defer bare[i].Close()
+	}
+	execute := func(g *engine.Instance) {
+		st := newRunState(r, ctx, false)
+		out, err := g.Execute(g.Begin(st.ctx, nil), request, 1<<20)
+		g.End()
+		if err != nil || !strings.HasPrefix(string(out), `{"value":63`) {
+			b.Fatalf("%s, %v", out, err)
+		}
+	}
+	names := []string{"bare", "reset", "engine", "run"}
+	sides := []func(*engine.Instance){
+		execute,
+		func(g *engine.Instance) {
+			execute(g)
+			if err := g.Reset(); err != nil {
+				b.Fatal(err)
+			}
+		},
+		func(*engine.Instance) {
+			g, err := r.engine.Acquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			execute(g)
+			r.engine.Release(g, true)
+		},
+		func(*engine.Instance) {
+			out, err := r.Run(ctx, Request{Source: src, Inputs: map[string]any{"quantity": 3}})
+			if err != nil || string(out.Value) != "63" {
+				b.Fatalf("%v, %v", out, err)
+			}
+		},
+	}
+	for _, run := range sides { // warm-up
+		for i := 0; i < 30; i++ {
+			run(bare[0])
+		}
+	}
+	cpu := make([]time.Duration, len(sides))
+	b.ResetTimer()
+	for round := 0; round < b.N; round++ {
+		for side, run := range sides {
+			start := processCPU()
+			var wg sync.WaitGroup
+			for _, g := range bare {
+				wg.Go(func() {
+					for i := 0; i < 100; i++ {
+						run(g)
+					}
+				})
+			}
+			wg.Wait()
+			cpu[side] += processCPU() - start
+		}
+	}
+	for side, name := range names {
+		b.ReportMetric(float64(cpu[side])/float64(200*b.N)/1e3, name+"-cpu-µs")
+	}
+	b.ReportMetric(float64(cpu[0])/float64(cpu[3]), "cpu-ratio")
 }

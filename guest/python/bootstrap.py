@@ -70,9 +70,9 @@ from _spine import MAX_ERROR_TEXT as _MAX_ERROR_TEXT
 from _spine import compile_last as _compile_last
 from _spine import compile_program as _compile_program
 
-# _run tells compile_program's answers apart with these, not with the builtins a
-# program may replace (in a session, for the runs after it).
-_type, _tuple = type, tuple
+# _run tells compile_program's answers apart with these, and _request the request's
+# object, not with the builtins a program may replace (in a session, for the runs after it).
+_type, _tuple, _dict = type, tuple, dict
 
 __all__ = ["make_tool", "invoke_tool", "decode", "execute", "prefix_begin", "prefix_feed", "chain_step", "Namespace"]
 
@@ -103,6 +103,24 @@ def decode(raw):
     if error is not None:
         raise _ERROR_TYPES.get(envelope.get("type"), RuntimeError)(error)
     return envelope.get("value")
+
+
+def _request(raw):
+    """An execute or prefix_begin request's JSON object. The Host's encoder writes UTF-8
+    without whitespace around the object, which json's C scanner reads directly. The
+    Python layer of json.loads around it (its encoding detection, its regular expression
+    for whitespace, three calls) writes to some thirty pages of the image that a run
+    leaves alone otherwise, and the reset copies back every page a run wrote to
+    (docs/performance.md, "Where an empty run's time goes"). Anything else goes through
+    json.loads, which reads what it reads or raises its own error."""
+    try:
+        text = raw.decode("utf-8")
+        request, end = _scan_once(text, 0)
+        if end == len(text) and _type(request) is _dict:
+            return request
+    except (ValueError, StopIteration):
+        pass
+    return _loads(raw)
 
 
 def invoke_tool(name, args):
@@ -627,7 +645,7 @@ def _flush_files(namespace):
 def execute(raw):
     """The execute entry: one JSON request in, one JSON response out (both bytes)."""
     try:
-        request = _loads(raw)
+        request = _request(raw)
         source = request["source"]
         filename = request.get("filename") or _DEFAULT_FILENAME
         inputs = request.get("inputs")
@@ -723,7 +741,7 @@ def prefix_begin(raw):
     negative number an internal failure."""
     try:
         plm.reset()
-        request = _loads(raw)
+        request = _request(raw)
         if not request.get("early_reads"):
             return 0
         tools = request.get("tools")

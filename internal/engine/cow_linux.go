@@ -182,6 +182,10 @@ type cowMemory struct {
 	faults  int64
 	scanned bool
 	scans   int // PAGEMAP_SCAN walks made, for tests
+	// calls is the page faults the threads calling into the Guest took
+	// during those calls since the last scan (counted); -1 once one could not
+	// be counted.
+	calls int64
 }
 
 func (m *memfdImage) newMemory(max uint64) (*cowMemory, error) {
@@ -227,11 +231,13 @@ const maxRestorePages = 4096
 // so the next run writes them without a page fault — a fault costs more than
 // copying a page. Without pagemap, or when too many pages are private, it drops
 // every page instead (MADV_DONTNEED): the image's pages then read the memfd
-// again, on a fault each. While the process has taken no page fault since the
-// last scan, the pages it found are still all the private ones, and reset
-// copies them back without asking the kernel again (processFaults).
+// again, on a fault each. While no page fault can have made another page
+// private since the last scan, the pages it found are still all the private
+// ones, and reset copies them back without asking the kernel again: when the
+// calls into the Guest took none (counted), or the process none at all
+// (processFaults).
 func (c *cowMemory) reset() error {
-	if c.scanned && processFaults() == c.faults {
+	if c.scanned && (c.calls == 0 || processFaults() == c.faults) {
 		c.restore()
 		return nil
 	}
@@ -338,7 +344,7 @@ func (c *cowMemory) resetScan() (done bool, err error) {
 		return false, nil
 	}
 	c.restore()
-	c.faults, c.scanned = faults, faults >= 0
+	c.faults, c.scanned, c.calls = faults, faults >= 0, 0
 	return true, nil
 }
 
@@ -362,11 +368,20 @@ func (c *cowMemory) restore() {
 // So while the count has not moved since that scan, the pages private now
 // are the ones it found, and reset copies them back without scanning again:
 // PAGEMAP_SCAN walks every page table entry of the image (8,192 for 32 MiB),
-// about half of a reset's time. A fault anywhere in the process (another
-// Guest, the Go heap growing) only makes the next reset scan.
+// about half of a reset's time, and two at once two and a half times as
+// long. A fault anywhere in the process (another Guest, the Go heap growing)
+// moves the count; counted tells this memory's faults apart.
 func processFaults() int64 {
+	return rusageFaults(unix.RUSAGE_SELF)
+}
+
+// threadFaults is how many page faults the calling thread has taken; -1 if
+// getrusage fails.
+func threadFaults() int64 { return rusageFaults(unix.RUSAGE_THREAD) }
+
+func rusageFaults(who int) int64 {
 	var ru unix.Rusage
-	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+	if unix.Getrusage(who, &ru) != nil {
 		return -1
 	}
 	return ru.Minflt + ru.Majflt
@@ -424,6 +439,7 @@ func (c *cowMemory) populate(pages []uint32) {
 	if c == nil {
 		return
 	}
+	c.scanned = false // the pages it makes private are found by the next reset's scan
 	for i := 0; i < len(pages); {
 		j := i + 1
 		for j < len(pages) && pages[j] == pages[j-1]+1 {
@@ -449,4 +465,46 @@ func (m *memfdImage) mapOver(base unsafe.Pointer) (*cowMemory, error) {
 		return nil, fmt.Errorf("mmap image: %w", err)
 	}
 	return &cowMemory{buf: unsafe.Slice((*byte)(base), m.size), imageSize: m.size, image: m}, nil
+}
+
+// counted runs call, a call into the Guest, on one OS thread and adds the
+// page faults that thread took meanwhile to c.calls.
+//
+// Everything that writes the Guest's memory during a run does so inside its
+// calls, on the calling goroutine: the Guest's code, the host functions
+// (wazero's WASI, the bridge's answers), the kernel on their behalf (a read(2)
+// into the memory), and the Host placing a request (callWithBytes). Outside
+// them only populate writes it, and it makes the next reset scan, as does
+// handing out the memory (exposed). So the faults that can make a page of the
+// memory private are those the calls' threads took during the calls; when
+// there were none since the last scan, reset skips the scan even though the
+// process took faults elsewhere meanwhile (the Go heap takes some in most
+// runs two at once).
+func (c *cowMemory) counted(call func()) {
+	if c == nil {
+		call()
+		return
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	before := threadFaults()
+	counted := false
+	defer func() {
+		after := threadFaults()
+		if !counted || before < 0 || after < 0 || c.calls < 0 {
+			c.calls = -1 // a panic, or getrusage failed: scan as the process's count says
+			return
+		}
+		c.calls += after - before
+	}()
+	call()
+	counted = true
+}
+
+// exposed says the memory was handed out, to be written outside counted
+// calls: the next reset scans.
+func (c *cowMemory) exposed() {
+	if c != nil {
+		c.scanned = false
+	}
 }

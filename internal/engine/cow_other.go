@@ -27,4 +27,6 @@ func (*cowMemory) reset() error                                { return errNoCOW
 func (*cowMemory) touched(int) ([]uint32, bool)                { return nil, false }
 func (*cowMemory) setLimit(uint64) bool                        { return false }
 func (*cowMemory) populate([]uint32)                           {}
+func (*cowMemory) counted(call func())                         { call() }
+func (*cowMemory) exposed()                                    {}
 func (*memfdImage) mapOver(unsafe.Pointer) (*cowMemory, error) { return nil, errNoCOWHere }

@@ -155,8 +155,9 @@ func (inst *Instance) StatePage(st *State, i int, dst []byte) {
 	subtle.XORBytes(dst, page, was)
 }
 
-// memoryBytes is the Guest's linear memory.
+// memoryBytes is the Guest's linear memory, handed out (cowMemory.exposed).
 func (inst *Instance) memoryBytes() ([]byte, error) {
+	inst.cow.exposed()
 	mem := inst.mod.Memory()
 	buf, ok := mem.Read(0, mem.Size())
 	if !ok {

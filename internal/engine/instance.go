@@ -329,7 +329,13 @@ func (inst *Instance) PrefixFeed(ctx context.Context, data []byte) (int32, error
 // callWithBytes is every call that hands the Guest bytes: it copies data
 // into memory the Guest allocates, calls fn(ptr, len), frees the copy and
 // returns fn's answer. The Guest is not used again after an error.
-func (inst *Instance) callWithBytes(ctx context.Context, fn api.Function, data []byte) (uint64, error) {
+// It runs as one counted call: the reset knows the page faults it took.
+func (inst *Instance) callWithBytes(ctx context.Context, fn api.Function, data []byte) (answer uint64, err error) {
+	inst.cow.counted(func() { answer, err = inst.callWithBytesCounted(ctx, fn, data) })
+	return answer, err
+}
+
+func (inst *Instance) callWithBytesCounted(ctx context.Context, fn api.Function, data []byte) (uint64, error) {
 	results, err := inst.fns.alloc.Call(ctx, uint64(len(data)))
 	if err != nil {
 		inst.failed = true
@@ -354,8 +360,13 @@ func (inst *Instance) callWithBytes(ctx context.Context, fn api.Function, data [
 // run again.
 func (inst *Instance) Failed() bool { return inst.failed }
 
-// Memory is the Guest's linear memory.
-func (inst *Instance) Memory() api.Memory { return inst.mod.Memory() }
+// Memory is the Guest's linear memory. Whatever the caller writes to it, the
+// next Reset finds (the pages written outside the Guest's calls are not
+// counted: cowMemory.counted).
+func (inst *Instance) Memory() api.Memory {
+	inst.cow.exposed()
+	return inst.mod.Memory()
+}
 
 // Tee gives the run's stdout and stderr, as the Guest writes them, also to
 // stdout and stderr (nil: not that stream), on top of the capture and its
@@ -388,9 +399,11 @@ func (e *NoResponseError) LastLine() string {
 }
 
 func (inst *Instance) free(ctx context.Context, ptr uint32) {
-	if _, err := inst.fns.release.Call(ctx, uint64(ptr)); err != nil {
-		inst.failed = true // stopped inside free: the allocator may be half-updated
-	}
+	inst.cow.counted(func() {
+		if _, err := inst.fns.release.Call(ctx, uint64(ptr)); err != nil {
+			inst.failed = true // stopped inside free: the allocator may be half-updated
+		}
+	})
 }
 
 // Close closes the module; wazero then frees its memory (the cowMemory
