@@ -307,3 +307,37 @@ func TestDurableSecondPause(t *testing.T) {
 		t.Fatalf("end: %d %s %+v", status, out.Value, out.Error)
 	}
 }
+
+// TestDurableCut: a continuation in flight when its replica's grace runs
+// out (Cut) is answered 503 closed, and the run is kept in the store:
+// a continuation sent to another replica continues it from its pause.
+func TestDurableCut(t *testing.T) {
+	svcs, cs, _ := durableServers(t, "a", "b")
+	for len(tools.Gate.Entered) > 0 {
+		<-tools.Gate.Entered
+	}
+	source := "a = get_weather('Paris')\ngate(wait=False)\nwhile a == 'Oslo':\n    pass\nb = get_weather(a)\n[a, b]"
+	status, out := cs[0].runWith("/v1/run", run{"source": source, "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	runID, first := out.RunID, out.Pending[0].ID
+	answered := make(chan service.Response, 1)
+	go func() {
+		status, out := cs[0].results(runID, value(first, "Oslo"))
+		if status != http.StatusServiceUnavailable || out.Error == nil || out.Error.Kind != "closed" {
+			t.Errorf("the continuation cut: %d %+v, want 503 closed", status, out.Error)
+		}
+		answered <- out
+	}()
+	<-tools.Gate.Entered // a runs on past the pause, in its loop
+	svcs[0].Drain()
+	svcs[0].Cut()
+	<-answered
+	// Another value, which ends the loop: the store checks the results' ids.
+	status, out = cs[1].results(runID, value(first, "Rome"))
+	paused(t, status, out, `get_weather{"city":"Rome"}`)
+	<-tools.Gate.Entered // b's
+	status, out = cs[1].results(out.RunID, value(out.Pending[0].ID, "fog"))
+	if status != http.StatusOK || string(out.Value) != `["Rome","fog"]` || !strings.HasPrefix(out.RunID, "run_b.") {
+		t.Fatalf("end: %d %s as %s %+v", status, out.Value, out.RunID, out.Error)
+	}
+}

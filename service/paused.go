@@ -522,12 +522,20 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 }
 
 // awaitRun answers r with pr's next pause or its end; a client that goes
-// away first stops the run.
+// away first stops the run. A request the Server cut (Cut: its grace ran
+// out) stops the run as a Server that closes does, which the store keeps
+// for another replica, and is answered so (503 closed).
 func (s *pausedDesk) awaitRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun) {
 	select {
 	case ev := <-pr.events:
 		ev.write(w, start)
 	case <-r.Context().Done():
+		if s.drain.cutDone() {
+			pr.cancel(spine.ErrClosed)
+			ev := <-pr.events
+			ev.write(w, start)
+			return
+		}
 		pr.cancel(errGone)
 		if pr.body != nil {
 			<-pr.finished // the run reads the body, which is the handler's
