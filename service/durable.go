@@ -236,6 +236,28 @@ func (pr *pausedRun) moved() bool {
 	return newer && err == nil
 }
 
+// refuseMoved answers a continuation of run id, held here, that another
+// replica took over (moved): 409, naming the id the run continues as when
+// the store says it.
+func (s *pausedDesk) refuseMoved(w http.ResponseWriter, start time.Time, id, owner string) {
+	if sr, meta, err := s.getRun(id); err == nil && meta.Owner == owner && sr.MovedTo != "" {
+		s.movedTo(w, start, id, sr)
+		return
+	}
+	s.refuse(w, start, http.StatusConflict, kindConflict, "another replica took the run over from the session store, and continues it")
+}
+
+// movedTo answers a continuation of run id, which the store says
+// continues as sr.MovedTo: 409 naming that id (in run_id too), where a
+// caller whose answer was lost (its replica died) sends the same
+// continuation.
+func (s *pausedDesk) movedTo(w http.ResponseWriter, start time.Time, id string, sr storedRun) {
+	msg := fmt.Sprintf("run %s continues as run %s (replica %s): a continuation of it was answered already", id, sr.MovedTo, sr.Replica)
+	s.metrics.errors.WithLabelValues(kindConflict).Inc()
+	writeJSON(w, http.StatusConflict, Response{Value: json.RawMessage("null"), RunID: sr.MovedTo,
+		Error: &Error{Kind: kindConflict, Message: msg}, Timing: Timing{TotalMS: ms(time.Since(start))}})
+}
+
 // kept says whether the run's keys stay when it ends with cause: it was
 // handed off, taken over, or the server shuts down.
 func kept(cause error) bool {
@@ -267,12 +289,7 @@ func (s *pausedDesk) takeOver(w http.ResponseWriter, r *http.Request, start time
 	case meta.Owner != s.owner(r):
 		return false
 	case sr.MovedTo != "":
-		// The id it continues as: a caller whose answer was lost (its
-		// replica died) sends the same continuation there.
-		msg := fmt.Sprintf("run %s continues as run %s (replica %s): a continuation of it was answered already", id, sr.MovedTo, sr.Replica)
-		s.metrics.errors.WithLabelValues(kindConflict).Inc()
-		writeJSON(w, http.StatusConflict, Response{Value: json.RawMessage("null"), RunID: sr.MovedTo,
-			Error: &Error{Kind: kindConflict, Message: msg}, Timing: Timing{TotalMS: ms(time.Since(start))}})
+		s.movedTo(w, start, id, sr)
 		return true
 	case c.decisions == nil && sr.Approval != nil:
 		s.refuse(w, start, http.StatusConflict, kindConflict, fmt.Sprintf("run %s waits for a decision on %s (POST /v1/runs/%s/approvals), not for results", id, sr.Approval.ID, id))

@@ -101,20 +101,22 @@ func TestDurablePause(t *testing.T) {
 	}
 
 	// Another replica takes over a run its replica still holds (as one that
-	// died would): the holder then answers 409, and so does a racer.
+	// died would): the holder then answers 409 naming the run's new id, and
+	// so does a racer.
 	status, out = b.runWith("/v1/run", run{"source": durableProgram("durable-2"), "tools": []any{weather}})
 	paused(t, status, out, `get_weather{"city":"Paris"}`)
 	runID, first = out.RunID, out.Pending[0].ID
 	var wg sync.WaitGroup
 	answers := make([]int, 2)
 	var winner client
+	var newID string
 	for i, racer := range []client{c, d} {
 		wg.Go(func() {
 			var out service.Response
 			answers[i], out = racer.results(runID, value(first, map[string]any{"next": "Rome"}))
 			if answers[i] == http.StatusOK {
 				paused(t, answers[i], out, `get_weather{"city":"Rome"}`)
-				winner = racer
+				winner, newID = racer, out.RunID
 			}
 		})
 	}
@@ -123,8 +125,8 @@ func TestDurablePause(t *testing.T) {
 		t.Fatalf("racing continuations on c and d: %v, want one 200 and one 409", answers)
 	}
 	status, out = b.results(runID, value(first, map[string]any{"next": "Rome"}))
-	if status != http.StatusConflict || out.Error == nil || out.Error.Kind != "conflict" {
-		t.Fatalf("the holder, once c took its run over: %d %+v", status, out.Error)
+	if status != http.StatusConflict || out.Error == nil || out.Error.Kind != "conflict" || out.RunID != newID {
+		t.Fatalf("the holder, once another took its run over: %d run_id %q %+v, want 409 naming %s", status, out.RunID, out.Error, newID)
 	}
 	status, out = winner.results(runID, value(first, map[string]any{"next": "Rome"}))
 	if status != http.StatusConflict || !strings.Contains(out.Error.Message, "continues as run run_") {

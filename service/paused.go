@@ -559,7 +559,7 @@ func (s *pausedDesk) handleToolResults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if pr != nil && pr.durable && pr.moved() {
-		s.refuse(w, start, http.StatusConflict, kindConflict, "another replica took the run over from the session store, and continues it")
+		s.refuseMoved(w, start, pr.id, pr.owner)
 		return
 	}
 	if pr == nil {
