@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -40,11 +41,15 @@ import (
 //
 // Runs kept so: a /v1/run request's that may pause (with "tools", or any on
 // a Server whose Runner asks for approvals), outside a session, without
-// mcp_servers, answered as JSON (not events). They run with early reads
+// mcp_servers, answered as JSON or as events. They run with early reads
 // off, so that each pause is one call and a continuation numbers its calls
-// as the run did. Not kept: a session's run, a stream's (/v1/run/stream),
-// one answered as events, and POST /v1/tool/call's; they live on their
-// replica.
+// as the run did. A run answered as events sends a pause's tool_call or
+// approval_required event once the store has the pause (announcePause); a
+// continuation that takes it over and asks for events is answered with the
+// run's events from that pause on (the replay's output is not sent again:
+// streamFrom), under the new id its events carry, and the run goes on as
+// one answered as events there. Not kept: a session's run, a stream's
+// (/v1/run/stream), and POST /v1/tool/call's; they live on their replica.
 
 // maxStoredRun bounds a stored run: its record (spine.Options.MaxRecord)
 // and what the service keeps beside it.
@@ -141,7 +146,7 @@ func (s *pausedDesk) dropRun(ids ...string) {
 // first run did, so it keeps its one round trip for a loop of reads and
 // lives on its replica.
 func (s *pausedDesk) durable(r *http.Request, req spine.Request, c clientRun) bool {
-	return s.runStore != nil && c.sess == nil && c.body == nil && c.tool == nil && len(req.Tools) == 0 && !wantsEvents(r) && !req.EarlyReads
+	return s.runStore != nil && c.sess == nil && c.body == nil && c.tool == nil && len(req.Tools) == 0 && !req.EarlyReads
 }
 
 // save writes the pause check made (pr.unsaved) to the store, then answers
@@ -183,11 +188,39 @@ func (pr *pausedRun) save() {
 	default: // the run goes on in this replica's memory only
 		pr.s.opts.Logger.Warn("service: a paused run is not kept in the store", "run_id", pr.id, "error", err)
 	}
-	if !pr.ended {
+	switch {
+	case pr.ended:
+	case pr.stream != nil:
+		pr.announcePause(ev.resp)
+	default:
 		pr.send(*ev)
 	}
 	if pr.s.drain.isDraining() {
 		pr.handOff()
+	}
+}
+
+// announcePause queues the events of a pause of a run answered as events
+// (its tool_call or approval_required event), once the store has it.
+// Under pr.mu.
+func (pr *pausedRun) announcePause(resp Response) {
+	out, errs := len(resp.Stdout), len(resp.Stderr)
+	if len(resp.Approvals) > 0 {
+		pr.stream.push(streamItem{approval: &resp.Approvals[0], stdout: out, stderr: errs})
+		return
+	}
+	for _, p := range resp.Pending {
+		pr.stream.push(streamItem{call: &p, stdout: out, stderr: errs})
+	}
+}
+
+// streamFrom has a run taken over and answered as events send the output
+// its program writes past stdout and stderr, what it wrote to its pause
+// (sent on its first stream already). Under pr.mu.
+func (pr *pausedRun) streamFrom(stdout, stderr string) {
+	if pr.stream != nil {
+		pr.stream.stdout.skipTo.Store(int64(len(stdout)))
+		pr.stream.stderr.skipTo.Store(int64(len(stderr)))
 	}
 }
 
@@ -391,6 +424,14 @@ func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start t
 	}
 	manifest, _ := checkClientTools(sr.Tools, pr) // checked (storedTools)
 	req := spine.Request{Tools: manifest, Waiting: pr.waiting, Approval: pr.approve, Record: true}
+	if wantsEvents(r) {
+		// Answered by the run's events from its pause on: the replay's
+		// output is not sent (streamFrom) until the pause is reached.
+		pr.stream = newRunStream(w)
+		pr.stream.stdout.skipTo.Store(math.MaxInt64)
+		pr.stream.stderr.skipTo.Store(math.MaxInt64)
+		req.Stdout, req.Stderr = pr.stream.stdout, pr.stream.stderr
+	}
 	pr.mu.Lock()
 	// The replay runs the program again to its pause, which its time used
 	// counted already: it gets the whole limit, and the time used is the
@@ -411,6 +452,10 @@ func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start t
 		return s.runner.Continue(ctx, rec, req)
 	}
 	go pr.run(target, req, nil, func() {})
+	if pr.stream != nil {
+		s.streamRun(r, start, pr)
+		return
+	}
 	s.awaitRun(w, r, start, pr)
 }
 
@@ -455,6 +500,7 @@ func (pr *pausedRun) reached(pending []PendingCall) {
 	pr.stopClock() // the replay's time is not the run's: it ran that part already
 	pr.used = e.used
 	pr.startClock()
+	pr.streamFrom(pr.wait.Stdout, pr.wait.Stderr)
 	for _, res := range e.results {
 		n, _ := strconv.Atoi(res.ID[len("call_"):])
 		pr.asked[res.ID] = true

@@ -183,7 +183,7 @@ func (pr *pausedRun) call(name string) spine.Tool {
 		pr.mu.Lock()
 		pr.entered++
 		pr.calls[c.n] = c
-		if pr.stream != nil {
+		if pr.stream != nil && !pr.durable { // a kept run's after the store has its pause (save)
 			pr.announce(c)
 		}
 		pr.check()
@@ -239,7 +239,7 @@ func (pr *pausedRun) check() {
 		}
 		pr.mu.Unlock()
 	})
-	if pr.stream != nil {
+	if pr.stream != nil && !pr.durable {
 		return // every pending call was a tool_call event as it reached its Call
 	}
 	resp := Response{Value: json.RawMessage("null"), Status: statusToolCalls, RunID: pr.id, Stdout: pr.wait.Stdout, Stderr: pr.wait.Stderr}
