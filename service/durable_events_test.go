@@ -114,3 +114,36 @@ func TestDurableEventsApproval(t *testing.T) {
 		t.Fatalf("lookups of book %d (want 0), Approve asked %d times (want 2: on a, and live again on b)", n, books.Load())
 	}
 }
+
+// TestDurableEventsCut: a run answered as events that goes on between two
+// pauses when its replica's grace runs out (Cut) ends its stream with 503
+// closed and is kept in the store: another replica continues it from its
+// pause.
+func TestDurableEventsCut(t *testing.T) {
+	svcs, cs, _ := durableServers(t, "a", "b")
+	for len(tools.Gate.Entered) > 0 {
+		<-tools.Gate.Entered
+	}
+	source := "a = get_weather('Paris')\ngate(wait=False)\nwhile a == 'Oslo':\n    pass\nb = get_weather(a)\n[a, b]"
+	ch := cs[0].runEvents(t.Context(), "/v1/run", run{"source": source, "tools": []any{weather}})
+	e, _ := upTo(t, ch, "tool_call")
+	first := callOf(t, e)
+	cs[0].accepted(first.RunID, value(first.ID, "Oslo"))
+	<-tools.Gate.Entered // a runs on past the pause, in its loop
+	svcs[0].Drain()
+	svcs[0].Cut()
+	e, _ = upTo(t, ch, "result")
+	if status, out := resultOf(t, e); status != http.StatusServiceUnavailable || out.Error == nil || out.Error.Kind != "closed" {
+		t.Fatalf("a's stream cut: %s", e.data)
+	}
+	// Another value, which ends the loop: the store checks the results' ids.
+	ch = cs[1].eventsContinue(first.RunID, value(first.ID, "Rome"))
+	e, _ = upTo(t, ch, "tool_call")
+	second := callOf(t, e)
+	<-tools.Gate.Entered // b's
+	cs[1].accepted(second.RunID, value(second.ID, "fog"))
+	e, _ = upTo(t, ch, "result")
+	if status, out := resultOf(t, e); status != http.StatusOK || string(out.Value) != `["Rome","fog"]` || !strings.HasPrefix(out.RunID, "run_b.") {
+		t.Fatalf("b's end: %s", e.data)
+	}
+}
