@@ -123,7 +123,7 @@ func (pr *pausedRun) pauseFor(a *approvalCall) {
 		pr.mu.Unlock()
 	})
 	req := ApprovalRequest{ID: approvalID(a.call.N), Tool: a.call.Tool, Arguments: a.call.Args, Reason: a.call.Reason}
-	if pr.stream != nil {
+	if pr.stream != nil && !pr.durable { // a kept run's after the store has its pause (save)
 		pr.stream.push(streamItem{approval: &req, stdout: len(a.call.Stdout), stderr: len(a.call.Stderr)})
 		return
 	}
@@ -152,7 +152,7 @@ func (s *pausedDesk) handleApprovals(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if pr != nil && pr.durable && pr.moved() {
-		s.refuse(w, start, http.StatusConflict, kindConflict, "another replica took the run over from the session store, and continues it")
+		s.refuseMoved(w, start, pr.id, pr.owner)
 		return
 	}
 	if pr == nil {
@@ -252,6 +252,7 @@ func (pr *pausedRun) reachedApproval(call spine.ApprovalCall) (approvalDecision,
 	pr.stopClock() // the replay's time is not the run's: it ran that part already
 	pr.used = e.used
 	pr.startClock()
+	pr.streamFrom(call.Stdout, call.Stderr)
 	pr.approvals.last = call.N
 	return e.decision, true
 }

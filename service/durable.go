@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -42,8 +43,9 @@ import (
 //
 // Runs kept so: a /v1/run request's that may pause (with "tools", or any on
 // a Server whose Runner asks for approvals), without mcp_servers, answered
-// as JSON (not events), with early reads or without, and so a session's run
-// under the write policy run (durablesession.go), without early reads.
+// as JSON or as events, with early reads or without (as events, without),
+// and so a session's run under the write policy run (durablesession.go),
+// answered as JSON, without early reads.
 // A pause of a run with early reads lists the read-only calls asked
 // together with the one the program waits in; the record of the wait lists
 // them too (spine.Record.Waiting), and the continuation takes them up under
@@ -51,10 +53,15 @@ import (
 // caller answered at an earlier pause whose Call had not returned when the
 // run paused again is on that record without its response: the store
 // keeps its result (storedRun.Answered), which answers it when the
-// continuation takes it up. Not kept: a session's run under the policies
-// answer and hibernate, or with early reads, a stream's
-// (/v1/run/stream), one answered as events, and POST /v1/tool/call's; they
-// live on their replica.
+// continuation takes it up. A run answered as events sends a pause's
+// tool_call or approval_required event once the store has the pause
+// (announcePause); a continuation that takes it over and asks for events is
+// answered with the run's events from that pause on (the replay's output is
+// not sent again: streamFrom), under the new id its events carry, and the
+// run goes on as one answered as events there. Not kept: a session's run
+// under the policies answer and hibernate, with early reads or answered as
+// events, a run answered as events with early reads, a stream's
+// (/v1/run/stream), and POST /v1/tool/call's; they live on their replica.
 
 // maxStoredRun bounds a stored run: its record (spine.Options.MaxRecord)
 // and what the service keeps beside it.
@@ -162,7 +169,9 @@ func (s *pausedDesk) dropRun(ids ...string) {
 
 // durable says whether a run that came so is kept in the store.
 func (s *pausedDesk) durable(r *http.Request, req spine.Request, c clientRun) bool {
-	return s.runStore != nil && (c.sess == nil || s.durableSessions() && !req.EarlyReads) && c.body == nil && c.tool == nil && len(req.Tools) == 0 && !wantsEvents(r)
+	events := wantsEvents(r)
+	return s.runStore != nil && c.body == nil && c.tool == nil && len(req.Tools) == 0 &&
+		(c.sess == nil || s.durableSessions() && !req.EarlyReads && !events) && !(events && req.EarlyReads)
 }
 
 // save writes the pause check made (pr.unsaved) to the store, then answers
@@ -209,11 +218,39 @@ func (pr *pausedRun) save() {
 	default: // the run goes on in this replica's memory only
 		pr.s.opts.Logger.Warn("service: a paused run is not kept in the store", "run_id", pr.id, "error", err)
 	}
-	if !pr.ended {
+	switch {
+	case pr.ended:
+	case pr.stream != nil:
+		pr.announcePause(ev.resp)
+	default:
 		pr.send(*ev)
 	}
 	if pr.s.drain.isDraining() {
 		pr.handOff()
+	}
+}
+
+// announcePause queues the events of a pause of a run answered as events
+// (its tool_call or approval_required event), once the store has it.
+// Under pr.mu.
+func (pr *pausedRun) announcePause(resp Response) {
+	out, errs := len(resp.Stdout), len(resp.Stderr)
+	if len(resp.Approvals) > 0 {
+		pr.stream.push(streamItem{approval: &resp.Approvals[0], stdout: out, stderr: errs})
+		return
+	}
+	for _, p := range resp.Pending {
+		pr.stream.push(streamItem{call: &p, stdout: out, stderr: errs})
+	}
+}
+
+// streamFrom has a run taken over and answered as events send the output
+// its program writes past stdout and stderr, what it wrote to its pause
+// (sent on its first stream already). Under pr.mu.
+func (pr *pausedRun) streamFrom(stdout, stderr string) {
+	if pr.stream != nil {
+		pr.stream.stdout.skipTo.Store(int64(len(stdout)))
+		pr.stream.stderr.skipTo.Store(int64(len(stderr)))
 	}
 }
 
@@ -260,6 +297,28 @@ func (pr *pausedRun) moved() bool {
 		pr.cancel(errMoved)
 	}
 	return newer && err == nil
+}
+
+// refuseMoved answers a continuation of run id, held here, that another
+// replica took over (moved): 409, naming the id the run continues as when
+// the store says it.
+func (s *pausedDesk) refuseMoved(w http.ResponseWriter, start time.Time, id, owner string) {
+	if sr, meta, err := s.getRun(id); err == nil && meta.Owner == owner && sr.MovedTo != "" {
+		s.movedTo(w, start, id, sr)
+		return
+	}
+	s.refuse(w, start, http.StatusConflict, kindConflict, "another replica took the run over from the session store, and continues it")
+}
+
+// movedTo answers a continuation of run id, which the store says
+// continues as sr.MovedTo: 409 naming that id (in run_id too), where a
+// caller whose answer was lost (its replica died) sends the same
+// continuation.
+func (s *pausedDesk) movedTo(w http.ResponseWriter, start time.Time, id string, sr storedRun) {
+	msg := fmt.Sprintf("run %s continues as run %s (replica %s): a continuation of it was answered already", id, sr.MovedTo, sr.Replica)
+	s.metrics.errors.WithLabelValues(kindConflict).Inc()
+	writeJSON(w, http.StatusConflict, Response{Value: json.RawMessage("null"), RunID: sr.MovedTo,
+		Error: &Error{Kind: kindConflict, Message: msg}, Timing: Timing{TotalMS: ms(time.Since(start))}})
 }
 
 // kept says whether the run's keys stay when it ends with cause: it was
@@ -314,12 +373,7 @@ func (s *pausedDesk) load(w http.ResponseWriter, r *http.Request, start time.Tim
 	case meta.Owner != s.owner(r):
 		return false
 	case sr.MovedTo != "":
-		// The id it continues as: a caller whose answer was lost (its
-		// replica died) sends the same continuation there.
-		msg := fmt.Sprintf("run %s continues as run %s (replica %s): a continuation of it was answered already", id, sr.MovedTo, sr.Replica)
-		s.metrics.errors.WithLabelValues(kindConflict).Inc()
-		writeJSON(w, http.StatusConflict, Response{Value: json.RawMessage("null"), RunID: sr.MovedTo,
-			Error: &Error{Kind: kindConflict, Message: msg}, Timing: Timing{TotalMS: ms(time.Since(start))}})
+		s.movedTo(w, start, id, sr)
 		return true
 	case c.decisions == nil && sr.Approval != nil:
 		s.refuse(w, start, http.StatusConflict, kindConflict, fmt.Sprintf("run %s waits for a decision on %s (POST /v1/runs/%s/approvals), not for results", id, sr.Approval.ID, id))
@@ -447,6 +501,14 @@ func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start t
 	}
 	manifest, _ := checkClientTools(sr.Tools, pr) // checked (storedTools)
 	req := spine.Request{Tools: manifest, Waiting: pr.waiting, Approval: pr.approve, Record: true}
+	if wantsEvents(r) {
+		// Answered by the run's events from its pause on: the replay's
+		// output is not sent (streamFrom) until the pause is reached.
+		pr.stream = newRunStream(w)
+		pr.stream.stdout.skipTo.Store(math.MaxInt64)
+		pr.stream.stderr.skipTo.Store(math.MaxInt64)
+		req.Stdout, req.Stderr = pr.stream.stdout, pr.stream.stderr
+	}
 	pr.mu.Lock()
 	// The replay runs the program again to its pause, which its time used
 	// counted already: it gets the whole limit, and the time used is the
@@ -472,6 +534,10 @@ func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start t
 		}
 	}
 	go pr.run(target, req, sess, giveTurn)
+	if pr.stream != nil {
+		s.streamRun(r, start, pr)
+		return
+	}
 	s.awaitRun(w, r, start, pr)
 }
 
@@ -516,6 +582,7 @@ func (pr *pausedRun) reached(pending []PendingCall) {
 	pr.stopClock() // the replay's time is not the run's: it ran that part already
 	pr.used = e.used
 	pr.startClock()
+	pr.streamFrom(pr.wait.Stdout, pr.wait.Stderr)
 	for _, res := range e.results {
 		n, _ := strconv.Atoi(res.ID[len("call_"):])
 		pr.asked[res.ID] = true

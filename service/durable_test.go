@@ -101,20 +101,22 @@ func TestDurablePause(t *testing.T) {
 	}
 
 	// Another replica takes over a run its replica still holds (as one that
-	// died would): the holder then answers 409, and so does a racer.
+	// died would): the holder then answers 409 naming the run's new id, and
+	// so does a racer.
 	status, out = b.runWith("/v1/run", run{"source": durableProgram("durable-2"), "tools": []any{weather}})
 	paused(t, status, out, `get_weather{"city":"Paris"}`)
 	runID, first = out.RunID, out.Pending[0].ID
 	var wg sync.WaitGroup
 	answers := make([]int, 2)
 	var winner client
+	var newID string
 	for i, racer := range []client{c, d} {
 		wg.Go(func() {
 			var out service.Response
 			answers[i], out = racer.results(runID, value(first, map[string]any{"next": "Rome"}))
 			if answers[i] == http.StatusOK {
 				paused(t, answers[i], out, `get_weather{"city":"Rome"}`)
-				winner = racer
+				winner, newID = racer, out.RunID
 			}
 		})
 	}
@@ -123,8 +125,8 @@ func TestDurablePause(t *testing.T) {
 		t.Fatalf("racing continuations on c and d: %v, want one 200 and one 409", answers)
 	}
 	status, out = b.results(runID, value(first, map[string]any{"next": "Rome"}))
-	if status != http.StatusConflict || out.Error == nil || out.Error.Kind != "conflict" {
-		t.Fatalf("the holder, once c took its run over: %d %+v", status, out.Error)
+	if status != http.StatusConflict || out.Error == nil || out.Error.Kind != "conflict" || out.RunID != newID {
+		t.Fatalf("the holder, once another took its run over: %d run_id %q %+v, want 409 naming %s", status, out.RunID, out.Error, newID)
 	}
 	status, out = winner.results(runID, value(first, map[string]any{"next": "Rome"}))
 	if status != http.StatusConflict || !strings.Contains(out.Error.Message, "continues as run run_") {
@@ -340,5 +342,39 @@ func TestDurableMovedTwiceEnds(t *testing.T) {
 	}
 	if status, out = cs[2].results(ids[0], value("call_1", "sunny")); status != http.StatusNotFound {
 		t.Fatalf("a continuation of the first id after the end: %d (error %+v), want 404", status, out.Error)
+	}
+}
+
+// TestDurableCut: a continuation in flight when its replica's grace runs
+// out (Cut) is answered 503 closed, and the run is kept in the store:
+// a continuation sent to another replica continues it from its pause.
+func TestDurableCut(t *testing.T) {
+	svcs, cs, _ := durableServers(t, "a", "b")
+	for len(tools.Gate.Entered) > 0 {
+		<-tools.Gate.Entered
+	}
+	source := "a = get_weather('Paris')\ngate(wait=False)\nwhile a == 'Oslo':\n    pass\nb = get_weather(a)\n[a, b]"
+	status, out := cs[0].runWith("/v1/run", run{"source": source, "tools": []any{weather}})
+	paused(t, status, out, `get_weather{"city":"Paris"}`)
+	runID, first := out.RunID, out.Pending[0].ID
+	answered := make(chan service.Response, 1)
+	go func() {
+		status, out := cs[0].results(runID, value(first, "Oslo"))
+		if status != http.StatusServiceUnavailable || out.Error == nil || out.Error.Kind != "closed" {
+			t.Errorf("the continuation cut: %d %+v, want 503 closed", status, out.Error)
+		}
+		answered <- out
+	}()
+	<-tools.Gate.Entered // a runs on past the pause, in its loop
+	svcs[0].Drain()
+	svcs[0].Cut()
+	<-answered
+	// Another value, which ends the loop: the store checks the results' ids.
+	status, out = cs[1].results(runID, value(first, "Rome"))
+	paused(t, status, out, `get_weather{"city":"Rome"}`)
+	<-tools.Gate.Entered // b's
+	status, out = cs[1].results(out.RunID, value(out.Pending[0].ID, "fog"))
+	if status != http.StatusOK || string(out.Value) != `["Rome","fog"]` || !strings.HasPrefix(out.RunID, "run_b.") {
+		t.Fatalf("end: %d %s as %s %+v", status, out.Value, out.RunID, out.Error)
 	}
 }

@@ -131,14 +131,19 @@ type output struct {
 	name   string
 	held   []byte
 	taken  atomic.Int64 // bytes Write took, sent or not
+	skipTo atomic.Int64 // the bytes before it are taken, not sent (a replay's output: durable.go)
 }
 
-func (o *output) Write(p []byte) (int, error) {
+func (o *output) Write(whole []byte) (int, error) {
+	p := whole
+	if skip := o.skipTo.Load() - o.taken.Load(); skip > 0 {
+		p = p[min(skip, int64(len(p))):]
+	}
 	data := append(o.held, p...)
 	keep := incompleteRune(data)
 	o.held = append([]byte(nil), data[len(data)-keep:]...)
 	err := o.emit(data[:len(data)-keep])
-	o.taken.Add(int64(len(p)))
+	o.taken.Add(int64(len(whole)))
 	select {
 	case o.events.moved <- struct{}{}:
 	default:
@@ -146,7 +151,7 @@ func (o *output) Write(p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return len(p), nil
+	return len(whole), nil
 }
 
 func (o *output) emit(p []byte) error {

@@ -192,7 +192,7 @@ func (pr *pausedRun) call(name string) spine.Tool {
 			pr.entered++
 			pr.calls[c.n] = c
 		}
-		if pr.stream != nil {
+		if pr.stream != nil && !pr.durable { // a kept run's after the store has its pause (save)
 			pr.announce(c)
 		}
 		pr.check()
@@ -248,7 +248,7 @@ func (pr *pausedRun) check() {
 		}
 		pr.mu.Unlock()
 	})
-	if pr.stream != nil {
+	if pr.stream != nil && !pr.durable {
 		return // every pending call was a tool_call event as it reached its Call
 	}
 	resp := Response{Value: json.RawMessage("null"), Status: statusToolCalls, RunID: pr.id, Stdout: pr.wait.Stdout, Stderr: pr.wait.Stderr}
@@ -532,12 +532,20 @@ func (pr *pausedRun) run(target func(context.Context, spine.Request) (*spine.Out
 }
 
 // awaitRun answers r with pr's next pause or its end; a client that goes
-// away first stops the run.
+// away first stops the run. A request the Server cut (Cut: its grace ran
+// out) stops the run as a Server that closes does, which the store keeps
+// for another replica, and is answered so (503 closed).
 func (s *pausedDesk) awaitRun(w http.ResponseWriter, r *http.Request, start time.Time, pr *pausedRun) {
 	select {
 	case ev := <-pr.events:
 		ev.write(w, start)
 	case <-r.Context().Done():
+		if s.drain.cutDone() {
+			pr.cancel(spine.ErrClosed)
+			ev := <-pr.events
+			ev.write(w, start)
+			return
+		}
 		pr.cancel(errGone)
 		if pr.body != nil {
 			<-pr.finished // the run reads the body, which is the handler's
@@ -561,7 +569,7 @@ func (s *pausedDesk) handleToolResults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if pr != nil && pr.durable && pr.moved() {
-		s.refuse(w, start, http.StatusConflict, kindConflict, "another replica took the run over from the session store, and continues it")
+		s.refuseMoved(w, start, pr.id, pr.owner)
 		return
 	}
 	if pr == nil {

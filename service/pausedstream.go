@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/spine-run/spine"
 )
 
 // A run with client tools whose request asked for text/event-stream is
@@ -100,11 +102,11 @@ func (s *pausedDesk) streamRun(r *http.Request, start time.Time, pr *pausedRun) 
 			select {
 			case <-st.wake:
 			case <-gone:
-				pr.cancel(errGone)
+				pr.cancel(s.goneCause())
 				gone = nil
 			case <-quiet.C:
 				if st.events.comment("keep-alive") != nil {
-					pr.cancel(errGone)
+					pr.cancel(s.goneCause())
 				}
 			}
 			continue
@@ -117,7 +119,7 @@ func (s *pausedDesk) streamRun(r *http.Request, start time.Time, pr *pausedRun) 
 			return
 		}
 		if !st.caughtUp(item, gone, pr) {
-			pr.cancel(errGone)
+			pr.cancel(s.goneCause())
 			gone = nil
 		}
 		name, data := "tool_call", []byte(nil)
@@ -128,9 +130,19 @@ func (s *pausedDesk) streamRun(r *http.Request, start time.Time, pr *pausedRun) 
 			data, _ = json.Marshal(approvalEvent{*item.approval, pr.id})
 		}
 		if st.events.send(name, data) != nil {
-			pr.cancel(errGone)
+			pr.cancel(s.goneCause())
 		}
 	}
+}
+
+// goneCause is why a run stops whose stream ended (its client went away,
+// or the Server cut its requests: then the run stops as when the Server
+// closes, kept in the store for another replica).
+func (s *pausedDesk) goneCause() error {
+	if s.drain.cutDone() {
+		return spine.ErrClosed
+	}
+	return errGone
 }
 
 // caughtUp waits until the outputs have taken item's bytes, or the run has

@@ -22,6 +22,11 @@ RESULT_RETRIES = 60
 # The longest wait between two sendings, whatever Retry-After says.
 MAX_RETRY_AFTER = 30.0
 
+# How many times one continuation follows its run to the id it continues
+# as (moved_to): a run taken over again and again by replicas that died
+# before they answered.
+MAX_HOPS = 8
+
 
 def retry_wait(retry_after):
     """The seconds to wait before sending refused results again: Retry-After
@@ -39,6 +44,17 @@ def sent_again(e):
     handed the run over, and the next replica the request reaches continues
     it)."""
     return (e.status, e.kind) in ((429, "overloaded"), (503, "closed"))
+
+
+def moved_to(e, run_id):
+    """The run id a continuation of run run_id refused with the SpineError
+    e is sent to, the same, at once: with --session-store, 409 conflict
+    naming another run_id (another replica took the run over and continues
+    it under that id; its answer did not reach the client); else None."""
+    new = e.response.get("run_id") if isinstance(e.response, dict) else None
+    if e.status == 409 and e.kind == "conflict" and isinstance(new, str) and new and new != run_id:
+        return new
+    return None
 
 
 def run_body(source, tools, inputs, files, timeout, early_reads):

@@ -8,7 +8,7 @@ import concurrent.futures
 import functools
 import os
 
-from ._core import RESULT_RETRIES, Result, answer_async, retry_wait, run_body, sent_again
+from ._core import MAX_HOPS, RESULT_RETRIES, Result, answer_async, moved_to, retry_wait, run_body, sent_again
 from ._http import Aborter, Transport
 from .approvals import decide_async
 from .client import DEFAULT_URL, _quote
@@ -103,12 +103,16 @@ class AsyncClient:
 
     async def _continue(self, run_id, what, payload):
         """Client._continue, awaited."""
-        path = "/v1/runs/%s/%s" % (_quote(run_id), what)
-        attempt = 0
+        attempt = hops = 0
         while True:
+            path = "/v1/runs/%s/%s" % (_quote(run_id), what)
             try:
                 return await self._json("POST", path, payload)
             except SpineError as e:
+                new = moved_to(e, run_id)
+                if new is not None and hops < MAX_HOPS:
+                    run_id, hops = new, hops + 1
+                    continue
                 if not sent_again(e) or attempt >= self.retries:
                     e.run_id = run_id
                     raise

@@ -4,7 +4,7 @@ import os
 import time
 import urllib.parse
 
-from ._core import RESULT_RETRIES, Result, answer_sync, retry_wait, run_body, sent_again
+from ._core import MAX_HOPS, RESULT_RETRIES, Result, answer_sync, moved_to, retry_wait, run_body, sent_again
 from ._http import Transport
 from .approvals import decide_sync
 from .errors import SpineError
@@ -33,7 +33,8 @@ class Client:
     minute); retries how many times a paused run's tool results or
     decisions refused while every slot of the server is busy (429) or while
     the server drains (503 closed) are sent again, Retry-After apart (at
-    most 30 seconds each). Safe to use from several threads; close() (or a
+    most 30 seconds each); one answered 409 naming the id its run continues
+    as (another replica took it over) is sent there. Safe to use from several threads; close() (or a
     with block) closes its kept-alive connections.
     """
 
@@ -126,14 +127,21 @@ class Client:
     def _continue(self, run_id, what, payload):
         """POST /v1/runs/{run_id}/{what}, again after Retry-After while the
         server is overloaded or drains (sent_again), at most retries times;
-        a SpineError carries run_id. 421 run_elsewhere and 410 run_lost (the
-        run ended with its replica) are not sent again."""
-        path = "/v1/runs/%s/%s" % (_quote(run_id), what)
-        attempt = 0
+        a SpineError carries run_id. A 409 conflict naming another run_id
+        (with --session-store another replica took the run over, and its
+        answer was lost: it died before it) is sent to that id at once, at
+        most MAX_HOPS times. 421 run_elsewhere and 410 run_lost (the run
+        ended with its replica) are not sent again."""
+        attempt = hops = 0
         while True:
+            path = "/v1/runs/%s/%s" % (_quote(run_id), what)
             try:
                 return self._http.json("POST", path, payload)
             except SpineError as e:
+                new = moved_to(e, run_id)
+                if new is not None and hops < MAX_HOPS:
+                    run_id, hops = new, hops + 1
+                    continue
                 if not sent_again(e) or attempt >= self.retries:
                     e.run_id = run_id
                     raise

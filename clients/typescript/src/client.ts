@@ -29,7 +29,8 @@ export interface ClientOptions {
    * when every slot of the server is busy (429 overloaded: the run waits)
    * or the server drains (503 closed: with --session-store the next replica
    * continues the run), after Retry-After each time, within 0 to 30 seconds
-   * (default 60, the Python client's too).
+   * (default 60, the Python client's too). One answered 409 naming the id
+   * its run continues as (another replica took it over) is sent there.
    */
   retries?: number;
 }
@@ -205,14 +206,15 @@ export class Client {
   /**
    * POST /v1/runs/{runId}/tool_results (or /approvals, for decisions),
    * again after Retry-After while the server is overloaded (429) or drains
-   * (503 closed), at most retries times. Its other refusals, 421
+   * (503 closed), at most retries times; sent at once to the id a 409
+   * conflict names in run_id (movedTo), at most maxHops times. Its other refusals, 421
    * run_elsewhere and 410 run_lost included (the run ended with its
    * replica), are not sent again: driveFrom throws them.
    */
   private async continueRun(sent: Sent, signal?: AbortSignal): Promise<Answer> {
     const [what, json] = sent.decisions ? ["approvals", { approvals: sent.decisions }] : ["tool_results", { results: sent.results }];
-    const path = `/v1/runs/${encodeURIComponent(sent.runId)}/${what}`;
-    for (let attempt = 0; ; attempt++) {
+    for (let attempt = 0, hops = 0; ; attempt++) {
+      const path = `/v1/runs/${encodeURIComponent(sent.runId)}/${what}`;
       let a: Answer;
       try {
         a = await this.request("POST", path, { json, signal, run: true });
@@ -223,6 +225,13 @@ export class Client {
           e.decisions ??= sent.decisions;
         }
         throw e;
+      }
+      const moved = movedTo(a, sent.runId);
+      if (moved !== undefined && hops < maxHops) {
+        sent.runId = moved;
+        hops++;
+        attempt--; // a hop is not a retry
+        continue;
       }
       if (!sentAgain(a) || attempt >= this.retries) {
         return a;
@@ -339,6 +348,24 @@ function runBody(source: string, opts: RunOptions): Record<string, unknown> {
   const early = opts.earlyReads ?? (tools.some(([, t]) => t.readOnly) ? true : undefined);
   if (early !== undefined) body.early_reads = early;
   return body;
+}
+
+/** How many times one continuation follows its run to the id it continues as (movedTo). */
+const maxHops = 8;
+
+/**
+ * The run id a continuation of run runId answered a is sent to, the same,
+ * at once: with --session-store, 409 conflict naming another run_id
+ * (another replica took the run over and continues it under that id; its
+ * answer did not reach the client, its replica stopped first).
+ */
+function movedTo(a: Answer, runId: string): string | undefined {
+  const body = a.body as WireResponse | null;
+  const moved = body?.run_id;
+  if (a.status === 409 && body?.error?.kind === "conflict" && typeof moved === "string" && moved !== "" && moved !== runId) {
+    return moved;
+  }
+  return undefined;
 }
 
 /**
