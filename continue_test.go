@@ -65,8 +65,28 @@ func TestContinue(t *testing.T) {
 	r2 := newRunner(t, countingManifest(&lookups2), nil)
 	var asked2 []int
 	var waits []string
-	cont := Request{Record: true, Tools: askSpec(&asked2), Waiting: func(w ToolWait) {
+	// The continuation starts call 2 again as it takes up its record's
+	// wait, and the program waits for it: its ask answers once Waiting
+	// has heard of it (an ask that answered at once could finish before the
+	// program claims it, and nothing would wait).
+	heard := make(chan struct{})
+	tools := askSpec(&asked2)
+	spec := tools["ask"]
+	answer := spec.Call
+	spec.Call = func(ctx context.Context, args json.RawMessage) (any, error) {
+		select {
+		case <-heard:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return answer(ctx, args)
+	}
+	tools["ask"] = spec
+	cont := Request{Record: true, Tools: tools, Waiting: func(w ToolWait) {
 		waits = append(waits, fmt.Sprint(w.Call, w.Started, w.Record != nil && len(w.Record.Calls) == 2))
+		if w.Call == 2 && len(waits) == 1 {
+			close(heard)
+		}
 	}}
 	out, err := r2.Continue(context.Background(), rec, cont)
 	if err != nil {
