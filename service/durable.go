@@ -413,6 +413,9 @@ func (s *pausedDesk) load(w http.ResponseWriter, r *http.Request, start time.Tim
 		}
 		status, kind, msg = pr.checkResults(c.results)
 	}
+	// Loaded and checked: the run counts among the paused runs now, and
+	// its session's lock may take as long as the run's time limit.
+	loaded()
 	var sess *fleet.Session // a session's run: its session, held as a run holds it (durablesession.go)
 	if msg == "" && sr.Session != "" {
 		sess, status, kind, msg = s.holdSession(r, sr, meta.Owner)
@@ -463,7 +466,6 @@ func (s *pausedDesk) load(w http.ResponseWriter, r *http.Request, start time.Tim
 		s.refuse(w, start, status, kind, fmt.Sprintf("run %s: another replica took it over first: %v", id, err))
 		return true
 	}
-	loaded()
 	s.continueRun(w, r, start, pr, sr, rec, c, sess, giveTurn)
 	return true
 }
