@@ -58,7 +58,9 @@ import (
 // (announcePause); a continuation that takes it over and asks for events is
 // answered with the run's events from that pause on (the replay's output is
 // not sent again: streamFrom), under the new id its events carry, and the
-// run goes on as one answered as events there. Not kept: a session's run
+// run goes on as one answered as events there (a session's run, or one
+// with early reads, is answered as JSON whatever its continuation asks).
+// Not kept: a session's run
 // under the policies answer and hibernate, with early reads or answered as
 // events, a run answered as events with early reads, a stream's
 // (/v1/run/stream), and POST /v1/tool/call's; they live on their replica.
@@ -503,9 +505,12 @@ func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start t
 	}
 	manifest, _ := checkClientTools(sr.Tools, pr) // checked (storedTools)
 	req := spine.Request{Tools: manifest, Waiting: pr.waiting, Approval: pr.approve, Record: true}
-	if wantsEvents(r) {
+	if wantsEvents(r) && sr.Session == "" && !rec.EarlyReads {
 		// Answered by the run's events from its pause on: the replay's
-		// output is not sent (streamFrom) until the pause is reached.
+		// output is not sent (streamFrom) until the pause is reached. A
+		// session's run, or one with early reads, is answered as JSON, as
+		// the store keeps it (durable): as events, a pause would send again
+		// the tool_call events of the reads still pending from the last.
 		pr.stream = newRunStream(w)
 		pr.stream.stdout.skipTo.Store(math.MaxInt64)
 		pr.stream.stderr.skipTo.Store(math.MaxInt64)
