@@ -114,14 +114,7 @@ func (pr *pausedRun) pauseFor(a *approvalCall) {
 	pr.paused, pr.atStored = true, false // the store holds no approval
 	pr.stopClock()
 	pr.freeSlot()
-	pr.waitEnd = time.AfterFunc(pr.s.opts.ToolWait, func() {
-		pr.mu.Lock()
-		if pr.paused && !pr.ended {
-			pr.expired = true
-			pr.cancel(errApprovalWait)
-		}
-		pr.mu.Unlock()
-	})
+	pr.waitEnd = time.AfterFunc(pr.s.opts.ToolWait, func() { pr.expire(errApprovalWait) })
 	req := ApprovalRequest{ID: approvalID(a.call.N), Tool: a.call.Tool, Arguments: a.call.Args, Reason: a.call.Reason}
 	if pr.stream != nil && !pr.durable { // a kept run's after the store has its pause (save)
 		pr.stream.push(streamItem{approval: &req, stdout: len(a.call.Stdout), stderr: len(a.call.Stderr)})

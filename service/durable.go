@@ -301,6 +301,22 @@ func (pr *pausedRun) moved() bool {
 	return newer && err == nil
 }
 
+// expire stops the paused run with cause, Options.ToolWait having run out;
+// a kept run that another replica took over meanwhile stops as one moved
+// (moved): its ids stay in the store, the claim naming its new id, and a
+// session's run marks its half as not the store's (leftSession).
+func (pr *pausedRun) expire(cause error) {
+	if pr.durable && pr.moved() {
+		return
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.paused && !pr.ended {
+		pr.expired = true
+		pr.cancel(cause)
+	}
+}
+
 // refuseMoved answers a continuation of run id, held here, that another
 // replica took over (moved): 409, naming the id the run continues as when
 // the store says it.

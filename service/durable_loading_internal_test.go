@@ -96,3 +96,57 @@ func TestTakeOverWaitsUnloaded(t *testing.T) {
 	post(urlB, "/v1/runs/"+holding.RunID+"/tool_results", map[string]any{"results": []any{map[string]any{"id": holding.Pending[0].ID, "value": "Rome"}}})
 	<-done
 }
+
+// TestDurableExpiryMoved: a run another replica took over while its
+// replica still held it (as one thought dead) is not ended there by its
+// --tool-wait as a run of its own: the store's claim, which names the run's
+// new id, stays, and a continuation of the old id is answered 409 naming
+// it, not 404 as a run that ended.
+func TestDurableExpiryMoved(t *testing.T) {
+	st, err := sessionstore.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r := spinetest.NewRunner(t, nil, &spine.Options{})
+	a := New(r, &Options{Replica: "a", SessionStore: st})
+	defer a.Close(context.Background())
+	b := New(r, &Options{Replica: "b", SessionStore: st})
+	defer b.Close(context.Background())
+	urlA, urlB := spinetest.ServeHTTP(t, a).URL, spinetest.ServeHTTP(t, b).URL
+	post := func(url, path string, body any) (int, Response) {
+		data, _ := json.Marshal(body)
+		resp, err := http.Post(url+path, "application/json", bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var out Response
+		json.Unmarshal(raw, &out)
+		return resp.StatusCode, out
+	}
+	weather := map[string]any{"name": "get_weather", "input_schema": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}}
+	status, out := post(urlA, "/v1/run", map[string]any{"source": "a = get_weather('Paris')\nb = get_weather(a)\n[a, b]", "tools": []any{weather}})
+	if status != http.StatusOK || out.Status != statusToolCalls {
+		t.Fatalf("a's run: %d %+v", status, out)
+	}
+	old := out.RunID
+	results := map[string]any{"results": []any{map[string]any{"id": out.Pending[0].ID, "value": "Oslo"}}}
+	status, out = post(urlB, "/v1/runs/"+old+"/tool_results", results)
+	if status != http.StatusOK || out.Status != statusToolCalls || !strings.HasPrefix(out.RunID, "run_b.") {
+		t.Fatalf("b's takeover: %d %+v", status, out)
+	}
+	moved := out.RunID
+	pr := a.desk.paused.get(old, "")
+	if pr == nil {
+		t.Fatal("a does not hold its run")
+	}
+	pr.mu.Lock()
+	pr.waitEnd.Reset(0) // a's --tool-wait runs out
+	pr.mu.Unlock()
+	<-pr.finished
+	if status, out = post(urlB, "/v1/runs/"+old+"/tool_results", results); status != http.StatusConflict || out.RunID != moved {
+		t.Fatalf("a continuation of the old id once a's wait ran out: %d run_id %q %+v, want 409 naming %s", status, out.RunID, out.Error, moved)
+	}
+}
