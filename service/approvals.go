@@ -111,7 +111,7 @@ func (d approvalDecision) err() error {
 // pauseFor pauses the run for a's decision: its clock and slot stop, and
 // the caller learns of the call. Under pr.mu.
 func (pr *pausedRun) pauseFor(a *approvalCall) {
-	pr.paused, pr.atStored = true, false // the store holds no approval
+	pr.paused, pr.atStored = true, false // until save has the store hold this pause
 	pr.stopClock()
 	pr.freeSlot()
 	pr.waitEnd = time.AfterFunc(pr.s.opts.ToolWait, func() { pr.expire(errApprovalWait) })
