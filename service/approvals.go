@@ -111,17 +111,10 @@ func (d approvalDecision) err() error {
 // pauseFor pauses the run for a's decision: its clock and slot stop, and
 // the caller learns of the call. Under pr.mu.
 func (pr *pausedRun) pauseFor(a *approvalCall) {
-	pr.paused, pr.atStored = true, false // the store holds no approval
+	pr.paused, pr.atStored = true, false // until save has the store hold this pause
 	pr.stopClock()
 	pr.freeSlot()
-	pr.waitEnd = time.AfterFunc(pr.s.opts.ToolWait, func() {
-		pr.mu.Lock()
-		if pr.paused && !pr.ended {
-			pr.expired = true
-			pr.cancel(errApprovalWait)
-		}
-		pr.mu.Unlock()
-	})
+	pr.waitEnd = time.AfterFunc(pr.s.opts.ToolWait, func() { pr.expire(errApprovalWait) })
 	req := ApprovalRequest{ID: approvalID(a.call.N), Tool: a.call.Tool, Arguments: a.call.Args, Reason: a.call.Reason}
 	if pr.stream != nil && !pr.durable { // a kept run's after the store has its pause (save)
 		pr.stream.push(streamItem{approval: &req, stdout: len(a.call.Stdout), stderr: len(a.call.Stderr)})

@@ -58,7 +58,9 @@ import (
 // (announcePause); a continuation that takes it over and asks for events is
 // answered with the run's events from that pause on (the replay's output is
 // not sent again: streamFrom), under the new id its events carry, and the
-// run goes on as one answered as events there. Not kept: a session's run
+// run goes on as one answered as events there (a session's run, or one
+// with early reads, is answered as JSON whatever its continuation asks).
+// Not kept: a session's run
 // under the policies answer and hibernate, with early reads or answered as
 // events, a run answered as events with early reads, a stream's
 // (/v1/run/stream), and POST /v1/tool/call's; they live on their replica.
@@ -299,6 +301,22 @@ func (pr *pausedRun) moved() bool {
 	return newer && err == nil
 }
 
+// expire stops the paused run with cause, Options.ToolWait having run out;
+// a kept run that another replica took over meanwhile stops as one moved
+// (moved): its ids stay in the store, the claim naming its new id, and a
+// session's run marks its half as not the store's (leftSession).
+func (pr *pausedRun) expire(cause error) {
+	if pr.durable && pr.moved() {
+		return
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.paused && !pr.ended {
+		pr.expired = true
+		pr.cancel(cause)
+	}
+}
+
 // refuseMoved answers a continuation of run id, held here, that another
 // replica took over (moved): 409, naming the id the run continues as when
 // the store says it.
@@ -413,6 +431,9 @@ func (s *pausedDesk) load(w http.ResponseWriter, r *http.Request, start time.Tim
 		}
 		status, kind, msg = pr.checkResults(c.results)
 	}
+	// Loaded and checked: the run counts among the paused runs now, and
+	// its session's lock may take as long as the run's time limit.
+	loaded()
 	var sess *fleet.Session // a session's run: its session, held as a run holds it (durablesession.go)
 	if msg == "" && sr.Session != "" {
 		sess, status, kind, msg = s.holdSession(r, sr, meta.Owner)
@@ -463,7 +484,6 @@ func (s *pausedDesk) load(w http.ResponseWriter, r *http.Request, start time.Tim
 		s.refuse(w, start, status, kind, fmt.Sprintf("run %s: another replica took it over first: %v", id, err))
 		return true
 	}
-	loaded()
 	s.continueRun(w, r, start, pr, sr, rec, c, sess, giveTurn)
 	return true
 }
@@ -501,9 +521,12 @@ func (s *pausedDesk) continueRun(w http.ResponseWriter, r *http.Request, start t
 	}
 	manifest, _ := checkClientTools(sr.Tools, pr) // checked (storedTools)
 	req := spine.Request{Tools: manifest, Waiting: pr.waiting, Approval: pr.approve, Record: true}
-	if wantsEvents(r) {
+	if wantsEvents(r) && sr.Session == "" && !rec.EarlyReads {
 		// Answered by the run's events from its pause on: the replay's
-		// output is not sent (streamFrom) until the pause is reached.
+		// output is not sent (streamFrom) until the pause is reached. A
+		// session's run, or one with early reads, is answered as JSON, as
+		// the store keeps it (durable): as events, a pause would send again
+		// the tool_call events of the reads still pending from the last.
 		pr.stream = newRunStream(w)
 		pr.stream.stdout.skipTo.Store(math.MaxInt64)
 		pr.stream.stderr.skipTo.Store(math.MaxInt64)

@@ -2,9 +2,12 @@ package service_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/spine-run/spine/service"
 )
 
 // eventsContinue posts results to run runID on c's server asking for
@@ -146,4 +149,51 @@ func TestDurableEventsCut(t *testing.T) {
 	if status, out := resultOf(t, e); status != http.StatusOK || string(out.Value) != `["Rome","fog"]` || !strings.HasPrefix(out.RunID, "run_b.") {
 		t.Fatalf("b's end: %s", e.data)
 	}
+}
+
+// TestDurableEventsNotKeptAsJSON: a run the store keeps answered as JSON
+// that it would not keep answered as events (one with early reads, a
+// session's) is answered as JSON when a continuation that takes it over
+// asks for events: as events, its reads pending at one pause were sent
+// again as tool_call events at the next, each asked twice.
+func TestDurableEventsNotKeptAsJSON(t *testing.T) {
+	svcs, cs, _ := durableServers(t, "a", "b")
+	a, b := cs[0], cs[1]
+	asEvents := func(runID string, results ...any) (int, service.Response) {
+		data, _ := json.Marshal(run{"results": results})
+		req, err := http.NewRequestWithContext(t.Context(), "POST", b.url+"/v1/runs/"+runID+"/tool_results", strings.NewReader(string(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			t.Fatalf("a continuation asking for events: %d, Content-Type %q, want JSON", resp.StatusCode, ct)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b.answer(resp.StatusCode, raw)
+	}
+	status, early := a.runWith("/v1/run", run{"source": durableEarlyProgram("events-early"), "tools": []any{price}, "early_reads": true})
+	if status != http.StatusOK || early.Status != "tool_calls" {
+		t.Fatalf("a's run with early reads: %d %+v", status, early.Error)
+	}
+	id := a.create()
+	a.mustRun(id, "import random\nx = 1")
+	status, sess := a.sessionRun(id, sessionProgram("events-session"))
+	paused(t, status, sess, `get_weather{"city":"Paris"}`)
+	svcs[0].Drain()
+	if err := svcs[0].Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	status, out := asEvents(early.RunID, answerAll(t, early)...)
+	if status != http.StatusOK || out.Status != "tool_calls" || strings.Count(pauseOf(out), "shop.price") != 3 || !strings.HasPrefix(out.RunID, "run_b.") {
+		t.Fatalf("the run with early reads taken over: %d %s (error %+v)", status, pauseOf(out), out.Error)
+	}
+	status, out = asEvents(sess.RunID, value(sess.Pending[0].ID, map[string]any{"next": "Oslo"}))
+	paused(t, status, out, `get_weather{"city":"Oslo"}`)
 }

@@ -240,14 +240,7 @@ func (pr *pausedRun) check() {
 	pr.paused = true
 	pr.stopClock()
 	pr.freeSlot()
-	pr.waitEnd = time.AfterFunc(pr.s.opts.ToolWait, func() {
-		pr.mu.Lock()
-		if pr.paused && !pr.ended {
-			pr.expired = true
-			pr.cancel(errToolWait)
-		}
-		pr.mu.Unlock()
-	})
+	pr.waitEnd = time.AfterFunc(pr.s.opts.ToolWait, func() { pr.expire(errToolWait) })
 	if pr.stream != nil && !pr.durable {
 		return // every pending call was a tool_call event as it reached its Call
 	}
