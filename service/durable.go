@@ -646,8 +646,11 @@ func sameJSON(a, b json.RawMessage) bool {
 // continuation asks for again and the store answers. The others are
 // forgotten. Under pr.mu.
 func (pr *pausedRun) unfinished(rec *spine.Record) []toolResult {
+	if rec == nil { // a pause not kept (unclaimed early reads at an approval): the next may need them all
+		return nil
+	}
 	var kept []toolResult
-	if rec != nil && rec.Waiting != nil {
+	if rec.Waiting != nil {
 		for _, c := range rec.Waiting.Pending {
 			if res, ok := pr.delivered[callID(c.N)]; ok && c.N > 0 && c.Response == nil {
 				kept = append(kept, res)
