@@ -30,11 +30,12 @@ import (
 // runs/<SHA-256 of the run id>/<generation>). A continuation (tool_results
 // or approvals) that reaches a replica not holding the run (its replica
 // drained, died or restarted) loads it there: the replica checks the
-// continuation and what the store holds, claims the run by writing the
-// next generation, create-only, naming the run's new id (a second replica
-// racing for it loses that write, and answers 409), writes the stored pause
-// again under the new id (should this replica die before the next pause, a
-// continuation of the new id takes the run over again), and continues it
+// continuation and what the store holds, writes the stored pause under the
+// run's new id (should this replica die before the next pause, a
+// continuation of the new id takes the run over again), claims the run by
+// writing the next generation of its key, create-only, naming the new id (a
+// second replica racing for it loses that write, drops its copy and answers
+// 409), and continues it
 // from its record (spine.Runner.Continue) to the same pause, whose pending
 // calls or approval must be the stored ones, then applies the results or
 // the decision and goes on. The run now lives here under the new id, which
