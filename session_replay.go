@@ -88,5 +88,5 @@ func (r *Runner) CheckSessionRecord(rec *Record) error {
 	}
 	plain := *rec
 	plain.Session = nil
-	return r.replayable(&plain)
+	return r.CheckRecord(&plain)
 }
